@@ -1,0 +1,344 @@
+/*
+ * Launcher conventions. The first convention that has any of its variables
+ * set is the one used; within it, a missing or inconsistent variable is an
+ * error naming the variables. DD_* variables and torchrun's generic names
+ * (RANK, WORLD_SIZE) must agree when both are set. Outer allocation layers
+ * (Slurm, MPI) are ignored below a higher convention, since torchrun run by
+ * srun legitimately disagrees with them.
+ */
+#include "boot/env.h"
+#include "core/log.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    const char *rank, *size, *local_rank, *local_size;
+    const char *job_id[3];
+} dd_boot_convention_t;
+
+static const dd_boot_convention_t dd_boot_conventions[] = {
+    {"torchrun",
+     "RANK",
+     "WORLD_SIZE",
+     "LOCAL_RANK",
+     "LOCAL_WORLD_SIZE",
+     {"TORCHELASTIC_RUN_ID", NULL, NULL}},
+    {"Open MPI",
+     "OMPI_COMM_WORLD_RANK",
+     "OMPI_COMM_WORLD_SIZE",
+     "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE",
+     {"PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid", NULL}},
+    {"Slurm",
+     "SLURM_PROCID",
+     "SLURM_NTASKS",
+     "SLURM_LOCALID",
+     NULL,
+     {"SLURM_JOB_ID", NULL, NULL}},
+    {"PMI",
+     "PMI_RANK",
+     "PMI_SIZE",
+     "MPI_LOCALRANKID",
+     "MPI_LOCALNRANKS",
+     {"PMI_KVSNAME", NULL, NULL}},
+};
+
+static const char *dd_boot_get(dd_getenv_fn_t getenv_fn, void *arg,
+                               const char *name)
+{
+    if (name == NULL) {
+        return NULL;
+    }
+    const char *s = getenv_fn(arg, name);
+    return (s != NULL && s[0] != '\0') ? s : NULL;
+}
+
+/* Parses a launcher variable; an unparsable one is an error naming it. */
+static dd_status_t dd_boot_parse(dd_getenv_fn_t getenv_fn, void *arg,
+                                 const char *name, int min, int *value_p)
+{
+    const char *s = dd_boot_get(getenv_fn, arg, name);
+    char *end;
+
+    *value_p = -1;
+    if (s == NULL) {
+        return DD_OK;
+    }
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > INT_MAX) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                        "invalid value %s='%s': expected an integer from %d",
+                        name, s, min);
+    }
+    *value_p = (int)v;
+    return DD_OK;
+}
+
+/* Checks that a (rank, size) pair is complete and consistent. */
+static dd_status_t dd_boot_check_pair(const char *rank_name, int rank,
+                                      const char *size_name, int size)
+{
+    if (rank >= 0 && size < 0) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                        "%s=%d is set but %s is not: set both or neither",
+                        rank_name, rank, size_name);
+    }
+    if (rank < 0 && size >= 0) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                        "%s=%d is set but %s is not: set both or neither",
+                        size_name, size, rank_name);
+    }
+    if (rank >= 0 && rank >= size) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                        "%s=%d and %s=%d disagree: the rank must be below "
+                        "the size",
+                        rank_name, rank, size_name, size);
+    }
+    return DD_OK;
+}
+
+static dd_status_t dd_boot_from_dd(const dd_boot_opts_t *opts,
+                                   dd_boot_env_t *env)
+{
+    dd_status_t status;
+
+    status = dd_boot_check_pair("DD_RANK", opts->rank, "DD_WORLD_SIZE",
+                                opts->world_size);
+    if (status != DD_OK) {
+        return status;
+    }
+    if (opts->local_rank >= 0 && opts->local_size >= 0) {
+        status = dd_boot_check_pair("DD_LOCAL_RANK", opts->local_rank,
+                                    "DD_LOCAL_SIZE", opts->local_size);
+        if (status != DD_OK) {
+            return status;
+        }
+    }
+    env->rank = opts->rank;
+    env->world_size = opts->world_size;
+    env->local_rank = opts->local_rank;
+    env->local_size = opts->local_size;
+    snprintf(env->source, sizeof(env->source), "DD");
+    return DD_OK;
+}
+
+/* Fills env from one launcher convention whose variables are present. */
+static dd_status_t dd_boot_from(const dd_boot_convention_t *conv,
+                                dd_getenv_fn_t getenv_fn, void *arg,
+                                dd_boot_env_t *env)
+{
+    int rank, size, local_rank, local_size;
+    dd_status_t status;
+
+    if ((status = dd_boot_parse(getenv_fn, arg, conv->rank, 0, &rank)) ||
+        (status = dd_boot_parse(getenv_fn, arg, conv->size, 1, &size)) ||
+        (status = dd_boot_parse(getenv_fn, arg, conv->local_rank, 0,
+                                &local_rank)) ||
+        (status = dd_boot_parse(getenv_fn, arg, conv->local_size, 1,
+                                &local_size))) {
+        return status;
+    }
+    status = dd_boot_check_pair(conv->rank, rank, conv->size, size);
+    if (status != DD_OK) {
+        return status;
+    }
+    if (local_rank >= 0 && local_size >= 0) {
+        status = dd_boot_check_pair(conv->local_rank, local_rank,
+                                    conv->local_size, local_size);
+        if (status != DD_OK) {
+            return status;
+        }
+    } else {
+        local_rank = local_size = -1; /* derived later from host names */
+    }
+    env->rank = rank;
+    env->world_size = size;
+    env->local_rank = local_rank;
+    env->local_size = local_size;
+    snprintf(env->source, sizeof(env->source), "%s", conv->name);
+    for (int i = 0; i < 3 && conv->job_id[i]; i++) {
+        const char *id = dd_boot_get(getenv_fn, arg, conv->job_id[i]);
+        if (id != NULL) {
+            snprintf(env->job_id, sizeof(env->job_id), "%s=%s",
+                     conv->job_id[i], id);
+            break;
+        }
+    }
+    return DD_OK;
+}
+
+/* DD_* and torchrun's generic variables must not contradict each other. */
+static dd_status_t dd_boot_check_torchrun(const dd_boot_env_t *env,
+                                          dd_getenv_fn_t getenv_fn, void *arg)
+{
+    int rank, size;
+
+    if (dd_boot_parse(getenv_fn, arg, "RANK", 0, &rank) != DD_OK ||
+        dd_boot_parse(getenv_fn, arg, "WORLD_SIZE", 1, &size) != DD_OK) {
+        return DD_ERR_INVALID_CONFIG;
+    }
+    if (rank >= 0 && rank != env->rank) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                        "DD_RANK=%d and RANK=%d disagree: unset one of them",
+                        env->rank, rank);
+    }
+    if (size >= 0 && size != env->world_size) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                        "DD_WORLD_SIZE=%d and WORLD_SIZE=%d disagree: unset "
+                        "one of them",
+                        env->world_size, size);
+    }
+    return DD_OK;
+}
+
+static int dd_boot_convention_present(const dd_boot_convention_t *conv,
+                                      dd_getenv_fn_t getenv_fn, void *arg)
+{
+    return dd_boot_get(getenv_fn, arg, conv->rank) != NULL ||
+           dd_boot_get(getenv_fn, arg, conv->size) != NULL;
+}
+
+static dd_status_t dd_boot_master(const dd_boot_opts_t *opts,
+                                  dd_getenv_fn_t getenv_fn, void *arg,
+                                  dd_boot_env_t *env)
+{
+    const char *addr = opts->master_addr;
+    int port = opts->master_port;
+
+    if (addr == NULL) {
+        addr = dd_boot_get(getenv_fn, arg, "MASTER_ADDR");
+    }
+    if (port < 0) {
+        int p;
+        if (dd_boot_parse(getenv_fn, arg, "MASTER_PORT", 1, &p) != DD_OK) {
+            return DD_ERR_INVALID_CONFIG;
+        }
+        if (p > 65535) {
+            return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                            "invalid value MASTER_PORT=%d: expected a port "
+                            "from 1 to 65535",
+                            p);
+        }
+        port = p;
+    }
+    if (addr != NULL && strlen(addr) >= sizeof(env->master_addr)) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                        "master address '%.40s...' is too long", addr);
+    }
+    snprintf(env->master_addr, sizeof(env->master_addr), "%s",
+             addr ? addr : "");
+    env->master_port = port;
+    return DD_OK;
+}
+
+dd_status_t dd_boot_env_detect(const dd_boot_opts_t *opts,
+                               dd_getenv_fn_t getenv_fn, void *arg,
+                               dd_boot_env_t *env_p)
+{
+    dd_boot_env_t env;
+    dd_status_t status = DD_OK;
+    size_t n_conv = sizeof(dd_boot_conventions) / sizeof(dd_boot_conventions[0]);
+    size_t i;
+
+    memset(&env, 0, sizeof(env));
+    if (opts->rank >= 0 || opts->world_size >= 0) {
+        status = dd_boot_from_dd(opts, &env);
+        if (status == DD_OK) {
+            status = dd_boot_check_torchrun(&env, getenv_fn, arg);
+        }
+    } else {
+        for (i = 0; i < n_conv; i++) {
+            if (dd_boot_convention_present(&dd_boot_conventions[i], getenv_fn,
+                                           arg)) {
+                status = dd_boot_from(&dd_boot_conventions[i], getenv_fn, arg,
+                                      &env);
+                break;
+            }
+        }
+        if (i == n_conv) {
+            env.rank = 0;
+            env.world_size = 1;
+            env.local_rank = 0;
+            env.local_size = 1;
+            snprintf(env.source, sizeof(env.source), "none");
+        }
+    }
+    if (status == DD_OK && opts->local_rank >= 0) {
+        env.local_rank = opts->local_rank; /* DD_LOCAL_* refine any launcher */
+    }
+    if (status == DD_OK && opts->local_size >= 0) {
+        env.local_size = opts->local_size;
+    }
+    if (status == DD_OK && env.local_rank >= 0 && env.local_size >= 0 &&
+        env.local_rank >= env.local_size) {
+        status = dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                          "local rank %d and local size %d disagree (from %s "
+                          "and DD_LOCAL_RANK/DD_LOCAL_SIZE)",
+                          env.local_rank, env.local_size, env.source);
+    }
+    if (status == DD_OK) {
+        status = dd_boot_master(opts, getenv_fn, arg, &env);
+    }
+    if (status != DD_OK) {
+        return status;
+    }
+    *env_p = env;
+    return DD_OK;
+}
+
+int dd_boot_env_guess_rank(dd_getenv_fn_t getenv_fn, void *arg)
+{
+    static const char *const names[] = {"DD_RANK", "RANK",
+                                        "OMPI_COMM_WORLD_RANK",
+                                        "SLURM_PROCID", "PMI_RANK"};
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *s = dd_boot_get(getenv_fn, arg, names[i]);
+        char *end;
+        if (s == NULL) {
+            continue;
+        }
+        long v = strtol(s, &end, 10);
+        if (end != s && *end == '\0' && v >= 0 && v <= INT_MAX) {
+            return (int)v;
+        }
+    }
+    return -1;
+}
+
+dd_status_t dd_boot_role_resolve(const dd_boot_opts_t *opts, int role_override,
+                                 int rank, int world_size, dd_role_t *role_p)
+{
+    int k = opts->num_aggregators;
+    int asked = role_override >= 0 ? role_override : opts->role;
+    const char *who = role_override >= 0 ? "dd_init's role" : "DD_ROLE";
+
+    if (k >= world_size) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                        "DD_NUM_AGGREGATORS=%d leaves no worker among %d "
+                        "ranks: expected 0 to %d",
+                        k, world_size, world_size - 1);
+    }
+    if (k == 0) {
+        *role_p = asked >= 0 ? (dd_role_t)asked : DD_ROLE_WORKER;
+        return DD_OK;
+    }
+    dd_role_t by_count =
+        rank >= world_size - k ? DD_ROLE_AGGREGATOR : DD_ROLE_WORKER;
+    if (asked >= 0 && (dd_role_t)asked != by_count) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                        "%s=%s and DD_NUM_AGGREGATORS=%d disagree: rank %d of "
+                        "%d is %s by the count",
+                        who, dd_role_names[asked], k, rank, world_size,
+                        by_count == DD_ROLE_AGGREGATOR ? "an aggregator"
+                                                       : "a worker");
+    }
+    *role_p = by_count;
+    return DD_OK;
+}

@@ -1,0 +1,180 @@
+/*
+ * What every store offers on top of its operations: the token hash, an
+ * existence check, and barrier and allgather helpers that name the missing
+ * ranks on timeout.
+ */
+#include "boot/store.h"
+#include "core/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t dd_store_token_hash(const char *token)
+{
+    /* FNV-1a: the token itself never goes on the wire. */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *p = (const unsigned char *)token; *p; p++) {
+        h = (h ^ *p) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+dd_status_t dd_store_check(dd_store_t *s, const char *key, int *exists_p)
+{
+    int present = 0;
+    dd_status_t status = s->ops->wait(s, &key, 1, 0.0, &present);
+
+    if (status != DD_OK && status != DD_ERR_TIMED_OUT) {
+        return status;
+    }
+    *exists_p = present;
+    return DD_OK;
+}
+
+void dd_store_close(dd_store_t *s)
+{
+    if (s != NULL) {
+        s->ops->close(s);
+    }
+}
+
+/* Makes "dd/<kind>/<name>/<gen>/<rank>" keys for every rank. */
+static char **dd_store_rank_keys(dd_store_t *s, const char *kind,
+                                 const char *name, unsigned gen)
+{
+    char **keys = calloc((size_t)s->world_size, sizeof(char *));
+    for (int r = 0; keys != NULL && r < s->world_size; r++) {
+        size_t size = strlen(name) + 64;
+        keys[r] = malloc(size);
+        if (keys[r] == NULL) {
+            for (int i = 0; i < r; i++) {
+                free(keys[i]);
+            }
+            free(keys);
+            return NULL;
+        }
+        snprintf(keys[r], size, "dd/%s/%s/%u/%d", kind, name, gen, r);
+    }
+    return keys;
+}
+
+static void dd_store_free_keys(dd_store_t *s, char **keys)
+{
+    for (int r = 0; keys != NULL && r < s->world_size; r++) {
+        free(keys[r]);
+    }
+    free(keys);
+}
+
+/* Reports a timed-out collective wait, naming the ranks that are missing. */
+static dd_status_t dd_store_missing(dd_store_t *s, const char *what,
+                                    const char *name, const int *present)
+{
+    char ranks[512];
+    size_t o = 0;
+    int n_missing = 0;
+
+    ranks[0] = '\0';
+    for (int r = 0; r < s->world_size; r++) {
+        if (present[r]) {
+            continue;
+        }
+        n_missing++;
+        if (o < sizeof(ranks) - 16) {
+            int n = snprintf(ranks + o, sizeof(ranks) - o, "%s%d",
+                             n_missing > 1 ? ", " : "", r);
+            o += n > 0 ? (size_t)n : 0;
+        } else if (o < sizeof(ranks) - 4) {
+            o += (size_t)snprintf(ranks + o, sizeof(ranks) - o, "...");
+        }
+    }
+    return dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_BOOT,
+                    "%s '%s' timed out after %.0f s (DD_TIMEOUT_S): rank%s %s "
+                    "did not arrive (%d of %d missing)",
+                    what, name, s->timeout_s, n_missing > 1 ? "s" : "", ranks,
+                    n_missing, s->world_size);
+}
+
+/* Publishes this rank's key and waits for every rank's. */
+static dd_status_t dd_store_gather_keys(dd_store_t *s, const char *what,
+                                        const char *name, char **keys,
+                                        const void *mine, size_t len)
+{
+    int *present = calloc((size_t)s->world_size, sizeof(int));
+    dd_status_t status;
+
+    if (present == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    status = dd_store_set(s, keys[s->rank], mine, len);
+    if (status == DD_OK) {
+        status = dd_store_wait(s, (const char *const *)keys, s->world_size,
+                               present);
+        if (status == DD_ERR_TIMED_OUT) {
+            status = dd_store_missing(s, what, name, present);
+        }
+    }
+    free(present);
+    return status;
+}
+
+/* Deletes this rank's key of the previous barrier or allgather: every rank
+ * has finished that one, since every rank has entered this one. */
+static void dd_store_forget(dd_store_t *s, const char *current_key)
+{
+    if (s->last_key[0] != '\0') {
+        dd_store_delete(s, s->last_key, NULL);
+    }
+    snprintf(s->last_key, sizeof(s->last_key), "%s", current_key);
+}
+
+dd_status_t dd_store_barrier(dd_store_t *s, const char *name)
+{
+    char **keys = dd_store_rank_keys(s, "barrier", name, s->barrier_gen++);
+    dd_status_t status;
+
+    if (keys == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    status = dd_store_gather_keys(s, "barrier", name, keys, "1", 1);
+    if (status == DD_OK) {
+        dd_store_forget(s, keys[s->rank]);
+    }
+    dd_store_free_keys(s, keys);
+    return status;
+}
+
+dd_status_t dd_store_allgather(dd_store_t *s, const char *name,
+                               const void *mine, size_t len, void *all)
+{
+    char **keys = dd_store_rank_keys(s, "allgather", name, s->barrier_gen++);
+    dd_status_t status;
+
+    if (keys == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    status = dd_store_gather_keys(s, "allgather", name, keys, mine, len);
+    for (int r = 0; status == DD_OK && r < s->world_size; r++) {
+        void *value;
+        size_t vlen;
+        status = dd_store_get(s, keys[r], &value, &vlen);
+        if (status != DD_OK) {
+            break;
+        }
+        if (vlen != len) {
+            status = dd_error(DD_ERR_MISMATCH, DD_SUBSYS_BOOT,
+                              "allgather '%s': rank %d contributed %zu bytes "
+                              "but rank %d expects %zu",
+                              name, r, vlen, s->rank, len);
+        } else {
+            memcpy((char *)all + (size_t)r * len, value, len);
+        }
+        free(value);
+    }
+    if (status == DD_OK) {
+        dd_store_forget(s, keys[s->rank]);
+    }
+    dd_store_free_keys(s, keys);
+    return status;
+}

@@ -1,0 +1,132 @@
+/*
+ * The rendezvous key-value store: a TCP store hosted by rank 0, or a file
+ * store on a shared directory. Every wait is bounded by the store's timeout.
+ * Barrier and allgather are built on set/wait/get and name the ranks that
+ * are missing when they time out.
+ */
+#ifndef DD_BOOT_STORE_H
+#define DD_BOOT_STORE_H
+
+#include <dreamddp.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct dd_store dd_store_t;
+
+/* One implementation's operations. Values are opaque bytes. */
+typedef struct {
+    dd_status_t (*set)(dd_store_t *store, const char *key, const void *value,
+                       size_t len);
+    /* Waits up to timeout_s for the key; the value is malloc'ed. */
+    dd_status_t (*get)(dd_store_t *store, const char *key, double timeout_s,
+                       void **value_p, size_t *len_p);
+    /* Waits up to timeout_s until every key exists; on DD_ERR_TIMED_OUT,
+     * present[i] (if given) says which keys exist. */
+    dd_status_t (*wait)(dd_store_t *store, const char *const *keys, int n,
+                        double timeout_s, int *present);
+    dd_status_t (*add)(dd_store_t *store, const char *key, int64_t delta,
+                       int64_t *value_p);
+    dd_status_t (*del)(dd_store_t *store, const char *key, int *deleted_p);
+    void (*close)(dd_store_t *store);
+} dd_store_ops_t;
+
+struct dd_store {
+    const dd_store_ops_t *ops;
+    int rank;
+    int world_size;
+    double timeout_s;
+    char where[300];       /* "tcp://10.0.0.1:29500", for messages */
+    unsigned barrier_gen;  /* barriers and allgathers done so far */
+    char last_key[512];    /* this rank's key of the last one */
+};
+
+/** Hash of the job token; what a rank presents instead of the token. */
+uint64_t dd_store_token_hash(const char *token);
+
+/**
+ * Connects to the TCP store at addr:port, retrying until timeout_s, and
+ * presents the token hash with this rank and world size. DD_ERR_UNREACHABLE
+ * names the address; DD_ERR_REFUSED and DD_ERR_MISMATCH carry the server's
+ * reason.
+ */
+dd_status_t dd_store_tcp_connect(const char *addr, int port,
+                                 uint64_t token_hash, int rank,
+                                 int world_size, double timeout_s,
+                                 dd_store_t **store_p);
+
+/** Opens the file store under dir, in a namespace given by the token. */
+dd_status_t dd_store_file_open(const char *dir, uint64_t token_hash, int rank,
+                               int world_size, double timeout_s,
+                               dd_store_t **store_p);
+
+static inline dd_status_t dd_store_set(dd_store_t *s, const char *key,
+                                       const void *value, size_t len)
+{
+    return s->ops->set(s, key, value, len);
+}
+
+static inline dd_status_t dd_store_get(dd_store_t *s, const char *key,
+                                       void **value_p, size_t *len_p)
+{
+    return s->ops->get(s, key, s->timeout_s, value_p, len_p);
+}
+
+static inline dd_status_t dd_store_wait(dd_store_t *s, const char *const *keys,
+                                        int n, int *present)
+{
+    return s->ops->wait(s, keys, n, s->timeout_s, present);
+}
+
+static inline dd_status_t dd_store_add(dd_store_t *s, const char *key,
+                                       int64_t delta, int64_t *value_p)
+{
+    return s->ops->add(s, key, delta, value_p);
+}
+
+static inline dd_status_t dd_store_delete(dd_store_t *s, const char *key,
+                                          int *deleted_p)
+{
+    return s->ops->del(s, key, deleted_p);
+}
+
+/** Whether key exists now (no waiting). */
+dd_status_t dd_store_check(dd_store_t *s, const char *key, int *exists_p);
+
+void dd_store_close(dd_store_t *s);
+
+/**
+ * Waits until every rank has entered the barrier of this name. On timeout
+ * the error names the ranks that did not arrive.
+ */
+dd_status_t dd_store_barrier(dd_store_t *s, const char *name);
+
+/**
+ * Every rank contributes len bytes; all (world_size * len bytes, rank order)
+ * receives everyone's. A rank that contributed another length is a
+ * DD_ERR_MISMATCH naming it.
+ */
+dd_status_t dd_store_allgather(dd_store_t *s, const char *name,
+                               const void *mine, size_t len, void *all);
+
+/* The TCP store's server, hosted by rank 0. */
+typedef struct dd_store_server dd_store_server_t;
+
+/**
+ * Listens on port (0: any free port) on every address and serves on its own
+ * thread. Only clients presenting token_hash and world_size are accepted.
+ */
+dd_status_t dd_store_server_start(int port, uint64_t token_hash,
+                                  int world_size,
+                                  dd_store_server_t **server_p);
+
+/** The port the server listens on. */
+int dd_store_server_port(const dd_store_server_t *server);
+
+/**
+ * Waits up to timeout_s until every client but the caller's own has
+ * disconnected, then stops the server and frees it.
+ */
+void dd_store_server_stop(dd_store_server_t *server, double timeout_s);
+
+#endif

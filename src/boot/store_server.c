@@ -1,0 +1,609 @@
+/*
+ * The TCP store's server: one thread, poll() over the listening socket and
+ * the clients. Requests that must wait (get, wait) are parked on their client
+ * and answered when a set or add makes them ready, or with a timeout reply at
+ * their deadline. A client that fails the handshake is refused and closed.
+ * Must not block on any one client: reads are non-blocking; replies are sent
+ * with a short deadline since each client is waiting for its answer.
+ */
+#include "boot/sock.h"
+#include "boot/store.h"
+#include "boot/store_proto.h"
+#include "core/log.h"
+#include "core/time.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define DD_SERVER_BUCKETS 1024
+#define DD_SERVER_SEND_S 10.0
+
+typedef struct dd_server_entry {
+    struct dd_server_entry *next;
+    char *key;
+    uint8_t *value;
+    size_t len;
+} dd_server_entry_t;
+
+typedef struct {
+    int fd;
+    int rank; /* -1 until the handshake */
+    uint8_t *in;
+    size_t in_len, in_cap;
+    /* A parked get or wait. */
+    int parked_op;
+    char **keys;
+    int n_keys;
+    double deadline;
+} dd_server_client_t;
+
+struct dd_store_server {
+    int listen_fd;
+    int wake[2];
+    int port;
+    uint64_t token;
+    int world_size;
+    pthread_t thread;
+    dd_server_client_t *clients;
+    int n_clients, cap_clients;
+    dd_server_entry_t *buckets[DD_SERVER_BUCKETS];
+    volatile int stopping;
+    double stop_deadline;
+};
+
+static size_t dd_server_hash(const char *key)
+{
+    size_t h = 5381;
+    for (; *key; key++) {
+        h = h * 33 + (unsigned char)*key;
+    }
+    return h % DD_SERVER_BUCKETS;
+}
+
+static dd_server_entry_t *dd_server_find(dd_store_server_t *srv,
+                                         const char *key)
+{
+    dd_server_entry_t *e = srv->buckets[dd_server_hash(key)];
+    while (e != NULL && strcmp(e->key, key) != 0) {
+        e = e->next;
+    }
+    return e;
+}
+
+static int dd_server_put(dd_store_server_t *srv, const char *key,
+                         const void *value, size_t len)
+{
+    dd_server_entry_t *e = dd_server_find(srv, key);
+    uint8_t *copy = malloc(len ? len : 1);
+
+    if (copy == NULL) {
+        return -1;
+    }
+    memcpy(copy, value, len);
+    if (e == NULL) {
+        e = calloc(1, sizeof(*e));
+        if (e == NULL || (e->key = strdup(key)) == NULL) {
+            free(e);
+            free(copy);
+            return -1;
+        }
+        size_t b = dd_server_hash(key);
+        e->next = srv->buckets[b];
+        srv->buckets[b] = e;
+    }
+    free(e->value);
+    e->value = copy;
+    e->len = len;
+    return 0;
+}
+
+static int dd_server_remove(dd_store_server_t *srv, const char *key)
+{
+    dd_server_entry_t **pp = &srv->buckets[dd_server_hash(key)];
+    for (; *pp != NULL; pp = &(*pp)->next) {
+        if (strcmp((*pp)->key, key) == 0) {
+            dd_server_entry_t *e = *pp;
+            *pp = e->next;
+            free(e->key);
+            free(e->value);
+            free(e);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Sends a reply frame; a client that cannot take it is dropped later. */
+static void dd_server_reply(dd_server_client_t *c, dd_store_buf_t *b)
+{
+    dd_store_buf_finish(b);
+    if (b->failed || dd_sock_send_all(c->fd, b->data, b->len,
+                                      dd_time_now() + DD_SERVER_SEND_S) !=
+                         DD_OK) {
+        dd_log_debug(DD_SUBSYS_NET, "store: cannot reply to rank %d",
+                     c->rank);
+        shutdown(c->fd, SHUT_RDWR);
+    }
+}
+
+static void dd_server_reply_text(dd_server_client_t *c, uint8_t code,
+                                 const char *text)
+{
+    dd_store_buf_t b = {0};
+    dd_store_buf_begin(&b);
+    dd_store_buf_u8(&b, code);
+    dd_store_buf_str(&b, text);
+    dd_server_reply(c, &b);
+    dd_store_buf_free(&b);
+}
+
+static void dd_server_unpark(dd_server_client_t *c)
+{
+    for (int i = 0; i < c->n_keys; i++) {
+        free(c->keys[i]);
+    }
+    free(c->keys);
+    c->keys = NULL;
+    c->n_keys = 0;
+    c->parked_op = 0;
+}
+
+/* Answers a parked request if it is ready or past its deadline. */
+static void dd_server_try_parked(dd_store_server_t *srv, dd_server_client_t *c,
+                                 double now)
+{
+    int ready = 1;
+    dd_store_buf_t b = {0};
+
+    for (int i = 0; i < c->n_keys && ready; i++) {
+        ready = dd_server_find(srv, c->keys[i]) != NULL;
+    }
+    if (!ready && now < c->deadline) {
+        return;
+    }
+    dd_store_buf_begin(&b);
+    dd_store_buf_u8(&b, ready ? DD_STORE_REPLY_OK : DD_STORE_REPLY_TIMEOUT);
+    if (c->parked_op == DD_STORE_OP_GET && ready) {
+        dd_server_entry_t *e = dd_server_find(srv, c->keys[0]);
+        dd_store_buf_bytes(&b, e->value, e->len);
+    } else {
+        for (int i = 0; i < c->n_keys; i++) {
+            dd_store_buf_u8(&b, dd_server_find(srv, c->keys[i]) != NULL);
+        }
+    }
+    dd_server_reply(c, &b);
+    dd_store_buf_free(&b);
+    dd_server_unpark(c);
+}
+
+static void dd_server_wake_parked(dd_store_server_t *srv)
+{
+    double now = dd_time_now();
+    for (int i = 0; i < srv->n_clients; i++) {
+        if (srv->clients[i].parked_op) {
+            dd_server_try_parked(srv, &srv->clients[i], now);
+        }
+    }
+}
+
+static int dd_server_hello(dd_store_server_t *srv, dd_server_client_t *c,
+                           dd_store_cursor_t *cur)
+{
+    char reason[256];
+    uint32_t magic = dd_store_get_u32(cur);
+    uint16_t version = dd_store_get_u16(cur);
+    uint64_t token = dd_store_get_u64(cur);
+    int rank = (int32_t)dd_store_get_u32(cur);
+    int world = (int32_t)dd_store_get_u32(cur);
+
+    if (cur->failed || magic != DD_STORE_MAGIC || version != DD_STORE_VERSION) {
+        dd_server_reply_text(c, DD_STORE_REPLY_BAD,
+                             "not a dreamddp store client of this version");
+        return -1;
+    }
+    if (token != srv->token) {
+        dd_log_warn(DD_SUBSYS_NET,
+                    "store: refused a client claiming rank %d: wrong job "
+                    "token",
+                    rank);
+        dd_server_reply_text(c, DD_STORE_REPLY_REFUSED,
+                             "the job token differs from rank 0's (is "
+                             "another job using this port, or DD_JOB_TOKEN "
+                             "set differently?)");
+        return -1;
+    }
+    if (world != srv->world_size || rank < 0 || rank >= world) {
+        snprintf(reason, sizeof(reason),
+                 "rank %d says the world size is %d but rank 0 says %d", rank,
+                 world, srv->world_size);
+        dd_log_error(DD_SUBSYS_NET, "store: refused a client: %s", reason);
+        dd_server_reply_text(c, DD_STORE_REPLY_MISMATCH, reason);
+        return -1;
+    }
+    for (int i = 0; i < srv->n_clients; i++) {
+        if (srv->clients[i].rank == rank) {
+            snprintf(reason, sizeof(reason),
+                     "rank %d has already joined: two processes claim it",
+                     rank);
+            dd_log_error(DD_SUBSYS_NET, "store: refused a client: %s",
+                         reason);
+            dd_server_reply_text(c, DD_STORE_REPLY_MISMATCH, reason);
+            return -1;
+        }
+    }
+    c->rank = rank;
+    dd_server_reply_text(c, DD_STORE_REPLY_OK, "");
+    return 0;
+}
+
+/* Parks a get or wait with the keys read from cur. */
+static int dd_server_park(dd_server_client_t *c, int op, dd_store_cursor_t *cur)
+{
+    uint32_t timeout_ms = dd_store_get_u32(cur);
+    int n = op == DD_STORE_OP_GET ? 1 : dd_store_get_u16(cur);
+    char key[DD_STORE_MAX_KEY];
+
+    c->keys = calloc((size_t)(n ? n : 1), sizeof(char *));
+    if (c->keys == NULL) {
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        dd_store_get_str(cur, key, sizeof(key));
+        if (cur->failed || (c->keys[i] = strdup(key)) == NULL) {
+            c->n_keys = i;
+            dd_server_unpark(c);
+            return -1;
+        }
+    }
+    c->n_keys = n;
+    c->parked_op = op;
+    c->deadline = dd_time_now() + timeout_ms / 1e3;
+    return 0;
+}
+
+static void dd_server_reply_u8(dd_server_client_t *c, uint8_t v)
+{
+    dd_store_buf_t b = {0};
+    dd_store_buf_begin(&b);
+    dd_store_buf_u8(&b, DD_STORE_REPLY_OK);
+    dd_store_buf_u8(&b, v);
+    dd_server_reply(c, &b);
+    dd_store_buf_free(&b);
+}
+
+static int dd_server_add(dd_store_server_t *srv, dd_server_client_t *c,
+                         const char *key, int64_t delta)
+{
+    dd_server_entry_t *e = dd_server_find(srv, key);
+    char text[32];
+    int64_t v = 0;
+
+    if (e != NULL) {
+        memcpy(text, e->value, e->len < 31 ? e->len : 31);
+        text[e->len < 31 ? e->len : 31] = '\0';
+        v = strtoll(text, NULL, 10);
+    }
+    v += delta;
+    snprintf(text, sizeof(text), "%lld", (long long)v);
+    if (dd_server_put(srv, key, text, strlen(text)) != 0) {
+        return -1;
+    }
+    dd_store_buf_t b = {0};
+    dd_store_buf_begin(&b);
+    dd_store_buf_u8(&b, DD_STORE_REPLY_OK);
+    dd_store_buf_u64(&b, (uint64_t)v);
+    dd_server_reply(c, &b);
+    dd_store_buf_free(&b);
+    return 0;
+}
+
+/* Handles one request; -1 drops the client. */
+static int dd_server_request(dd_store_server_t *srv, dd_server_client_t *c,
+                             const uint8_t *body, size_t len)
+{
+    dd_store_cursor_t cur = {body, len, 0};
+    char key[DD_STORE_MAX_KEY];
+    int op = dd_store_get_u8(&cur);
+
+    if (c->rank < 0) {
+        return op == DD_STORE_OP_HELLO ? dd_server_hello(srv, c, &cur) : -1;
+    }
+    if (c->parked_op) {
+        return -1; /* one request at a time per client */
+    }
+    switch (op) {
+    case DD_STORE_OP_SET: {
+        dd_store_get_str(&cur, key, sizeof(key));
+        size_t vlen;
+        const void *v = dd_store_get_bytes(&cur, &vlen);
+        if (cur.failed || dd_server_put(srv, key, v, vlen) != 0) {
+            return -1;
+        }
+        dd_server_reply_u8(c, 1);
+        dd_server_wake_parked(srv);
+        return 0;
+    }
+    case DD_STORE_OP_GET:
+    case DD_STORE_OP_WAIT:
+        if (dd_server_park(c, op, &cur) != 0) {
+            return -1;
+        }
+        dd_server_try_parked(srv, c, dd_time_now());
+        return 0;
+    case DD_STORE_OP_ADD: {
+        dd_store_get_str(&cur, key, sizeof(key));
+        int64_t delta = (int64_t)dd_store_get_u64(&cur);
+        if (cur.failed || dd_server_add(srv, c, key, delta) != 0) {
+            return -1;
+        }
+        dd_server_wake_parked(srv);
+        return 0;
+    }
+    case DD_STORE_OP_DEL:
+        dd_store_get_str(&cur, key, sizeof(key));
+        if (cur.failed) {
+            return -1;
+        }
+        dd_server_reply_u8(c, (uint8_t)dd_server_remove(srv, key));
+        return 0;
+    }
+    return -1;
+}
+
+/* Reads what the client sent and serves every complete frame. */
+static int dd_server_read(dd_store_server_t *srv, dd_server_client_t *c)
+{
+    while (1) {
+        if (c->in_cap - c->in_len < 4096) {
+            size_t cap = c->in_cap ? c->in_cap * 2 : 8192;
+            uint8_t *in = realloc(c->in, cap);
+            if (in == NULL) {
+                return -1;
+            }
+            c->in = in;
+            c->in_cap = cap;
+        }
+        ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+        if (n == 0) {
+            return -1;
+        }
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                break;
+            }
+            return -1;
+        }
+        c->in_len += (size_t)n;
+    }
+    size_t off = 0;
+    while (c->in_len - off >= 4) {
+        const uint8_t *h = c->in + off;
+        size_t len = (size_t)h[0] | ((size_t)h[1] << 8) |
+                     ((size_t)h[2] << 16) | ((size_t)h[3] << 24);
+        if (len > DD_STORE_MAX_FRAME) {
+            return -1;
+        }
+        if (c->in_len - off - 4 < len) {
+            break;
+        }
+        if (dd_server_request(srv, c, h + 4, len) != 0) {
+            return -1;
+        }
+        off += 4 + len;
+    }
+    memmove(c->in, c->in + off, c->in_len - off);
+    c->in_len -= off;
+    return 0;
+}
+
+static void dd_server_drop(dd_store_server_t *srv, int i)
+{
+    dd_server_client_t *c = &srv->clients[i];
+
+    dd_log_debug(DD_SUBSYS_NET, "store: rank %d left", c->rank);
+    dd_server_unpark(c);
+    close(c->fd);
+    free(c->in);
+    srv->clients[i] = srv->clients[--srv->n_clients];
+}
+
+static void dd_server_accept(dd_store_server_t *srv)
+{
+    int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+        return;
+    }
+    if (srv->n_clients == srv->cap_clients) {
+        int cap = srv->cap_clients ? srv->cap_clients * 2 : 16;
+        dd_server_client_t *clients =
+            realloc(srv->clients, sizeof(*clients) * (size_t)cap);
+        if (clients == NULL) {
+            close(fd);
+            return;
+        }
+        srv->clients = clients;
+        srv->cap_clients = cap;
+    }
+    dd_sock_set_nodelay(fd);
+    memset(&srv->clients[srv->n_clients], 0, sizeof(dd_server_client_t));
+    srv->clients[srv->n_clients].fd = fd;
+    srv->clients[srv->n_clients].rank = -1;
+    srv->n_clients++;
+}
+
+/* The poll timeout: until the nearest parked deadline, or the stop's. */
+static int dd_server_poll_ms(dd_store_server_t *srv)
+{
+    double next = dd_time_now() + 1.0;
+    for (int i = 0; i < srv->n_clients; i++) {
+        if (srv->clients[i].parked_op && srv->clients[i].deadline < next) {
+            next = srv->clients[i].deadline;
+        }
+    }
+    if (srv->stopping && srv->stop_deadline < next) {
+        next = srv->stop_deadline;
+    }
+    return dd_time_left_ms(next);
+}
+
+static void *dd_server_main(void *arg)
+{
+    dd_store_server_t *srv = arg;
+    struct pollfd *pfds = NULL;
+    int cap = 0;
+
+    while (!(srv->stopping &&
+             (srv->n_clients == 0 || dd_time_now() >= srv->stop_deadline))) {
+        int n = srv->n_clients + 2;
+        if (n > cap) {
+            struct pollfd *p = realloc(pfds, sizeof(*p) * (size_t)n * 2);
+            if (p == NULL) {
+                usleep(10000);
+                continue;
+            }
+            pfds = p;
+            cap = n * 2;
+        }
+        pfds[0] = (struct pollfd){srv->listen_fd, POLLIN, 0};
+        pfds[1] = (struct pollfd){srv->wake[0], POLLIN, 0};
+        for (int i = 0; i < srv->n_clients; i++) {
+            pfds[i + 2] = (struct pollfd){srv->clients[i].fd, POLLIN, 0};
+        }
+        int n_polled = srv->n_clients;
+        if (poll(pfds, (nfds_t)n, dd_server_poll_ms(srv)) < 0 &&
+            errno != EINTR) {
+            break;
+        }
+        if (pfds[1].revents) {
+            char drain[64];
+            (void)!read(srv->wake[0], drain, sizeof(drain));
+        }
+        /* Walk backwards: dropping a client moves the last one into its
+         * place, which was already visited. */
+        for (int i = n_polled - 1; i >= 0; i--) {
+            if (pfds[i + 2].revents && dd_server_read(srv, &srv->clients[i])) {
+                dd_server_drop(srv, i);
+            }
+        }
+        if (pfds[0].revents) {
+            dd_server_accept(srv);
+        }
+        double now = dd_time_now();
+        for (int i = 0; i < srv->n_clients; i++) {
+            if (srv->clients[i].parked_op) {
+                dd_server_try_parked(srv, &srv->clients[i], now);
+            }
+        }
+    }
+    free(pfds);
+    return NULL;
+}
+
+static int dd_server_listen(int port, int *port_p)
+{
+    struct sockaddr_in6 sa;
+    socklen_t slen = sizeof(sa);
+    int one = 1, zero = 0;
+    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+    if (fd < 0) {
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    memset(&sa, 0, sizeof(sa));
+    sa.sin6_family = AF_INET6;
+    sa.sin6_addr = in6addr_any;
+    sa.sin6_port = htons((uint16_t)port);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        listen(fd, 1024) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &slen) != 0) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    *port_p = ntohs(sa.sin6_port);
+    return fd;
+}
+
+dd_status_t dd_store_server_start(int port, uint64_t token_hash,
+                                  int world_size, dd_store_server_t **server_p)
+{
+    dd_store_server_t *srv = calloc(1, sizeof(*srv));
+
+    if (srv == NULL) {
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_NET,
+                        "store: out of memory");
+    }
+    srv->token = token_hash;
+    srv->world_size = world_size;
+    srv->listen_fd = dd_server_listen(port, &srv->port);
+    if (srv->listen_fd < 0) {
+        dd_status_t status =
+            dd_error(DD_ERR_IO, DD_SUBSYS_NET,
+                     "store: rank 0 cannot listen on port %d: %m (is another "
+                     "job using DD_MASTER_PORT?)",
+                     port);
+        free(srv);
+        return status;
+    }
+    if (pipe2(srv->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+        goto err_close_listen;
+    }
+    if (pthread_create(&srv->thread, NULL, dd_server_main, srv) != 0) {
+        goto err_close_pipe;
+    }
+    dd_log_debug(DD_SUBSYS_NET, "store: serving on port %d", srv->port);
+    *server_p = srv;
+    return DD_OK;
+
+err_close_pipe:
+    close(srv->wake[0]);
+    close(srv->wake[1]);
+err_close_listen:
+    close(srv->listen_fd);
+    free(srv);
+    return dd_error(DD_ERR_IO, DD_SUBSYS_NET, "store: cannot start: %m");
+}
+
+int dd_store_server_port(const dd_store_server_t *server)
+{
+    return server->port;
+}
+
+void dd_store_server_stop(dd_store_server_t *srv, double timeout_s)
+{
+    srv->stop_deadline = dd_time_now() + timeout_s;
+    __atomic_store_n(&srv->stopping, 1, __ATOMIC_SEQ_CST);
+    (void)!write(srv->wake[1], "x", 1);
+    pthread_join(srv->thread, NULL);
+    if (srv->n_clients > 0) {
+        dd_log_warn(DD_SUBSYS_NET,
+                    "store: stopping with %d rank(s) still connected",
+                    srv->n_clients);
+    }
+    while (srv->n_clients > 0) {
+        dd_server_drop(srv, srv->n_clients - 1);
+    }
+    for (int b = 0; b < DD_SERVER_BUCKETS; b++) {
+        while (srv->buckets[b] != NULL) {
+            dd_server_remove(srv, srv->buckets[b]->key);
+        }
+    }
+    free(srv->clients);
+    close(srv->wake[0]);
+    close(srv->wake[1]);
+    close(srv->listen_fd);
+    free(srv);
+}

@@ -1,0 +1,326 @@
+/*
+ * The TCP store's client. Requests are synchronous, one at a time under a
+ * mutex, so any thread may use the store. The server enforces the timeout of
+ * a get or wait; the client waits a little longer before it declares the
+ * server lost, so a dead master is an error, never a hang.
+ */
+#include "boot/sock.h"
+#include "boot/store.h"
+#include "boot/store_proto.h"
+#include "core/log.h"
+#include "core/time.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* How much longer than the server's own deadline the client waits. */
+#define DD_TCP_GRACE_S 5.0
+
+typedef struct {
+    dd_store_t base;
+    int fd;
+    int broken;
+    pthread_mutex_t lock;
+    dd_store_buf_t out;
+} dd_store_tcp_t;
+
+/* Sends the request in t->out and receives the reply body. */
+static dd_status_t dd_tcp_roundtrip(dd_store_tcp_t *t, double wait_s,
+                                    uint8_t **body_p, size_t *len_p)
+{
+    double deadline = dd_time_now() + wait_s + DD_TCP_GRACE_S;
+    dd_status_t status;
+
+    if (t->broken) {
+        return dd_error(DD_ERR_PEER_LOST, DD_SUBSYS_NET,
+                        "store %s: connection already failed", t->base.where);
+    }
+    dd_store_buf_finish(&t->out);
+    if (t->out.failed) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_NET,
+                        "store %s: request too large or out of memory",
+                        t->base.where);
+    }
+    status = dd_sock_send_all(t->fd, t->out.data, t->out.len, deadline);
+    if (status == DD_OK) {
+        status = dd_sock_recv_frame(t->fd, deadline, DD_STORE_MAX_FRAME + 64,
+                                    body_p, len_p);
+    }
+    if (status == DD_ERR_PEER_LOST) {
+        t->broken = 1;
+        return dd_error(status, DD_SUBSYS_NET,
+                        "store %s closed the connection (did rank 0 exit?)",
+                        t->base.where);
+    }
+    if (status != DD_OK) {
+        t->broken = 1;
+        return dd_error(status, DD_SUBSYS_NET,
+                        "store %s did not answer within %.0f s",
+                        t->base.where, wait_s + DD_TCP_GRACE_S);
+    }
+    return DD_OK;
+}
+
+static void dd_tcp_begin(dd_store_tcp_t *t, int op)
+{
+    pthread_mutex_lock(&t->lock);
+    dd_store_buf_begin(&t->out);
+    dd_store_buf_u8(&t->out, (uint8_t)op);
+}
+
+static dd_status_t dd_tcp_end(dd_store_tcp_t *t, dd_status_t status)
+{
+    pthread_mutex_unlock(&t->lock);
+    return status;
+}
+
+static dd_status_t dd_tcp_bad_reply(dd_store_tcp_t *t)
+{
+    t->broken = 1;
+    return dd_error(DD_ERR_MESSAGE, DD_SUBSYS_NET,
+                    "store %s sent a malformed reply", t->base.where);
+}
+
+static dd_status_t dd_tcp_set(dd_store_t *s, const char *key,
+                              const void *value, size_t len)
+{
+    dd_store_tcp_t *t = (dd_store_tcp_t *)s;
+    uint8_t *body;
+    size_t blen;
+
+    dd_tcp_begin(t, DD_STORE_OP_SET);
+    dd_store_buf_str(&t->out, key);
+    dd_store_buf_bytes(&t->out, value, len);
+    dd_status_t status = dd_tcp_roundtrip(t, s->timeout_s, &body, &blen);
+    if (status == DD_OK) {
+        if (blen < 1 || body[0] != DD_STORE_REPLY_OK) {
+            status = dd_tcp_bad_reply(t);
+        }
+        free(body);
+    }
+    return dd_tcp_end(t, status);
+}
+
+static uint32_t dd_tcp_ms(double timeout_s)
+{
+    double ms = timeout_s * 1e3;
+    return ms > 4e9 ? 4000000000u : (uint32_t)ms;
+}
+
+static dd_status_t dd_tcp_get(dd_store_t *s, const char *key, double timeout_s,
+                              void **value_p, size_t *len_p)
+{
+    dd_store_tcp_t *t = (dd_store_tcp_t *)s;
+    uint8_t *body;
+    size_t blen;
+
+    dd_tcp_begin(t, DD_STORE_OP_GET);
+    dd_store_buf_u32(&t->out, dd_tcp_ms(timeout_s));
+    dd_store_buf_str(&t->out, key);
+    dd_status_t status = dd_tcp_roundtrip(t, timeout_s, &body, &blen);
+    if (status != DD_OK) {
+        return dd_tcp_end(t, status);
+    }
+    dd_store_cursor_t cur = {body, blen, 0};
+    uint8_t code = dd_store_get_u8(&cur);
+    if (code == DD_STORE_REPLY_TIMEOUT) {
+        status = DD_ERR_TIMED_OUT; /* callers name what they waited for */
+    } else {
+        size_t vlen;
+        const void *v = dd_store_get_bytes(&cur, &vlen);
+        void *copy = malloc(vlen + 1);
+        if (code != DD_STORE_REPLY_OK || cur.failed) {
+            status = dd_tcp_bad_reply(t);
+        } else if (copy == NULL) {
+            status = DD_ERR_NO_MEMORY;
+        } else {
+            memcpy(copy, v, vlen);
+            ((char *)copy)[vlen] = '\0'; /* convenient for text values */
+            *value_p = copy;
+            *len_p = vlen;
+            copy = NULL;
+        }
+        free(copy);
+    }
+    free(body);
+    return dd_tcp_end(t, status);
+}
+
+static dd_status_t dd_tcp_wait(dd_store_t *s, const char *const *keys, int n,
+                               double timeout_s, int *present)
+{
+    dd_store_tcp_t *t = (dd_store_tcp_t *)s;
+    uint8_t *body;
+    size_t blen;
+
+    if (n > UINT16_MAX) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_NET,
+                        "store: cannot wait for %d keys at once", n);
+    }
+    dd_tcp_begin(t, DD_STORE_OP_WAIT);
+    dd_store_buf_u32(&t->out, dd_tcp_ms(timeout_s));
+    dd_store_buf_u16(&t->out, (uint16_t)n);
+    for (int i = 0; i < n; i++) {
+        dd_store_buf_str(&t->out, keys[i]);
+    }
+    dd_status_t status = dd_tcp_roundtrip(t, timeout_s, &body, &blen);
+    if (status != DD_OK) {
+        return dd_tcp_end(t, status);
+    }
+    dd_store_cursor_t cur = {body, blen, 0};
+    uint8_t code = dd_store_get_u8(&cur);
+    for (int i = 0; i < n; i++) {
+        uint8_t p = dd_store_get_u8(&cur);
+        if (present != NULL) {
+            present[i] = p;
+        }
+    }
+    if (cur.failed ||
+        (code != DD_STORE_REPLY_OK && code != DD_STORE_REPLY_TIMEOUT)) {
+        status = dd_tcp_bad_reply(t);
+    } else if (code == DD_STORE_REPLY_TIMEOUT) {
+        status = DD_ERR_TIMED_OUT;
+    }
+    free(body);
+    return dd_tcp_end(t, status);
+}
+
+/* A request whose reply is OK and one fixed-size field. */
+static dd_status_t dd_tcp_simple(dd_store_tcp_t *t, int op, const char *key,
+                                 int64_t delta, uint64_t *result_p)
+{
+    uint8_t *body;
+    size_t blen;
+
+    dd_tcp_begin(t, op);
+    dd_store_buf_str(&t->out, key);
+    if (op == DD_STORE_OP_ADD) {
+        dd_store_buf_u64(&t->out, (uint64_t)delta);
+    }
+    dd_status_t status = dd_tcp_roundtrip(t, t->base.timeout_s, &body, &blen);
+    if (status != DD_OK) {
+        return dd_tcp_end(t, status);
+    }
+    dd_store_cursor_t cur = {body, blen, 0};
+    uint8_t code = dd_store_get_u8(&cur);
+    uint64_t v = op == DD_STORE_OP_ADD ? dd_store_get_u64(&cur)
+                                       : dd_store_get_u8(&cur);
+    if (cur.failed || code != DD_STORE_REPLY_OK) {
+        status = dd_tcp_bad_reply(t);
+    } else {
+        *result_p = v;
+    }
+    free(body);
+    return dd_tcp_end(t, status);
+}
+
+static dd_status_t dd_tcp_add(dd_store_t *s, const char *key, int64_t delta,
+                              int64_t *value_p)
+{
+    uint64_t v;
+    dd_status_t status =
+        dd_tcp_simple((dd_store_tcp_t *)s, DD_STORE_OP_ADD, key, delta, &v);
+    if (status == DD_OK && value_p != NULL) {
+        *value_p = (int64_t)v;
+    }
+    return status;
+}
+
+static dd_status_t dd_tcp_del(dd_store_t *s, const char *key, int *deleted_p)
+{
+    uint64_t v;
+    dd_status_t status =
+        dd_tcp_simple((dd_store_tcp_t *)s, DD_STORE_OP_DEL, key, 0, &v);
+    if (status == DD_OK && deleted_p != NULL) {
+        *deleted_p = (int)v;
+    }
+    return status;
+}
+
+static void dd_tcp_close(dd_store_t *s)
+{
+    dd_store_tcp_t *t = (dd_store_tcp_t *)s;
+
+    close(t->fd);
+    dd_store_buf_free(&t->out);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+static const dd_store_ops_t dd_store_tcp_ops = {
+    dd_tcp_set, dd_tcp_get, dd_tcp_wait, dd_tcp_add, dd_tcp_del, dd_tcp_close};
+
+/* Presents the token; turns a refusal into the server's reason. */
+static dd_status_t dd_tcp_hello(dd_store_tcp_t *t, uint64_t token_hash)
+{
+    uint8_t *body;
+    size_t blen;
+    char reason[256];
+
+    dd_tcp_begin(t, DD_STORE_OP_HELLO);
+    dd_store_buf_u32(&t->out, DD_STORE_MAGIC);
+    dd_store_buf_u16(&t->out, DD_STORE_VERSION);
+    dd_store_buf_u64(&t->out, token_hash);
+    dd_store_buf_u32(&t->out, (uint32_t)t->base.rank);
+    dd_store_buf_u32(&t->out, (uint32_t)t->base.world_size);
+    dd_status_t status = dd_tcp_roundtrip(t, t->base.timeout_s, &body, &blen);
+    if (status != DD_OK) {
+        return dd_tcp_end(t, status);
+    }
+    dd_store_cursor_t cur = {body, blen, 0};
+    uint8_t code = dd_store_get_u8(&cur);
+    dd_store_get_str(&cur, reason, sizeof(reason));
+    if (cur.failed) {
+        status = dd_tcp_bad_reply(t);
+    } else if (code == DD_STORE_REPLY_REFUSED) {
+        status = dd_error(DD_ERR_REFUSED, DD_SUBSYS_NET,
+                          "store %s refused rank %d: %s", t->base.where,
+                          t->base.rank, reason);
+    } else if (code != DD_STORE_REPLY_OK) {
+        status = dd_error(DD_ERR_MISMATCH, DD_SUBSYS_NET,
+                          "store %s refused rank %d: %s", t->base.where,
+                          t->base.rank, reason);
+    }
+    free(body);
+    return dd_tcp_end(t, status);
+}
+
+dd_status_t dd_store_tcp_connect(const char *addr, int port,
+                                 uint64_t token_hash, int rank, int world_size,
+                                 double timeout_s, dd_store_t **store_p)
+{
+    dd_store_tcp_t *t = calloc(1, sizeof(*t));
+    char why[256];
+    dd_status_t status;
+
+    if (t == NULL) {
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_NET, "store: no memory");
+    }
+    t->base.ops = &dd_store_tcp_ops;
+    t->base.rank = rank;
+    t->base.world_size = world_size;
+    t->base.timeout_s = timeout_s;
+    snprintf(t->base.where, sizeof(t->base.where), "tcp://%s:%d", addr, port);
+    pthread_mutex_init(&t->lock, NULL);
+    status = dd_sock_connect(addr, port, dd_time_now() + timeout_s, &t->fd,
+                             why, sizeof(why));
+    if (status != DD_OK) {
+        status = dd_error(status, DD_SUBSYS_NET,
+                          "cannot reach the store master %s:%d within %.0f s "
+                          "(DD_TIMEOUT_S): %s",
+                          addr, port, timeout_s, why);
+        pthread_mutex_destroy(&t->lock);
+        free(t);
+        return status;
+    }
+    status = dd_tcp_hello(t, token_hash);
+    if (status != DD_OK) {
+        dd_tcp_close(&t->base);
+        return status;
+    }
+    *store_p = &t->base;
+    return DD_OK;
+}

@@ -1,0 +1,497 @@
+/*
+ * Parsers for DD_* values and the loader that applies a component's table to
+ * its options struct. Parsers only parse; the loader reports errors, naming
+ * the variable, the value and what is accepted.
+ */
+#include "core/config.h"
+#include "core/log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+const char *dd_config_getenv(void *arg, const char *name)
+{
+    (void)arg;
+    return getenv(name);
+}
+
+dd_status_t dd_config_parse_bool(const char *s, int *value_p)
+{
+    static const char *const yes[] = {"y", "yes", "on", "1", "true"};
+    static const char *const no[] = {"n", "no", "off", "0", "false"};
+
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *value_p = 1;
+            return DD_OK;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *value_p = 0;
+            return DD_OK;
+        }
+    }
+    return DD_ERR_INVALID_CONFIG;
+}
+
+dd_status_t dd_config_parse_int(const char *s, long min, long max,
+                                int *value_p)
+{
+    char *end;
+
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
+        return DD_ERR_INVALID_CONFIG;
+    }
+    *value_p = (int)v;
+    return DD_OK;
+}
+
+/* Splits "12.5ms" into the number and its unit, skipping blanks between. */
+static int dd_config_split_unit(const char *s, double *num_p,
+                                const char **unit_p)
+{
+    char *end;
+
+    if (!isdigit((unsigned char)s[0]) && s[0] != '.') {
+        return -1; /* no sign, no "inf", no "nan" */
+    }
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || !isfinite(v)) {
+        return -1;
+    }
+    while (*end == ' ') {
+        end++;
+    }
+    *num_p = v;
+    *unit_p = end;
+    return 0;
+}
+
+dd_status_t dd_config_parse_size(const char *s, size_t *value_p)
+{
+    static const struct {
+        const char *unit;
+        double scale;
+    } units[] = {{"", 1.0},
+                 {"b", 1.0},
+                 {"k", 1024.0},
+                 {"kb", 1024.0},
+                 {"kib", 1024.0},
+                 {"m", 1048576.0},
+                 {"mb", 1048576.0},
+                 {"mib", 1048576.0},
+                 {"g", 1073741824.0},
+                 {"gb", 1073741824.0},
+                 {"gib", 1073741824.0}};
+    double v;
+    const char *unit;
+
+    if (dd_config_split_unit(s, &v, &unit) != 0) {
+        return DD_ERR_INVALID_CONFIG;
+    }
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcasecmp(unit, units[i].unit) != 0) {
+            continue;
+        }
+        double bytes = v * units[i].scale;
+        if (bytes != floor(bytes) || bytes > (double)(SIZE_MAX / 2)) {
+            return DD_ERR_INVALID_CONFIG; /* fractions of a byte */
+        }
+        *value_p = (size_t)bytes;
+        return DD_OK;
+    }
+    return DD_ERR_INVALID_CONFIG;
+}
+
+dd_status_t dd_config_parse_duration(const char *s, double *value_p)
+{
+    static const struct {
+        const char *unit;
+        double scale;
+    } units[] = {{"", 1.0},     {"s", 1.0},      {"sec", 1.0},
+                 {"ms", 1e-3},  {"us", 1e-6},    {"m", 60.0},
+                 {"min", 60.0}, {"h", 3600.0}};
+    double v;
+    const char *unit;
+
+    if (dd_config_split_unit(s, &v, &unit) != 0) {
+        return DD_ERR_INVALID_CONFIG;
+    }
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcasecmp(unit, units[i].unit) == 0) {
+            *value_p = v * units[i].scale;
+            return DD_OK;
+        }
+    }
+    return DD_ERR_INVALID_CONFIG;
+}
+
+dd_status_t dd_config_parse_enum(const char *s, const char *const *values,
+                                 int *value_p)
+{
+    for (int i = 0; values[i] != NULL; i++) {
+        if (strcasecmp(s, values[i]) == 0) {
+            *value_p = i;
+            return DD_OK;
+        }
+    }
+    return DD_ERR_INVALID_CONFIG;
+}
+
+dd_status_t dd_config_parse_flags(const char *s, const char *const *values,
+                                  unsigned *value_p)
+{
+    unsigned mask = 0;
+    const char *p = s;
+
+    if (*s == '\0') {
+        return DD_ERR_INVALID_CONFIG;
+    }
+    while (1) {
+        size_t len = strcspn(p, ",");
+        int found = 0;
+        if (len == 3 && strncasecmp(p, "all", 3) == 0) {
+            mask = ~0u;
+            found = 1;
+        }
+        for (int i = 0; !found && values[i] != NULL; i++) {
+            if (strlen(values[i]) == len && strncasecmp(p, values[i], len) == 0) {
+                mask |= 1u << i;
+                found = 1;
+            }
+        }
+        if (!found) {
+            return DD_ERR_INVALID_CONFIG;
+        }
+        if (p[len] == '\0') {
+            break;
+        }
+        p += len + 1;
+    }
+    *value_p = mask;
+    return DD_OK;
+}
+
+void dd_iflist_release(dd_iflist_t *list)
+{
+    for (int i = 0; i < list->n; i++) {
+        free(list->names[i]);
+    }
+    free(list->names);
+    memset(list, 0, sizeof(*list));
+}
+
+dd_status_t dd_config_parse_iflist(const char *s, dd_iflist_t *list_p)
+{
+    dd_iflist_t list = {0};
+    const char *p = s;
+
+    if (*p == '^') {
+        list.exclude = 1;
+        p++;
+    }
+    if (*p == '=') {
+        list.exact = 1;
+        p++;
+    }
+    while (1) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= 64 || memchr(p, ' ', len) != NULL) {
+            goto err_release;
+        }
+        char **names = realloc(list.names, sizeof(char *) * (list.n + 1));
+        if (names == NULL) {
+            goto err_release;
+        }
+        list.names = names;
+        list.names[list.n] = strndup(p, len);
+        if (list.names[list.n] == NULL) {
+            goto err_release;
+        }
+        list.n++;
+        if (p[len] == '\0') {
+            break;
+        }
+        p += len + 1;
+    }
+    *list_p = list;
+    return DD_OK;
+
+err_release:
+    dd_iflist_release(&list);
+    return DD_ERR_INVALID_CONFIG;
+}
+
+int dd_iflist_match(const dd_iflist_t *list, const char *ifname)
+{
+    int listed = 0;
+
+    if (list->n == 0) {
+        return 1;
+    }
+    for (int i = 0; i < list->n && !listed; i++) {
+        listed = list->exact
+                     ? strcmp(ifname, list->names[i]) == 0
+                     : strncmp(ifname, list->names[i],
+                               strlen(list->names[i])) == 0;
+    }
+    return list->exclude ? !listed : listed;
+}
+
+static void dd_config_join(const char *const *values, char *buf, size_t size)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; values[i] != NULL && o < size; i++) {
+        int n = snprintf(buf + o, size - o, "%s%s", i ? ", " : "", values[i]);
+        o += n > 0 ? (size_t)n : 0;
+    }
+}
+
+void dd_config_describe(const dd_config_field_t *field, char *buf, size_t size)
+{
+    char list[256];
+
+    switch (field->type) {
+    case DD_CONFIG_BOOL:
+        snprintf(buf, size, "yes or no (also on/off, 1/0, true/false)");
+        break;
+    case DD_CONFIG_INT:
+        snprintf(buf, size, "an integer from %ld to %ld", field->min,
+                 field->max);
+        break;
+    case DD_CONFIG_SIZE:
+        snprintf(buf, size, "a size in bytes such as 4096, 64K, 4M, 1G");
+        break;
+    case DD_CONFIG_DURATION:
+        snprintf(buf, size, "a duration such as 30s, 500ms, 2m");
+        break;
+    case DD_CONFIG_ENUM:
+        dd_config_join(field->values, list, sizeof(list));
+        snprintf(buf, size, "one of %s", list);
+        break;
+    case DD_CONFIG_FLAGS:
+        dd_config_join(field->values, list, sizeof(list));
+        snprintf(buf, size, "a comma-separated list of %s, or all", list);
+        break;
+    case DD_CONFIG_STRING:
+        snprintf(buf, size, "a string");
+        break;
+    case DD_CONFIG_IFLIST:
+        snprintf(buf, size,
+                 "interface name prefixes, comma-separated; a leading ^ "
+                 "excludes, = matches exactly");
+        break;
+    }
+}
+
+/* Parses s into the field's slot of opts. */
+static dd_status_t dd_config_parse_field(const dd_config_field_t *field,
+                                         const char *s, void *opts)
+{
+    void *dst = (char *)opts + field->offset;
+
+    switch (field->type) {
+    case DD_CONFIG_BOOL:
+        return dd_config_parse_bool(s, dst);
+    case DD_CONFIG_INT:
+        return dd_config_parse_int(s, field->min, field->max, dst);
+    case DD_CONFIG_SIZE:
+        return dd_config_parse_size(s, dst);
+    case DD_CONFIG_DURATION:
+        return dd_config_parse_duration(s, dst);
+    case DD_CONFIG_ENUM:
+        return dd_config_parse_enum(s, field->values, dst);
+    case DD_CONFIG_FLAGS:
+        return dd_config_parse_flags(s, field->values, dst);
+    case DD_CONFIG_STRING:
+        *(char **)dst = strdup(s);
+        return *(char **)dst ? DD_OK : DD_ERR_NO_MEMORY;
+    case DD_CONFIG_IFLIST:
+        return dd_config_parse_iflist(s, dst);
+    }
+    return DD_ERR_INTERNAL;
+}
+
+/* The value of an unset variable that has no default. */
+static void dd_config_set_unset(const dd_config_field_t *field, void *opts)
+{
+    void *dst = (char *)opts + field->offset;
+
+    switch (field->type) {
+    case DD_CONFIG_BOOL:
+        *(int *)dst = 0;
+        break;
+    case DD_CONFIG_INT:
+    case DD_CONFIG_ENUM:
+        *(int *)dst = -1;
+        break;
+    case DD_CONFIG_SIZE:
+        *(size_t *)dst = 0;
+        break;
+    case DD_CONFIG_DURATION:
+        *(double *)dst = -1.0;
+        break;
+    case DD_CONFIG_FLAGS:
+        *(unsigned *)dst = 0;
+        break;
+    case DD_CONFIG_STRING:
+        *(char **)dst = NULL;
+        break;
+    case DD_CONFIG_IFLIST:
+        memset(dst, 0, sizeof(dd_iflist_t));
+        break;
+    }
+}
+
+static const char *dd_config_value(const dd_config_field_t *field,
+                                   dd_getenv_fn_t getenv_fn, void *arg)
+{
+    const char *s = getenv_fn(arg, field->name);
+    return (s != NULL && s[0] != '\0') ? s : NULL;
+}
+
+dd_status_t dd_config_load(const dd_config_table_t *table, void *opts,
+                           dd_getenv_fn_t getenv_fn, void *arg)
+{
+    char accepted[512];
+
+    for (size_t i = 0; i < table->n_fields; i++) {
+        dd_config_set_unset(&table->fields[i], opts);
+    }
+    for (size_t i = 0; i < table->n_fields; i++) {
+        const dd_config_field_t *field = &table->fields[i];
+        const char *s = dd_config_value(field, getenv_fn, arg);
+        const char *from = "value";
+
+        if (s == NULL) {
+            s = field->default_value;
+            from = "default";
+        }
+        if (s == NULL) {
+            continue;
+        }
+        dd_status_t status = dd_config_parse_field(field, s, opts);
+        if (status == DD_OK) {
+            continue;
+        }
+        dd_config_release(table, opts);
+        if (status != DD_ERR_INVALID_CONFIG) {
+            return dd_error(status, DD_SUBSYS_CORE, "cannot parse %s: %s",
+                            field->name, dd_status_string(status));
+        }
+        dd_config_describe(field, accepted, sizeof(accepted));
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_CORE,
+                        "invalid %s %s='%s': expected %s", from, field->name,
+                        s, accepted);
+    }
+    return DD_OK;
+}
+
+void dd_config_release(const dd_config_table_t *table, void *opts)
+{
+    for (size_t i = 0; i < table->n_fields; i++) {
+        const dd_config_field_t *field = &table->fields[i];
+        void *dst = (char *)opts + field->offset;
+
+        if (field->type == DD_CONFIG_STRING) {
+            free(*(char **)dst);
+            *(char **)dst = NULL;
+        } else if (field->type == DD_CONFIG_IFLIST) {
+            dd_iflist_release(dst);
+        }
+    }
+}
+
+/* Checks one variable of the environment without keeping the result. */
+static const char *dd_config_check(const dd_config_field_t *field,
+                                   const char *s)
+{
+    union {
+        int i;
+        unsigned u;
+        size_t z;
+        double d;
+        char *str;
+        dd_iflist_t list;
+    } scratch;
+    dd_config_field_t probe = *field;
+
+    probe.offset = 0;
+    memset(&scratch, 0, sizeof(scratch));
+    if (dd_config_parse_field(&probe, s, &scratch) != DD_OK) {
+        return "invalid";
+    }
+    if (field->type == DD_CONFIG_STRING) {
+        free(scratch.str);
+    } else if (field->type == DD_CONFIG_IFLIST) {
+        dd_iflist_release(&scratch.list);
+    }
+    return NULL;
+}
+
+static int dd_config_print_text(FILE *stream, const dd_config_field_t *field,
+                                dd_getenv_fn_t getenv_fn, void *arg)
+{
+    char accepted[512];
+    const char *s = dd_config_value(field, getenv_fn, arg);
+    const char *def = field->default_value ? field->default_value : "unset";
+
+    dd_config_describe(field, accepted, sizeof(accepted));
+    if (s == NULL) {
+        fprintf(stream, "%s = %s (default)\n", field->name, def);
+    } else if (dd_config_check(field, s) != NULL) {
+        fprintf(stream, "%s = %s (INVALID; default %s)\n", field->name, s,
+                def);
+    } else {
+        fprintf(stream, "%s = %s (set; default %s)\n", field->name, s, def);
+    }
+    return fprintf(stream, "    %s\n    Accepts %s.\n", field->doc, accepted);
+}
+
+static int dd_config_print_markdown(FILE *stream,
+                                    const dd_config_field_t *field)
+{
+    char accepted[512];
+
+    dd_config_describe(field, accepted, sizeof(accepted));
+    return fprintf(stream, "| `%s` | %s | %s | %s |\n", field->name,
+                   field->default_value ? field->default_value : "unset",
+                   accepted, field->doc);
+}
+
+dd_status_t dd_config_print_tables(FILE *stream,
+                                   const dd_config_table_t *const *tables,
+                                   size_t n_tables, unsigned flags,
+                                   dd_getenv_fn_t getenv_fn, void *arg)
+{
+    int markdown = (flags & DD_CONFIG_PRINT_MARKDOWN) != 0;
+    int rc = 0;
+
+    if (markdown) {
+        fprintf(stream, "| Variable | Default | Accepts | Description |\n"
+                        "|---|---|---|---|\n");
+    }
+    for (size_t t = 0; t < n_tables; t++) {
+        const dd_config_table_t *table = tables[t];
+        if (!markdown) {
+            fprintf(stream, "%s[%s]\n", t ? "\n" : "", table->component);
+        }
+        for (size_t i = 0; i < table->n_fields && rc >= 0; i++) {
+            rc = markdown ? dd_config_print_markdown(stream, &table->fields[i])
+                          : dd_config_print_text(stream, &table->fields[i],
+                                                 getenv_fn, arg);
+        }
+    }
+    if (rc < 0 || fflush(stream) != 0 || ferror(stream)) {
+        return DD_ERR_IO;
+    }
+    return DD_OK;
+}

@@ -1,0 +1,18 @@
+/*
+ * The core's DD_* variables: logging and the global timeout.
+ */
+#ifndef DD_CORE_CORE_CONFIG_H
+#define DD_CORE_CORE_CONFIG_H
+
+#include "core/config.h"
+
+typedef struct {
+    int log_level;         /* dd_log_level_t */
+    unsigned log_subsys;   /* bit per dd_subsys_t */
+    char *log_file;        /* NULL: stderr */
+    double timeout_s;      /* every wait's bound */
+} dd_core_opts_t;
+
+extern const dd_config_table_t dd_core_config_table;
+
+#endif

@@ -1,0 +1,155 @@
+/*
+ * Logging. One formatted line is written with a single write so that lines
+ * of different threads and ranks never interleave. Must not call into any
+ * other subsystem.
+ */
+#include "core/log.h"
+#include "core/status.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *const dd_log_level_names[] = {"error", "warn", "info", "debug",
+                                          "trace", NULL};
+const char *const dd_log_subsys_names[] = {
+    "core", "boot", "net", "topo", "backend", "sched", "agg", "compress",
+    "tool", NULL};
+
+int dd_log_level_g = DD_LOG_WARN;
+unsigned dd_log_subsys_mask_g = ~0u;
+
+static int dd_log_fd = STDERR_FILENO;
+static int dd_log_rank = -1;
+
+void dd_log_set_rank(int rank)
+{
+    dd_log_rank = rank;
+}
+
+static size_t dd_log_format(char *buf, size_t size, dd_log_level_t level,
+                            dd_subsys_t subsys, const char *fmt, va_list ap)
+{
+    static const char *const tags[] = {"ERROR", "WARN", "INFO", "DEBUG",
+                                       "TRACE"};
+    int saved_errno = errno;
+    int n;
+
+    if (dd_log_rank >= 0) {
+        n = snprintf(buf, size, "[rank %d] dreamddp %s %s: ", dd_log_rank,
+                     tags[level], dd_log_subsys_names[subsys]);
+    } else {
+        n = snprintf(buf, size, "[rank ?] dreamddp %s %s: ", tags[level],
+                     dd_log_subsys_names[subsys]);
+    }
+    if (n < 0 || (size_t)n >= size) {
+        n = 0;
+    }
+    errno = saved_errno; /* so that %m in fmt sees the caller's errno */
+    int m = vsnprintf(buf + n, size - (size_t)n - 1, fmt, ap);
+    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+    if (len > size - 2) {
+        len = size - 2;
+    }
+    buf[len++] = '\n';
+    buf[len] = '\0';
+    return len;
+}
+
+static void dd_log_emit(const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = write(dd_log_fd, buf, len);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return;
+        }
+        buf += w;
+        len -= (size_t)w;
+    }
+}
+
+void dd_log_write(dd_log_level_t level, dd_subsys_t subsys, const char *fmt,
+                  ...)
+{
+    char buf[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    size_t len = dd_log_format(buf, sizeof(buf), level, subsys, fmt, ap);
+    va_end(ap);
+    dd_log_emit(buf, len);
+}
+
+dd_status_t dd_error(dd_status_t status, dd_subsys_t subsys, const char *fmt,
+                     ...)
+{
+    char buf[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    size_t len = dd_log_format(buf, sizeof(buf), DD_LOG_ERROR, subsys, fmt, ap);
+    va_end(ap);
+    dd_log_emit(buf, len);
+
+    /* The last error holds the message without prefix and newline. */
+    const char *msg = strstr(buf, ": ");
+    msg = msg ? msg + 2 : buf;
+    buf[len - 1] = '\0';
+    dd_last_error_set(msg);
+    return status;
+}
+
+/* Expands every "%r" of pattern into the rank. */
+static void dd_log_expand(char *out, size_t size, const char *pattern,
+                          int rank)
+{
+    size_t o = 0;
+    for (const char *p = pattern; *p && o + 1 < size; p++) {
+        if (p[0] == '%' && p[1] == 'r') {
+            int n = snprintf(out + o, size - o, "%d", rank);
+            o += n > 0 ? (size_t)n : 0;
+            p++;
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o < size ? o : size - 1] = '\0';
+}
+
+dd_status_t dd_log_configure(int level, unsigned subsys_mask, const char *file,
+                             int rank)
+{
+    dd_log_level_g = level;
+    dd_log_subsys_mask_g = subsys_mask;
+    dd_log_rank = rank;
+    dd_log_close();
+    if (file == NULL || file[0] == '\0') {
+        return DD_OK;
+    }
+
+    char path[4096];
+    dd_log_expand(path, sizeof(path), file, rank);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        return dd_error(DD_ERR_IO, DD_SUBSYS_CORE,
+                        "cannot open DD_LOG_FILE %s: %m", path);
+    }
+    dd_log_fd = fd;
+    return DD_OK;
+}
+
+void dd_log_close(void)
+{
+    if (dd_log_fd != STDERR_FILENO) {
+        close(dd_log_fd);
+        dd_log_fd = STDERR_FILENO;
+    }
+}

@@ -1,0 +1,323 @@
+/*
+ * dd_init and dd_finalize: parse the configuration once, find this rank's
+ * place in the job, join the rendezvous store and agree on roles. Every
+ * failure is reported where it is detected, with the facts a user needs.
+ */
+#include "sched/context.h"
+#include "core/log.h"
+#include "core/status.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DD_DEFAULT_MASTER_PORT 29500
+
+const dd_config_table_t *const dd_config_tables[] = {&dd_core_config_table,
+                                                     &dd_boot_config_table};
+const size_t dd_config_n_tables =
+    sizeof(dd_config_tables) / sizeof(dd_config_tables[0]);
+
+const char *dd_version_string(void)
+{
+    return PACKAGE_VERSION;
+}
+
+dd_status_t dd_config_print(FILE *stream, unsigned flags)
+{
+    return dd_config_print_tables(stream, dd_config_tables, dd_config_n_tables,
+                                  flags, dd_config_getenv, NULL);
+}
+
+static dd_status_t dd_context_config(dd_context_h ctx)
+{
+    dd_status_t status;
+
+    dd_log_set_rank(dd_boot_env_guess_rank(dd_config_getenv, NULL));
+    status = dd_config_load(&dd_core_config_table, &ctx->core,
+                            dd_config_getenv, NULL);
+    if (status != DD_OK) {
+        return status;
+    }
+    status = dd_config_load(&dd_boot_config_table, &ctx->boot,
+                            dd_config_getenv, NULL);
+    if (status != DD_OK) {
+        dd_config_release(&dd_core_config_table, &ctx->core);
+        return status;
+    }
+    status = dd_boot_env_detect(&ctx->boot, dd_config_getenv, NULL, &ctx->env);
+    if (status == DD_OK) {
+        status = dd_log_configure(ctx->core.log_level, ctx->core.log_subsys,
+                                  ctx->core.log_file, ctx->env.rank);
+    }
+    if (status != DD_OK) {
+        dd_config_release(&dd_boot_config_table, &ctx->boot);
+        dd_config_release(&dd_core_config_table, &ctx->core);
+    }
+    return status;
+}
+
+/* The token: DD_JOB_TOKEN, else the launcher's job id, else the store
+ * address and world size (which at least keeps different jobs apart). */
+static uint64_t dd_context_token(dd_context_h ctx, int port)
+{
+    char fallback[512];
+
+    if (ctx->boot.job_token != NULL) {
+        return dd_store_token_hash(ctx->boot.job_token);
+    }
+    if (ctx->env.job_id[0] != '\0') {
+        return dd_store_token_hash(ctx->env.job_id);
+    }
+    snprintf(fallback, sizeof(fallback), "%s:%d:%d", ctx->env.master_addr,
+             port, ctx->env.world_size);
+    return dd_store_token_hash(fallback);
+}
+
+static dd_status_t dd_context_store_tcp(dd_context_h ctx)
+{
+    const dd_boot_env_t *env = &ctx->env;
+    const char *addr = env->master_addr;
+    int port = env->master_port;
+    dd_status_t status;
+
+    if (addr[0] == '\0' && env->world_size > 1) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                        "rank %d of %d: no store address; set DD_MASTER_ADDR "
+                        "(or MASTER_ADDR) to rank 0's host, or DD_STORE=file:"
+                        "DIR",
+                        env->rank, env->world_size);
+    }
+    if (addr[0] == '\0') {
+        addr = "127.0.0.1"; /* a single rank: a private store, any port */
+        port = port < 0 ? 0 : port;
+    } else if (port < 0) {
+        port = DD_DEFAULT_MASTER_PORT;
+    }
+    uint64_t token = dd_context_token(ctx, port);
+    if (env->rank == 0) {
+        status = dd_store_server_start(port, token, env->world_size,
+                                       &ctx->server);
+        if (status != DD_OK) {
+            return status;
+        }
+        port = dd_store_server_port(ctx->server);
+    }
+    return dd_store_tcp_connect(addr, port, token, env->rank, env->world_size,
+                                ctx->core.timeout_s, &ctx->store);
+}
+
+static dd_status_t dd_context_store(dd_context_h ctx)
+{
+    const char *store = ctx->boot.store;
+
+    if (strcmp(store, "tcp") == 0) {
+        return dd_context_store_tcp(ctx);
+    }
+    if (strncmp(store, "file:", 5) == 0 && store[5] != '\0') {
+        return dd_store_file_open(store + 5, dd_context_token(ctx, 0),
+                                  ctx->env.rank, ctx->env.world_size,
+                                  ctx->core.timeout_s, &ctx->store);
+    }
+    return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                    "invalid value DD_STORE='%s': expected tcp or file:DIR",
+                    store);
+}
+
+/* What identifies a host: its name and network namespace, since emulated
+ * hosts share a name but not a network. */
+static void dd_context_host_id(char *id, size_t size)
+{
+    char host[256] = "", ns[64] = "";
+
+    gethostname(host, sizeof(host) - 1);
+    ssize_t n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
+    ns[n > 0 ? n : 0] = '\0';
+    memset(id, 0, size);
+    snprintf(id, size, "%s|%s", host, ns);
+}
+
+/* Fills in the local rank and size the launcher did not give. */
+static dd_status_t dd_context_locality(dd_context_h ctx)
+{
+    enum { ID = 320 };
+    dd_boot_env_t *env = &ctx->env;
+    char mine[ID];
+
+    if (env->local_rank >= 0 && env->local_size >= 0) {
+        return DD_OK;
+    }
+    char *all = malloc((size_t)env->world_size * ID);
+    if (all == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    dd_context_host_id(mine, sizeof(mine));
+    dd_status_t status =
+        dd_store_allgather(ctx->store, "host", mine, sizeof(mine), all);
+    if (status == DD_OK) {
+        int below = 0, same = 0;
+        for (int r = 0; r < env->world_size; r++) {
+            if (memcmp(all + (size_t)r * ID, mine, ID) == 0) {
+                same++;
+                below += r < env->rank;
+            }
+        }
+        env->local_rank = env->local_rank >= 0 ? env->local_rank : below;
+        env->local_size = env->local_size >= 0 ? env->local_size : same;
+    }
+    free(all);
+    return status;
+}
+
+/* Every rank learns every rank's role; all must count the same
+ * aggregators. */
+static dd_status_t dd_context_roles(dd_context_h ctx, int role_override)
+{
+    int world = ctx->env.world_size;
+    int32_t mine[2], *all;
+    dd_status_t status;
+
+    status = dd_boot_role_resolve(&ctx->boot, role_override, ctx->env.rank,
+                                  world, &ctx->role);
+    if (status != DD_OK) {
+        return status;
+    }
+    all = malloc(sizeof(mine) * (size_t)world);
+    ctx->roles = malloc(sizeof(dd_role_t) * (size_t)world);
+    if (all == NULL || ctx->roles == NULL) {
+        free(all);
+        return DD_ERR_NO_MEMORY;
+    }
+    mine[0] = (int32_t)ctx->role;
+    mine[1] = ctx->boot.num_aggregators;
+    status = dd_store_allgather(ctx->store, "role", mine, sizeof(mine), all);
+    ctx->n_workers = 0;
+    for (int r = 0; status == DD_OK && r < world; r++) {
+        if (all[2 * r + 1] != mine[1]) {
+            status = dd_error(DD_ERR_MISMATCH, DD_SUBSYS_BOOT,
+                              "ranks disagree on DD_NUM_AGGREGATORS: rank %d "
+                              "has %d, rank %d has %d",
+                              r, all[2 * r + 1], ctx->env.rank, mine[1]);
+        }
+        ctx->roles[r] = (dd_role_t)all[2 * r];
+        ctx->n_workers += ctx->roles[r] == DD_ROLE_WORKER;
+    }
+    if (status == DD_OK && ctx->n_workers == 0) {
+        status = dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                          "every rank is an aggregator (DD_ROLE): a job needs "
+                          "at least one worker");
+    }
+    free(all);
+    return status;
+}
+
+static void dd_context_free(dd_context_h ctx)
+{
+    dd_store_close(ctx->store);
+    if (ctx->server != NULL) {
+        dd_store_server_stop(ctx->server, ctx->core.timeout_s);
+    }
+    free(ctx->roles);
+    dd_config_release(&dd_boot_config_table, &ctx->boot);
+    dd_config_release(&dd_core_config_table, &ctx->core);
+    free(ctx);
+}
+
+dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p)
+{
+    int role_override = -1;
+    dd_status_t status;
+
+    dd_last_error_clear();
+    if (ctx_p == NULL) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_CORE,
+                        "dd_init: ctx_p is NULL");
+    }
+    if (params != NULL && (params->field_mask & DD_INIT_FIELD_ROLE)) {
+        if (params->role != DD_ROLE_WORKER &&
+            params->role != DD_ROLE_AGGREGATOR) {
+            return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_CORE,
+                            "dd_init: invalid role %d", (int)params->role);
+        }
+        role_override = (int)params->role;
+    }
+    dd_context_h ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL) {
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_CORE, "dd_init: no memory");
+    }
+    status = dd_context_config(ctx);
+    if (status != DD_OK) {
+        free(ctx);
+        return status;
+    }
+    if ((status = dd_context_store(ctx)) != DD_OK ||
+        (status = dd_context_locality(ctx)) != DD_OK ||
+        (status = dd_context_roles(ctx, role_override)) != DD_OK ||
+        (status = dd_store_barrier(ctx->store, "init")) != DD_OK) {
+        dd_context_free(ctx);
+        return status;
+    }
+    dd_log_info(DD_SUBSYS_BOOT,
+                "rank %d of %d (local %d of %d, from %s), %s, store %s",
+                ctx->env.rank, ctx->env.world_size, ctx->env.local_rank,
+                ctx->env.local_size, ctx->env.source,
+                dd_role_names[ctx->role], ctx->store->where);
+    *ctx_p = ctx;
+    return DD_OK;
+}
+
+dd_status_t dd_finalize(dd_context_h ctx)
+{
+    if (ctx == NULL) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_CORE,
+                        "dd_finalize: ctx is NULL");
+    }
+    dd_status_t status = dd_store_barrier(ctx->store, "finalize");
+    dd_context_free(ctx);
+    dd_log_close();
+    return status;
+}
+
+int dd_rank(dd_context_h ctx)
+{
+    return ctx->env.rank;
+}
+
+int dd_world_size(dd_context_h ctx)
+{
+    return ctx->env.world_size;
+}
+
+int dd_local_rank(dd_context_h ctx)
+{
+    return ctx->env.local_rank;
+}
+
+int dd_local_size(dd_context_h ctx)
+{
+    return ctx->env.local_size;
+}
+
+dd_role_t dd_role(dd_context_h ctx)
+{
+    return ctx->role;
+}
+
+dd_role_t dd_rank_role(dd_context_h ctx, int rank)
+{
+    if (rank < 0 || rank >= ctx->env.world_size) {
+        return DD_ROLE_WORKER;
+    }
+    return ctx->roles[rank];
+}
+
+int dd_num_workers(dd_context_h ctx)
+{
+    return ctx->n_workers;
+}
+
+dd_status_t dd_barrier(dd_context_h ctx)
+{
+    return dd_store_barrier(ctx->store, "user");
+}

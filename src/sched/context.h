@@ -1,0 +1,28 @@
+/*
+ * The context behind dd_context_h: configuration, place in the job, roles
+ * and the rendezvous store. Later subsystems hang their state here.
+ */
+#ifndef DD_SCHED_CONTEXT_H
+#define DD_SCHED_CONTEXT_H
+
+#include "boot/boot_config.h"
+#include "boot/env.h"
+#include "boot/store.h"
+#include "core/core_config.h"
+
+struct dd_context {
+    dd_core_opts_t core;
+    dd_boot_opts_t boot;
+    dd_boot_env_t env;
+    dd_role_t role;
+    dd_role_t *roles; /* per rank */
+    int n_workers;
+    dd_store_t *store;
+    dd_store_server_t *server; /* rank 0 with the TCP store */
+};
+
+/** Every component's configuration table, in print order. */
+extern const dd_config_table_t *const dd_config_tables[];
+extern const size_t dd_config_n_tables;
+
+#endif

@@ -1,0 +1,407 @@
+/*
+ * ddrun: starts N ranks of a command on this machine, like
+ * `torchrun --standalone`. Gives each rank the DD_* variables and a free port
+ * for the rendezvous store, prefixes every output line with the rank, stops
+ * every rank when one fails, and exits with the first failing rank's status.
+ * It links nothing of the library: it only starts processes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DDRUN_KILL_GRACE_S 3.0
+
+typedef struct {
+    pid_t pid;
+    int fds[2];     /* stdout, stderr pipes; -1 when closed */
+    char *part[2];  /* an unfinished line of each */
+    size_t part_len[2];
+    int done;
+    int status;
+} ddrun_rank_t;
+
+static volatile sig_atomic_t ddrun_signal;
+
+static void ddrun_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: ddrun -n N [--aggregators K] [--timeout S] [--] CMD "
+            "[ARGS...]\n"
+            "\n"
+            "Starts N ranks of CMD on this machine with DD_RANK, "
+            "DD_WORLD_SIZE,\n"
+            "DD_LOCAL_RANK, DD_LOCAL_SIZE, DD_MASTER_ADDR, DD_MASTER_PORT "
+            "and\n"
+            "DD_JOB_TOKEN set. Output lines are prefixed with the rank. When "
+            "a rank\n"
+            "fails, the others are stopped and ddrun exits with its status.\n"
+            "\n"
+            "  -n, --nproc N        number of ranks (at least 1)\n"
+            "  -a, --aggregators K  the last K ranks are aggregators "
+            "(DD_NUM_AGGREGATORS)\n"
+            "  -t, --timeout S      stop every rank after S seconds (exit "
+            "124)\n"
+            "  -h, --help           this text\n");
+}
+
+static double ddrun_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int ddrun_parse_count(const char *s, int min, int *value_p)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > 100000) {
+        return -1;
+    }
+    *value_p = (int)v;
+    return 0;
+}
+
+/* A port nobody listens on now; the store on rank 0 will bind it. */
+static int ddrun_free_port(void)
+{
+    struct sockaddr_in6 sa;
+    socklen_t len = sizeof(sa);
+    int zero = 0;
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+
+    if (fd < 0) {
+        return -1;
+    }
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    memset(&sa, 0, sizeof(sa));
+    sa.sin6_family = AF_INET6;
+    sa.sin6_addr = in6addr_any;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(sa.sin6_port);
+}
+
+static void ddrun_token(char *out, size_t size)
+{
+    unsigned char raw[16];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, raw, sizeof(raw)) : -1;
+
+    if (fd >= 0) {
+        close(fd);
+    }
+    if (n != (ssize_t)sizeof(raw)) {
+        /* No urandom: pid and time still keep concurrent jobs apart. */
+        snprintf(out, size, "ddrun-%ld-%ld", (long)getpid(), (long)time(NULL));
+        return;
+    }
+    for (size_t i = 0; i < sizeof(raw) && 2 * i + 2 < size; i++) {
+        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    }
+}
+
+static void ddrun_setenv_int(const char *name, int value)
+{
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%d", value);
+    setenv(name, buf, 1);
+}
+
+/* In the child: the rank's environment, then exec. */
+static void ddrun_exec_rank(int rank, int n, int aggregators, int port,
+                            const char *token, char **argv, int out, int err)
+{
+    static const char *const stale[] = {
+        "RANK",        "WORLD_SIZE",  "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+        "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK", "TORCHELASTIC_RUN_ID"};
+
+    setpgid(0, 0);
+    dup2(out, STDOUT_FILENO);
+    dup2(err, STDERR_FILENO);
+    for (size_t i = 0; i < sizeof(stale) / sizeof(stale[0]); i++) {
+        unsetenv(stale[i]);
+    }
+    ddrun_setenv_int("DD_RANK", rank);
+    ddrun_setenv_int("DD_WORLD_SIZE", n);
+    ddrun_setenv_int("DD_LOCAL_RANK", rank);
+    ddrun_setenv_int("DD_LOCAL_SIZE", n);
+    setenv("DD_MASTER_ADDR", "127.0.0.1", 1);
+    ddrun_setenv_int("DD_MASTER_PORT", port);
+    setenv("DD_JOB_TOKEN", token, 0); /* a token the user set wins */
+    if (aggregators > 0) {
+        ddrun_setenv_int("DD_NUM_AGGREGATORS", aggregators);
+    }
+    execvp(argv[0], argv);
+    fprintf(stderr, "ddrun: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+}
+
+static int ddrun_spawn(ddrun_rank_t *r, int rank, int n, int aggregators,
+                       int port, const char *token, char **argv)
+{
+    int out[2], err[2];
+
+    if (pipe2(out, O_CLOEXEC) != 0) {
+        return -1;
+    }
+    if (pipe2(err, O_CLOEXEC) != 0) {
+        close(out[0]);
+        close(out[1]);
+        return -1;
+    }
+    fflush(NULL);
+    r->pid = fork();
+    if (r->pid == 0) {
+        ddrun_exec_rank(rank, n, aggregators, port, token, argv, out[1],
+                        err[1]);
+    }
+    close(out[1]);
+    close(err[1]);
+    if (r->pid < 0) {
+        close(out[0]);
+        close(err[0]);
+        return -1;
+    }
+    r->fds[0] = out[0];
+    r->fds[1] = err[0];
+    return 0;
+}
+
+static void ddrun_emit(FILE *stream, int rank, const char *line, size_t len)
+{
+    fprintf(stream, "%d: %.*s\n", rank, (int)len, line);
+    fflush(stream);
+}
+
+/* Reads what a rank wrote on one stream and prints the complete lines. */
+static void ddrun_pump(ddrun_rank_t *r, int rank, int which)
+{
+    char buf[65536];
+    FILE *stream = which ? stderr : stdout;
+    ssize_t n = read(r->fds[which], buf, sizeof(buf));
+
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+        return;
+    }
+    if (n <= 0) {
+        if (r->part_len[which] > 0) {
+            ddrun_emit(stream, rank, r->part[which], r->part_len[which]);
+        }
+        free(r->part[which]);
+        r->part[which] = NULL;
+        r->part_len[which] = 0;
+        close(r->fds[which]);
+        r->fds[which] = -1;
+        return;
+    }
+    char *joined = realloc(r->part[which], r->part_len[which] + (size_t)n);
+    if (joined == NULL) {
+        return;
+    }
+    memcpy(joined + r->part_len[which], buf, (size_t)n);
+    size_t len = r->part_len[which] + (size_t)n, start = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (joined[i] == '\n') {
+            ddrun_emit(stream, rank, joined + start, i - start);
+            start = i + 1;
+        }
+    }
+    memmove(joined, joined + start, len - start);
+    r->part[which] = joined;
+    r->part_len[which] = len - start;
+}
+
+static void ddrun_kill_all(ddrun_rank_t *ranks, int n, int sig)
+{
+    for (int i = 0; i < n; i++) {
+        if (!ranks[i].done && ranks[i].pid > 0) {
+            kill(-ranks[i].pid, sig);
+            kill(ranks[i].pid, sig);
+        }
+    }
+}
+
+static int ddrun_exit_code(int status)
+{
+    if (WIFEXITED(status)) {
+        return WEXITSTATUS(status);
+    }
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+}
+
+static void ddrun_on_signal(int sig)
+{
+    ddrun_signal = sig;
+}
+
+/* Polls the ranks' output and reaps them; returns the exit code. */
+static int ddrun_supervise(ddrun_rank_t *ranks, int n, double timeout_s)
+{
+    struct pollfd *pfds = calloc((size_t)n * 2, sizeof(*pfds));
+    double start = ddrun_now(), kill_at = 0;
+    int running = n, open_fds = 2 * n, code = 0, failed = 0;
+
+    while ((running > 0 || open_fds > 0) && pfds != NULL) {
+        for (int i = 0; i < 2 * n; i++) {
+            pfds[i] = (struct pollfd){ranks[i / 2].fds[i % 2], POLLIN, 0};
+        }
+        poll(pfds, (nfds_t)(2 * n), 100);
+        open_fds = 0;
+        for (int i = 0; i < 2 * n; i++) {
+            if (pfds[i].fd >= 0 && pfds[i].revents) {
+                ddrun_pump(&ranks[i / 2], i / 2, i % 2);
+            }
+            open_fds += ranks[i / 2].fds[i % 2] >= 0;
+        }
+        for (int i = 0; i < n; i++) {
+            if (ranks[i].done ||
+                waitpid(ranks[i].pid, &ranks[i].status, WNOHANG) <= 0) {
+                continue;
+            }
+            ranks[i].done = 1;
+            running--;
+            int rc = ddrun_exit_code(ranks[i].status);
+            if (rc != 0 && !failed) {
+                failed = 1;
+                code = rc;
+                fprintf(stderr,
+                        "ddrun: rank %d exited with status %d; stopping the "
+                        "others\n",
+                        i, rc);
+                ddrun_kill_all(ranks, n, SIGTERM);
+                kill_at = ddrun_now() + DDRUN_KILL_GRACE_S;
+            }
+        }
+        if (!failed && ddrun_signal) {
+            failed = 1;
+            code = 128 + ddrun_signal;
+            fprintf(stderr, "ddrun: caught signal %d; stopping every rank\n",
+                    (int)ddrun_signal);
+            ddrun_kill_all(ranks, n, ddrun_signal);
+            kill_at = ddrun_now() + DDRUN_KILL_GRACE_S;
+        }
+        if (!failed && timeout_s > 0 && ddrun_now() - start > timeout_s) {
+            failed = 1;
+            code = 124;
+            fprintf(stderr,
+                    "ddrun: timed out after %.0f s (--timeout); stopping "
+                    "every rank\n",
+                    timeout_s);
+            ddrun_kill_all(ranks, n, SIGTERM);
+            kill_at = ddrun_now() + DDRUN_KILL_GRACE_S;
+        }
+        if (kill_at > 0 && ddrun_now() > kill_at) {
+            ddrun_kill_all(ranks, n, SIGKILL);
+            kill_at = 0;
+        }
+        if (running == 0 && open_fds > 0 && kill_at == 0) {
+            /* Every rank exited; a grandchild may hold a pipe open. */
+            kill_at = ddrun_now() + DDRUN_KILL_GRACE_S;
+        }
+        if (running == 0 && kill_at > 0 && ddrun_now() > kill_at - 1.0) {
+            break;
+        }
+    }
+    free(pfds);
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"nproc", required_argument, NULL, 'n'},
+        {"aggregators", required_argument, NULL, 'a'},
+        {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    int n = -1, aggregators = 0, timeout = 0, opt;
+    char token[64];
+
+    while ((opt = getopt_long(argc, argv, "+n:a:t:h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'n':
+            if (ddrun_parse_count(optarg, 1, &n) != 0) {
+                fprintf(stderr, "ddrun: -n needs a number of ranks from 1, "
+                                "not '%s'\n", optarg);
+                ddrun_usage(stderr);
+                return 2;
+            }
+            break;
+        case 'a':
+            if (ddrun_parse_count(optarg, 0, &aggregators) != 0) {
+                fprintf(stderr, "ddrun: --aggregators needs a count, not "
+                                "'%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 't':
+            if (ddrun_parse_count(optarg, 1, &timeout) != 0) {
+                fprintf(stderr, "ddrun: --timeout needs seconds from 1, not "
+                                "'%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'h':
+            ddrun_usage(stdout);
+            return 0;
+        default:
+            ddrun_usage(stderr);
+            return 2;
+        }
+    }
+    if (n < 0 || optind >= argc) {
+        fprintf(stderr, "ddrun: %s\n",
+                n < 0 ? "-n N is required" : "no command to run");
+        ddrun_usage(stderr);
+        return 2;
+    }
+    if (aggregators >= n) {
+        fprintf(stderr, "ddrun: --aggregators %d leaves no worker among %d "
+                        "ranks\n", aggregators, n);
+        return 2;
+    }
+    int port = ddrun_free_port();
+    if (port < 0) {
+        fprintf(stderr, "ddrun: cannot find a free port: %s\n",
+                strerror(errno));
+        return 1;
+    }
+    ddrun_token(token, sizeof(token));
+    signal(SIGINT, ddrun_on_signal);
+    signal(SIGTERM, ddrun_on_signal);
+    signal(SIGPIPE, SIG_IGN);
+
+    ddrun_rank_t *ranks = calloc((size_t)n, sizeof(*ranks));
+    if (ranks == NULL) {
+        fprintf(stderr, "ddrun: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (ddrun_spawn(&ranks[i], i, n, aggregators, port, token,
+                        argv + optind) != 0) {
+            fprintf(stderr, "ddrun: cannot start rank %d: %s\n", i,
+                    strerror(errno));
+            ddrun_kill_all(ranks, i, SIGKILL);
+            return 1;
+        }
+    }
+    int code = ddrun_supervise(ranks, n, timeout);
+    free(ranks);
+    return code;
+}

@@ -114,8 +114,7 @@ typedef struct {
  *         dd_last_error() has the details.
  * Call once per job from one thread.
  */
-DD_API dd_status_t dd_init(const dd_init_params_t *params,
-                           dd_context_h *ctx_p);
+DD_API dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p);
 
 /**
  * Leaves the job: waits (up to DD_TIMEOUT_S) until every rank has reached

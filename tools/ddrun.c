@@ -23,8 +23,8 @@
 
 typedef struct {
     pid_t pid;
-    int fds[2];     /* stdout, stderr pipes; -1 when closed */
-    char *part[2];  /* an unfinished line of each */
+    int fds[2];    /* stdout, stderr pipes; -1 when closed */
+    char *part[2]; /* an unfinished line of each */
     size_t part_len[2];
     int done;
     int status;
@@ -337,23 +337,29 @@ int main(int argc, char **argv)
         switch (opt) {
         case 'n':
             if (ddrun_parse_count(optarg, 1, &n) != 0) {
-                fprintf(stderr, "ddrun: -n needs a number of ranks from 1, "
-                                "not '%s'\n", optarg);
+                fprintf(stderr,
+                        "ddrun: -n needs a number of ranks from 1, "
+                        "not '%s'\n",
+                        optarg);
                 ddrun_usage(stderr);
                 return 2;
             }
             break;
         case 'a':
             if (ddrun_parse_count(optarg, 0, &aggregators) != 0) {
-                fprintf(stderr, "ddrun: --aggregators needs a count, not "
-                                "'%s'\n", optarg);
+                fprintf(stderr,
+                        "ddrun: --aggregators needs a count, not "
+                        "'%s'\n",
+                        optarg);
                 return 2;
             }
             break;
         case 't':
             if (ddrun_parse_count(optarg, 1, &timeout) != 0) {
-                fprintf(stderr, "ddrun: --timeout needs seconds from 1, not "
-                                "'%s'\n", optarg);
+                fprintf(stderr,
+                        "ddrun: --timeout needs seconds from 1, not "
+                        "'%s'\n",
+                        optarg);
                 return 2;
             }
             break;
@@ -372,8 +378,10 @@ int main(int argc, char **argv)
         return 2;
     }
     if (aggregators >= n) {
-        fprintf(stderr, "ddrun: --aggregators %d leaves no worker among %d "
-                        "ranks\n", aggregators, n);
+        fprintf(stderr,
+                "ddrun: --aggregators %d leaves no worker among %d "
+                "ranks\n",
+                aggregators, n);
         return 2;
     }
     int port = ddrun_free_port();

@@ -138,10 +138,10 @@ static dd_status_t dd_boot_from(const dd_boot_convention_t *conv,
 
     if ((status = dd_boot_parse(getenv_fn, arg, conv->rank, 0, &rank)) ||
         (status = dd_boot_parse(getenv_fn, arg, conv->size, 1, &size)) ||
-        (status = dd_boot_parse(getenv_fn, arg, conv->local_rank, 0,
-                                &local_rank)) ||
-        (status = dd_boot_parse(getenv_fn, arg, conv->local_size, 1,
-                                &local_size))) {
+        (status =
+             dd_boot_parse(getenv_fn, arg, conv->local_rank, 0, &local_rank)) ||
+        (status =
+             dd_boot_parse(getenv_fn, arg, conv->local_size, 1, &local_size))) {
         return status;
     }
     status = dd_boot_check_pair(conv->rank, rank, conv->size, size);
@@ -165,8 +165,8 @@ static dd_status_t dd_boot_from(const dd_boot_convention_t *conv,
     for (int i = 0; i < 3 && conv->job_id[i]; i++) {
         const char *id = dd_boot_get(getenv_fn, arg, conv->job_id[i]);
         if (id != NULL) {
-            snprintf(env->job_id, sizeof(env->job_id), "%s=%s",
-                     conv->job_id[i], id);
+            snprintf(env->job_id, sizeof(env->job_id), "%s=%s", conv->job_id[i],
+                     id);
             break;
         }
     }
@@ -243,7 +243,8 @@ dd_status_t dd_boot_env_detect(const dd_boot_opts_t *opts,
 {
     dd_boot_env_t env;
     dd_status_t status = DD_OK;
-    size_t n_conv = sizeof(dd_boot_conventions) / sizeof(dd_boot_conventions[0]);
+    size_t n_conv =
+        sizeof(dd_boot_conventions) / sizeof(dd_boot_conventions[0]);
     size_t i;
 
     memset(&env, 0, sizeof(env));
@@ -256,8 +257,8 @@ dd_status_t dd_boot_env_detect(const dd_boot_opts_t *opts,
         for (i = 0; i < n_conv; i++) {
             if (dd_boot_convention_present(&dd_boot_conventions[i], getenv_fn,
                                            arg)) {
-                status = dd_boot_from(&dd_boot_conventions[i], getenv_fn, arg,
-                                      &env);
+                status =
+                    dd_boot_from(&dd_boot_conventions[i], getenv_fn, arg, &env);
                 break;
             }
         }
@@ -294,9 +295,8 @@ dd_status_t dd_boot_env_detect(const dd_boot_opts_t *opts,
 
 int dd_boot_env_guess_rank(dd_getenv_fn_t getenv_fn, void *arg)
 {
-    static const char *const names[] = {"DD_RANK", "RANK",
-                                        "OMPI_COMM_WORLD_RANK",
-                                        "SLURM_PROCID", "PMI_RANK"};
+    static const char *const names[] = {
+        "DD_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"};
 
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         const char *s = dd_boot_get(getenv_fn, arg, names[i]);

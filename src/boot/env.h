@@ -11,9 +11,9 @@
 typedef struct {
     int rank;
     int world_size;
-    int local_rank;   /* -1: derive from host names */
-    int local_size;   /* -1: derive from host names */
-    char source[16];  /* "DD", "torchrun", "Open MPI", "Slurm", "PMI", "none" */
+    int local_rank;  /* -1: derive from host names */
+    int local_size;  /* -1: derive from host names */
+    char source[16]; /* "DD", "torchrun", "Open MPI", "Slurm", "PMI", "none" */
     char master_addr[256]; /* empty: unset */
     int master_port;       /* -1: unset */
     char job_id[128];      /* the launcher's job id; empty when none */

@@ -32,8 +32,8 @@ void dd_sock_set_nodelay(int fd)
 /* One connection attempt to one resolved address, bounded by deadline. */
 static int dd_sock_try(const struct addrinfo *ai, double deadline, int *err_p)
 {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC,
-                    ai->ai_protocol);
+    int fd =
+        socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) {
         *err_p = errno;
         return -1;

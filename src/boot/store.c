@@ -109,8 +109,8 @@ static dd_status_t dd_store_gather_keys(dd_store_t *s, const char *what,
     }
     status = dd_store_set(s, keys[s->rank], mine, len);
     if (status == DD_OK) {
-        status = dd_store_wait(s, (const char *const *)keys, s->world_size,
-                               present);
+        status =
+            dd_store_wait(s, (const char *const *)keys, s->world_size, present);
         if (status == DD_ERR_TIMED_OUT) {
             status = dd_store_missing(s, what, name, present);
         }

@@ -36,9 +36,9 @@ struct dd_store {
     int rank;
     int world_size;
     double timeout_s;
-    char where[300];       /* "tcp://10.0.0.1:29500", for messages */
-    unsigned barrier_gen;  /* barriers and allgathers done so far */
-    char last_key[512];    /* this rank's key of the last one */
+    char where[300];      /* "tcp://10.0.0.1:29500", for messages */
+    unsigned barrier_gen; /* barriers and allgathers done so far */
+    char last_key[512];   /* this rank's key of the last one */
 };
 
 /** Hash of the job token; what a rank presents instead of the token. */
@@ -51,9 +51,8 @@ uint64_t dd_store_token_hash(const char *token);
  * reason.
  */
 dd_status_t dd_store_tcp_connect(const char *addr, int port,
-                                 uint64_t token_hash, int rank,
-                                 int world_size, double timeout_s,
-                                 dd_store_t **store_p);
+                                 uint64_t token_hash, int rank, int world_size,
+                                 double timeout_s, dd_store_t **store_p);
 
 /** Opens the file store under dir, in a namespace given by the token. */
 dd_status_t dd_store_file_open(const char *dir, uint64_t token_hash, int rank,
@@ -116,8 +115,7 @@ typedef struct dd_store_server dd_store_server_t;
  * Listens on port (0: any free port) on every address and serves on its own
  * thread. Only clients presenting token_hash and world_size are accepted.
  */
-dd_status_t dd_store_server_start(int port, uint64_t token_hash,
-                                  int world_size,
+dd_status_t dd_store_server_start(int port, uint64_t token_hash, int world_size,
                                   dd_store_server_t **server_p);
 
 /** The port the server listens on. */

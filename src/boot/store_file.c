@@ -3,7 +3,7 @@
  * system (DD_STORE=file:DIR). The job directory is named after the token
  * hash, so ranks of different jobs never see each other's keys. Values are
  * written to a temporary file and renamed, so a reader sees all or nothing;
- * add takes an fcntl lock. Waits poll with a growing interval.
+ * add takes an flock. Waits poll with a growing interval.
  */
 #include "boot/store.h"
 #include "core/log.h"
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,8 +50,10 @@ static dd_status_t dd_file_write(const char *path, const void *value,
     snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%ld", path, rank, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
-        return dd_error(DD_ERR_IO, DD_SUBSYS_BOOT, "file store: cannot "
-                        "create %s: %m", tmp);
+        return dd_error(DD_ERR_IO, DD_SUBSYS_BOOT,
+                        "file store: cannot "
+                        "create %s: %m",
+                        tmp);
     }
     ssize_t w = len ? write(fd, value, len) : 0;
     if (w != (ssize_t)len || close(fd) != 0 || rename(tmp, path) != 0) {
@@ -62,8 +65,7 @@ static dd_status_t dd_file_write(const char *path, const void *value,
 }
 
 /* Reads a whole file; DD_ERR_NOT_FOUND when it does not exist. */
-static dd_status_t dd_file_read(const char *path, void **value_p,
-                                size_t *len_p)
+static dd_status_t dd_file_read(const char *path, void **value_p, size_t *len_p)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
@@ -117,9 +119,8 @@ static void dd_file_nap(double *interval, double deadline)
     *interval = *interval * 2 < 0.05 ? *interval * 2 : 0.05;
 }
 
-static dd_status_t dd_file_get(dd_store_t *s, const char *key,
-                               double timeout_s, void **value_p,
-                               size_t *len_p)
+static dd_status_t dd_file_get(dd_store_t *s, const char *key, double timeout_s,
+                               void **value_p, size_t *len_p)
 {
     dd_store_file_t *f = (dd_store_file_t *)s;
     double deadline = dd_time_now() + timeout_s;
@@ -177,14 +178,14 @@ static dd_status_t dd_file_add(dd_store_t *s, const char *key, int64_t delta,
 {
     dd_store_file_t *f = (dd_store_file_t *)s;
     char path[4200], lock[4300], text[32];
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
 
     if (dd_file_path(f, key, path, sizeof(path)) != 0) {
         return DD_ERR_INVALID_PARAM;
     }
     snprintf(lock, sizeof(lock), "%s.lock", path);
     int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0 || fcntl(fd, F_SETLKW, &fl) != 0) {
+    /* flock, not fcntl: fcntl locks do not exclude threads of one process. */
+    if (fd < 0 || flock(fd, LOCK_EX) != 0) {
         dd_status_t status = dd_error(DD_ERR_IO, DD_SUBSYS_BOOT,
                                       "file store: cannot lock %s: %m", lock);
         if (fd >= 0) {
@@ -229,9 +230,9 @@ static void dd_file_close(dd_store_t *s)
     free(s);
 }
 
-static const dd_store_ops_t dd_store_file_ops = {
-    dd_file_set, dd_file_get, dd_file_wait, dd_file_add, dd_file_del,
-    dd_file_close};
+static const dd_store_ops_t dd_store_file_ops = {dd_file_set,  dd_file_get,
+                                                 dd_file_wait, dd_file_add,
+                                                 dd_file_del,  dd_file_close};
 
 dd_status_t dd_store_file_open(const char *dir, uint64_t token_hash, int rank,
                                int world_size, double timeout_s,
@@ -246,14 +247,15 @@ dd_status_t dd_store_file_open(const char *dir, uint64_t token_hash, int rank,
         free(f);
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
                         "DD_STORE=file:%.40s...: the directory name is too "
-                        "long", dir);
+                        "long",
+                        dir);
     }
     snprintf(f->dir, sizeof(f->dir), "%s/dd-%016llx", dir,
              (unsigned long long)token_hash);
     if (mkdir(f->dir, 0700) != 0 && errno != EEXIST) {
-        dd_status_t status = dd_error(DD_ERR_IO, DD_SUBSYS_BOOT,
-                                      "DD_STORE=file:%s: cannot create %s: %m",
-                                      dir, f->dir);
+        dd_status_t status =
+            dd_error(DD_ERR_IO, DD_SUBSYS_BOOT,
+                     "DD_STORE=file:%s: cannot create %s: %m", dir, f->dir);
         free(f);
         return status;
     }

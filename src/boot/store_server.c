@@ -124,11 +124,10 @@ static int dd_server_remove(dd_store_server_t *srv, const char *key)
 static void dd_server_reply(dd_server_client_t *c, dd_store_buf_t *b)
 {
     dd_store_buf_finish(b);
-    if (b->failed || dd_sock_send_all(c->fd, b->data, b->len,
-                                      dd_time_now() + DD_SERVER_SEND_S) !=
-                         DD_OK) {
-        dd_log_debug(DD_SUBSYS_NET, "store: cannot reply to rank %d",
-                     c->rank);
+    if (b->failed ||
+        dd_sock_send_all(c->fd, b->data, b->len,
+                         dd_time_now() + DD_SERVER_SEND_S) != DD_OK) {
+        dd_log_debug(DD_SUBSYS_NET, "store: cannot reply to rank %d", c->rank);
         shutdown(c->fd, SHUT_RDWR);
     }
 }
@@ -232,8 +231,7 @@ static int dd_server_hello(dd_store_server_t *srv, dd_server_client_t *c,
             snprintf(reason, sizeof(reason),
                      "rank %d has already joined: two processes claim it",
                      rank);
-            dd_log_error(DD_SUBSYS_NET, "store: refused a client: %s",
-                         reason);
+            dd_log_error(DD_SUBSYS_NET, "store: refused a client: %s", reason);
             dd_server_reply_text(c, DD_STORE_REPLY_MISMATCH, reason);
             return -1;
         }
@@ -388,8 +386,8 @@ static int dd_server_read(dd_store_server_t *srv, dd_server_client_t *c)
     size_t off = 0;
     while (c->in_len - off >= 4) {
         const uint8_t *h = c->in + off;
-        size_t len = (size_t)h[0] | ((size_t)h[1] << 8) |
-                     ((size_t)h[2] << 16) | ((size_t)h[3] << 24);
+        size_t len = (size_t)h[0] | ((size_t)h[1] << 8) | ((size_t)h[2] << 16) |
+                     ((size_t)h[3] << 24);
         if (len > DD_STORE_MAX_FRAME) {
             return -1;
         }
@@ -537,8 +535,8 @@ static int dd_server_listen(int port, int *port_p)
     return fd;
 }
 
-dd_status_t dd_store_server_start(int port, uint64_t token_hash,
-                                  int world_size, dd_store_server_t **server_p)
+dd_status_t dd_store_server_start(int port, uint64_t token_hash, int world_size,
+                                  dd_store_server_t **server_p)
 {
     dd_store_server_t *srv = calloc(1, sizeof(*srv));
 

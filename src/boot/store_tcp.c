@@ -58,8 +58,8 @@ static dd_status_t dd_tcp_roundtrip(dd_store_tcp_t *t, double wait_s,
     if (status != DD_OK) {
         t->broken = 1;
         return dd_error(status, DD_SUBSYS_NET,
-                        "store %s did not answer within %.0f s",
-                        t->base.where, wait_s + DD_TCP_GRACE_S);
+                        "store %s did not answer within %.0f s", t->base.where,
+                        wait_s + DD_TCP_GRACE_S);
     }
     return DD_OK;
 }
@@ -84,8 +84,8 @@ static dd_status_t dd_tcp_bad_reply(dd_store_tcp_t *t)
                     "store %s sent a malformed reply", t->base.where);
 }
 
-static dd_status_t dd_tcp_set(dd_store_t *s, const char *key,
-                              const void *value, size_t len)
+static dd_status_t dd_tcp_set(dd_store_t *s, const char *key, const void *value,
+                              size_t len)
 {
     dd_store_tcp_t *t = (dd_store_tcp_t *)s;
     uint8_t *body;
@@ -206,8 +206,8 @@ static dd_status_t dd_tcp_simple(dd_store_tcp_t *t, int op, const char *key,
     }
     dd_store_cursor_t cur = {body, blen, 0};
     uint8_t code = dd_store_get_u8(&cur);
-    uint64_t v = op == DD_STORE_OP_ADD ? dd_store_get_u64(&cur)
-                                       : dd_store_get_u8(&cur);
+    uint64_t v =
+        op == DD_STORE_OP_ADD ? dd_store_get_u64(&cur) : dd_store_get_u8(&cur);
     if (cur.failed || code != DD_STORE_REPLY_OK) {
         status = dd_tcp_bad_reply(t);
     } else {
@@ -305,8 +305,8 @@ dd_status_t dd_store_tcp_connect(const char *addr, int port,
     t->base.timeout_s = timeout_s;
     snprintf(t->base.where, sizeof(t->base.where), "tcp://%s:%d", addr, port);
     pthread_mutex_init(&t->lock, NULL);
-    status = dd_sock_connect(addr, port, dd_time_now() + timeout_s, &t->fd,
-                             why, sizeof(why));
+    status = dd_sock_connect(addr, port, dd_time_now() + timeout_s, &t->fd, why,
+                             sizeof(why));
     if (status != DD_OK) {
         status = dd_error(status, DD_SUBSYS_NET,
                           "cannot reach the store master %s:%d within %.0f s "

@@ -38,8 +38,7 @@ dd_status_t dd_config_parse_bool(const char *s, int *value_p)
     return DD_ERR_INVALID_CONFIG;
 }
 
-dd_status_t dd_config_parse_int(const char *s, long min, long max,
-                                int *value_p)
+dd_status_t dd_config_parse_int(const char *s, long min, long max, int *value_p)
 {
     char *end;
 
@@ -115,9 +114,8 @@ dd_status_t dd_config_parse_duration(const char *s, double *value_p)
     static const struct {
         const char *unit;
         double scale;
-    } units[] = {{"", 1.0},     {"s", 1.0},      {"sec", 1.0},
-                 {"ms", 1e-3},  {"us", 1e-6},    {"m", 60.0},
-                 {"min", 60.0}, {"h", 3600.0}};
+    } units[] = {{"", 1.0},    {"s", 1.0},  {"sec", 1.0},  {"ms", 1e-3},
+                 {"us", 1e-6}, {"m", 60.0}, {"min", 60.0}, {"h", 3600.0}};
     double v;
     const char *unit;
 
@@ -162,7 +160,8 @@ dd_status_t dd_config_parse_flags(const char *s, const char *const *values,
             found = 1;
         }
         for (int i = 0; !found && values[i] != NULL; i++) {
-            if (strlen(values[i]) == len && strncasecmp(p, values[i], len) == 0) {
+            if (strlen(values[i]) == len &&
+                strncasecmp(p, values[i], len) == 0) {
                 mask |= 1u << i;
                 found = 1;
             }
@@ -237,10 +236,9 @@ int dd_iflist_match(const dd_iflist_t *list, const char *ifname)
         return 1;
     }
     for (int i = 0; i < list->n && !listed; i++) {
-        listed = list->exact
-                     ? strcmp(ifname, list->names[i]) == 0
-                     : strncmp(ifname, list->names[i],
-                               strlen(list->names[i])) == 0;
+        listed = list->exact ? strcmp(ifname, list->names[i]) == 0
+                             : strncmp(ifname, list->names[i],
+                                       strlen(list->names[i])) == 0;
     }
     return list->exclude ? !listed : listed;
 }
@@ -389,8 +387,8 @@ dd_status_t dd_config_load(const dd_config_table_t *table, void *opts,
         }
         dd_config_describe(field, accepted, sizeof(accepted));
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_CORE,
-                        "invalid %s %s='%s': expected %s", from, field->name,
-                        s, accepted);
+                        "invalid %s %s='%s': expected %s", from, field->name, s,
+                        accepted);
     }
     return DD_OK;
 }
@@ -448,8 +446,7 @@ static int dd_config_print_text(FILE *stream, const dd_config_field_t *field,
     if (s == NULL) {
         fprintf(stream, "%s = %s (default)\n", field->name, def);
     } else if (dd_config_check(field, s) != NULL) {
-        fprintf(stream, "%s = %s (INVALID; default %s)\n", field->name, s,
-                def);
+        fprintf(stream, "%s = %s (INVALID; default %s)\n", field->name, s, def);
     } else {
         fprintf(stream, "%s = %s (set; default %s)\n", field->name, s, def);
     }

@@ -76,8 +76,7 @@ void dd_iflist_release(dd_iflist_t *list);
 int dd_iflist_match(const dd_iflist_t *list, const char *ifname);
 
 /** Writes what a field accepts ("a duration such as 30s, 500ms, 2m"). */
-void dd_config_describe(const dd_config_field_t *field, char *buf,
-                        size_t size);
+void dd_config_describe(const dd_config_field_t *field, char *buf, size_t size);
 
 /**
  * Fills opts (the component's options struct) from the environment, with

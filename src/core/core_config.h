@@ -7,10 +7,10 @@
 #include "core/config.h"
 
 typedef struct {
-    int log_level;         /* dd_log_level_t */
-    unsigned log_subsys;   /* bit per dd_subsys_t */
-    char *log_file;        /* NULL: stderr */
-    double timeout_s;      /* every wait's bound */
+    int log_level;       /* dd_log_level_t */
+    unsigned log_subsys; /* bit per dd_subsys_t */
+    char *log_file;      /* NULL: stderr */
+    double timeout_s;    /* every wait's bound */
 } dd_core_opts_t;
 
 extern const dd_config_table_t dd_core_config_table;

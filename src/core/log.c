@@ -15,11 +15,11 @@
 #include <string.h>
 #include <unistd.h>
 
-const char *const dd_log_level_names[] = {"error", "warn", "info", "debug",
-                                          "trace", NULL};
+const char *const dd_log_level_names[] = {"error", "warn",  "info",
+                                          "debug", "trace", NULL};
 const char *const dd_log_subsys_names[] = {
-    "core", "boot", "net", "topo", "backend", "sched", "agg", "compress",
-    "tool", NULL};
+    "core",  "boot", "net",      "topo", "backend",
+    "sched", "agg",  "compress", "tool", NULL};
 
 int dd_log_level_g = DD_LOG_WARN;
 unsigned dd_log_subsys_mask_g = ~0u;
@@ -108,8 +108,7 @@ dd_status_t dd_error(dd_status_t status, dd_subsys_t subsys, const char *fmt,
 }
 
 /* Expands every "%r" of pattern into the rank. */
-static void dd_log_expand(char *out, size_t size, const char *pattern,
-                          int rank)
+static void dd_log_expand(char *out, size_t size, const char *pattern, int rank)
 {
     size_t o = 0;
     for (const char *p = pattern; *p && o + 1 < size; p++) {

@@ -35,13 +35,13 @@ static dd_status_t dd_context_config(dd_context_h ctx)
     dd_status_t status;
 
     dd_log_set_rank(dd_boot_env_guess_rank(dd_config_getenv, NULL));
-    status = dd_config_load(&dd_core_config_table, &ctx->core,
-                            dd_config_getenv, NULL);
+    status = dd_config_load(&dd_core_config_table, &ctx->core, dd_config_getenv,
+                            NULL);
     if (status != DD_OK) {
         return status;
     }
-    status = dd_config_load(&dd_boot_config_table, &ctx->boot,
-                            dd_config_getenv, NULL);
+    status = dd_config_load(&dd_boot_config_table, &ctx->boot, dd_config_getenv,
+                            NULL);
     if (status != DD_OK) {
         dd_config_release(&dd_core_config_table, &ctx->core);
         return status;
@@ -70,8 +70,8 @@ static uint64_t dd_context_token(dd_context_h ctx, int port)
     if (ctx->env.job_id[0] != '\0') {
         return dd_store_token_hash(ctx->env.job_id);
     }
-    snprintf(fallback, sizeof(fallback), "%s:%d:%d", ctx->env.master_addr,
-             port, ctx->env.world_size);
+    snprintf(fallback, sizeof(fallback), "%s:%d:%d", ctx->env.master_addr, port,
+             ctx->env.world_size);
     return dd_store_token_hash(fallback);
 }
 
@@ -97,8 +97,8 @@ static dd_status_t dd_context_store_tcp(dd_context_h ctx)
     }
     uint64_t token = dd_context_token(ctx, port);
     if (env->rank == 0) {
-        status = dd_store_server_start(port, token, env->world_size,
-                                       &ctx->server);
+        status =
+            dd_store_server_start(port, token, env->world_size, &ctx->server);
         if (status != DD_OK) {
             return status;
         }
@@ -261,8 +261,8 @@ dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p)
     dd_log_info(DD_SUBSYS_BOOT,
                 "rank %d of %d (local %d of %d, from %s), %s, store %s",
                 ctx->env.rank, ctx->env.world_size, ctx->env.local_rank,
-                ctx->env.local_size, ctx->env.source,
-                dd_role_names[ctx->role], ctx->store->where);
+                ctx->env.local_size, ctx->env.source, dd_role_names[ctx->role],
+                ctx->store->where);
     *ctx_p = ctx;
     return DD_OK;
 }

@@ -1,0 +1,165 @@
+/*
+ * Store behaviour shared by the TCP and file store tests: each test program
+ * defines open_store(rank, world, timeout) and includes this file. Ranks are
+ * threads of this process.
+ */
+#ifndef DD_TESTS_STORE_CASES_H
+#define DD_TESTS_STORE_CASES_H
+
+#include "boot/store.h"
+#include "core/time.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static dd_store_t *open_store(int rank, int world, double timeout_s);
+static int store_setup(void **state);
+static int store_teardown(void **state);
+
+#define WORLD 4
+
+static void case_set_get_add_delete(void **state)
+{
+    dd_store_t *s = open_store(0, 1, 5.0);
+    void *v;
+    size_t len;
+    int64_t n;
+    int deleted, exists;
+
+    assert_int_equal(dd_store_set(s, "a/b c", "hello", 5), DD_OK);
+    assert_int_equal(dd_store_get(s, "a/b c", &v, &len), DD_OK);
+    assert_int_equal(len, 5);
+    assert_memory_equal(v, "hello", 5);
+    free(v);
+    assert_int_equal(dd_store_set(s, "a/b c", "", 0), DD_OK); /* overwrite */
+    assert_int_equal(dd_store_get(s, "a/b c", &v, &len), DD_OK);
+    assert_int_equal(len, 0);
+    free(v);
+
+    assert_int_equal(dd_store_add(s, "ctr", 5, &n), DD_OK);
+    assert_int_equal(n, 5);
+    assert_int_equal(dd_store_add(s, "ctr", -7, &n), DD_OK);
+    assert_int_equal(n, -2);
+
+    assert_int_equal(dd_store_check(s, "ctr", &exists), DD_OK);
+    assert_true(exists);
+    assert_int_equal(dd_store_delete(s, "ctr", &deleted), DD_OK);
+    assert_true(deleted);
+    assert_int_equal(dd_store_delete(s, "ctr", &deleted), DD_OK);
+    assert_false(deleted);
+    assert_int_equal(dd_store_check(s, "ctr", &exists), DD_OK);
+    assert_false(exists);
+    dd_store_close(s);
+}
+
+static void case_get_times_out(void **state)
+{
+    dd_store_t *s = open_store(0, 1, 0.3);
+    void *v;
+    size_t len;
+    double t0 = dd_time_now();
+
+    assert_int_equal(dd_store_get(s, "never", &v, &len), DD_ERR_TIMED_OUT);
+    double waited = dd_time_now() - t0;
+    assert_true(waited >= 0.25 && waited < 3.0);
+    /* The store is still usable after a timeout. */
+    assert_int_equal(dd_store_set(s, "k", "v", 1), DD_OK);
+    dd_store_close(s);
+}
+
+typedef struct {
+    int rank;
+    dd_status_t status;
+    int32_t gathered[WORLD];
+    int64_t adds;
+} rank_result_t;
+
+static void *rank_main(void *arg)
+{
+    rank_result_t *r = arg;
+    dd_store_t *s = open_store(r->rank, WORLD, 10.0);
+    int32_t mine = 100 + r->rank;
+
+    r->status = s ? DD_OK : DD_ERR_UNREACHABLE;
+    for (int i = 0; i < 3 && r->status == DD_OK; i++) {
+        r->status = dd_store_barrier(s, "t");
+    }
+    if (r->status == DD_OK) {
+        r->status =
+            dd_store_allgather(s, "ids", &mine, sizeof(mine), r->gathered);
+    }
+    if (r->status == DD_OK) {
+        r->status = dd_store_add(s, "sum", r->rank + 1, NULL);
+    }
+    if (r->status == DD_OK) {
+        r->status = dd_store_barrier(s, "after-add");
+    }
+    if (r->status == DD_OK) {
+        r->status = dd_store_add(s, "sum", 0, &r->adds);
+    }
+    dd_store_close(s);
+    return NULL;
+}
+
+static void case_ranks_barrier_allgather_add(void **state)
+{
+    pthread_t threads[WORLD];
+    rank_result_t results[WORLD];
+
+    for (int r = 0; r < WORLD; r++) {
+        results[r] = (rank_result_t){.rank = r};
+        pthread_create(&threads[r], NULL, rank_main, &results[r]);
+    }
+    for (int r = 0; r < WORLD; r++) {
+        pthread_join(threads[r], NULL);
+    }
+    for (int r = 0; r < WORLD; r++) {
+        assert_int_equal(results[r].status, DD_OK);
+        for (int i = 0; i < WORLD; i++) {
+            assert_int_equal(results[r].gathered[i], 100 + i);
+        }
+        assert_int_equal(results[r].adds, 1 + 2 + 3 + 4);
+    }
+}
+
+static void case_barrier_names_missing_ranks(void **state)
+{
+    /* Ranks 0 and 2 of 4 arrive; 1 and 3 never do. */
+    dd_store_t *s0 = open_store(0, WORLD, 0.5);
+    dd_store_t *s2 = open_store(2, WORLD, 0.5);
+
+    assert_int_equal(dd_store_set(s2, "dd/barrier/lonely/0/2", "1", 1), DD_OK);
+    assert_int_equal(dd_store_barrier(s0, "lonely"), DD_ERR_TIMED_OUT);
+    assert_non_null(strstr(dd_last_error(), "barrier 'lonely' timed out"));
+    assert_non_null(strstr(dd_last_error(), "ranks 1, 3 did not arrive"));
+    dd_store_close(s2);
+    dd_store_close(s0);
+}
+
+static void case_allgather_size_mismatch(void **state)
+{
+    dd_store_t *s0 = open_store(0, 2, 2.0);
+    dd_store_t *s1 = open_store(1, 2, 2.0);
+    char all[16];
+
+    /* Rank 1 contributes 3 bytes where rank 0 expects 4. */
+    assert_int_equal(dd_store_set(s1, "dd/allgather/x/0/1", "abc", 3), DD_OK);
+    assert_int_equal(dd_store_allgather(s0, "x", "abcd", 4, all),
+                     DD_ERR_MISMATCH);
+    assert_non_null(strstr(dd_last_error(), "rank 1 contributed 3 bytes"));
+    dd_store_close(s1);
+    dd_store_close(s0);
+}
+
+/* Each case gets a fresh store from the program's setup and teardown. */
+#define STORE_CASE(f)                                                          \
+    cmocka_unit_test_setup_teardown(f, store_setup, store_teardown)
+#define STORE_CASES                                                            \
+    STORE_CASE(case_set_get_add_delete), STORE_CASE(case_get_times_out),       \
+        STORE_CASE(case_ranks_barrier_allgather_add),                          \
+        STORE_CASE(case_barrier_names_missing_ranks),                          \
+        STORE_CASE(case_allgather_size_mismatch)
+
+#endif

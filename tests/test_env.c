@@ -1,0 +1,187 @@
+/* Rank and world detection for each launcher convention, with partial and
+ * contradictory settings. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "boot/env.h"
+#include "core/log.h"
+#include "fake_env.h"
+
+#include <string.h>
+
+/* Loads the boot table and detects from the fake environment. */
+static dd_status_t detect(const char **vars, dd_boot_env_t *env)
+{
+    dd_boot_opts_t opts;
+    dd_status_t status =
+        dd_config_load(&dd_boot_config_table, &opts, fake_getenv, vars);
+    if (status != DD_OK) {
+        return status;
+    }
+    status = dd_boot_env_detect(&opts, fake_getenv, vars, env);
+    dd_config_release(&dd_boot_config_table, &opts);
+    return status;
+}
+
+static void expect(const char **vars, int rank, int world, int lrank, int lsize,
+                   const char *source)
+{
+    dd_boot_env_t env;
+    assert_int_equal(detect(vars, &env), DD_OK);
+    assert_int_equal(env.rank, rank);
+    assert_int_equal(env.world_size, world);
+    assert_int_equal(env.local_rank, lrank);
+    assert_int_equal(env.local_size, lsize);
+    assert_string_equal(env.source, source);
+}
+
+static void expect_error(const char **vars, const char *needle1,
+                         const char *needle2)
+{
+    dd_boot_env_t env;
+    assert_int_equal(detect(vars, &env), DD_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(dd_last_error(), needle1));
+    if (needle2 != NULL) {
+        assert_non_null(strstr(dd_last_error(), needle2));
+    }
+}
+
+static void test_nothing_is_one_rank(void **state)
+{
+    const char *vars[] = {NULL};
+    expect(vars, 0, 1, 0, 1, "none");
+}
+
+static void test_dd(void **state)
+{
+    const char *vars[] = {"DD_RANK=2",           "DD_WORLD_SIZE=4",
+                          "DD_LOCAL_RANK=0",     "DD_MASTER_ADDR=10.1.2.3",
+                          "DD_MASTER_PORT=1234", "SLURM_PROCID=0",
+                          "SLURM_NTASKS=1",      NULL};
+    dd_boot_env_t env;
+    expect(vars, 2, 4, 0, -1, "DD");
+    assert_int_equal(detect(vars, &env), DD_OK);
+    assert_string_equal(env.master_addr, "10.1.2.3");
+    assert_int_equal(env.master_port, 1234);
+}
+
+static void test_torchrun(void **state)
+{
+    const char *vars[] = {"RANK=5",
+                          "WORLD_SIZE=8",
+                          "LOCAL_RANK=1",
+                          "LOCAL_WORLD_SIZE=4",
+                          "MASTER_ADDR=h0",
+                          "MASTER_PORT=29400",
+                          "TORCHELASTIC_RUN_ID=abc",
+                          NULL};
+    dd_boot_env_t env;
+    expect(vars, 5, 8, 1, 4, "torchrun");
+    assert_int_equal(detect(vars, &env), DD_OK);
+    assert_string_equal(env.master_addr, "h0");
+    assert_int_equal(env.master_port, 29400);
+    assert_string_equal(env.job_id, "TORCHELASTIC_RUN_ID=abc");
+}
+
+static void test_ompi(void **state)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=6",
+                          "OMPI_COMM_WORLD_LOCAL_RANK=0",
+                          "OMPI_COMM_WORLD_LOCAL_SIZE=3", NULL};
+    expect(vars, 3, 6, 0, 3, "Open MPI");
+}
+
+static void test_slurm(void **state)
+{
+    const char *vars[] = {"SLURM_PROCID=7", "SLURM_NTASKS=16",
+                          "SLURM_LOCALID=3", "SLURM_JOB_ID=991", NULL};
+    dd_boot_env_t env;
+    /* Slurm gives no local size: both are derived from host names. */
+    expect(vars, 7, 16, -1, -1, "Slurm");
+    assert_int_equal(detect(vars, &env), DD_OK);
+    assert_string_equal(env.job_id, "SLURM_JOB_ID=991");
+}
+
+static void test_pmi(void **state)
+{
+    const char *vars[] = {"PMI_RANK=1", "PMI_SIZE=2", NULL};
+    expect(vars, 1, 2, -1, -1, "PMI");
+}
+
+static void test_torchrun_wins_over_slurm(void **state)
+{
+    const char *vars[] = {"RANK=3", "WORLD_SIZE=4", "SLURM_PROCID=0",
+                          "SLURM_NTASKS=1", NULL};
+    expect(vars, 3, 4, -1, -1, "torchrun");
+}
+
+static void test_partial(void **state)
+{
+    const char *a[] = {"DD_RANK=1", NULL};
+    expect_error(a, "DD_RANK=1 is set but DD_WORLD_SIZE is not", NULL);
+    const char *b[] = {"WORLD_SIZE=4", NULL};
+    expect_error(b, "WORLD_SIZE=4 is set but RANK is not", NULL);
+    const char *c[] = {"OMPI_COMM_WORLD_RANK=0", NULL};
+    expect_error(c, "OMPI_COMM_WORLD_SIZE is not", NULL);
+}
+
+static void test_contradictions(void **state)
+{
+    const char *a[] = {"DD_RANK=4", "DD_WORLD_SIZE=4", NULL};
+    expect_error(a, "DD_RANK=4 and DD_WORLD_SIZE=4 disagree", NULL);
+    const char *b[] = {"DD_RANK=1", "DD_WORLD_SIZE=4", "RANK=2", "WORLD_SIZE=4",
+                       NULL};
+    expect_error(b, "DD_RANK=1 and RANK=2 disagree", NULL);
+    const char *c[] = {"DD_RANK=1", "DD_WORLD_SIZE=4", "WORLD_SIZE=8", NULL};
+    expect_error(c, "DD_WORLD_SIZE=4 and WORLD_SIZE=8 disagree", NULL);
+    const char *d[] = {"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=3",
+                       "LOCAL_WORLD_SIZE=2", NULL};
+    expect_error(d, "LOCAL_RANK=3", "LOCAL_WORLD_SIZE=2");
+    const char *e[] = {"SLURM_PROCID=x", "SLURM_NTASKS=2", NULL};
+    expect_error(e, "SLURM_PROCID='x'", NULL);
+    const char *f[] = {"RANK=0", "WORLD_SIZE=1", "MASTER_PORT=70000", NULL};
+    expect_error(f, "MASTER_PORT=70000", NULL);
+}
+
+static void test_dd_values_validated(void **state)
+{
+    const char *a[] = {"DD_RANK=-1", "DD_WORLD_SIZE=2", NULL};
+    expect_error(a, "DD_RANK='-1'", "expected an integer from 0");
+    const char *b[] = {"DD_MASTER_PORT=0", NULL};
+    expect_error(b, "DD_MASTER_PORT='0'", "from 1 to 65535");
+}
+
+static void test_guess_rank(void **state)
+{
+    const char *a[] = {"SLURM_PROCID=9", "RANK=bad", NULL};
+    assert_int_equal(dd_boot_env_guess_rank(fake_getenv, a), 9);
+    const char *b[] = {NULL};
+    assert_int_equal(dd_boot_env_guess_rank(fake_getenv, b), -1);
+}
+
+static int setup(void **state)
+{
+    return dd_log_configure(DD_LOG_ERROR, ~0u, "/dev/null", 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nothing_is_one_rank),
+        cmocka_unit_test(test_dd),
+        cmocka_unit_test(test_torchrun),
+        cmocka_unit_test(test_ompi),
+        cmocka_unit_test(test_slurm),
+        cmocka_unit_test(test_pmi),
+        cmocka_unit_test(test_torchrun_wins_over_slurm),
+        cmocka_unit_test(test_partial),
+        cmocka_unit_test(test_contradictions),
+        cmocka_unit_test(test_dd_values_validated),
+        cmocka_unit_test(test_guess_rank),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

@@ -172,6 +172,243 @@ enum {
  */
 DD_API dd_status_t dd_config_print(FILE *stream, unsigned flags);
 
+/** Element types of collective buffers. */
+typedef enum {
+    DD_DTYPE_F32 = 0, /**< IEEE binary32 */
+    DD_DTYPE_F64,     /**< IEEE binary64 */
+    DD_DTYPE_F16,     /**< IEEE binary16; reduced in binary32 */
+    DD_DTYPE_BF16,    /**< bfloat16; reduced in binary32 */
+    DD_DTYPE_I32,     /**< int32_t; sums wrap modulo 2^32 */
+    DD_DTYPE_I64,     /**< int64_t; sums wrap modulo 2^64 */
+    DD_DTYPE_U8,      /**< uint8_t; sums wrap modulo 2^8 */
+    DD_DTYPE_LAST
+} dd_dtype_t;
+
+/**
+ * Reductions. DD_REDUCE_AVG is the sum divided by the number of ranks; for
+ * integer types the quotient is rounded toward zero, for floating types it
+ * is correctly rounded from the binary32 (f16, bf16, f32) or binary64 sum.
+ */
+typedef enum {
+    DD_REDUCE_SUM = 0,
+    DD_REDUCE_AVG,
+    DD_REDUCE_MAX,
+    DD_REDUCE_MIN,
+    DD_REDUCE_LAST
+} dd_reduce_op_t;
+
+/** Where a buffer lives. */
+typedef enum {
+    DD_MEM_HOST = 0, /**< ordinary host memory */
+    DD_MEM_CUDA,     /**< CUDA device memory of the calling thread's device */
+    DD_MEM_LAST
+} dd_mem_type_t;
+
+/** The operations a backend carries out. */
+typedef enum {
+    DD_COLL_ALLREDUCE = 0,
+    DD_COLL_BROADCAST,
+    DD_COLL_REDUCE_SCATTER,
+    DD_COLL_ALLGATHER,
+    DD_COLL_SEND,
+    DD_COLL_RECV,
+    DD_COLL_LAST
+} dd_coll_t;
+
+/** Bytes of one element of dtype; 0 for an invalid dtype. Any thread. */
+DD_API size_t dd_dtype_size(dd_dtype_t dtype);
+
+/** "f32", "f64", "f16", "bf16", "i32", "i64", "u8"; "?" when invalid. */
+DD_API const char *dd_dtype_name(dd_dtype_t dtype);
+
+/** "sum", "avg", "max", "min"; "?" when invalid. */
+DD_API const char *dd_reduce_op_name(dd_reduce_op_t op);
+
+/** "host", "cuda"; "?" when invalid. */
+DD_API const char *dd_mem_type_name(dd_mem_type_t mem_type);
+
+/** "allreduce", "broadcast", "reduce_scatter", "allgather", "send",
+ *  "recv"; "?" when invalid. */
+DD_API const char *dd_coll_name(dd_coll_t coll);
+
+/**
+ * The backend (its module's name, "ucx", "gloo", "nccl") that runs coll on
+ * bytes bytes of mem_type memory in this context: the one with the highest
+ * score among those DD_BACKENDS allows and every rank could load.
+ *
+ * @return the name, or NULL when no backend can (dd_last_error() says why).
+ * Any thread; the string lives as long as the context.
+ */
+DD_API const char *dd_backend_name(dd_context_h ctx, dd_coll_t coll,
+                                   dd_mem_type_t mem_type, size_t bytes);
+
+/*
+ * Blocking collectives over every rank of the job, through the backend that
+ * dd_backend_name() names. Every rank must call the same collectives in the
+ * same order with the same count, dtype, op and root. Each returns DD_OK;
+ * DD_ERR_INVALID_PARAM for a bad argument; DD_ERR_UNSUPPORTED when no
+ * backend handles the memory type; DD_ERR_TIMED_OUT when the collective did
+ * not complete within DD_TIMEOUT_S (which is also what ranks that posted a
+ * different collective see); DD_ERR_PEER_LOST when a peer went away;
+ * DD_ERR_MISMATCH when a peer's message does not fit; DD_ERR_BACKEND for
+ * another failure of the backend. dd_last_error() names the rank and peer.
+ * One thread per context at a time. With CUDA memory the call returns once
+ * the result is in the buffer.
+ */
+
+/**
+ * Reduces count elements across ranks; every rank gets the result in recvbuf.
+ * sendbuf may equal recvbuf (in place).
+ */
+DD_API dd_status_t dd_allreduce(dd_context_h ctx, const void *sendbuf,
+                                void *recvbuf, size_t count, dd_dtype_t dtype,
+                                dd_reduce_op_t op, dd_mem_type_t mem_type);
+
+/** Copies count elements of root's buf into every rank's buf. */
+DD_API dd_status_t dd_broadcast(dd_context_h ctx, void *buf, size_t count,
+                                dd_dtype_t dtype, int root,
+                                dd_mem_type_t mem_type);
+
+/**
+ * Reduces world size * recvcount elements of sendbuf across ranks; rank r
+ * gets elements r * recvcount .. (r + 1) * recvcount - 1 of the result in
+ * recvbuf, which must not overlap sendbuf.
+ */
+DD_API dd_status_t dd_reduce_scatter(dd_context_h ctx, const void *sendbuf,
+                                     void *recvbuf, size_t recvcount,
+                                     dd_dtype_t dtype, dd_reduce_op_t op,
+                                     dd_mem_type_t mem_type);
+
+/**
+ * Gathers sendcount elements from every rank into recvbuf (world size *
+ * sendcount elements, rank order), which must not overlap sendbuf.
+ */
+DD_API dd_status_t dd_allgather(dd_context_h ctx, const void *sendbuf,
+                                void *recvbuf, size_t sendcount,
+                                dd_dtype_t dtype, dd_mem_type_t mem_type);
+
+/* ---- Layers, steps and strategies ------------------------------------ */
+
+/** A registered layer (owned by the context). */
+typedef struct dd_layer *dd_layer_h;
+
+/**
+ * One tensor of a layer: its parameters and, for gradient strategies (ddp,
+ * adaptive), its gradients, both count elements of dtype in mem_type memory.
+ * grad may be NULL when only parameter strategies are used.
+ */
+typedef struct {
+    void *param;
+    void *grad;
+    size_t count;
+    dd_dtype_t dtype;
+    dd_mem_type_t mem_type;
+} dd_tensor_t;
+
+/**
+ * Registers a layer, in forward order: the i-th call registers layer i. The
+ * context copies the tensor descriptions; the buffers stay the caller's and
+ * must live until dd_finalize. Workers only, before dd_model_commit.
+ *
+ * @return DD_OK; DD_ERR_INVALID_PARAM for an empty or duplicate name, a NULL
+ *         buffer or an invalid dtype; DD_ERR_STATE after dd_model_commit or
+ *         on an aggregator.
+ */
+DD_API dd_status_t dd_layer_register(dd_context_h ctx, const char *name,
+                                     const dd_tensor_t *tensors,
+                                     size_t n_tensors, dd_layer_h *layer_p);
+
+/**
+ * Chooses the synchronization strategy before dd_model_commit, overriding
+ * DD_STRATEGY: "ddp", "localsgd:H", "plsgd:H", "dreamddp:H" or "adaptive".
+ *
+ * @return DD_OK, DD_ERR_INVALID_PARAM naming what is accepted, or
+ *         DD_ERR_STATE after dd_model_commit.
+ */
+DD_API dd_status_t dd_strategy_set(dd_context_h ctx, const char *strategy);
+
+/** The strategy in force ("dreamddp:4"). */
+DD_API const char *dd_strategy_name(dd_context_h ctx);
+
+/**
+ * Freezes the layer table. Checks on every worker that the tables match
+ * (names, sizes, dtypes, order); when they do not, every worker fails with
+ * DD_ERR_MISMATCH naming the first differing layer and the ranks that
+ * differ. Then copies rank 0's parameters to every worker, so that every
+ * replica starts equal, and measures the network for the planner.
+ * Collective over the workers; aggregators do not call it.
+ */
+DD_API dd_status_t dd_model_commit(dd_context_h ctx);
+
+/**
+ * Starts a training step (forward and backward follow).
+ * @return DD_OK, or DD_ERR_STATE when a step is already open or the model
+ *         is not committed.
+ */
+DD_API dd_status_t dd_step_begin(dd_context_h ctx);
+
+/**
+ * Marks layer's backward pass as done: its gradients are final and the rest
+ * of backward no longer reads its parameters. If the layer syncs in this
+ * step, its sync starts now, on the progress engine, while the caller goes
+ * on. The caller must not touch the layer's buffers until dd_step_end.
+ *
+ * @return DD_OK; DD_ERR_STATE outside a step or for a layer marked twice in
+ *         one step; DD_ERR_INVALID_PARAM for a layer of another context.
+ */
+DD_API dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer);
+
+/** What one step did, returned by dd_step_end. */
+typedef struct {
+    uint64_t step;       /**< index of the step, from 0 */
+    int layers_synced;   /**< layers averaged in this step */
+    size_t bytes_synced; /**< bytes averaged in this step (per worker) */
+    double wire_s;       /**< seconds the engine spent syncing */
+    double wait_s;       /**< exposed wait: seconds dd_step_end blocked */
+    int replanned;       /**< 1 when the schedule changed at this step */
+} dd_step_stats_t;
+
+/**
+ * Ends the step: flushes what waits for fusion, waits for this step's
+ * syncs (bounded by DD_TIMEOUT_S) and leaves the averages in place. The
+ * application then runs its optimizer step.
+ *
+ * @param stats_p  filled when not NULL.
+ * @return DD_OK; DD_ERR_STATE without a dd_step_begin; the error of a
+ *         failed sync (DD_ERR_TIMED_OUT, DD_ERR_PEER_LOST, ...), naming the
+ *         layer, on every worker.
+ */
+DD_API dd_status_t dd_step_end(dd_context_h ctx, dd_step_stats_t *stats_p);
+
+/**
+ * Averages every layer's parameters now, whatever the strategy (before a
+ * checkpoint or an evaluation). Outside a step; collective over workers.
+ */
+DD_API dd_status_t dd_sync_all(dd_context_h ctx);
+
+/** Per-layer totals since dd_model_commit. */
+typedef struct {
+    uint64_t syncs; /**< times the layer was averaged */
+    uint64_t bytes; /**< bytes averaged */
+    double wire_s;  /**< seconds on the wire (a fused sync is shared by
+                         bytes) */
+    double bp_s;    /**< last measured backward time of the layer */
+    int period;     /**< adaptive: current period K; others: window H */
+} dd_layer_stats_t;
+
+/** Fills stats_p for layer. DD_ERR_INVALID_PARAM for a foreign layer. */
+DD_API dd_status_t dd_layer_stats(dd_context_h ctx, dd_layer_h layer,
+                                  dd_layer_stats_t *stats_p);
+
+/** The layer's name. */
+DD_API const char *dd_layer_name(dd_layer_h layer);
+
+/** Number of registered layers. */
+DD_API size_t dd_num_layers(dd_context_h ctx);
+
+/** The i-th registered layer (forward order), or NULL. */
+DD_API dd_layer_h dd_layer_at(dd_context_h ctx, size_t i);
+
 #ifdef __cplusplus
 }
 #endif

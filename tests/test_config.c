@@ -50,6 +50,22 @@ static void test_int(void **state)
     assert_int_equal(v, -3); /* untouched on error */
 }
 
+static void test_float(void **state)
+{
+    double v = 0;
+    assert_int_equal(dd_config_parse_float("1.3", 0, 10, &v), DD_OK);
+    assert_true(v == 1.3);
+    assert_int_equal(dd_config_parse_float("10", 0, 10, &v), DD_OK);
+    assert_true(v == 10.0);
+    assert_int_equal(dd_config_parse_float("10.5", 0, 10, &v),
+                     DD_ERR_INVALID_CONFIG);
+    assert_int_equal(dd_config_parse_float("nan", 0, 10, &v),
+                     DD_ERR_INVALID_CONFIG);
+    assert_int_equal(dd_config_parse_float("1e", 0, 10, &v),
+                     DD_ERR_INVALID_CONFIG);
+    assert_true(v == 10.0);
+}
+
 static void test_size(void **state)
 {
     size_t v = 0;
@@ -256,6 +272,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bool),
         cmocka_unit_test(test_int),
+        cmocka_unit_test(test_float),
         cmocka_unit_test(test_size),
         cmocka_unit_test(test_duration),
         cmocka_unit_test(test_enum_and_flags),

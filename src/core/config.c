@@ -51,6 +51,21 @@ dd_status_t dd_config_parse_int(const char *s, long min, long max, int *value_p)
     return DD_OK;
 }
 
+dd_status_t dd_config_parse_float(const char *s, double min, double max,
+                                  double *value_p)
+{
+    char *end;
+
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || v < min ||
+        v > max) {
+        return DD_ERR_INVALID_CONFIG;
+    }
+    *value_p = v;
+    return DD_OK;
+}
+
 /* Splits "12.5ms" into the number and its unit, skipping blanks between. */
 static int dd_config_split_unit(const char *s, double *num_p,
                                 const char **unit_p)
@@ -287,6 +302,9 @@ void dd_config_describe(const dd_config_field_t *field, char *buf, size_t size)
                  "interface name prefixes, comma-separated; a leading ^ "
                  "excludes, = matches exactly");
         break;
+    case DD_CONFIG_FLOAT:
+        snprintf(buf, size, "a number from %ld to %ld", field->min, field->max);
+        break;
     }
 }
 
@@ -314,6 +332,9 @@ static dd_status_t dd_config_parse_field(const dd_config_field_t *field,
         return *(char **)dst ? DD_OK : DD_ERR_NO_MEMORY;
     case DD_CONFIG_IFLIST:
         return dd_config_parse_iflist(s, dst);
+    case DD_CONFIG_FLOAT:
+        return dd_config_parse_float(s, (double)field->min, (double)field->max,
+                                     dst);
     }
     return DD_ERR_INTERNAL;
 }
@@ -335,6 +356,7 @@ static void dd_config_set_unset(const dd_config_field_t *field, void *opts)
         *(size_t *)dst = 0;
         break;
     case DD_CONFIG_DURATION:
+    case DD_CONFIG_FLOAT:
         *(double *)dst = -1.0;
         break;
     case DD_CONFIG_FLAGS:

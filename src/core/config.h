@@ -20,7 +20,8 @@ typedef enum {
     DD_CONFIG_ENUM,     /* int: index into values */
     DD_CONFIG_FLAGS,    /* unsigned: bit i for values[i]; "all" sets all */
     DD_CONFIG_STRING,   /* char *, owned by the options struct */
-    DD_CONFIG_IFLIST    /* dd_iflist_t: NCCL_SOCKET_IFNAME grammar */
+    DD_CONFIG_IFLIST,   /* dd_iflist_t: NCCL_SOCKET_IFNAME grammar */
+    DD_CONFIG_FLOAT     /* double in [min, max] */
 } dd_config_type_t;
 
 /**
@@ -41,7 +42,7 @@ typedef struct {
     const char *doc;           /* one sentence, for --config and README */
     dd_config_type_t type;
     size_t offset;             /* of the value in the options struct */
-    long min, max;             /* DD_CONFIG_INT */
+    long min, max;             /* DD_CONFIG_INT and DD_CONFIG_FLOAT */
     const char *const *values; /* DD_CONFIG_ENUM / FLAGS, NULL-terminated */
 } dd_config_field_t;
 
@@ -61,6 +62,8 @@ const char *dd_config_getenv(void *arg, const char *name);
 dd_status_t dd_config_parse_bool(const char *s, int *value_p);
 dd_status_t dd_config_parse_int(const char *s, long min, long max,
                                 int *value_p);
+dd_status_t dd_config_parse_float(const char *s, double min, double max,
+                                  double *value_p);
 dd_status_t dd_config_parse_size(const char *s, size_t *value_p);
 dd_status_t dd_config_parse_duration(const char *s, double *value_p);
 dd_status_t dd_config_parse_enum(const char *s, const char *const *values,

@@ -6,6 +6,8 @@
 #include "sched/context.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "sched/sched.h"
+#include "topo/export.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +16,9 @@
 
 #define DD_DEFAULT_MASTER_PORT 29500
 
-const dd_config_table_t *const dd_config_tables[] = {&dd_core_config_table,
-                                                     &dd_boot_config_table};
+const dd_config_table_t *const dd_config_tables[] = {
+    &dd_core_config_table, &dd_boot_config_table, &dd_topo_config_table,
+    &dd_backend_config_table, &dd_sched_config_table};
 const size_t dd_config_n_tables =
     sizeof(dd_config_tables) / sizeof(dd_config_tables[0]);
 
@@ -46,12 +49,29 @@ static dd_status_t dd_context_config(dd_context_h ctx)
         dd_config_release(&dd_core_config_table, &ctx->core);
         return status;
     }
+    status = dd_config_load(&dd_backend_config_table, &ctx->backend,
+                            dd_config_getenv, NULL);
+    if (status != DD_OK) {
+        dd_config_release(&dd_boot_config_table, &ctx->boot);
+        dd_config_release(&dd_core_config_table, &ctx->core);
+        return status;
+    }
+    status = dd_config_load(&dd_sched_config_table, &ctx->sched_opts,
+                            dd_config_getenv, NULL);
+    if (status != DD_OK) {
+        dd_config_release(&dd_backend_config_table, &ctx->backend);
+        dd_config_release(&dd_boot_config_table, &ctx->boot);
+        dd_config_release(&dd_core_config_table, &ctx->core);
+        return status;
+    }
     status = dd_boot_env_detect(&ctx->boot, dd_config_getenv, NULL, &ctx->env);
     if (status == DD_OK) {
         status = dd_log_configure(ctx->core.log_level, ctx->core.log_subsys,
                                   ctx->core.log_file, ctx->env.rank);
     }
     if (status != DD_OK) {
+        dd_config_release(&dd_sched_config_table, &ctx->sched_opts);
+        dd_config_release(&dd_backend_config_table, &ctx->backend);
         dd_config_release(&dd_boot_config_table, &ctx->boot);
         dd_config_release(&dd_core_config_table, &ctx->core);
     }
@@ -214,11 +234,15 @@ static dd_status_t dd_context_roles(dd_context_h ctx, int role_override)
 
 static void dd_context_free(dd_context_h ctx)
 {
+    dd_sched_destroy(ctx->sched);
+    dd_backends_unload(ctx->backends);
     dd_store_close(ctx->store);
     if (ctx->server != NULL) {
         dd_store_server_stop(ctx->server, ctx->core.timeout_s);
     }
     free(ctx->roles);
+    dd_config_release(&dd_sched_config_table, &ctx->sched_opts);
+    dd_config_release(&dd_backend_config_table, &ctx->backend);
     dd_config_release(&dd_boot_config_table, &ctx->boot);
     dd_config_release(&dd_core_config_table, &ctx->core);
     free(ctx);
@@ -254,6 +278,10 @@ dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p)
     if ((status = dd_context_store(ctx)) != DD_OK ||
         (status = dd_context_locality(ctx)) != DD_OK ||
         (status = dd_context_roles(ctx, role_override)) != DD_OK ||
+        (status = dd_topo_setup(ctx->store, ctx->env.local_rank,
+                                ctx->env.local_size, &ctx->net)) != DD_OK ||
+        (status = dd_backends_load(ctx, &ctx->backends)) != DD_OK ||
+        (status = dd_sched_create(ctx, &ctx->sched)) != DD_OK ||
         (status = dd_store_barrier(ctx->store, "init")) != DD_OK) {
         dd_context_free(ctx);
         return status;

@@ -5,10 +5,14 @@
 #ifndef DD_SCHED_CONTEXT_H
 #define DD_SCHED_CONTEXT_H
 
+#include "backends/backend_config.h"
+#include "backends/registry.h"
 #include "boot/boot_config.h"
 #include "boot/env.h"
 #include "boot/store.h"
 #include "core/core_config.h"
+#include "sched/sched_config.h"
+#include "topo/ifchoice.h"
 
 struct dd_context {
     dd_core_opts_t core;
@@ -19,6 +23,11 @@ struct dd_context {
     int n_workers;
     dd_store_t *store;
     dd_store_server_t *server; /* rank 0 with the TCP store */
+    dd_topo_choice_t net;      /* the interface every backend uses */
+    dd_backend_opts_t backend;
+    dd_backends_t *backends; /* loaded and initialized modules */
+    dd_sched_opts_t sched_opts;
+    struct dd_sched *sched; /* layers, strategy, steps */
 };
 
 /** Every component's configuration table, in print order. */

@@ -1,0 +1,494 @@
+/*
+ * train_mlp: trains a multi-layer perceptron from scratch with dreamddp.
+ *
+ * The data: a deterministic synthetic classification set. Inputs are
+ * Gaussian; labels come from a fixed random "teacher" network with some
+ * label noise, so the task is learnable but not trivial. Every rank draws
+ * its own shard of training data; the held-out set is the same everywhere.
+ *
+ * The model: 32 -> 384 -> 384 -> 256 -> 128 -> 10, ReLU, softmax
+ * cross-entropy, about 293 thousand parameters, trained with SGD and
+ * momentum. Forward and backward are written out per layer, and each
+ * layer tells dreamddp when its backward is done (dd_layer_ready), which
+ * is where its synchronization starts.
+ *
+ *   ddrun -n 4 -- examples/train_mlp --strategy dreamddp:4 --steps 300
+ *
+ * Aggregator ranks (ddrun --aggregators K) serve and hold no model.
+ */
+#include <dreamddp.h>
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define N_IN 32
+#define N_OUT 10
+#define N_LAYERS 5
+#define TEACHER_HIDDEN 48
+#define LABEL_NOISE 0.02
+#define TEST_SIZE 2000
+
+static const int widths[N_LAYERS + 1] = {N_IN, 384, 384, 256, 128, N_OUT};
+
+typedef struct {
+    int in, out;
+    float *w, *b;   /* parameters: w is out x in, row-major */
+    float *gw, *gb; /* gradients */
+    float *vw, *vb; /* momentum */
+    dd_layer_h handle;
+} layer_t;
+
+typedef struct {
+    const char *strategy;
+    int steps, batch, json, log_every;
+    double lr, momentum;
+    unsigned seed;
+} options_t;
+
+/* ---- a small deterministic random number generator ---------------------- */
+
+static uint64_t rng_next(uint64_t *s)
+{
+    /* splitmix64: good enough for data and initialization, and the same
+     * on every machine. */
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rng_uniform(uint64_t *s)
+{
+    return (double)(rng_next(s) >> 11) / 9007199254740992.0;
+}
+
+static double rng_normal(uint64_t *s)
+{
+    double u = rng_uniform(s) + 1e-12, v = rng_uniform(s);
+    return sqrt(-2 * log(u)) * cos(2 * M_PI * v);
+}
+
+/* ---- the data ------------------------------------------------------------ */
+
+typedef struct {
+    float w1[TEACHER_HIDDEN][N_IN], w2[N_OUT][TEACHER_HIDDEN];
+} teacher_t;
+
+static void teacher_init(teacher_t *t, unsigned seed)
+{
+    uint64_t s = seed * 7919ull + 1;
+    for (int i = 0; i < TEACHER_HIDDEN; i++) {
+        for (int j = 0; j < N_IN; j++) {
+            t->w1[i][j] = (float)(rng_normal(&s) * 0.3 / sqrt(N_IN));
+        }
+    }
+    for (int i = 0; i < N_OUT; i++) {
+        for (int j = 0; j < TEACHER_HIDDEN; j++) {
+            t->w2[i][j] = (float)(rng_normal(&s) * 3 / sqrt(TEACHER_HIDDEN));
+        }
+    }
+}
+
+/* Draws n examples from stream s: inputs x (n x N_IN) and labels y. */
+static void draw(const teacher_t *t, uint64_t *s, int n, float *x, int *y)
+{
+    for (int k = 0; k < n; k++) {
+        float *xk = x + (size_t)k * N_IN, h[TEACHER_HIDDEN];
+        for (int j = 0; j < N_IN; j++) {
+            xk[j] = (float)rng_normal(s);
+        }
+        for (int i = 0; i < TEACHER_HIDDEN; i++) {
+            float a = 0;
+            for (int j = 0; j < N_IN; j++) {
+                a += t->w1[i][j] * xk[j];
+            }
+            h[i] = tanhf(a);
+        }
+        int best = 0;
+        float best_v = -INFINITY;
+        for (int i = 0; i < N_OUT; i++) {
+            float a = 0;
+            for (int j = 0; j < TEACHER_HIDDEN; j++) {
+                a += t->w2[i][j] * h[j];
+            }
+            if (a > best_v) {
+                best_v = a;
+                best = i;
+            }
+        }
+        y[k] = rng_uniform(s) < LABEL_NOISE ? (int)(rng_next(s) % N_OUT) : best;
+    }
+}
+
+/* ---- the model ------------------------------------------------------------
+ */
+
+static float *zeros(size_t n)
+{
+    float *p = calloc(n, sizeof(float));
+    if (p == NULL) {
+        fprintf(stderr, "train_mlp: out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static void model_init(layer_t *L, unsigned seed)
+{
+    uint64_t s = seed * 104729ull + 3;
+    for (int l = 0; l < N_LAYERS; l++) {
+        L[l].in = widths[l];
+        L[l].out = widths[l + 1];
+        size_t n = (size_t)L[l].in * L[l].out;
+        L[l].w = zeros(n);
+        L[l].gw = zeros(n);
+        L[l].vw = zeros(n);
+        L[l].b = zeros(L[l].out);
+        L[l].gb = zeros(L[l].out);
+        L[l].vb = zeros(L[l].out);
+        double scale = sqrt(2.0 / L[l].in); /* He initialization */
+        for (size_t i = 0; i < n; i++) {
+            L[l].w[i] = (float)(rng_normal(&s) * scale);
+        }
+    }
+}
+
+/* act[l] is the input of layer l; act[N_LAYERS] holds the logits. */
+static void forward(layer_t *L, float **act, int n)
+{
+    for (int l = 0; l < N_LAYERS; l++) {
+        const layer_t *y = &L[l];
+        for (int k = 0; k < n; k++) {
+            const float *in = act[l] + (size_t)k * y->in;
+            float *out = act[l + 1] + (size_t)k * y->out;
+            for (int i = 0; i < y->out; i++) {
+                const float *w = y->w + (size_t)i * y->in;
+                float a = y->b[i];
+                for (int j = 0; j < y->in; j++) {
+                    a += w[j] * in[j];
+                }
+                out[i] = (l < N_LAYERS - 1 && a < 0) ? 0 : a; /* ReLU */
+            }
+        }
+    }
+}
+
+/* Softmax cross-entropy: returns the mean loss and leaves dL/dlogits in
+ * delta; counts correct predictions. */
+static double loss_and_delta(const float *logits, const int *y, int n,
+                             float *delta, int *correct_p)
+{
+    double loss = 0;
+    int correct = 0;
+    for (int k = 0; k < n; k++) {
+        const float *z = logits + (size_t)k * N_OUT;
+        float *d = delta + (size_t)k * N_OUT, m = z[0];
+        int arg = 0;
+        for (int i = 1; i < N_OUT; i++) {
+            if (z[i] > m) {
+                m = z[i];
+                arg = i;
+            }
+        }
+        double sum = 0;
+        for (int i = 0; i < N_OUT; i++) {
+            sum += exp(z[i] - m);
+        }
+        for (int i = 0; i < N_OUT; i++) {
+            d[i] = (float)(exp(z[i] - m) / sum / n);
+        }
+        d[y[k]] -= 1.0f / n;
+        loss -= z[y[k]] - m - log(sum);
+        correct += arg == y[k];
+    }
+    *correct_p = correct;
+    return loss / n;
+}
+
+/*
+ * Backward of layer l: from delta (dL/d output, n x out) computes the
+ * layer's gradients and, for the layer below, dL/d input into delta_in
+ * (masked by that layer's ReLU). The latter reads w, so it is done before
+ * the layer is handed to dreamddp, which may average w from then on.
+ */
+static void backward_layer(layer_t *y, const float *in, const float *delta,
+                           float *delta_in, int n)
+{
+    memset(y->gw, 0, sizeof(float) * (size_t)y->in * y->out);
+    memset(y->gb, 0, sizeof(float) * (size_t)y->out);
+    for (int k = 0; k < n; k++) {
+        const float *x = in + (size_t)k * y->in;
+        const float *d = delta + (size_t)k * y->out;
+        for (int i = 0; i < y->out; i++) {
+            float *g = y->gw + (size_t)i * y->in;
+            for (int j = 0; j < y->in; j++) {
+                g[j] += d[i] * x[j];
+            }
+            y->gb[i] += d[i];
+        }
+    }
+    if (delta_in == NULL) {
+        return;
+    }
+    for (int k = 0; k < n; k++) {
+        const float *x = in + (size_t)k * y->in;
+        const float *d = delta + (size_t)k * y->out;
+        float *din = delta_in + (size_t)k * y->in;
+        memset(din, 0, sizeof(float) * (size_t)y->in);
+        for (int i = 0; i < y->out; i++) {
+            const float *w = y->w + (size_t)i * y->in;
+            for (int j = 0; j < y->in; j++) {
+                din[j] += w[j] * d[i];
+            }
+        }
+        for (int j = 0; j < y->in; j++) {
+            din[j] = x[j] > 0 ? din[j] : 0; /* ReLU of the layer below */
+        }
+    }
+}
+
+static void sgd_step(layer_t *L, double lr, double momentum)
+{
+    for (int l = 0; l < N_LAYERS; l++) {
+        size_t n = (size_t)L[l].in * L[l].out;
+        for (size_t i = 0; i < n; i++) {
+            L[l].vw[i] = (float)(momentum * L[l].vw[i] + L[l].gw[i]);
+            L[l].w[i] -= (float)(lr * L[l].vw[i]);
+        }
+        for (int i = 0; i < L[l].out; i++) {
+            L[l].vb[i] = (float)(momentum * L[l].vb[i] + L[l].gb[i]);
+            L[l].b[i] -= (float)(lr * L[l].vb[i]);
+        }
+    }
+}
+
+/* Accuracy and loss on the held-out set. */
+static double evaluate(layer_t *L, float **act, const float *x, const int *y,
+                       int n, int chunk, double *loss_p)
+{
+    float *delta = zeros((size_t)chunk * N_OUT);
+    double loss = 0;
+    int correct = 0;
+    for (int k = 0; k < n; k += chunk) {
+        int m = n - k < chunk ? n - k : chunk, c;
+        memcpy(act[0], x + (size_t)k * N_IN, sizeof(float) * m * N_IN);
+        forward(L, act, m);
+        loss += loss_and_delta(act[N_LAYERS], y + k, m, delta, &c) * m;
+        correct += c;
+    }
+    free(delta);
+    *loss_p = loss / n;
+    return (double)correct / n;
+}
+
+/* Each layer is one dreamddp layer of two tensors, weights and bias, with
+ * their gradient buffers (used by gradient strategies such as ddp). */
+static int register_model(dd_context_h ctx, layer_t *L)
+{
+    char name[32];
+    for (int l = 0; l < N_LAYERS; l++) {
+        dd_tensor_t t[2] = {
+            {L[l].w, L[l].gw, (size_t)L[l].in * L[l].out, DD_DTYPE_F32,
+             DD_MEM_HOST},
+            {L[l].b, L[l].gb, (size_t)L[l].out, DD_DTYPE_F32, DD_MEM_HOST}};
+        snprintf(name, sizeof(name), "fc%d", l + 1);
+        if (dd_layer_register(ctx, name, t, 2, &L[l].handle) != DD_OK) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+typedef struct {
+    float *act[N_LAYERS + 1], *delta[N_LAYERS + 1];
+    float *x;
+    int *y;
+} buffers_t;
+
+/* One training step: forward, backward with dd_layer_ready after each
+ * layer, dd_step_end (the averages land), then the optimizer. */
+static int train_step(dd_context_h ctx, layer_t *L, buffers_t *B,
+                      const options_t *o, double *loss_p,
+                      dd_step_stats_t *stats)
+{
+    int correct;
+    if (dd_step_begin(ctx) != DD_OK) {
+        return -1;
+    }
+    memcpy(B->act[0], B->x, sizeof(float) * o->batch * N_IN);
+    forward(L, B->act, o->batch);
+    *loss_p = loss_and_delta(B->act[N_LAYERS], B->y, o->batch,
+                             B->delta[N_LAYERS], &correct);
+    for (int l = N_LAYERS - 1; l >= 0; l--) {
+        backward_layer(&L[l], B->act[l], B->delta[l + 1],
+                       l > 0 ? B->delta[l] : NULL, o->batch);
+        /* This layer's gradients are final and backward no longer reads
+         * its weights: dreamddp may start syncing it now. */
+        if (dd_layer_ready(ctx, L[l].handle) != DD_OK) {
+            return -1;
+        }
+    }
+    if (dd_step_end(ctx, stats) != DD_OK) {
+        return -1;
+    }
+    sgd_step(L, o->lr, o->momentum);
+    return 0;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: train_mlp [--strategy S] [--steps N] [--lr X] "
+                 "[--batch N] [--seed N] [--json]\n"
+                 "  S: ddp, localsgd:H, plsgd:H, dreamddp:H, adaptive\n");
+}
+
+static int parse(int argc, char **argv, options_t *o)
+{
+    static const struct option longopts[] = {
+        {"strategy", required_argument, 0, 's'},
+        {"steps", required_argument, 0, 'n'},
+        {"lr", required_argument, 0, 'l'},
+        {"batch", required_argument, 0, 'b'},
+        {"seed", required_argument, 0, 'r'},
+        {"json", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int opt;
+    *o = (options_t){"ddp", 300, 32, 0, 50, 0.1, 0.9, 1};
+    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 's':
+            o->strategy = optarg;
+            break;
+        case 'n':
+            o->steps = atoi(optarg);
+            break;
+        case 'l':
+            o->lr = atof(optarg);
+            break;
+        case 'b':
+            o->batch = atoi(optarg);
+            break;
+        case 'r':
+            o->seed = (unsigned)atoi(optarg);
+            break;
+        case 'j':
+            o->json = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            return -1;
+        }
+    }
+    if (o->steps < 1 || o->batch < 1 || o->lr <= 0 || optind != argc) {
+        usage(stderr);
+        return -1;
+    }
+    return 0;
+}
+
+static int train(dd_context_h ctx, const options_t *o)
+{
+    static teacher_t teacher;
+    layer_t L[N_LAYERS];
+    buffers_t B;
+    int rank = dd_rank(ctx), chunk = o->batch > 256 ? o->batch : 256;
+    uint64_t shard = o->seed * 1000003ull + (uint64_t)rank, held = o->seed;
+
+    teacher_init(&teacher, o->seed);
+    model_init(L, o->seed + (unsigned)rank); /* commit makes them equal */
+    for (int l = 0; l <= N_LAYERS; l++) {
+        B.act[l] = zeros((size_t)chunk * widths[l]);
+        B.delta[l] = zeros((size_t)chunk * widths[l]);
+    }
+    B.x = zeros((size_t)o->batch * N_IN);
+    B.y = calloc((size_t)o->batch, sizeof(int));
+    float *tx = zeros((size_t)TEST_SIZE * N_IN);
+    int *ty = calloc(TEST_SIZE, sizeof(int));
+    draw(&teacher, &held, TEST_SIZE, tx, ty);
+
+    if (register_model(ctx, L) != 0 ||
+        dd_strategy_set(ctx, o->strategy) != DD_OK ||
+        dd_model_commit(ctx) != DD_OK) {
+        return -1;
+    }
+    double loss = 0, t_total = 0, wait = 0, test_loss, acc = 0;
+    size_t synced = 0;
+    if (rank == 0 && !o->json) {
+        printf("%6s %8s %8s %9s %7s %9s\n", "step", "loss", "test_acc",
+               "step_ms", "synced", "wait_ms");
+    }
+    for (int step = 0; step < o->steps; step++) {
+        dd_step_stats_t st;
+        draw(&teacher, &shard, o->batch, B.x, B.y);
+        double t0 = now_s();
+        if (train_step(ctx, L, &B, o, &loss, &st) != 0) {
+            return -1;
+        }
+        t_total += now_s() - t0;
+        wait += st.wait_s;
+        synced += st.bytes_synced;
+        if (rank == 0 && !o->json &&
+            ((step + 1) % o->log_every == 0 || step == 0)) {
+            acc = evaluate(L, B.act, tx, ty, TEST_SIZE, chunk, &test_loss);
+            printf("%6d %8.4f %8.3f %9.2f %7d %9.2f\n", step + 1, loss, acc,
+                   (now_s() - t0) * 1e3, st.layers_synced, st.wait_s * 1e3);
+        }
+    }
+    /* Local SGD replicas drift between syncs: average before evaluating,
+     * as one would before a checkpoint. */
+    if (dd_sync_all(ctx) != DD_OK) {
+        return -1;
+    }
+    acc = evaluate(L, B.act, tx, ty, TEST_SIZE, chunk, &test_loss);
+    if (rank == 0 && o->json) {
+        printf("{\"strategy\":\"%s\",\"steps\":%d,\"workers\":%d,"
+               "\"final_loss\":%.5f,\"accuracy\":%.4f,\"mean_step_s\":%.6f,"
+               "\"mean_wait_s\":%.6f,\"synced_bytes\":%zu}\n",
+               dd_strategy_name(ctx), o->steps, dd_num_workers(ctx), test_loss,
+               acc, t_total / o->steps, wait / o->steps, synced);
+    } else if (rank == 0) {
+        printf("done: %s, %d workers, %d steps: held-out accuracy %.3f, "
+               "loss %.4f, %.2f ms/step (%.2f ms exposed wait), %.1f MB "
+               "synced per worker\n",
+               dd_strategy_name(ctx), dd_num_workers(ctx), o->steps, acc,
+               test_loss, t_total / o->steps * 1e3, wait / o->steps * 1e3,
+               synced / 1e6);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    options_t o;
+    dd_context_h ctx;
+
+    if (parse(argc, argv, &o) != 0) {
+        return 2;
+    }
+    if (dd_init(NULL, &ctx) != DD_OK) {
+        fprintf(stderr, "train_mlp: %s\n", dd_last_error());
+        return 1;
+    }
+    int rc = train(ctx, &o);
+    if (rc != 0) {
+        fprintf(stderr, "train_mlp: rank %d: %s\n", dd_rank(ctx),
+                dd_last_error());
+    }
+    dd_status_t fin = dd_finalize(ctx);
+    return rc != 0 ? 1 : fin != DD_OK;
+}

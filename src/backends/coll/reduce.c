@@ -1,0 +1,202 @@
+/*
+ * Element-wise reductions and f16/bf16 conversions. Integer sums wrap (they
+ * are computed on unsigned types, so the wrap is defined behaviour); NaN
+ * propagates through max and min as it does through sum.
+ */
+#include "backends/coll/reduce.h"
+
+#include <math.h>
+#include <string.h>
+
+static uint32_t dd_coll_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    return u;
+}
+
+static float dd_coll_bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+float dd_coll_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t mant = h & 0x3ffu;
+
+    if (exp == 0x1f) { /* inf, NaN */
+        return dd_coll_bits_f32(sign | 0x7f800000u | (mant << 13));
+    }
+    if (exp == 0) { /* zero, subnormal: mant * 2^-24, exact in binary32 */
+        float v = (float)mant * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    return dd_coll_bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+uint16_t dd_coll_f32_to_f16(float f)
+{
+    uint32_t u = dd_coll_f32_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+
+    if (a >= 0x7f800000u) { /* inf stays inf, NaN stays a quiet NaN */
+        return sign | (a > 0x7f800000u ? 0x7e00u : 0x7c00u);
+    }
+    if (a >= 0x477ff000u) { /* rounds to 65536 or more: overflow */
+        return sign | 0x7c00u;
+    }
+    if (a < 0x38800000u) { /* below 2^-14: subnormal or zero */
+        /* Adding 0.5 lets the FPU round to a multiple of 2^-24, to nearest
+         * even; the bits of the sum below are the subnormal mantissa. */
+        float v = dd_coll_bits_f32(a) + 0.5f;
+        return sign | (uint16_t)(dd_coll_f32_bits(v) - 0x3f000000u);
+    }
+    uint32_t mant_odd = (a >> 13) & 1u;
+    a += 0xfffu + mant_odd; /* round to nearest, ties to even */
+    return sign | (uint16_t)((a - 0x38000000u) >> 13);
+}
+
+float dd_coll_bf16_to_f32(uint16_t b)
+{
+    return dd_coll_bits_f32((uint32_t)b << 16);
+}
+
+uint16_t dd_coll_f32_to_bf16(float f)
+{
+    uint32_t u = dd_coll_f32_bits(f);
+
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN, sign kept */
+    }
+    u += 0x7fffu + ((u >> 16) & 1u); /* ties to even; overflow gives inf */
+    return (uint16_t)(u >> 16);
+}
+
+#define DD_COLL_MAX(a, b) ((a) >= (b) || (a) != (a) ? (a) : (b))
+#define DD_COLL_MIN(a, b) ((a) <= (b) || (a) != (a) ? (a) : (b))
+
+#define DD_COLL_REDUCE_LOOP(type, sumtype)                                     \
+    do {                                                                       \
+        type *d = dst;                                                         \
+        const type *s = src;                                                   \
+        switch (op) {                                                          \
+        case DD_REDUCE_SUM:                                                    \
+        case DD_REDUCE_AVG:                                                    \
+            for (size_t i = 0; i < count; i++) {                               \
+                d[i] = (type)((sumtype)d[i] + (sumtype)s[i]);                  \
+            }                                                                  \
+            break;                                                             \
+        case DD_REDUCE_MAX:                                                    \
+            for (size_t i = 0; i < count; i++) {                               \
+                d[i] = DD_COLL_MAX(d[i], s[i]);                                \
+            }                                                                  \
+            break;                                                             \
+        default:                                                               \
+            for (size_t i = 0; i < count; i++) {                               \
+                d[i] = DD_COLL_MIN(d[i], s[i]);                                \
+            }                                                                  \
+            break;                                                             \
+        }                                                                      \
+    } while (0)
+
+typedef float (*dd_coll_widen_fn_t)(uint16_t);
+typedef uint16_t (*dd_coll_narrow_fn_t)(float);
+
+static void dd_coll_reduce_half(uint16_t *d, const uint16_t *s, size_t count,
+                                dd_reduce_op_t op, dd_coll_widen_fn_t widen,
+                                dd_coll_narrow_fn_t narrow)
+{
+    for (size_t i = 0; i < count; i++) {
+        float a = widen(d[i]), b = widen(s[i]), r;
+        if (op == DD_REDUCE_SUM || op == DD_REDUCE_AVG) {
+            r = a + b;
+        } else if (op == DD_REDUCE_MAX) {
+            r = DD_COLL_MAX(a, b);
+        } else {
+            r = DD_COLL_MIN(a, b);
+        }
+        d[i] = narrow(r);
+    }
+}
+
+void dd_coll_reduce(void *dst, const void *src, size_t count, dd_dtype_t dtype,
+                    dd_reduce_op_t op)
+{
+    switch (dtype) {
+    case DD_DTYPE_F32:
+        DD_COLL_REDUCE_LOOP(float, float);
+        break;
+    case DD_DTYPE_F64:
+        DD_COLL_REDUCE_LOOP(double, double);
+        break;
+    case DD_DTYPE_F16:
+        dd_coll_reduce_half(dst, src, count, op, dd_coll_f16_to_f32,
+                            dd_coll_f32_to_f16);
+        break;
+    case DD_DTYPE_BF16:
+        dd_coll_reduce_half(dst, src, count, op, dd_coll_bf16_to_f32,
+                            dd_coll_f32_to_bf16);
+        break;
+    case DD_DTYPE_I32:
+        DD_COLL_REDUCE_LOOP(int32_t, uint32_t);
+        break;
+    case DD_DTYPE_I64:
+        DD_COLL_REDUCE_LOOP(int64_t, uint64_t);
+        break;
+    case DD_DTYPE_U8:
+        DD_COLL_REDUCE_LOOP(uint8_t, uint8_t);
+        break;
+    default:
+        break;
+    }
+}
+
+#define DD_COLL_DIVIDE_LOOP(type, divtype)                                     \
+    do {                                                                       \
+        type *b = buf;                                                         \
+        for (size_t i = 0; i < count; i++) {                                   \
+            b[i] = (type)((divtype)b[i] / (divtype)divisor);                   \
+        }                                                                      \
+    } while (0)
+
+void dd_coll_divide(void *buf, size_t count, dd_dtype_t dtype, int divisor)
+{
+    uint16_t *h = buf;
+
+    switch (dtype) {
+    case DD_DTYPE_F32:
+        DD_COLL_DIVIDE_LOOP(float, float);
+        break;
+    case DD_DTYPE_F64:
+        DD_COLL_DIVIDE_LOOP(double, double);
+        break;
+    case DD_DTYPE_F16:
+        for (size_t i = 0; i < count; i++) {
+            h[i] =
+                dd_coll_f32_to_f16(dd_coll_f16_to_f32(h[i]) / (float)divisor);
+        }
+        break;
+    case DD_DTYPE_BF16:
+        for (size_t i = 0; i < count; i++) {
+            h[i] =
+                dd_coll_f32_to_bf16(dd_coll_bf16_to_f32(h[i]) / (float)divisor);
+        }
+        break;
+    case DD_DTYPE_I32:
+        DD_COLL_DIVIDE_LOOP(int32_t, int32_t);
+        break;
+    case DD_DTYPE_I64:
+        DD_COLL_DIVIDE_LOOP(int64_t, int64_t);
+        break;
+    case DD_DTYPE_U8:
+        DD_COLL_DIVIDE_LOOP(uint8_t, unsigned);
+        break;
+    default:
+        break;
+    }
+}

@@ -1,0 +1,670 @@
+/*
+ * The Gloo backend module. All of Gloo's C++ stays in this file: the ops
+ * table's extern "C" entry points catch every exception and turn it into a
+ * dd_status_t (Gloo's timeouts into DD_ERR_TIMED_OUT). Gloo's collectives
+ * block, so they run in order on one thread per instance and requests wait
+ * for them there. Rendezvous goes through dd's store (a
+ * gloo::rendezvous::Store adapter over the services), and the TCP transport
+ * binds GLOO_SOCKET_IFNAME, else the topology's interface, else the host
+ * name's address (loopback when every rank is on this host).
+ */
+#include <dreamddp/backend.h>
+
+extern "C" {
+#include "backends/coll/coll.h"
+#include "backends/coll/reduce.h"
+#include "core/time.h"
+}
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace
+{
+
+/* Slots of send and recv: above every prefix Gloo's collectives use. */
+const uint64_t dd_gloo_p2p_slot = 0xddull << 56;
+
+/* Messages up to this size take Gloo's bcube (halving-doubling with base
+ * 2) when the world is a power of two; larger ones the ring. */
+const size_t dd_gloo_small_bytes = 64 * 1024;
+
+/* Gloo's store, over dd's: the keys land under the module's prefix. */
+class dd_gloo_store : public gloo::rendezvous::Store
+{
+  public:
+    explicit dd_gloo_store(const dd_backend_services_t *svc) : svc_(svc)
+    {
+    }
+
+    void set(const std::string &key, const std::vector<char> &data) override
+    {
+        check(svc_->store_set(svc_->arg, key.c_str(), data.data(), data.size()),
+              key);
+    }
+
+    std::vector<char> get(const std::string &key) override
+    {
+        void *value;
+        size_t len;
+        check(svc_->store_get(svc_->arg, key.c_str(), &value, &len), key);
+        std::vector<char> out((char *)value, (char *)value + len);
+        free(value);
+        return out;
+    }
+
+    void wait(const std::vector<std::string> &keys) override
+    {
+        wait(keys,
+             std::chrono::milliseconds((long long)(svc_->timeout_s * 1e3)));
+    }
+
+    void wait(const std::vector<std::string> &keys,
+              const std::chrono::milliseconds &timeout) override
+    {
+        std::vector<const char *> k;
+        for (const auto &key : keys) {
+            k.push_back(key.c_str());
+        }
+        check(svc_->store_wait(svc_->arg, k.data(), (int)k.size(),
+                               (double)timeout.count() / 1e3),
+              keys.empty() ? std::string() : keys[0]);
+    }
+
+  private:
+    static void check(dd_status_t status, const std::string &key)
+    {
+        if (status != DD_OK) {
+            throw gloo::IoException("store key " + key + ": status " +
+                                    std::to_string((int)status));
+        }
+    }
+
+    const dd_backend_services_t *svc_;
+};
+
+/* Gloo's errors as statuses: its messages are all we have. */
+dd_status_t dd_gloo_translate(const std::string &what, bool io)
+{
+    if (what.find("Timed out") != std::string::npos ||
+        what.find("timed out") != std::string::npos ||
+        what.find("Timeout") != std::string::npos) {
+        return DD_ERR_TIMED_OUT;
+    }
+    if (io || what.find("closed") != std::string::npos ||
+        what.find("reset") != std::string::npos) {
+        return DD_ERR_PEER_LOST;
+    }
+    return DD_ERR_BACKEND;
+}
+
+} // namespace
+
+/* A queued operation; the thread runs fn and fills status and message. */
+struct dd_backend_request {
+    std::function<void()> fn;
+    bool started = false;
+    bool done = false;
+    bool abandoned = false;
+    dd_status_t status = DD_OK;
+    std::string message;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+    std::vector<char> scratch;
+};
+
+struct dd_backend {
+    const dd_backend_services_t *svc = nullptr;
+    std::shared_ptr<gloo::transport::Device> device;
+    std::shared_ptr<gloo::rendezvous::Context> context;
+    std::chrono::milliseconds timeout{0};
+    uint32_t coll_seq = 0;
+    std::mutex mutex;
+    std::condition_variable cond;
+    std::deque<dd_backend_request *> queue;
+    bool stopping = false;
+    std::thread thread;
+};
+
+namespace
+{
+
+void dd_gloo_run(dd_backend_request *req)
+{
+    try {
+        req->fn();
+        req->status = DD_OK;
+    } catch (const gloo::IoException &e) {
+        req->message = e.what();
+        req->status = dd_gloo_translate(req->message, true);
+    } catch (const std::exception &e) {
+        req->message = e.what();
+        req->status = dd_gloo_translate(req->message, false);
+    } catch (...) {
+        req->message = "unknown exception";
+        req->status = DD_ERR_INTERNAL;
+    }
+}
+
+void dd_gloo_thread(dd_backend_t *b)
+{
+    std::unique_lock<std::mutex> lock(b->mutex);
+    for (;;) {
+        b->cond.wait(lock, [b] { return b->stopping || !b->queue.empty(); });
+        if (b->queue.empty()) {
+            return;
+        }
+        dd_backend_request *req = b->queue.front();
+        b->queue.pop_front();
+        req->started = true;
+        lock.unlock();
+        dd_gloo_run(req);
+        lock.lock();
+        req->done = true;
+        if (req->abandoned) {
+            delete req;
+        }
+        b->cond.notify_all();
+    }
+}
+
+dd_status_t dd_gloo_enqueue(dd_backend_t *b, dd_backend_request *req,
+                            dd_backend_request_t **req_p)
+{
+    {
+        std::lock_guard<std::mutex> lock(b->mutex);
+        b->queue.push_back(req);
+    }
+    b->cond.notify_all();
+    *req_p = req;
+    return DD_OK;
+}
+
+/* The attributes of the TCP device: which address to bind. */
+gloo::transport::tcp::attr dd_gloo_attr(const dd_backend_services_t *svc)
+{
+    gloo::transport::tcp::attr attr;
+    const char *ifname = getenv("GLOO_SOCKET_IFNAME");
+    char host[256] = "";
+
+    if (ifname == nullptr) {
+        ifname = svc->ifname;
+    }
+    if (ifname != nullptr) {
+        attr.iface = ifname;
+    } else if (svc->local_size == svc->world_size) {
+        attr.hostname = "127.0.0.1";
+    } else {
+        gethostname(host, sizeof(host) - 1);
+        attr.hostname = host;
+    }
+    return attr;
+}
+
+/* out = in1 op in2, as Gloo's reduction functions are called. */
+template <dd_dtype_t D, dd_reduce_op_t O>
+void dd_gloo_reduce(void *out, const void *in1, const void *in2, size_t n)
+{
+    if (out == in2) {
+        dd_coll_reduce(out, in1, n, D, O);
+        return;
+    }
+    if (out != in1) {
+        memcpy(out, in1, n * dd_coll_dtype_size(D));
+    }
+    dd_coll_reduce(out, in2, n, D, O);
+}
+
+template <dd_dtype_t D>
+gloo::AllreduceOptions::Func dd_gloo_func(dd_reduce_op_t op)
+{
+    switch (op) {
+    case DD_REDUCE_MAX:
+        return dd_gloo_reduce<D, DD_REDUCE_MAX>;
+    case DD_REDUCE_MIN:
+        return dd_gloo_reduce<D, DD_REDUCE_MIN>;
+    default:
+        return dd_gloo_reduce<D, DD_REDUCE_SUM>;
+    }
+}
+
+gloo::AllreduceOptions::Func dd_gloo_func(dd_dtype_t dtype, dd_reduce_op_t op)
+{
+    switch (dtype) {
+    case DD_DTYPE_F32:
+        return dd_gloo_func<DD_DTYPE_F32>(op);
+    case DD_DTYPE_F64:
+        return dd_gloo_func<DD_DTYPE_F64>(op);
+    case DD_DTYPE_F16:
+        return dd_gloo_func<DD_DTYPE_F16>(op);
+    case DD_DTYPE_BF16:
+        return dd_gloo_func<DD_DTYPE_BF16>(op);
+    case DD_DTYPE_I32:
+        return dd_gloo_func<DD_DTYPE_I32>(op);
+    case DD_DTYPE_I64:
+        return dd_gloo_func<DD_DTYPE_I64>(op);
+    default:
+        return dd_gloo_func<DD_DTYPE_U8>(op);
+    }
+}
+
+/* Gloo's options take typed buffers; the element size is what matters. */
+template <typename T>
+void dd_gloo_allreduce_typed(dd_backend_t *b, void *buf, size_t count,
+                             dd_dtype_t dtype, dd_reduce_op_t op, uint32_t tag)
+{
+    gloo::AllreduceOptions opts(b->context);
+    int world = b->svc->world_size;
+    bool pow2 = (world & (world - 1)) == 0;
+
+    opts.setOutput((T *)buf, count);
+    opts.setReduceFunction(dd_gloo_func(dtype, op));
+    opts.setTag(tag);
+    opts.setTimeout(b->timeout);
+    opts.setAlgorithm(pow2 && count * sizeof(T) <= dd_gloo_small_bytes
+                          ? gloo::AllreduceOptions::Algorithm::BCUBE
+                          : gloo::AllreduceOptions::Algorithm::RING);
+    gloo::allreduce(opts);
+}
+
+void dd_gloo_allreduce_in_place(dd_backend_t *b, void *buf, size_t count,
+                                dd_dtype_t dtype, dd_reduce_op_t op,
+                                uint32_t tag)
+{
+    if (count == 0) {
+        return;
+    }
+    if (b->svc->world_size > 1) {
+        switch (dd_coll_dtype_size(dtype)) {
+        case 1:
+            dd_gloo_allreduce_typed<uint8_t>(b, buf, count, dtype, op, tag);
+            break;
+        case 2:
+            dd_gloo_allreduce_typed<uint16_t>(b, buf, count, dtype, op, tag);
+            break;
+        case 4:
+            dd_gloo_allreduce_typed<uint32_t>(b, buf, count, dtype, op, tag);
+            break;
+        default:
+            dd_gloo_allreduce_typed<uint64_t>(b, buf, count, dtype, op, tag);
+            break;
+        }
+    }
+    if (op == DD_REDUCE_AVG) {
+        dd_coll_divide(buf, count, dtype, b->svc->world_size);
+    }
+}
+
+/* A tag that ranks posting different collectives do not share, so they
+ * time out instead of mixing data. */
+uint32_t dd_gloo_tag(dd_backend_t *b, dd_coll_t coll,
+                     const dd_backend_args_t *args)
+{
+    return (dd_coll_signature(coll, args) << 16) | (b->coll_seq++ & 0xffffu);
+}
+
+dd_status_t dd_gloo_check_host(dd_backend_t *b, dd_coll_t coll,
+                               const dd_backend_args_t *args)
+{
+    if (args->mem_type != DD_MEM_HOST) {
+        return dd_coll_error(b->svc, DD_ERR_UNSUPPORTED,
+                             "%s: Gloo runs on host memory only",
+                             dd_coll_kind_name(coll));
+    }
+    return DD_OK;
+}
+
+/* Runs fn, a C++ body, turning any exception into a reported status. */
+dd_status_t dd_gloo_guard(const dd_backend_services_t *svc, const char *what,
+                          const std::function<dd_status_t()> &fn)
+{
+    try {
+        return fn();
+    } catch (const gloo::IoException &e) {
+        return dd_coll_error(svc, dd_gloo_translate(e.what(), true), "%s: %s",
+                             what, e.what());
+    } catch (const std::bad_alloc &) {
+        return dd_coll_error(svc, DD_ERR_NO_MEMORY, "%s: no memory", what);
+    } catch (const std::exception &e) {
+        return dd_coll_error(svc, dd_gloo_translate(e.what(), false), "%s: %s",
+                             what, e.what());
+    } catch (...) {
+        return dd_coll_error(svc, DD_ERR_INTERNAL, "%s: unknown exception",
+                             what);
+    }
+}
+
+} // namespace
+
+extern "C" {
+
+static dd_status_t dd_gloo_query(char *why, size_t size)
+{
+    return DD_OK;
+}
+
+static dd_status_t dd_gloo_init(const dd_backend_services_t *svc,
+                                dd_backend_t **backend_p)
+{
+    return dd_gloo_guard(svc, "init", [&]() {
+        std::unique_ptr<dd_backend_t> b(new dd_backend_t);
+        b->svc = svc;
+        b->timeout =
+            std::chrono::milliseconds((long long)(svc->timeout_s * 1e3));
+        auto attr = dd_gloo_attr(svc);
+        b->device = gloo::transport::tcp::CreateDevice(attr);
+        b->context = std::make_shared<gloo::rendezvous::Context>(
+            svc->rank, svc->world_size);
+        b->context->setTimeout(b->timeout);
+        dd_gloo_store store(svc);
+        b->context->connectFullMesh(store, b->device);
+        b->thread = std::thread(dd_gloo_thread, b.get());
+        dd_coll_log(svc, DD_BACKEND_LOG_DEBUG, "connected over %s",
+                    b->device->str().c_str());
+        *backend_p = b.release();
+        return DD_OK;
+    });
+}
+
+static void dd_gloo_finalize(dd_backend_t *b)
+{
+    {
+        std::lock_guard<std::mutex> lock(b->mutex);
+        b->stopping = true;
+    }
+    b->cond.notify_all();
+    if (b->thread.joinable()) {
+        b->thread.join();
+    }
+    try {
+        b->context.reset();
+        b->device.reset();
+    } catch (...) {
+    }
+    delete b;
+}
+
+static int dd_gloo_score(dd_backend_t *b, dd_coll_t coll,
+                         dd_mem_type_t mem_type, size_t bytes)
+{
+    if (mem_type != DD_MEM_HOST) {
+        return 0;
+    }
+    /* Native collectives beat the shared ones over UCX; UCX's tagged
+     * messages beat Gloo's for send and recv. */
+    return coll == DD_COLL_SEND || coll == DD_COLL_RECV ? 30 : 50;
+}
+
+static dd_status_t dd_gloo_allreduce(dd_backend_t *b,
+                                     const dd_backend_args_t *args,
+                                     dd_backend_request_t **req_p)
+{
+    dd_status_t status = dd_gloo_check_host(b, DD_COLL_ALLREDUCE, args);
+    if (status != DD_OK) {
+        return status;
+    }
+    return dd_gloo_guard(b->svc, "allreduce", [&]() {
+        auto *req = new dd_backend_request;
+        dd_backend_args_t a = *args;
+        uint32_t tag = dd_gloo_tag(b, DD_COLL_ALLREDUCE, args);
+        req->fn = [b, a, tag]() {
+            if (a.sendbuf != a.recvbuf && a.count > 0) {
+                memcpy(a.recvbuf, a.sendbuf,
+                       a.count * dd_coll_dtype_size(a.dtype));
+            }
+            dd_gloo_allreduce_in_place(b, a.recvbuf, a.count, a.dtype, a.op,
+                                       tag);
+        };
+        return dd_gloo_enqueue(b, req, req_p);
+    });
+}
+
+/* Gloo of this version has no reduce-scatter with options, so this
+ * allreduces a copy and keeps this rank's share: twice the traffic of a
+ * ring reduce-scatter. */
+static dd_status_t dd_gloo_reduce_scatter(dd_backend_t *b,
+                                          const dd_backend_args_t *args,
+                                          dd_backend_request_t **req_p)
+{
+    dd_status_t status = dd_gloo_check_host(b, DD_COLL_REDUCE_SCATTER, args);
+    if (status != DD_OK) {
+        return status;
+    }
+    return dd_gloo_guard(b->svc, "reduce_scatter", [&]() {
+        auto *req = new dd_backend_request;
+        dd_backend_args_t a = *args;
+        size_t es = dd_coll_dtype_size(a.dtype);
+        size_t total = a.count * (size_t)b->svc->world_size;
+        uint32_t tag = dd_gloo_tag(b, DD_COLL_REDUCE_SCATTER, args);
+        req->scratch.resize(total * es + 1);
+        char *tmp = req->scratch.data();
+        int rank = b->svc->rank;
+        req->fn = [b, a, tag, tmp, total, es, rank]() {
+            if (a.count == 0) {
+                return;
+            }
+            memcpy(tmp, a.sendbuf, total * es);
+            dd_gloo_allreduce_in_place(b, tmp, total, a.dtype, a.op, tag);
+            memcpy(a.recvbuf, tmp + (size_t)rank * a.count * es, a.count * es);
+        };
+        return dd_gloo_enqueue(b, req, req_p);
+    });
+}
+
+static dd_status_t dd_gloo_broadcast(dd_backend_t *b,
+                                     const dd_backend_args_t *args,
+                                     dd_backend_request_t **req_p)
+{
+    dd_status_t status = dd_gloo_check_host(b, DD_COLL_BROADCAST, args);
+    if (status != DD_OK) {
+        return status;
+    }
+    return dd_gloo_guard(b->svc, "broadcast", [&]() {
+        auto *req = new dd_backend_request;
+        dd_backend_args_t a = *args;
+        uint32_t tag = dd_gloo_tag(b, DD_COLL_BROADCAST, args);
+        req->fn = [b, a, tag]() {
+            size_t bytes = a.count * dd_coll_dtype_size(a.dtype);
+            if (bytes == 0 || b->svc->world_size == 1) {
+                return;
+            }
+            gloo::BroadcastOptions opts(b->context);
+            opts.setOutput((uint8_t *)a.recvbuf, bytes);
+            opts.setRoot(a.root);
+            opts.setTag(tag);
+            opts.setTimeout(b->timeout);
+            gloo::broadcast(opts);
+        };
+        return dd_gloo_enqueue(b, req, req_p);
+    });
+}
+
+static dd_status_t dd_gloo_allgather(dd_backend_t *b,
+                                     const dd_backend_args_t *args,
+                                     dd_backend_request_t **req_p)
+{
+    dd_status_t status = dd_gloo_check_host(b, DD_COLL_ALLGATHER, args);
+    if (status != DD_OK) {
+        return status;
+    }
+    return dd_gloo_guard(b->svc, "allgather", [&]() {
+        auto *req = new dd_backend_request;
+        dd_backend_args_t a = *args;
+        uint32_t tag = dd_gloo_tag(b, DD_COLL_ALLGATHER, args);
+        req->fn = [b, a, tag]() {
+            size_t bytes = a.count * dd_coll_dtype_size(a.dtype);
+            size_t world = (size_t)b->svc->world_size;
+            if (bytes == 0) {
+                return;
+            }
+            if (world == 1) {
+                memcpy(a.recvbuf, a.sendbuf, bytes);
+                return;
+            }
+            gloo::AllgatherOptions opts(b->context);
+            opts.setInput((uint8_t *)a.sendbuf, bytes);
+            opts.setOutput((uint8_t *)a.recvbuf, bytes * world);
+            opts.setTag(tag);
+            opts.setTimeout(b->timeout);
+            gloo::allgather(opts);
+        };
+        return dd_gloo_enqueue(b, req, req_p);
+    });
+}
+
+/* Send and recv post at once (Gloo's unbound buffers do not block) and
+ * wait on the thread, behind the collectives started before them. */
+static dd_status_t dd_gloo_p2p(dd_backend_t *b, const dd_backend_args_t *args,
+                               bool send, dd_backend_request_t **req_p)
+{
+    const char *what = send ? "send" : "recv";
+    const dd_backend_services_t *svc = b->svc;
+
+    if (args->peer < 0 || args->peer >= svc->world_size ||
+        args->peer == svc->rank || args->mem_type != DD_MEM_HOST ||
+        (args->tag >> DD_BACKEND_TAG_BITS) != 0) {
+        return dd_coll_error(svc, DD_ERR_INVALID_PARAM,
+                             "%s: peer %d, tag %#llx or memory type %d is "
+                             "not valid here",
+                             what, args->peer, (unsigned long long)args->tag,
+                             (int)args->mem_type);
+    }
+    return dd_gloo_guard(svc, what, [&]() {
+        auto *req = new dd_backend_request;
+        size_t bytes = args->count * dd_coll_dtype_size(args->dtype);
+        void *ptr = send ? const_cast<void *>(args->sendbuf) : args->recvbuf;
+        req->buffer = b->context->createUnboundBuffer(ptr, bytes);
+        uint64_t slot = dd_gloo_p2p_slot | args->tag;
+        auto *buffer = req->buffer.get();
+        auto timeout = b->timeout;
+        if (send) {
+            buffer->send(args->peer, slot);
+            req->fn = [buffer, timeout]() { buffer->waitSend(timeout); };
+        } else {
+            buffer->recv(args->peer, slot);
+            req->fn = [buffer, timeout]() { buffer->waitRecv(timeout); };
+        }
+        return dd_gloo_enqueue(b, req, req_p);
+    });
+}
+
+static dd_status_t dd_gloo_send(dd_backend_t *b, const dd_backend_args_t *args,
+                                dd_backend_request_t **req_p)
+{
+    return dd_gloo_p2p(b, args, true, req_p);
+}
+
+static dd_status_t dd_gloo_recv(dd_backend_t *b, const dd_backend_args_t *args,
+                                dd_backend_request_t **req_p)
+{
+    return dd_gloo_p2p(b, args, false, req_p);
+}
+
+/* Reports a finished request on the caller's thread and frees it. */
+static dd_status_t dd_gloo_finish(dd_backend_t *b, dd_backend_request *req)
+{
+    dd_status_t status = req->status;
+
+    if (status != DD_OK) {
+        dd_coll_error(b->svc, status, "%s", req->message.c_str());
+    }
+    delete req;
+    return status;
+}
+
+static dd_status_t dd_gloo_test(dd_backend_t *b, dd_backend_request_t *req)
+{
+    {
+        std::lock_guard<std::mutex> lock(b->mutex);
+        if (!req->done) {
+            return DD_INPROGRESS;
+        }
+    }
+    return dd_gloo_finish(b, req);
+}
+
+static dd_status_t dd_gloo_wait(dd_backend_t *b, dd_backend_request_t *req,
+                                double timeout_s)
+{
+    {
+        std::unique_lock<std::mutex> lock(b->mutex);
+        auto limit = std::chrono::duration<double>(timeout_s);
+        if (!b->cond.wait_for(lock, limit, [req] { return req->done; })) {
+            dd_coll_error(b->svc, DD_ERR_TIMED_OUT,
+                          "operation timed out after %.1f s "
+                          "(Gloo did not finish it)",
+                          timeout_s);
+            return DD_INPROGRESS;
+        }
+    }
+    return dd_gloo_finish(b, req);
+}
+
+static void dd_gloo_cancel(dd_backend_t *b, dd_backend_request_t *req)
+{
+    std::lock_guard<std::mutex> lock(b->mutex);
+    if (req->done) {
+        delete req;
+        return;
+    }
+    if (!req->started) {
+        for (auto it = b->queue.begin(); it != b->queue.end(); ++it) {
+            if (*it == req) {
+                b->queue.erase(it);
+                delete req;
+                return;
+            }
+        }
+    }
+    /* Running: Gloo's own timeout ends it, and the thread frees it. */
+    req->abandoned = true;
+}
+
+static void dd_gloo_progress(dd_backend_t *b)
+{
+}
+
+static const dd_backend_ops_t dd_gloo_ops = {
+    DD_BACKEND_ABI_VERSION,
+    "gloo",
+    DD_BACKEND_MEM(DD_MEM_HOST),
+    DD_BACKEND_CAP_NATIVE_COLL | DD_BACKEND_CAP_ASYNC,
+    dd_gloo_query,
+    dd_gloo_init,
+    dd_gloo_finalize,
+    dd_gloo_score,
+    dd_gloo_allreduce,
+    dd_gloo_broadcast,
+    dd_gloo_reduce_scatter,
+    dd_gloo_allgather,
+    dd_gloo_send,
+    dd_gloo_recv,
+    dd_gloo_test,
+    dd_gloo_wait,
+    dd_gloo_cancel,
+    dd_gloo_progress,
+};
+
+DD_API const dd_backend_ops_t *dd_backend_ops_get(void)
+{
+    return &dd_gloo_ops;
+}
+
+} /* extern "C" */

@@ -1,0 +1,556 @@
+/*
+ * The backend registry: lists dd_backend_<name>.so modules in DD_BACKEND_PATH,
+ * the install directory and the directory of this library, applies
+ * DD_BACKENDS, dlopens them, agrees with every rank on the set that all can
+ * run, and initializes them with the services they need. It must not link
+ * any backend's library, and modules must reach the core only through
+ * dd_backend_services_t.
+ */
+#include "backends/registry.h"
+#include "core/log.h"
+#include "sched/context.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DD_BACKENDS_MAX 16
+#define DD_BACKEND_NAME_MAX 32
+#define DD_BACKENDS_LIST_BYTES 512
+#define DD_BACKEND_PREFIX "dd_backend_"
+
+/* What a module's services point back to. */
+typedef struct {
+    dd_context_h ctx;
+    const char *name;
+} dd_backend_svc_arg_t;
+
+typedef struct {
+    char name[DD_BACKEND_NAME_MAX];
+    char path[PATH_MAX];
+    int explicit_request; /* named in DD_BACKENDS */
+    void *dl;
+    const dd_backend_ops_t *ops;
+    dd_backend_t *instance;
+    dd_backend_services_t services;
+    dd_backend_svc_arg_t arg;
+} dd_backend_slot_t;
+
+struct dd_backends {
+    int n;
+    dd_backend_slot_t slot[DD_BACKENDS_MAX];
+};
+
+/* The parsed DD_BACKENDS. */
+typedef struct {
+    int set;
+    int exclude;
+    int n;
+    char names[DD_BACKENDS_MAX][DD_BACKEND_NAME_MAX];
+} dd_backends_spec_t;
+
+static dd_status_t dd_backends_spec_error(const char *spec)
+{
+    return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BACKEND,
+                    "invalid value DD_BACKENDS='%s': expected a comma-"
+                    "separated list of backend names such as gloo,ucx, or ^ "
+                    "followed by such a list (^nccl)",
+                    spec);
+}
+
+static dd_status_t dd_backends_spec_parse(const char *spec,
+                                          dd_backends_spec_t *out)
+{
+    const char *p = spec;
+
+    memset(out, 0, sizeof(*out));
+    if (spec == NULL) {
+        return DD_OK;
+    }
+    out->set = 1;
+    if (*p == '^') {
+        out->exclude = 1;
+        p++;
+    }
+    for (;;) {
+        size_t len = strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_");
+        if (len == 0 || len >= DD_BACKEND_NAME_MAX ||
+            out->n == DD_BACKENDS_MAX || (p[len] != ',' && p[len] != '\0')) {
+            return dd_backends_spec_error(spec);
+        }
+        memcpy(out->names[out->n], p, len);
+        out->names[out->n++][len] = '\0';
+        if (p[len] == '\0') {
+            return DD_OK;
+        }
+        p += len + 1;
+    }
+}
+
+static int dd_backends_spec_index(const dd_backends_spec_t *spec,
+                                  const char *name)
+{
+    for (int i = 0; i < spec->n; i++) {
+        if (strcmp(spec->names[i], name) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* Adds the modules of dir that are not already listed. */
+static void dd_backends_scan_dir(dd_backends_t *b, const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    size_t plen = strlen(DD_BACKEND_PREFIX);
+
+    if (d == NULL) {
+        dd_log_debug(DD_SUBSYS_BACKEND, "no backend directory %s: %m", dir);
+        return;
+    }
+    while ((e = readdir(d)) != NULL && b->n < DD_BACKENDS_MAX) {
+        size_t len = strlen(e->d_name);
+        if (len <= plen + 3 || strncmp(e->d_name, DD_BACKEND_PREFIX, plen) ||
+            strcmp(e->d_name + len - 3, ".so") != 0 ||
+            len - plen - 3 >= DD_BACKEND_NAME_MAX) {
+            continue;
+        }
+        dd_backend_slot_t *s = &b->slot[b->n];
+        memset(s, 0, sizeof(*s));
+        memcpy(s->name, e->d_name + plen, len - plen - 3);
+        int dup = 0;
+        for (int i = 0; i < b->n; i++) {
+            dup |= strcmp(b->slot[i].name, s->name) == 0;
+        }
+        if (!dup) {
+            snprintf(s->path, sizeof(s->path), "%s/%s", dir, e->d_name);
+            b->n++;
+        }
+    }
+    closedir(d);
+}
+
+/* DD_BACKEND_PATH, the install directory, then this library's directory
+ * (which, in a build tree, holds the modules beside it). */
+static void dd_backends_scan(dd_backends_t *b, const char *path)
+{
+    char dir[PATH_MAX];
+    Dl_info info;
+
+    for (const char *p = path; p != NULL && *p != '\0';) {
+        size_t len = strcspn(p, ":");
+        if (len > 0 && len < sizeof(dir)) {
+            memcpy(dir, p, len);
+            dir[len] = '\0';
+            dd_backends_scan_dir(b, dir);
+        }
+        p += len + (p[len] == ':');
+    }
+    dd_backends_scan_dir(b, DD_PKGLIBDIR);
+    if (dladdr((void *)dd_backends_scan, &info) && info.dli_fname != NULL) {
+        snprintf(dir, sizeof(dir), "%s", info.dli_fname);
+        char *slash = strrchr(dir, '/');
+        if (slash != NULL) {
+            *slash = '\0';
+            dd_backends_scan_dir(b, dir);
+        }
+    }
+}
+
+/* Keeps the modules DD_BACKENDS allows, in its order when it lists them. */
+static dd_status_t dd_backends_filter(dd_backends_t *b,
+                                      const dd_backends_spec_t *spec,
+                                      const char *value, const char *path)
+{
+    dd_backends_t *kept = calloc(1, sizeof(*kept));
+
+    if (kept == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    if (!spec->set || spec->exclude) {
+        for (int i = 0; i < b->n; i++) {
+            if (dd_backends_spec_index(spec, b->slot[i].name) < 0) {
+                kept->slot[kept->n++] = b->slot[i];
+            }
+        }
+    } else {
+        for (int j = 0; j < spec->n; j++) {
+            int found = 0;
+            for (int i = 0; i < b->n && !found; i++) {
+                if (strcmp(b->slot[i].name, spec->names[j]) == 0) {
+                    kept->slot[kept->n] = b->slot[i];
+                    kept->slot[kept->n++].explicit_request = 1;
+                    found = 1;
+                }
+            }
+            if (!found) {
+                free(kept);
+                return dd_error(DD_ERR_NOT_FOUND, DD_SUBSYS_BACKEND,
+                                "DD_BACKENDS='%s' names backend %s, but no "
+                                "module %s%s.so is in DD_BACKEND_PATH (%s), "
+                                "%s or beside the library",
+                                value, spec->names[j], DD_BACKEND_PREFIX,
+                                spec->names[j], path ? path : "unset",
+                                DD_PKGLIBDIR);
+            }
+        }
+    }
+    *b = *kept;
+    free(kept);
+    return DD_OK;
+}
+
+/* Opens one module and asks whether it can run here; why says why not. */
+static int dd_backend_open(dd_backend_slot_t *s, char *why, size_t size)
+{
+    s->dl = dlopen(s->path, RTLD_NOW | RTLD_LOCAL);
+    if (s->dl == NULL) {
+        snprintf(why, size, "%s", dlerror());
+        return 0;
+    }
+    dd_backend_entry_fn_t entry;
+    *(void **)&entry = dlsym(s->dl, DD_BACKEND_ENTRY);
+    s->ops = entry != NULL ? entry() : NULL;
+    if (s->ops == NULL) {
+        snprintf(why, size, "%s exports no %s()", s->path, DD_BACKEND_ENTRY);
+    } else if (s->ops->abi_version != DD_BACKEND_ABI_VERSION) {
+        snprintf(why, size, "%s has backend ABI version %u, this library %u",
+                 s->path, s->ops->abi_version, DD_BACKEND_ABI_VERSION);
+    } else if (strcmp(s->ops->name, s->name) != 0) {
+        snprintf(why, size, "%s calls itself %s", s->path, s->ops->name);
+    } else if (s->ops->query(why, size) == DD_OK) {
+        return 1;
+    }
+    dlclose(s->dl);
+    s->dl = NULL;
+    s->ops = NULL;
+    return 0;
+}
+
+/* Opens every module; one explicitly requested that cannot run is an
+ * error, others are dropped. */
+static dd_status_t dd_backends_open(dd_backends_t *b)
+{
+    char why[512];
+    int kept = 0;
+    dd_status_t status = DD_OK;
+
+    for (int i = 0; i < b->n; i++) {
+        dd_backend_slot_t *s = &b->slot[i];
+        why[0] = '\0';
+        if (dd_backend_open(s, why, sizeof(why))) {
+            b->slot[kept++] = *s;
+            continue;
+        }
+        if (s->explicit_request && status == DD_OK) {
+            status = dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
+                              "backend %s (DD_BACKENDS) is unavailable: %s",
+                              s->name, why);
+        } else {
+            dd_log_info(DD_SUBSYS_BACKEND, "backend %s is unavailable: %s",
+                        s->name, why);
+        }
+    }
+    b->n = kept;
+    return status;
+}
+
+/* Every rank says which backends it can run (or that it failed); only
+ * those every rank can run are used. */
+static dd_status_t dd_backends_agree(dd_context_h ctx, dd_backends_t *b,
+                                     dd_status_t local)
+{
+    int world = ctx->env.world_size, kept = 0;
+    char mine[DD_BACKENDS_LIST_BYTES] = ",";
+    char *all = calloc((size_t)world, sizeof(mine));
+    dd_status_t status;
+
+    if (all == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    for (int i = 0; i < b->n && local == DD_OK; i++) {
+        strncat(mine, b->slot[i].name, sizeof(mine) - strlen(mine) - 2);
+        strcat(mine, ",");
+    }
+    if (local != DD_OK) {
+        strcpy(mine, "!");
+    }
+    status =
+        dd_store_allgather(ctx->store, "backends", mine, sizeof(mine), all);
+    for (int r = 0; status == DD_OK && local == DD_OK && r < world; r++) {
+        if (all[(size_t)r * sizeof(mine)] == '!') {
+            status = dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
+                              "rank %d cannot use the backends DD_BACKENDS "
+                              "asks for (its log says why)",
+                              r);
+        }
+    }
+    int missing[DD_BACKENDS_MAX];
+    for (int i = 0; status == DD_OK && local == DD_OK && i < b->n; i++) {
+        char key[DD_BACKEND_NAME_MAX + 2];
+        snprintf(key, sizeof(key), ",%s,", b->slot[i].name);
+        missing[i] = -1;
+        for (int r = 0; r < world && missing[i] < 0; r++) {
+            if (strstr(all + (size_t)r * sizeof(mine), key) == NULL) {
+                missing[i] = r;
+            }
+        }
+        if (missing[i] >= 0 && b->slot[i].explicit_request) {
+            status = dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
+                              "backend %s (DD_BACKENDS) is unavailable on "
+                              "rank %d",
+                              b->slot[i].name, missing[i]);
+        }
+    }
+    for (int i = 0; status == DD_OK && local == DD_OK && i < b->n; i++) {
+        if (missing[i] < 0) {
+            b->slot[kept++] = b->slot[i];
+            continue;
+        }
+        dd_log_info(DD_SUBSYS_BACKEND,
+                    "backend %s is unavailable on rank %d: not used",
+                    b->slot[i].name, missing[i]);
+        dlclose(b->slot[i].dl);
+    }
+    if (status == DD_OK && local == DD_OK) {
+        b->n = kept;
+    }
+    free(all);
+    return local != DD_OK ? local : status;
+}
+
+static dd_status_t dd_backend_svc_set(void *arg, const char *key,
+                                      const void *value, size_t len)
+{
+    dd_backend_svc_arg_t *a = arg;
+    char full[512];
+
+    snprintf(full, sizeof(full), "backend/%s/%s", a->name, key);
+    return dd_store_set(a->ctx->store, full, value, len);
+}
+
+static dd_status_t dd_backend_svc_get(void *arg, const char *key,
+                                      void **value_p, size_t *len_p)
+{
+    dd_backend_svc_arg_t *a = arg;
+    char full[512];
+
+    snprintf(full, sizeof(full), "backend/%s/%s", a->name, key);
+    return dd_store_get(a->ctx->store, full, value_p, len_p);
+}
+
+static dd_status_t dd_backend_svc_wait(void *arg, const char *const *keys,
+                                       int n, double timeout_s)
+{
+    dd_backend_svc_arg_t *a = arg;
+    char **full = calloc((size_t)n + 1, sizeof(char *));
+    dd_status_t status = DD_ERR_NO_MEMORY;
+    int i;
+
+    for (i = 0; full != NULL && i < n; i++) {
+        size_t size = strlen(keys[i]) + strlen(a->name) + 16;
+        if ((full[i] = malloc(size)) == NULL) {
+            break;
+        }
+        snprintf(full[i], size, "backend/%s/%s", a->name, keys[i]);
+    }
+    if (full != NULL && i == n) {
+        status = a->ctx->store->ops->wait(
+            a->ctx->store, (const char *const *)full, n, timeout_s, NULL);
+    }
+    for (int j = 0; full != NULL && j < n; j++) {
+        free(full[j]);
+    }
+    free(full);
+    return status;
+}
+
+static void dd_backend_svc_log(void *arg, int level, const char *message)
+{
+    dd_backend_svc_arg_t *a = arg;
+
+    if (level < DD_LOG_ERROR || level > DD_LOG_TRACE) {
+        level = DD_LOG_ERROR;
+    }
+    dd_log((dd_log_level_t)level, DD_SUBSYS_BACKEND, "%s: %s", a->name,
+           message);
+}
+
+static dd_status_t dd_backend_svc_error(void *arg, dd_status_t status,
+                                        const char *message)
+{
+    dd_backend_svc_arg_t *a = arg;
+
+    return dd_error(status, DD_SUBSYS_BACKEND, "%s: %s", a->name, message);
+}
+
+static void dd_backend_services_fill(dd_context_h ctx, dd_backend_slot_t *s)
+{
+    dd_backend_services_t *svc = &s->services;
+
+    s->arg.ctx = ctx;
+    s->arg.name = s->name;
+    memset(svc, 0, sizeof(*svc));
+    svc->abi_version = DD_BACKEND_ABI_VERSION;
+    svc->rank = ctx->env.rank;
+    svc->world_size = ctx->env.world_size;
+    svc->local_rank = ctx->env.local_rank;
+    svc->local_size = ctx->env.local_size;
+    svc->timeout_s = ctx->core.timeout_s;
+    svc->ifname = ctx->net.name[0] != '\0' ? ctx->net.name : NULL;
+    /* Modules log their info and debug lines only where DD_LOG_SUBSYS lets
+     * the backend subsystem speak. */
+    svc->log_level = dd_log_enabled(DD_LOG_INFO, DD_SUBSYS_BACKEND)
+                         ? dd_log_level_g
+                         : DD_LOG_WARN;
+    svc->arg = &s->arg;
+    svc->store_set = dd_backend_svc_set;
+    svc->store_get = dd_backend_svc_get;
+    svc->store_wait = dd_backend_svc_wait;
+    svc->log = dd_backend_svc_log;
+    svc->error = dd_backend_svc_error;
+}
+
+/* One info line per memory type: which backend each operation takes for a
+ * small and a large message. */
+static void dd_backends_log_choice(dd_backends_t *b)
+{
+    static const size_t sizes[2] = {4096, 64u << 20};
+    char line[1024];
+
+    for (int m = 0;
+         m < DD_MEM_LAST && dd_log_enabled(DD_LOG_INFO, DD_SUBSYS_BACKEND);
+         m++) {
+        size_t len = 0;
+        line[0] = '\0';
+        for (int c = 0; c < DD_COLL_LAST; c++) {
+            for (int i = 0; i < 2; i++) {
+                const char *best = "none";
+                int top = 0;
+                for (int k = 0; k < b->n; k++) {
+                    int sc =
+                        b->slot[k].ops->score(b->slot[k].instance, (dd_coll_t)c,
+                                              (dd_mem_type_t)m, sizes[i]);
+                    if (sc > top) {
+                        top = sc;
+                        best = b->slot[k].name;
+                    }
+                }
+                len += (size_t)snprintf(line + len, sizeof(line) - len,
+                                        "%s%s %s %s", len ? ", " : "",
+                                        dd_coll_name((dd_coll_t)c),
+                                        i ? "64M" : "4K", best);
+                if (len >= sizeof(line)) {
+                    len = sizeof(line) - 1;
+                }
+            }
+        }
+        dd_log_info(DD_SUBSYS_BACKEND, "%s memory: %s",
+                    dd_mem_type_name((dd_mem_type_t)m), line);
+    }
+}
+
+static dd_status_t dd_backends_init(dd_context_h ctx, dd_backends_t *b)
+{
+    char names[DD_BACKENDS_LIST_BYTES] = "";
+
+    for (int i = 0; i < b->n; i++) {
+        dd_backend_slot_t *s = &b->slot[i];
+        dd_backend_services_fill(ctx, s);
+        dd_status_t status = s->ops->init(&s->services, &s->instance);
+        if (status != DD_OK) {
+            dd_error(status, DD_SUBSYS_BACKEND,
+                     "backend %s failed to start (%s); DD_BACKENDS=^%s "
+                     "leaves it out",
+                     s->name, dd_status_string(status), s->name);
+            b->n = i;
+            return status;
+        }
+        snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+                 i ? ", " : "", s->name);
+    }
+    dd_log_info(DD_SUBSYS_BACKEND, "backends: %s", b->n ? names : "none");
+    dd_backends_log_choice(b);
+    return DD_OK;
+}
+
+dd_status_t dd_backends_load(dd_context_h ctx, dd_backends_t **backends_p)
+{
+    const dd_backend_opts_t *opts = &ctx->backend;
+    dd_backends_spec_t spec;
+    dd_status_t status;
+
+    dd_backends_t *b = calloc(1, sizeof(*b));
+    if (b == NULL) {
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BACKEND,
+                        "no memory for the backend registry");
+    }
+    status = dd_backends_spec_parse(opts->backends, &spec);
+    if (status == DD_OK) {
+        dd_backends_scan(b, opts->path);
+        status = dd_backends_filter(b, &spec, opts->backends, opts->path);
+        if (status != DD_OK) {
+            b->n = 0;
+        }
+    }
+    if (status == DD_OK) {
+        status = dd_backends_open(b);
+    }
+    status = dd_backends_agree(ctx, b, status);
+    if (status == DD_OK) {
+        status = dd_backends_init(ctx, b);
+    }
+    if (status != DD_OK) {
+        dd_backends_unload(b);
+        return status;
+    }
+    *backends_p = b;
+    return DD_OK;
+}
+
+void dd_backends_unload(dd_backends_t *backends)
+{
+    if (backends == NULL) {
+        return;
+    }
+    for (int i = backends->n - 1; i >= 0; i--) {
+        dd_backend_slot_t *s = &backends->slot[i];
+        if (s->instance != NULL) {
+            s->ops->finalize(s->instance);
+        }
+        if (s->dl != NULL) {
+            dlclose(s->dl);
+        }
+    }
+    free(backends);
+}
+
+dd_status_t dd_backends_pick(dd_backends_t *backends, dd_coll_t coll,
+                             dd_mem_type_t mem_type, size_t bytes,
+                             dd_backend_ref_t *ref_p)
+{
+    int top = 0, best = -1;
+
+    for (int i = 0; backends != NULL && i < backends->n; i++) {
+        dd_backend_slot_t *s = &backends->slot[i];
+        int sc = s->ops->score(s->instance, coll, mem_type, bytes);
+        if (sc > top) {
+            top = sc;
+            best = i;
+        }
+    }
+    if (best < 0) {
+        return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
+                        "no backend runs %s on %s memory (%d loaded; "
+                        "DD_BACKENDS and the info log say which)",
+                        dd_coll_name(coll), dd_mem_type_name(mem_type),
+                        backends ? backends->n : 0);
+    }
+    ref_p->ops = backends->slot[best].ops;
+    ref_p->instance = backends->slot[best].instance;
+    return DD_OK;
+}

@@ -1,0 +1,40 @@
+/*
+ * The backend registry: finds dd_backend_<name>.so modules, loads the ones
+ * DD_BACKENDS allows and every rank can run, initializes them with the
+ * services they need, and picks one per (operation, memory type, size) by
+ * score. The core links no backend library; everything goes through dlopen.
+ */
+#ifndef DD_BACKENDS_REGISTRY_H
+#define DD_BACKENDS_REGISTRY_H
+
+#include <dreamddp/backend.h>
+
+#include "backends/backend_config.h"
+
+typedef struct dd_backends dd_backends_t;
+
+/** One loaded, initialized backend. */
+typedef struct {
+    const dd_backend_ops_t *ops;
+    dd_backend_t *instance;
+} dd_backend_ref_t;
+
+/**
+ * Loads and initializes the backends for ctx (after the store and roles are
+ * up). An explicitly requested backend that cannot be used is an error
+ * naming it and why; others are skipped with an info message.
+ */
+dd_status_t dd_backends_load(dd_context_h ctx, dd_backends_t **backends_p);
+
+/** Finalizes and unloads every backend. NULL is allowed. */
+void dd_backends_unload(dd_backends_t *backends);
+
+/**
+ * The backend with the best score for coll on bytes of mem_type memory;
+ * DD_ERR_UNSUPPORTED, reported, when none scores above zero.
+ */
+dd_status_t dd_backends_pick(dd_backends_t *backends, dd_coll_t coll,
+                             dd_mem_type_t mem_type, size_t bytes,
+                             dd_backend_ref_t *ref_p);
+
+#endif

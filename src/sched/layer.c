@@ -1,0 +1,406 @@
+/*
+ * The layer table: registration, the strategy choice, and dd_model_commit,
+ * which checks that every worker registered the same table, makes the
+ * replicas equal and starts the engine.
+ */
+#include "core/log.h"
+#include "sched/context.h"
+#include "sched/sched.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+dd_status_t dd_sched_create(struct dd_context *ctx, dd_sched_t **sched_p)
+{
+    dd_sched_t *sched = calloc(1, sizeof(*sched));
+
+    if (sched == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    sched->ctx = ctx;
+    sched->opts = ctx->sched_opts;
+    if (dd_strategy_parse(sched->opts.strategy, &sched->strategy) != DD_OK) {
+        free(sched);
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
+                        "invalid value DD_STRATEGY='%s': expected %s",
+                        ctx->sched_opts.strategy, DD_STRATEGY_ACCEPTED);
+    }
+    if (sched->opts.adaptive_kmin > sched->opts.adaptive_kmax) {
+        free(sched);
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
+                        "DD_ADAPTIVE_KMIN=%d and DD_ADAPTIVE_KMAX=%d disagree: "
+                        "the minimum must not exceed the maximum",
+                        ctx->sched_opts.adaptive_kmin,
+                        ctx->sched_opts.adaptive_kmax);
+    }
+    dd_strategy_format(&sched->strategy, sched->strategy_name,
+                       sizeof(sched->strategy_name));
+    *sched_p = sched;
+    return DD_OK;
+}
+
+void dd_sched_destroy(dd_sched_t *sched)
+{
+    if (sched == NULL) {
+        return;
+    }
+    dd_engine_stop(sched->engine);
+    dd_sync_job_free_list(sched->group);
+    dd_timeline_close(sched->timeline);
+    dd_plan_free(sched->plan);
+    for (size_t i = 0; i < sched->n_layers; i++) {
+        free(sched->layers[i]->name);
+        free(sched->layers[i]->tensors);
+        free(sched->layers[i]);
+    }
+    free(sched->layers);
+    free(sched);
+}
+
+static dd_status_t dd_layer_check(dd_sched_t *sched, const char *name,
+                                  const dd_tensor_t *tensors, size_t n)
+{
+    if (name == NULL || name[0] == '\0' || strlen(name) > 200 ||
+        strpbrk(name, " \n\t") != NULL) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                        "dd_layer_register: a layer name must be 1 to 200 "
+                        "characters without blanks");
+    }
+    for (size_t i = 0; i < sched->n_layers; i++) {
+        if (strcmp(sched->layers[i]->name, name) == 0) {
+            return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                            "dd_layer_register: layer '%s' is registered "
+                            "twice",
+                            name);
+        }
+    }
+    if (tensors == NULL || n == 0) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                        "dd_layer_register: layer '%s' has no tensors", name);
+    }
+    for (size_t t = 0; t < n; t++) {
+        if (dd_dtype_size(tensors[t].dtype) == 0 ||
+            (tensors[t].mem_type != DD_MEM_HOST &&
+             tensors[t].mem_type != DD_MEM_CUDA) ||
+            (tensors[t].param == NULL && tensors[t].count > 0)) {
+            return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                            "dd_layer_register: layer '%s' tensor %zu has "
+                            "an invalid dtype, memory type or parameter "
+                            "buffer",
+                            name, t);
+        }
+    }
+    return DD_OK;
+}
+
+dd_status_t dd_layer_register(dd_context_h ctx, const char *name,
+                              const dd_tensor_t *tensors, size_t n_tensors,
+                              dd_layer_h *layer_p)
+{
+    dd_sched_t *sched = ctx->sched;
+    dd_status_t status;
+
+    if (ctx->role != DD_ROLE_WORKER || sched->committed) {
+        return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED, "dd_layer_register: %s",
+                        sched->committed ? "the model is already committed"
+                                         : "aggregators hold no layers");
+    }
+    status = dd_layer_check(sched, name, tensors, n_tensors);
+    if (status != DD_OK) {
+        return status;
+    }
+    if (sched->n_layers == sched->cap_layers) {
+        size_t cap = sched->cap_layers ? sched->cap_layers * 2 : 16;
+        struct dd_layer **layers =
+            realloc(sched->layers, cap * sizeof(*layers));
+        if (layers == NULL) {
+            return DD_ERR_NO_MEMORY;
+        }
+        sched->layers = layers;
+        sched->cap_layers = cap;
+    }
+    struct dd_layer *layer = calloc(1, sizeof(*layer));
+    if (layer == NULL || (layer->name = strdup(name)) == NULL ||
+        (layer->tensors = malloc(n_tensors * sizeof(dd_tensor_t))) == NULL) {
+        if (layer != NULL) {
+            free(layer->name);
+        }
+        free(layer);
+        return DD_ERR_NO_MEMORY;
+    }
+    memcpy(layer->tensors, tensors, n_tensors * sizeof(dd_tensor_t));
+    layer->n_tensors = n_tensors;
+    layer->sched = sched;
+    layer->index = sched->n_layers;
+    for (size_t t = 0; t < n_tensors; t++) {
+        layer->bytes += tensors[t].count * dd_dtype_size(tensors[t].dtype);
+    }
+    sched->layers[sched->n_layers++] = layer;
+    if (layer_p != NULL) {
+        *layer_p = layer;
+    }
+    return DD_OK;
+}
+
+dd_status_t dd_strategy_set(dd_context_h ctx, const char *strategy)
+{
+    dd_sched_t *sched = ctx->sched;
+    dd_strategy_t parsed;
+
+    if (sched->committed) {
+        return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
+                        "dd_strategy_set: the model is already committed");
+    }
+    if (strategy == NULL || dd_strategy_parse(strategy, &parsed) != DD_OK) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                        "dd_strategy_set: invalid strategy '%s': expected %s",
+                        strategy ? strategy : "(null)", DD_STRATEGY_ACCEPTED);
+    }
+    sched->strategy = parsed;
+    dd_strategy_format(&parsed, sched->strategy_name,
+                       sizeof(sched->strategy_name));
+    return DD_OK;
+}
+
+const char *dd_strategy_name(dd_context_h ctx)
+{
+    return ctx->sched->strategy_name;
+}
+
+/* One line per layer: "name count:dtype,count:dtype". */
+static char *dd_sched_table_text(dd_sched_t *sched)
+{
+    size_t size = 64;
+    for (size_t i = 0; i < sched->n_layers; i++) {
+        size += strlen(sched->layers[i]->name) + 32 +
+                32 * sched->layers[i]->n_tensors;
+    }
+    char *text = malloc(size);
+    size_t o = 0;
+    for (size_t i = 0; text != NULL && i < sched->n_layers; i++) {
+        struct dd_layer *l = sched->layers[i];
+        o += (size_t)snprintf(text + o, size - o, "%s", l->name);
+        for (size_t t = 0; t < l->n_tensors; t++) {
+            o += (size_t)snprintf(text + o, size - o, "%c%zu:%s", t ? ',' : ' ',
+                                  l->tensors[t].count,
+                                  dd_dtype_name(l->tensors[t].dtype));
+        }
+        o += (size_t)snprintf(text + o, size - o, "\n");
+    }
+    if (text != NULL && sched->n_layers == 0) {
+        text[0] = '\0';
+    }
+    return text;
+}
+
+/* Index of the first line where a and b differ; the lines go to la, lb. */
+static size_t dd_sched_first_diff(const char *a, const char *b, char *la,
+                                  char *lb, size_t size)
+{
+    for (size_t line = 0;; line++) {
+        size_t na = strcspn(a, "\n"), nb = strcspn(b, "\n");
+        if (na != nb || strncmp(a, b, na) != 0 || !*a || !*b) {
+            snprintf(la, size, "%.*s", (int)na, *a ? a : "(no layer)");
+            snprintf(lb, size, "%.*s", (int)nb, *b ? b : "(no layer)");
+            if (!*a) {
+                snprintf(la, size, "(no layer)");
+            }
+            if (!*b) {
+                snprintf(lb, size, "(no layer)");
+            }
+            return line;
+        }
+        a += na + (a[na] == '\n');
+        b += nb + (b[nb] == '\n');
+    }
+}
+
+/* Waits for the table of every worker; tables[r] is NULL for aggregators. */
+static dd_status_t dd_sched_gather_tables(dd_sched_t *sched, char **tables)
+{
+    struct dd_context *ctx = sched->ctx;
+    int world = ctx->env.world_size;
+    char key[64];
+
+    for (int r = 0; r < world; r++) {
+        if (ctx->roles[r] != DD_ROLE_WORKER) {
+            continue;
+        }
+        snprintf(key, sizeof(key), "dd/layers/%d", r);
+        size_t len;
+        dd_status_t status =
+            dd_store_get(ctx->store, key, (void **)&tables[r], &len);
+        if (status == DD_ERR_TIMED_OUT) {
+            return dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_SCHED,
+                            "dd_model_commit: worker rank %d did not commit "
+                            "its layer table within %.0f s (DD_TIMEOUT_S)",
+                            r, ctx->core.timeout_s);
+        }
+        if (status != DD_OK) {
+            return status;
+        }
+    }
+    return DD_OK;
+}
+
+/* Compares every worker's table to the first worker's; names the first
+ * differing layer and every rank that differs. */
+static dd_status_t dd_sched_compare_tables(dd_sched_t *sched, char **tables)
+{
+    struct dd_context *ctx = sched->ctx;
+    int world = ctx->env.world_size, ref = -1, worst = -1;
+    size_t first = (size_t)-1;
+    char ranks[256] = "", la[256], lb[256], wa[256] = "", wb[256] = "";
+
+    for (int r = 0; r < world; r++) {
+        if (tables[r] == NULL) {
+            continue;
+        }
+        if (ref < 0) {
+            ref = r;
+            continue;
+        }
+        if (strcmp(tables[r], tables[ref]) == 0) {
+            continue;
+        }
+        size_t line =
+            dd_sched_first_diff(tables[ref], tables[r], la, lb, sizeof(la));
+        size_t o = strlen(ranks);
+        snprintf(ranks + o, sizeof(ranks) - o, "%s%d", o ? ", " : "", r);
+        if (line < first) {
+            first = line;
+            worst = r;
+            snprintf(wa, sizeof(wa), "%s", la);
+            snprintf(wb, sizeof(wb), "%s", lb);
+        }
+    }
+    if (worst < 0) {
+        return DD_OK;
+    }
+    return dd_error(DD_ERR_MISMATCH, DD_SUBSYS_SCHED,
+                    "layer tables differ from rank %d's on rank(s) %s; the "
+                    "first difference is layer %zu: rank %d has '%s', rank "
+                    "%d has '%s'",
+                    ref, ranks, first, ref, wa, worst, wb);
+}
+
+dd_status_t dd_sched_check_tables(dd_sched_t *sched)
+{
+    struct dd_context *ctx = sched->ctx;
+    int world = ctx->env.world_size;
+    char key[64];
+    char *mine = dd_sched_table_text(sched);
+    char **tables = calloc((size_t)world, sizeof(char *));
+    dd_status_t status = DD_ERR_NO_MEMORY;
+
+    if (mine != NULL && tables != NULL) {
+        snprintf(key, sizeof(key), "dd/layers/%d", ctx->env.rank);
+        status = dd_store_set(ctx->store, key, mine, strlen(mine));
+    }
+    if (status == DD_OK) {
+        status = dd_sched_gather_tables(sched, tables);
+    }
+    if (status == DD_OK) {
+        status = dd_sched_compare_tables(sched, tables);
+    }
+    for (int r = 0; tables != NULL && r < world; r++) {
+        free(tables[r]);
+    }
+    free(tables);
+    free(mine);
+    return status;
+}
+
+/* Every replica starts from the first worker's parameters. */
+static dd_status_t dd_sched_broadcast_params(dd_sched_t *sched)
+{
+    for (size_t i = 0; i < sched->n_layers; i++) {
+        struct dd_layer *l = sched->layers[i];
+        for (size_t t = 0; t < l->n_tensors; t++) {
+            dd_status_t status = dd_broadcast(
+                sched->ctx, l->tensors[t].param, l->tensors[t].count,
+                l->tensors[t].dtype, 0, l->tensors[t].mem_type);
+            if (status != DD_OK) {
+                return dd_error(status, DD_SUBSYS_SCHED,
+                                "dd_model_commit: broadcasting layer '%s' "
+                                "failed: %s",
+                                l->name, dd_status_string(status));
+            }
+        }
+    }
+    return DD_OK;
+}
+
+dd_status_t dd_model_commit(dd_context_h ctx)
+{
+    dd_sched_t *sched = ctx->sched;
+    dd_status_t status;
+
+    if (ctx->role != DD_ROLE_WORKER || sched->committed) {
+        return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED, "dd_model_commit: %s",
+                        sched->committed ? "called twice"
+                                         : "aggregators hold no model");
+    }
+    if (sched->n_layers == 0) {
+        return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
+                        "dd_model_commit: no layer is registered");
+    }
+    if ((status = dd_sched_check_tables(sched)) != DD_OK ||
+        (status = dd_sched_broadcast_params(sched)) != DD_OK ||
+        (status = dd_sched_fit_network(sched)) != DD_OK) {
+        return status;
+    }
+    if (sched->opts.timeline != NULL) {
+        status = dd_timeline_open(sched->opts.timeline, ctx->env.rank,
+                                  &sched->timeline);
+        if (status != DD_OK) {
+            return status;
+        }
+    }
+    for (size_t i = 0; i < sched->n_layers; i++) {
+        struct dd_layer *l = sched->layers[i];
+        l->period = sched->strategy.kind == DD_STRATEGY_ADAPTIVE
+                        ? sched->opts.adaptive_kmin
+                        : (int)sched->strategy.window;
+        l->stats.period = l->period;
+    }
+    status = dd_engine_start(dd_sched_route_allreduce, ctx, &sched->engine);
+    if (status != DD_OK) {
+        return status;
+    }
+    sched->committed = 1;
+    dd_log_info(DD_SUBSYS_SCHED,
+                "committed %zu layers, strategy %s, network %.1f us + %.3f "
+                "ns/byte",
+                sched->n_layers, sched->strategy_name, sched->alpha_s * 1e6,
+                sched->beta_s * 1e9);
+    return DD_OK;
+}
+
+const char *dd_layer_name(dd_layer_h layer)
+{
+    return layer->name;
+}
+
+size_t dd_num_layers(dd_context_h ctx)
+{
+    return ctx->sched->n_layers;
+}
+
+dd_layer_h dd_layer_at(dd_context_h ctx, size_t i)
+{
+    return i < ctx->sched->n_layers ? ctx->sched->layers[i] : NULL;
+}
+
+dd_status_t dd_layer_stats(dd_context_h ctx, dd_layer_h layer,
+                           dd_layer_stats_t *stats_p)
+{
+    if (layer == NULL || layer->sched != ctx->sched || stats_p == NULL) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                        "dd_layer_stats: not a layer of this context");
+    }
+    *stats_p = layer->stats;
+    stats_p->bp_s = layer->bp_s;
+    return DD_OK;
+}

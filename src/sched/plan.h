@@ -1,0 +1,204 @@
+/*
+ * The DreamDDP planner: per-layer backward and communication times in, a
+ * schedule of layer syncs over a window of H iterations out. It is pure: no
+ * I/O, no clocks, no logging, no globals, so the same profile always gives
+ * the same schedule on every rank.
+ *
+ * Cost model (the one of ../shared/anchors/schedsim.py, matched exactly):
+ * one FIFO channel; backward runs in reverse forward order; in an iteration
+ * the layers it syncs are launched in backward order, each as soon as its
+ * backward has ended and the previous sync has left the channel. The
+ * iteration's exposed wait is how far the last sync runs past the end of
+ * backward. An iteration costs the whole backward time plus that wait (the
+ * model has no forward time), and a window the sum of its H iterations.
+ */
+#ifndef DD_SCHED_PLAN_H
+#define DD_SCHED_PLAN_H
+
+#include <dreamddp.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/** A profile as the planner sees it. Layers are in forward order. */
+typedef struct {
+    size_t num_layers;    /**< n >= 1 */
+    const double *bp_s;   /**< [n] backward time of each layer, seconds */
+    const double *comm_s; /**< [n] time to sync each layer, seconds */
+} dd_plan_input_t;
+
+/**
+ * A schedule over a window of H iterations. Every layer has one primary
+ * slot (the iteration of the window where it is synced for sure) and may be
+ * synced in further iterations (extra syncs from bubble filling). sync holds
+ * all of them, primary ones included, so the runtime needs only one lookup:
+ * layer l syncs in step s when sync[(s % H) * n + l] is nonzero.
+ */
+typedef struct {
+    size_t num_layers;   /**< n */
+    unsigned window;     /**< H >= 1 */
+    unsigned *slot;      /**< [n] primary slot of each layer, 0..H-1 */
+    unsigned char *sync; /**< [H * n] 1 where a layer syncs in an iteration */
+} dd_plan_t;
+
+/** Modeled time of a schedule. */
+typedef struct {
+    double window_s;  /**< the H iterations of the window together */
+    double iter_s;    /**< mean per iteration, as schedsim.py prints it */
+    double exposed_s; /**< sum over the window of the exposed waits */
+} dd_plan_cost_t;
+
+/** Bits of dd_plan_params_t::field_mask. */
+enum {
+    DD_PLAN_FIELD_SEARCH_ROUNDS = 1u << 0,
+    DD_PLAN_FIELD_EXACT_NODES = 1u << 1,
+    DD_PLAN_FIELD_SEED = 1u << 2,
+    DD_PLAN_FIELD_FILL_BUBBLES = 1u << 3,
+    DD_PLAN_FIELD_SEARCH_WORK = 1u << 4
+};
+
+/** Search effort of dd_plan_dreamddp. Fields not in field_mask take their
+ *  defaults (those of dd_plan_params_default). */
+typedef struct {
+    uint64_t field_mask;
+    unsigned search_rounds; /**< perturbation rounds of the local search */
+    uint64_t exact_nodes;   /**< node budget of the exact search */
+    uint64_t seed;          /**< of the local search's perturbations */
+    int fill_bubbles;       /**< nonzero: add extra syncs that cost nothing */
+    uint64_t search_work;   /**< cap on the local search's layer visits, so
+                                 that planning time stays bounded for big
+                                 models (deterministic, unlike a clock) */
+} dd_plan_params_t;
+
+/** Fills params_p with the defaults and sets every field_mask bit. */
+void dd_plan_params_default(dd_plan_params_t *params_p);
+
+/**
+ * Allocates a schedule of num_layers layers over window iterations, with
+ * every layer in slot 0 and no extra syncs.
+ *
+ * @return DD_OK; DD_ERR_INVALID_PARAM for zero layers or window, or sizes
+ *         whose product overflows; DD_ERR_NO_MEMORY.
+ */
+dd_status_t dd_plan_alloc(size_t num_layers, unsigned window,
+                          dd_plan_t **plan_p);
+
+/** Frees a schedule. NULL is allowed. */
+void dd_plan_free(dd_plan_t *plan);
+
+/** Whether layer syncs in iteration iter (0..H-1) of the window. */
+static inline int dd_plan_syncs(const dd_plan_t *plan, unsigned iter,
+                                size_t layer)
+{
+    return plan->sync[(size_t)iter * plan->num_layers + layer] != 0;
+}
+
+/**
+ * Moves layer to primary slot and drops its extra syncs.
+ *
+ * @return DD_OK, or DD_ERR_INVALID_PARAM for a layer or slot out of range.
+ */
+dd_status_t dd_plan_set_slot(dd_plan_t *plan, size_t layer, unsigned slot);
+
+/**
+ * Adds an extra sync of layer in iteration iter (nothing when it already
+ * syncs there).
+ *
+ * @return DD_OK, or DD_ERR_INVALID_PARAM for a layer or iter out of range.
+ */
+dd_status_t dd_plan_add_sync(dd_plan_t *plan, size_t layer, unsigned iter);
+
+/** Number of syncs beyond the one primary sync per layer. */
+size_t dd_plan_num_extra(const dd_plan_t *plan);
+
+/**
+ * Modeled time of any schedule (every sync in plan->sync counts).
+ *
+ * @return DD_OK; DD_ERR_INVALID_PARAM when input is malformed (no layers,
+ *         a time that is negative or not finite), has another layer count
+ *         than plan, or plan does not sync some layer in its primary slot.
+ */
+dd_status_t dd_plan_cost(const dd_plan_input_t *input, const dd_plan_t *plan,
+                         dd_plan_cost_t *cost_p);
+
+/**
+ * The DreamDDP paper's formulation: each iteration syncs one contiguous
+ * block of the backward order, iteration 0 the block that starts with the
+ * last layer. Exact dynamic program over block boundaries, O(H n^2): the
+ * schedule is optimal among all contiguous-block schedules.
+ *
+ * @return DD_OK; DD_ERR_INVALID_PARAM for malformed input or window 0;
+ *         DD_ERR_NO_MEMORY.
+ */
+dd_status_t dd_plan_contiguous(const dd_plan_input_t *input, unsigned window,
+                               dd_plan_t **plan_p);
+
+/**
+ * The planner. Starts from the contiguous optimum (dd_plan_contiguous);
+ * a branch-and-bound search over all assignments of layers to iterations
+ * improves on it within params->exact_nodes nodes (when it completes, which
+ * it does for small profiles and for many real ones, the schedule is
+ * optimal under the cost model); if it did not complete, an iterated local
+ * search (single-layer moves, pairwise swaps, random kicks) improves further
+ * within params->search_rounds and params->search_work. Then, when asked,
+ * bubble filling. Never worse than dd_plan_contiguous; deterministic for
+ * given input and params. Time: O(H n^2) for the DP plus the two budgets
+ * (about 0.1 s for n = 125, H = 10 with the defaults).
+ *
+ * @param params  search effort, or NULL for the defaults.
+ * @return as dd_plan_contiguous.
+ */
+dd_status_t dd_plan_dreamddp(const dd_plan_input_t *input, unsigned window,
+                             const dd_plan_params_t *params,
+                             dd_plan_t **plan_p);
+
+/**
+ * Bubble filling: keeps the primary slots and adds extra syncs of layers in
+ * iterations where they add no modeled time at all (that iteration's wait
+ * is unchanged), greedily, iteration by iteration, layers in backward order.
+ *
+ * @param added_p  number of syncs added; may be NULL.
+ * @return as dd_plan_cost; plan is unchanged on error.
+ */
+dd_status_t dd_plan_fill_bubbles(const dd_plan_input_t *input, dd_plan_t *plan,
+                                 size_t *added_p);
+
+/**
+ * Full Local SGD: every layer in the last iteration of the window.
+ *
+ * @return DD_OK; DD_ERR_INVALID_PARAM; DD_ERR_NO_MEMORY.
+ */
+dd_status_t dd_plan_flsgd(size_t num_layers, unsigned window,
+                          dd_plan_t **plan_p);
+
+/**
+ * What schedsim.py reports for full Local SGD: the whole backward each
+ * iteration plus all communication once per window with nothing hiding it,
+ * because Local SGD averages after the optimizer step. dd_plan_cost of the
+ * dd_plan_flsgd schedule is lower: it lets the syncs overlap backward.
+ *
+ * @return DD_OK, or DD_ERR_INVALID_PARAM for malformed input or window 0.
+ */
+dd_status_t dd_plan_flsgd_cost(const dd_plan_input_t *input, unsigned window,
+                               dd_plan_cost_t *cost_p);
+
+/**
+ * Uniform partial Local SGD as schedsim.py defines it: backward-order layer
+ * k goes to iteration min(k / ceil(n / H), H - 1).
+ *
+ * @return DD_OK; DD_ERR_INVALID_PARAM; DD_ERR_NO_MEMORY.
+ */
+dd_status_t dd_plan_plsgd(size_t num_layers, unsigned window,
+                          dd_plan_t **plan_p);
+
+/**
+ * Synchronous SGD (wait-free backpropagation): every layer in every
+ * iteration; primary slot 0, the others extra. Its dd_plan_cost().iter_s is
+ * the modeled time per iteration.
+ *
+ * @return DD_OK; DD_ERR_INVALID_PARAM; DD_ERR_NO_MEMORY.
+ */
+dd_status_t dd_plan_ssgd(size_t num_layers, unsigned window,
+                         dd_plan_t **plan_p);
+
+#endif

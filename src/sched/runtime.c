@@ -1,0 +1,395 @@
+/*
+ * The step runtime: which layers sync in this step, fusion of small layers
+ * into one message (buckets for ddp), hand-off to the engine right after a
+ * layer's backward, and the wait at the end of the step. Decisions that
+ * must agree across workers depend only on the step number, the layer table
+ * and values every worker holds identically.
+ */
+#include "core/log.h"
+#include "core/time.h"
+#include "sched/context.h"
+#include "sched/sched.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The engine waits this much longer than DD_TIMEOUT_S for the backend,
+ * which times out by itself, before declaring the engine stuck. */
+#define DD_ENGINE_GRACE_S 10.0
+
+dd_status_t dd_sched_route_allreduce(void *arg, void *buf, size_t count,
+                                     dd_dtype_t dtype, dd_mem_type_t mem_type)
+{
+    return dd_allreduce((dd_context_h)arg, buf, buf, count, dtype,
+                        DD_REDUCE_AVG, mem_type);
+}
+
+int dd_sched_layer_syncs(dd_sched_t *sched, const struct dd_layer *layer)
+{
+    switch (sched->strategy.kind) {
+    case DD_STRATEGY_DDP:
+        return 1;
+    case DD_STRATEGY_LOCALSGD:
+        return 0; /* all at once, in dd_step_end */
+    case DD_STRATEGY_PLSGD:
+    case DD_STRATEGY_DREAMDDP:
+        return dd_plan_syncs(sched->plan,
+                             (unsigned)(sched->step % sched->strategy.window),
+                             layer->index);
+    case DD_STRATEGY_ADAPTIVE:
+        return sched->step + 1 - layer->last_sync_step >=
+               (uint64_t)layer->period;
+    }
+    return 0;
+}
+
+static dd_status_t dd_sched_check_open(dd_sched_t *sched, const char *what)
+{
+    if (!sched->committed) {
+        return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
+                        "%s: the model is not committed (dd_model_commit)",
+                        what);
+    }
+    if (sched->failed != DD_OK) {
+        return dd_error(sched->failed, DD_SUBSYS_SCHED,
+                        "%s: an earlier sync failed (%s); the replicas may "
+                        "differ",
+                        what, dd_status_string(sched->failed));
+    }
+    return DD_OK;
+}
+
+dd_status_t dd_step_begin(dd_context_h ctx)
+{
+    dd_sched_t *sched = ctx->sched;
+    dd_status_t status = dd_sched_check_open(sched, "dd_step_begin");
+
+    if (status != DD_OK) {
+        return status;
+    }
+    if (sched->in_step) {
+        return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
+                        "dd_step_begin: step %llu is still open "
+                        "(dd_step_end missing)",
+                        (unsigned long long)sched->step);
+    }
+    sched->replanned = 0;
+    if (sched->strategy.kind == DD_STRATEGY_DREAMDDP ||
+        sched->strategy.kind == DD_STRATEGY_PLSGD) {
+        status = dd_sched_schedule_window(sched);
+    } else if (sched->strategy.kind == DD_STRATEGY_ADAPTIVE) {
+        status = dd_sched_adapt(sched);
+    }
+    if (status != DD_OK) {
+        sched->failed = status;
+        return status;
+    }
+    for (size_t i = 0; i < sched->n_layers; i++) {
+        sched->layers[i]->ready = 0;
+    }
+    sched->in_step = 1;
+    sched->buckets_done = 0;
+    sched->step_begin_t = dd_time_now();
+    return DD_OK;
+}
+
+static size_t dd_sched_group_limit(dd_sched_t *sched)
+{
+    if (sched->strategy.kind == DD_STRATEGY_DDP) {
+        return sched->buckets_done == 0 ? sched->opts.first_bucket_bytes
+                                        : sched->opts.bucket_bytes;
+    }
+    return sched->opts.fusion_bytes;
+}
+
+static void dd_sched_flush(dd_sched_t *sched)
+{
+    if (sched->group != NULL) {
+        dd_engine_submit(sched->engine, sched->group);
+        sched->group = NULL;
+        sched->buckets_done++;
+    }
+}
+
+static dd_sync_job_t *dd_sched_new_job(dd_sched_t *sched, dd_dtype_t dtype,
+                                       dd_mem_type_t mem_type)
+{
+    dd_sync_job_t *job = calloc(1, sizeof(*job));
+    if (job != NULL) {
+        job->step = sched->step;
+        job->dtype = dtype;
+        job->mem_type = mem_type;
+    }
+    return job;
+}
+
+/* Appends a buffer (and its layer, once) to a job. */
+static dd_status_t dd_sched_job_add(dd_sync_job_t *job, size_t layer, void *buf,
+                                    size_t count)
+{
+    dd_sync_item_t *items =
+        realloc(job->items, (job->n_items + 1) * sizeof(*items));
+    if (items == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    job->items = items;
+    items[job->n_items++] = (dd_sync_item_t){buf, count};
+    job->bytes += count * dd_dtype_size(job->dtype);
+    if (job->n_layers == 0 || job->layers[job->n_layers - 1] != layer) {
+        size_t *layers =
+            realloc(job->layers, (job->n_layers + 1) * sizeof(*layers));
+        if (layers == NULL) {
+            return DD_ERR_NO_MEMORY;
+        }
+        job->layers = layers;
+        layers[job->n_layers++] = layer;
+    }
+    return DD_OK;
+}
+
+/*
+ * Queues a layer's buffers for averaging: small host buffers of one dtype
+ * are fused into the current group until it reaches the limit, device
+ * buffers go alone.
+ */
+static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
+                                    int grads)
+{
+    for (size_t t = 0; t < layer->n_tensors; t++) {
+        const dd_tensor_t *tensor = &layer->tensors[t];
+        void *buf = grads ? tensor->grad : tensor->param;
+        dd_sync_job_t *g = sched->group;
+
+        if (tensor->count == 0) {
+            continue;
+        }
+        if (g != NULL &&
+            (g->dtype != tensor->dtype || g->mem_type != tensor->mem_type ||
+             tensor->mem_type != DD_MEM_HOST)) {
+            dd_sched_flush(sched);
+        }
+        if (sched->group == NULL) {
+            sched->group =
+                dd_sched_new_job(sched, tensor->dtype, tensor->mem_type);
+            if (sched->group == NULL) {
+                return DD_ERR_NO_MEMORY;
+            }
+        }
+        dd_status_t status =
+            dd_sched_job_add(sched->group, layer->index, buf, tensor->count);
+        if (status != DD_OK) {
+            return status;
+        }
+        if (sched->group->bytes >= dd_sched_group_limit(sched) ||
+            tensor->mem_type != DD_MEM_HOST) {
+            dd_sched_flush(sched);
+        }
+    }
+    return DD_OK;
+}
+
+/* Squared norm of a layer's host gradients, for the adaptive signal. */
+static double dd_sched_grad_norm2(const struct dd_layer *layer)
+{
+    double sum = 0;
+    for (size_t t = 0; t < layer->n_tensors; t++) {
+        const dd_tensor_t *x = &layer->tensors[t];
+        if (x->dtype == DD_DTYPE_F32) {
+            for (size_t i = 0; i < x->count; i++) {
+                double g = ((const float *)x->grad)[i];
+                sum += g * g;
+            }
+        } else if (x->dtype == DD_DTYPE_F64) {
+            for (size_t i = 0; i < x->count; i++) {
+                double g = ((const double *)x->grad)[i];
+                sum += g * g;
+            }
+        }
+    }
+    return sum;
+}
+
+dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer)
+{
+    dd_sched_t *sched = ctx->sched;
+
+    if (layer == NULL || layer->sched != sched) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                        "dd_layer_ready: not a layer of this context");
+    }
+    if (!sched->in_step) {
+        return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
+                        "dd_layer_ready: layer '%s' marked outside a step "
+                        "(dd_step_begin missing)",
+                        layer->name);
+    }
+    if (layer->ready) {
+        return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
+                        "dd_layer_ready: layer '%s' marked twice in step "
+                        "%llu",
+                        layer->name, (unsigned long long)sched->step);
+    }
+    layer->ready = 1;
+    layer->ready_t = dd_time_now();
+    if (sched->timeline != NULL) {
+        dd_timeline_mark(sched->timeline, layer->name, layer->ready_t);
+    }
+    if (sched->strategy.kind == DD_STRATEGY_ADAPTIVE) {
+        double n2 = dd_sched_grad_norm2(layer);
+        layer->grad_ema =
+            layer->grad_ema == 0 ? n2 : 0.9 * layer->grad_ema + 0.1 * n2;
+    }
+    if (!dd_sched_layer_syncs(sched, layer)) {
+        return DD_OK;
+    }
+    if (sched->strategy.kind == DD_STRATEGY_ADAPTIVE) {
+        layer->last_sync_step = sched->step + 1;
+    }
+    return dd_sched_enqueue(sched, layer,
+                            dd_strategy_syncs_grads(&sched->strategy));
+}
+
+/* Local SGD averages everything after the window's last backward. */
+static dd_status_t dd_sched_localsgd_tail(dd_sched_t *sched)
+{
+    if ((sched->step + 1) % sched->strategy.window != 0) {
+        return DD_OK;
+    }
+    for (size_t i = sched->n_layers; i-- > 0;) {
+        dd_status_t status = dd_sched_enqueue(sched, sched->layers[i], 0);
+        if (status != DD_OK) {
+            return status;
+        }
+    }
+    return DD_OK;
+}
+
+/* Names the first failed job's layer; on every worker, since each sees its
+ * own collective fail. */
+static dd_status_t dd_sched_report(dd_sched_t *sched, dd_sync_job_t *done)
+{
+    for (dd_sync_job_t *job = done; job != NULL; job = job->next) {
+        if (job->status == DD_OK) {
+            continue;
+        }
+        struct dd_layer *l = sched->layers[job->layers[0]];
+        sched->failed = job->status;
+        return dd_error(job->status, DD_SUBSYS_SCHED,
+                        "[SYNC] step %llu: layer '%s'%s failed: %s (%s)",
+                        (unsigned long long)sched->step, l->name,
+                        job->n_layers > 1 ? " (fused with others)" : "",
+                        dd_status_string(job->status), dd_last_error());
+    }
+    return DD_OK;
+}
+
+static void dd_sched_account(dd_sched_t *sched, dd_sync_job_t *done,
+                             dd_step_stats_t *st)
+{
+    for (dd_sync_job_t *job = done; job != NULL; job = job->next) {
+        double wire = job->t_end - job->t_start;
+        st->wire_s += wire;
+        st->bytes_synced += job->bytes;
+        for (size_t k = 0; k < job->n_layers; k++) {
+            struct dd_layer *l = sched->layers[job->layers[k]];
+            double share = job->bytes ? (double)l->bytes / job->bytes : 1;
+            l->stats.syncs++;
+            l->stats.bytes += l->bytes;
+            l->stats.wire_s += wire * share;
+            st->layers_synced++;
+            dd_log_info(DD_SUBSYS_SCHED,
+                        "[SYNC] layer '%s' synced in %.1f ms (step %llu)",
+                        l->name, wire * 1e3, (unsigned long long)sched->step);
+        }
+        if (sched->timeline != NULL) {
+            dd_timeline_sync(sched->timeline, sched, job);
+        }
+    }
+}
+
+/* Flushes, waits for the engine, and accounts for what ran. */
+static dd_status_t dd_sched_finish(dd_sched_t *sched, dd_step_stats_t *st)
+{
+    dd_sync_job_t *done = NULL;
+    double t0 = dd_time_now();
+
+    dd_sched_flush(sched);
+    dd_status_t status = dd_engine_drain(
+        sched->engine, sched->ctx->core.timeout_s + DD_ENGINE_GRACE_S, &done);
+    st->wait_s += dd_time_now() - t0;
+    if (status != DD_OK) {
+        sched->failed = status;
+        return dd_error(status, DD_SUBSYS_SCHED,
+                        "step %llu: the progress engine did not finish its "
+                        "syncs within %.0f s",
+                        (unsigned long long)sched->step,
+                        sched->ctx->core.timeout_s + DD_ENGINE_GRACE_S);
+    }
+    status = dd_sched_report(sched, done);
+    if (status == DD_OK) {
+        dd_sched_account(sched, done, st);
+        dd_sched_record_syncs(sched, done);
+    }
+    dd_sync_job_free_list(done);
+    return status;
+}
+
+dd_status_t dd_step_end(dd_context_h ctx, dd_step_stats_t *stats_p)
+{
+    dd_sched_t *sched = ctx->sched;
+    dd_step_stats_t st = {.step = sched->step};
+    dd_status_t status;
+
+    if (!sched->in_step) {
+        return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
+                        "dd_step_end: no step is open (dd_step_begin "
+                        "missing)");
+    }
+    if (sched->strategy.kind == DD_STRATEGY_LOCALSGD) {
+        /* Local SGD's sync starts once backward is over: it is all
+         * exposed. */
+        status = dd_sched_finish(sched, &st);
+        if (status == DD_OK) {
+            status = dd_sched_localsgd_tail(sched);
+        }
+    } else {
+        status = DD_OK;
+    }
+    if (status == DD_OK) {
+        status = dd_sched_finish(sched, &st);
+    }
+    if (status == DD_OK) {
+        dd_sched_record_backward(sched);
+    }
+    sched->in_step = 0;
+    st.replanned = sched->replanned;
+    sched->step++;
+    if (stats_p != NULL) {
+        *stats_p = st;
+    }
+    return status;
+}
+
+dd_status_t dd_sync_all(dd_context_h ctx)
+{
+    dd_sched_t *sched = ctx->sched;
+    dd_step_stats_t st = {0};
+    dd_status_t status = dd_sched_check_open(sched, "dd_sync_all");
+
+    if (status != DD_OK) {
+        return status;
+    }
+    if (sched->in_step) {
+        return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
+                        "dd_sync_all: call it outside a step (after "
+                        "dd_step_end)");
+    }
+    for (size_t i = sched->n_layers; i-- > 0;) {
+        status = dd_sched_enqueue(sched, sched->layers[i], 0);
+        if (status != DD_OK) {
+            return status;
+        }
+    }
+    return dd_sched_finish(sched, &st);
+}

@@ -1,0 +1,91 @@
+/*
+ * The scheduler's state: the layer table, the strategy and its schedule,
+ * the step in progress, the profiler's measurements and the engine. Shared
+ * by layer.c, runtime.c, profiler.c and timeline.c; nothing outside
+ * src/sched uses it.
+ */
+#ifndef DD_SCHED_SCHED_H
+#define DD_SCHED_SCHED_H
+
+#include "sched/engine.h"
+#include "sched/plan.h"
+#include "sched/sched_config.h"
+#include "sched/strategy.h"
+
+#include <stdio.h>
+
+struct dd_layer {
+    struct dd_sched *sched;
+    size_t index;
+    char *name;
+    dd_tensor_t *tensors;
+    size_t n_tensors;
+    size_t bytes; /* of the parameters (= of the gradients) */
+    /* This step. */
+    int ready;
+    double ready_t;
+    /* Measurements: EMAs of the backward time and of the sync time. */
+    double bp_s, comm_s;
+    int comm_measured;
+    dd_layer_stats_t stats;
+    /* adaptive */
+    int period;
+    uint64_t last_sync_step;
+    double grad_ema, grad_ema_prev;
+};
+
+typedef struct dd_timeline dd_timeline_t;
+
+typedef struct dd_sched {
+    struct dd_context *ctx;
+    dd_sched_opts_t opts;
+    dd_strategy_t strategy;
+    char strategy_name[32];
+    struct dd_layer **layers;
+    size_t n_layers, cap_layers;
+    int committed;
+    int in_step;
+    uint64_t step; /* the step in progress, or the next one */
+    dd_status_t failed;
+    /* Window strategies: what syncs in each step of the window. */
+    dd_plan_t *plan;
+    int planned; /* dreamddp: the plan comes from measurements */
+    double plan_bp_total, plan_comm_total;
+    /* Network model from commit: sync time = alpha + beta * bytes. */
+    double alpha_s, beta_s;
+    /* The step in progress. */
+    double step_begin_t;
+    int replanned;
+    dd_sync_job_t *group; /* a fusion group still filling */
+    size_t group_limit;
+    int buckets_done; /* ddp: buckets launched this step */
+    dd_engine_t *engine;
+    dd_timeline_t *timeline;
+} dd_sched_t;
+
+/* layer.c */
+dd_status_t dd_sched_create(struct dd_context *ctx, dd_sched_t **sched_p);
+void dd_sched_destroy(dd_sched_t *sched);
+dd_status_t dd_sched_check_tables(dd_sched_t *sched);
+
+/* runtime.c */
+dd_status_t dd_sched_route_allreduce(void *arg, void *buf, size_t count,
+                                     dd_dtype_t dtype, dd_mem_type_t mem_type);
+int dd_sched_layer_syncs(dd_sched_t *sched, const struct dd_layer *layer);
+
+/* profiler.c */
+dd_status_t dd_sched_fit_network(dd_sched_t *sched);
+void dd_sched_record_backward(dd_sched_t *sched);
+void dd_sched_record_syncs(dd_sched_t *sched, const dd_sync_job_t *done);
+dd_status_t dd_sched_schedule_window(dd_sched_t *sched);
+dd_status_t dd_sched_adapt(dd_sched_t *sched);
+
+/* timeline.c */
+dd_status_t dd_timeline_open(const char *pattern, int rank,
+                             dd_timeline_t **timeline_p);
+void dd_timeline_mark(dd_timeline_t *t, const char *layer, double at);
+void dd_timeline_sync(dd_timeline_t *t, const dd_sched_t *sched,
+                      const dd_sync_job_t *job);
+void dd_timeline_close(dd_timeline_t *t);
+
+#endif

@@ -1,0 +1,26 @@
+/*
+ * The scheduler's DD_* variables.
+ */
+#ifndef DD_SCHED_SCHED_CONFIG_H
+#define DD_SCHED_SCHED_CONFIG_H
+
+#include "core/config.h"
+
+typedef struct {
+    char *strategy;      /* "ddp", "localsgd:H", ... */
+    size_t bucket_bytes; /* ddp buckets after the first */
+    size_t first_bucket_bytes;
+    size_t fusion_bytes; /* parameter syncs fused up to this */
+    int profile_steps;
+    double replan_drift; /* relative drift that triggers a re-plan */
+    char *timeline;      /* Chrome-trace file, %r = rank; NULL: none */
+    int adaptive_kmin;
+    int adaptive_kmax;
+    double adaptive_high;
+    double adaptive_low;
+    int adaptive_interval;
+} dd_sched_opts_t;
+
+extern const dd_config_table_t dd_sched_config_table;
+
+#endif

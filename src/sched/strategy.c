@@ -1,0 +1,73 @@
+/*
+ * Strategy names and the adaptive period rule. Pure.
+ */
+#include "sched/strategy.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const dd_strategy_names[] = {"ddp", "localsgd", "plsgd",
+                                                "dreamddp", "adaptive"};
+
+dd_status_t dd_strategy_parse(const char *s, dd_strategy_t *strategy_p)
+{
+    for (int k = 0; k < 5; k++) {
+        size_t len = strlen(dd_strategy_names[k]);
+        if (strncmp(s, dd_strategy_names[k], len) != 0) {
+            continue;
+        }
+        int windowed = k != DD_STRATEGY_DDP && k != DD_STRATEGY_ADAPTIVE;
+        if (!windowed) {
+            if (s[len] != '\0') {
+                return DD_ERR_INVALID_PARAM;
+            }
+            *strategy_p = (dd_strategy_t){(dd_strategy_kind_t)k, 1};
+            return DD_OK;
+        }
+        if (s[len] != ':') {
+            return DD_ERR_INVALID_PARAM;
+        }
+        char *end;
+        errno = 0;
+        long h = strtol(s + len + 1, &end, 10);
+        if (errno != 0 || end == s + len + 1 || *end != '\0' || h < 1 ||
+            h > 1024) {
+            return DD_ERR_INVALID_PARAM;
+        }
+        *strategy_p = (dd_strategy_t){(dd_strategy_kind_t)k, (unsigned)h};
+        return DD_OK;
+    }
+    return DD_ERR_INVALID_PARAM;
+}
+
+void dd_strategy_format(const dd_strategy_t *strategy, char *buf, size_t size)
+{
+    const char *name = dd_strategy_names[strategy->kind];
+    if (strategy->kind == DD_STRATEGY_DDP ||
+        strategy->kind == DD_STRATEGY_ADAPTIVE) {
+        snprintf(buf, size, "%s", name);
+    } else {
+        snprintf(buf, size, "%s:%u", name, strategy->window);
+    }
+}
+
+int dd_strategy_syncs_grads(const dd_strategy_t *strategy)
+{
+    return strategy->kind == DD_STRATEGY_DDP;
+}
+
+int dd_strategy_adapt_period(int period, double ratio, double high, double low,
+                             int kmin, int kmax)
+{
+    if (ratio > high) {
+        period--;
+    } else if (ratio < low) {
+        period++;
+    }
+    if (period < kmin) {
+        period = kmin;
+    }
+    return period > kmax ? kmax : period;
+}

@@ -1,0 +1,246 @@
+/*
+ * Agreement across ranks on which interfaces reach each other. A record is
+ * text ("host ID", "error MSG", "if NAME KIND SUBNET,SUBNET") so that a
+ * store dump can be read by a person. Only subnets decide reachability;
+ * loopback and link-local addresses reach nothing off the host.
+ */
+#include "topo/agree.h"
+#include "core/log.h"
+#include "topo/addrs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void dd_topo_host_id(char *buf, size_t size)
+{
+    char host[256] = "", ns[64] = "";
+
+    gethostname(host, sizeof(host) - 1);
+    ssize_t n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
+    ns[n > 0 ? n : 0] = '\0';
+    snprintf(buf, size, "%s|%s", host, ns);
+}
+
+static size_t dd_topo_encode_if(const dd_topo_nic_t *nic, char *buf,
+                                size_t size)
+{
+    char subnet[64];
+    int n = 0;
+    size_t o = (size_t)snprintf(buf, size, "if %s %s ", nic->name,
+                                dd_topo_kind_name(nic->kind));
+
+    for (int i = 0; i < nic->n_addrs && n < DD_TOPO_PEER_SUBNETS; i++) {
+        if (dd_topo_addr_is_local(&nic->addrs[i]) ||
+            dd_topo_addr_subnet(&nic->addrs[i], subnet, sizeof(subnet)) != 0) {
+            continue;
+        }
+        o += (size_t)snprintf(buf + o, o < size ? size - o : 0, "%s%s",
+                              n++ ? "," : "", subnet);
+    }
+    o += (size_t)snprintf(buf + o, o < size ? size - o : 0, "%s\n",
+                          n ? "" : "-");
+    return o;
+}
+
+void dd_topo_peer_encode(const char *host, const dd_topo_t *topo,
+                         const dd_topo_cand_t *cands, const char *error,
+                         char *buf, size_t size)
+{
+    char line[512];
+    size_t o;
+
+    memset(buf, 0, size);
+    o = (size_t)snprintf(buf, size, "host %s\n", host);
+    if (error != NULL) {
+        snprintf(buf + o, size - o, "error %s\n", error);
+        return;
+    }
+    for (int i = 0, n = 0;
+         i < topo->n_nics && cands[i].usable && n < DD_TOPO_PEER_IFS;
+         i++, n++) {
+        size_t len =
+            dd_topo_encode_if(&topo->nics[cands[i].nic], line, sizeof(line));
+        if (o + len >= size) {
+            break; /* the rest of the order: never reached in practice */
+        }
+        memcpy(buf + o, line, len + 1);
+        o += len;
+    }
+}
+
+static dd_status_t dd_topo_decode_if(char *line, dd_topo_peer_t *peer)
+{
+    char name[DD_TOPO_NAME_MAX], kind[16], subnets[512];
+
+    if (peer->n == DD_TOPO_PEER_IFS ||
+        sscanf(line, "if %63s %15s %511s", name, kind, subnets) != 3) {
+        return DD_ERR_MESSAGE;
+    }
+    dd_topo_peer_if_t *pif = &peer->ifs[peer->n++];
+    memset(pif, 0, sizeof(*pif));
+    snprintf(pif->name, sizeof(pif->name), "%s", name);
+    snprintf(pif->kind, sizeof(pif->kind), "%s", kind);
+    if (strcmp(subnets, "-") == 0) {
+        return DD_OK;
+    }
+    for (char *save, *s = strtok_r(subnets, ",", &save);
+         s != NULL && pif->n_subnets < DD_TOPO_PEER_SUBNETS;
+         s = strtok_r(NULL, ",", &save)) {
+        snprintf(pif->subnets[pif->n_subnets++], sizeof(pif->subnets[0]), "%s",
+                 s);
+    }
+    return DD_OK;
+}
+
+dd_status_t dd_topo_peer_decode(const char *buf, size_t size,
+                                dd_topo_peer_t *peer)
+{
+    char *text = strndup(buf, size);
+    dd_status_t status = DD_OK;
+
+    if (text == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    memset(peer, 0, sizeof(*peer));
+    for (char *save, *line = strtok_r(text, "\n", &save);
+         line != NULL && status == DD_OK; line = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(line, "host ", 5) == 0) {
+            snprintf(peer->host, sizeof(peer->host), "%s", line + 5);
+        } else if (strncmp(line, "error ", 6) == 0) {
+            snprintf(peer->error, sizeof(peer->error), "%s", line + 6);
+        } else {
+            status = dd_topo_decode_if(line, peer);
+        }
+    }
+    free(text);
+    if (status == DD_OK && peer->host[0] == '\0') {
+        status = DD_ERR_MESSAGE;
+    }
+    return status;
+}
+
+static int dd_topo_if_meets(const dd_topo_peer_if_t *a,
+                            const dd_topo_peer_if_t *b)
+{
+    for (int i = 0; i < a->n_subnets; i++) {
+        for (int j = 0; j < b->n_subnets; j++) {
+            if (strcmp(a->subnets[i], b->subnets[j]) == 0) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Whether interface pif of rank me meets some interface of every rank on
+ * another host. */
+static int dd_topo_if_reaches_all(const dd_topo_peer_t *peers, int world,
+                                  int me, const dd_topo_peer_if_t *pif)
+{
+    for (int r = 0; r < world; r++) {
+        int met = strcmp(peers[r].host, peers[me].host) == 0;
+        for (int j = 0; j < peers[r].n && !met; j++) {
+            met = dd_topo_if_meets(pif, &peers[r].ifs[j]);
+        }
+        if (!met) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* "rank 0 on h|ns has eth0 10.0.0.0/24, lo -; rank 1 ..." */
+static void dd_topo_peers_text(const dd_topo_peer_t *peers, int world,
+                               char *buf, size_t size)
+{
+    size_t o = 0;
+
+    for (int r = 0; r < world && o < size; r++) {
+        if (r == 8 && world > 9) {
+            snprintf(buf + o, size - o, "; and %d more ranks", world - r);
+            return;
+        }
+        o += (size_t)snprintf(buf + o, size - o, "%srank %d on %s has",
+                              r ? "; " : "", r, peers[r].host);
+        for (int j = 0; j < peers[r].n && o < size; j++) {
+            const dd_topo_peer_if_t *pif = &peers[r].ifs[j];
+            o += (size_t)snprintf(buf + o, size - o, "%s %s %s", j ? "," : "",
+                                  pif->name,
+                                  pif->n_subnets ? pif->subnets[0] : "-");
+        }
+        if (peers[r].n == 0 && o < size) {
+            o += (size_t)snprintf(buf + o, size - o, " nothing usable");
+        }
+    }
+}
+
+dd_status_t dd_topo_agree_pick(const dd_topo_peer_t *peers, int world, int me,
+                               int *pick_p)
+{
+    char text[2048];
+
+    for (int r = 0; r < world; r++) {
+        if (peers[r].error[0] != '\0') {
+            return dd_error(DD_ERR_NOT_FOUND, DD_SUBSYS_TOPO,
+                            "rank %d could not choose a network interface: "
+                            "%s",
+                            r, peers[r].error);
+        }
+    }
+    for (int i = 0; i < peers[me].n; i++) {
+        if (dd_topo_if_reaches_all(peers, world, me, &peers[me].ifs[i])) {
+            *pick_p = i;
+            return DD_OK;
+        }
+    }
+    dd_topo_peers_text(peers, world, text, sizeof(text));
+    return dd_error(DD_ERR_NOT_FOUND, DD_SUBSYS_TOPO,
+                    "no network interface of rank %d shares a subnet with "
+                    "every other host: %s",
+                    me, text);
+}
+
+dd_status_t dd_topo_agree(dd_store_t *store, const dd_topo_t *topo,
+                          const dd_topo_opts_t *opts,
+                          const dd_topo_cand_t *cands, dd_status_t local_status,
+                          int local_size, dd_topo_choice_t *choice)
+{
+    int world = store->world_size, me = store->rank, pick = 0;
+    char host[320], mine[DD_TOPO_RECORD_SIZE];
+    char *all = malloc((size_t)world * DD_TOPO_RECORD_SIZE);
+    dd_topo_peer_t *peers = calloc((size_t)world, sizeof(*peers));
+    dd_status_t status = DD_ERR_NO_MEMORY;
+
+    if (all == NULL || peers == NULL) {
+        goto out_free;
+    }
+    dd_topo_host_id(host, sizeof(host));
+    dd_topo_peer_encode(host, topo, cands,
+                        local_status == DD_OK ? NULL : dd_last_error(), mine,
+                        sizeof(mine));
+    status = dd_store_allgather(store, "topo", mine, sizeof(mine), all);
+    for (int r = 0; r < world && status == DD_OK; r++) {
+        status = dd_topo_peer_decode(all + (size_t)r * DD_TOPO_RECORD_SIZE,
+                                     DD_TOPO_RECORD_SIZE, &peers[r]);
+        if (status != DD_OK) {
+            status =
+                dd_error(status, DD_SUBSYS_TOPO,
+                         "rank %d published a malformed interface list", r);
+        }
+    }
+    if (status == DD_OK && local_status != DD_OK) {
+        status = local_status;
+    } else if (status == DD_OK) {
+        status = dd_topo_agree_pick(peers, world, me, &pick);
+    }
+    if (status == DD_OK && pick > 0) {
+        dd_topo_choice_fill(topo, opts, cands, pick, choice->gpu, local_size,
+                            choice);
+    }
+out_free:
+    free(peers);
+    free(all);
+    return status;
+}

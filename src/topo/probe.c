@@ -1,0 +1,193 @@
+/*
+ * dd_topo_probe: lists the interfaces from sysfs, adds addresses, and lets
+ * hwloc add CPU structure and PCI locality (this machine, or DD_TOPO_FILE).
+ * The combination used is written into topo->source, so every report says
+ * how much it could see. Nothing here chooses.
+ */
+#include "topo/probe.h"
+#include "core/log.h"
+#include "topo/addrs.h"
+#include "topo/sysfs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const dd_topo_kind_names[DD_TOPO_KIND_LAST] = {
+    "InfiniBand", "RoCE", "Ethernet", "Wi-Fi", "other", "virtual", "loopback"};
+
+const char *dd_topo_kind_name(dd_topo_kind_t kind)
+{
+    return (unsigned)kind < DD_TOPO_KIND_LAST ? dd_topo_kind_names[kind]
+                                              : "unknown";
+}
+
+dd_topo_nic_t *dd_topo_add_nic(dd_topo_t *topo, const char *name)
+{
+    dd_topo_nic_t *nics =
+        realloc(topo->nics, sizeof(*nics) * (size_t)(topo->n_nics + 1));
+    if (nics == NULL) {
+        return NULL;
+    }
+    topo->nics = nics;
+    dd_topo_nic_t *nic = &nics[topo->n_nics++];
+    memset(nic, 0, sizeof(*nic));
+    snprintf(nic->name, sizeof(nic->name), "%s", name);
+    nic->loc.numa = -1;
+    return nic;
+}
+
+void dd_topo_free(dd_topo_t *topo)
+{
+    if (topo != NULL) {
+        free(topo->nics);
+        free(topo->gpus);
+        free(topo);
+    }
+}
+
+static dd_status_t dd_topo_probe_sysfs(const char *root, dd_topo_t *topo)
+{
+    char(*names)[DD_TOPO_NAME_MAX];
+    int n;
+    dd_status_t status = dd_topo_sysfs_list_nics(root, &names, &n);
+
+    if (status == DD_ERR_IO) {
+        return dd_error(DD_ERR_IO, DD_SUBSYS_TOPO,
+                        "cannot list %s/sys/class/net: %m%s", root,
+                        root[0] ? " (check DD_SYSFS_ROOT)" : "");
+    }
+    if (status != DD_OK) {
+        return status;
+    }
+    for (int i = 0; i < n && status == DD_OK; i++) {
+        dd_topo_nic_t *nic = dd_topo_add_nic(topo, names[i]);
+        if (nic == NULL) {
+            status = DD_ERR_NO_MEMORY;
+            break;
+        }
+        dd_topo_sysfs_nic(root, nic);
+    }
+    free(names);
+    if (status == DD_OK) {
+        status = dd_topo_sysfs_gpus(root, &topo->gpus, &topo->n_gpus);
+    }
+    if (status == DD_OK) {
+        dd_topo_sysfs_cpus(root, topo);
+    }
+    return status;
+}
+
+/* Says, for people, what the probe could see. */
+static void dd_topo_describe_source(const dd_topo_opts_t *opts, int use_hwloc,
+                                    dd_topo_t *topo)
+{
+    const char *root = opts->sysfs_root;
+
+    if (topo->offline) {
+        snprintf(topo->source, sizeof(topo->source),
+                 "hwloc XML %s (offline: link states, speeds and addresses "
+                 "unknown)",
+                 opts->topo_file);
+    } else if (use_hwloc && opts->topo_file != NULL) {
+        snprintf(topo->source, sizeof(topo->source),
+                 "hwloc XML %s, sysfs under %s", opts->topo_file,
+                 root ? root : "/");
+    } else if (use_hwloc) {
+        snprintf(topo->source, sizeof(topo->source),
+                 "hwloc and sysfs (this machine)");
+    } else if (!dd_topo_hwloc_built()) {
+        snprintf(topo->source, sizeof(topo->source),
+                 "sysfs under %s only: built without hwloc, so PCI "
+                 "locality only where sysfs device links resolve",
+                 root ? root : "/");
+    } else {
+        snprintf(topo->source, sizeof(topo->source),
+                 "sysfs under %s only (DD_SYSFS_ROOT without DD_TOPO_FILE: "
+                 "hwloc not used)",
+                 root);
+    }
+}
+
+static int dd_topo_nic_cmp(const void *a, const void *b)
+{
+    return strverscmp(((const dd_topo_nic_t *)a)->name,
+                      ((const dd_topo_nic_t *)b)->name);
+}
+
+dd_status_t dd_topo_probe(const dd_topo_opts_t *opts, dd_topo_t **topo_p)
+{
+    const char *root = opts->sysfs_root ? opts->sysfs_root : "";
+    dd_status_t status = DD_OK;
+    dd_topo_t *topo = calloc(1, sizeof(*topo));
+
+    if (topo == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    topo->offline = opts->topo_file != NULL && opts->sysfs_root == NULL;
+    if (!topo->offline) {
+        status = dd_topo_probe_sysfs(root, topo);
+    }
+    if (status == DD_OK && !topo->offline) {
+        status = dd_topo_addrs_fill(opts->sysfs_root, topo);
+    }
+    int use_hwloc = dd_topo_hwloc_built() &&
+                    (opts->topo_file != NULL || opts->sysfs_root == NULL);
+    if (status == DD_OK &&
+        (use_hwloc || opts->topo_file != NULL || opts->dump_file != NULL)) {
+        status = dd_topo_hwloc_probe(opts, topo);
+    }
+    if (status != DD_OK) {
+        dd_topo_free(topo);
+        return status;
+    }
+    if (topo->n_nics > 1) {
+        qsort(topo->nics, (size_t)topo->n_nics, sizeof(*topo->nics),
+              dd_topo_nic_cmp);
+    }
+    dd_topo_describe_source(opts, use_hwloc, topo);
+    *topo_p = topo;
+    return DD_OK;
+}
+
+int dd_topo_nic_usable(const dd_topo_t *topo, const dd_topo_nic_t *nic,
+                       const char **why_p)
+{
+    static const char *const down[] = {"down", "lowerlayerdown", "notpresent",
+                                       "dormant", NULL};
+    const char *why = NULL;
+    int routable = 0;
+
+    for (int i = 0; down[i] != NULL; i++) {
+        if (strcmp(nic->state, down[i]) == 0) {
+            why = "link down";
+        }
+    }
+    for (int i = 0; i < nic->n_addrs; i++) {
+        routable += strncasecmp(nic->addrs[i].text, "fe80:", 5) != 0;
+    }
+    if (why == NULL && !topo->offline && routable == 0) {
+        why = "no address";
+    }
+    if (why_p != NULL) {
+        *why_p = why;
+    }
+    return why == NULL;
+}
+
+int dd_topo_proximity(const dd_topo_loc_t *a, const dd_topo_loc_t *b)
+{
+    int shared = 0;
+
+    if (a->pci[0] != '\0' && b->pci[0] != '\0') {
+        while (shared < a->n_bridges && shared < b->n_bridges &&
+               strcmp(a->bridges[shared], b->bridges[shared]) == 0) {
+            shared++;
+        }
+    }
+    if (shared > 0) {
+        return 1 + shared;
+    }
+    return a->numa >= 0 && a->numa == b->numa ? 1 : 0;
+}

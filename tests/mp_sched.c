@@ -1,0 +1,220 @@
+/*
+ * Run under ddrun by test_sched_mp.sh. Every rank registers the same layers
+ * (sizes 1, 7, 4099 and 70000 elements, f32 and f64), fills them with
+ * rank-dependent values before every step, and checks after the step that
+ * each layer the step synced holds the exact average, and that every layer
+ * was synced at least once in every window.
+ *
+ *   mp_sched STRATEGY STEPS   check the strategy
+ *   mp_sched mismatch         rank 1 registers a different table
+ *   mp_sched misuse           calls out of order must fail cleanly
+ */
+#include <dreamddp.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_LAYERS 5
+static const size_t sizes[N_LAYERS] = {1, 7, 4099, 70000, 33};
+static int rank, world;
+
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "mp_sched: rank %d: ", rank);                      \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fprintf(stderr, "\n");                                             \
+            return 1;                                                          \
+        }                                                                      \
+    } while (0)
+
+typedef struct {
+    void *param, *grad;
+    dd_dtype_t dtype;
+    dd_layer_h h;
+} layer_t;
+
+static double value(int r, int l, long step, size_t i)
+{
+    return (double)(r * 8 + l * 3 + (int)(step % 5) + (int)(i % 7));
+}
+
+static void fill(layer_t *L, int l, long step, int grads)
+{
+    void *buf = grads ? L->grad : L->param;
+    for (size_t i = 0; i < sizes[l]; i++) {
+        if (L->dtype == DD_DTYPE_F32) {
+            ((float *)buf)[i] = (float)value(rank, l, step, i);
+        } else {
+            ((double *)buf)[i] = value(rank, l, step, i);
+        }
+    }
+}
+
+/* Whether buf holds the average over ranks of what fill() wrote. */
+static int is_average(layer_t *L, int l, long step, int grads)
+{
+    void *buf = grads ? L->grad : L->param;
+    for (size_t i = 0; i < sizes[l]; i++) {
+        double want = 0;
+        for (int r = 0; r < world; r++) {
+            want += value(r, l, step, i);
+        }
+        want /= world;
+        double got =
+            L->dtype == DD_DTYPE_F32 ? ((float *)buf)[i] : ((double *)buf)[i];
+        if (fabs(got - want) > 1e-5 * (1 + fabs(want))) {
+            fprintf(stderr, "layer %d element %zu: %g, expected %g\n", l, i,
+                    got, want);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int setup(dd_context_h ctx, layer_t *L, int mismatch)
+{
+    char name[16];
+    for (int l = 0; l < N_LAYERS; l++) {
+        L[l].dtype = l == 2 ? DD_DTYPE_F64 : DD_DTYPE_F32;
+        size_t es = L[l].dtype == DD_DTYPE_F64 ? 8 : 4;
+        L[l].param = calloc(sizes[l], es);
+        L[l].grad = calloc(sizes[l], es);
+        size_t count = sizes[l] + (mismatch && rank == 1 && l == 3);
+        dd_tensor_t t = {L[l].param, L[l].grad, count, L[l].dtype, DD_MEM_HOST};
+        snprintf(name, sizeof(name), "layer%d", l);
+        CHECK(dd_layer_register(ctx, name, &t, 1, &L[l].h) == DD_OK,
+              "register: %s", dd_last_error());
+    }
+    return 0;
+}
+
+static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
+{
+    int grads = strcmp(strategy, "ddp") == 0;
+    int windowed = strchr(strategy, ':') != NULL;
+    long h = windowed ? atol(strchr(strategy, ':') + 1) : 1;
+    uint64_t before[N_LAYERS], window_start[N_LAYERS];
+    dd_layer_stats_t st;
+
+    CHECK(dd_strategy_set(ctx, strategy) == DD_OK, "%s", dd_last_error());
+    CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
+    for (int l = 0; l < N_LAYERS; l++) {
+        window_start[l] = 0;
+    }
+    for (long s = 0; s < steps; s++) {
+        CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());
+        for (int l = N_LAYERS - 1; l >= 0; l--) {
+            fill(&L[l], l, s, grads);
+            dd_layer_stats(ctx, L[l].h, &st);
+            before[l] = st.syncs;
+            CHECK(dd_layer_ready(ctx, L[l].h) == DD_OK, "ready: %s",
+                  dd_last_error());
+        }
+        dd_step_stats_t ss;
+        CHECK(dd_step_end(ctx, &ss) == DD_OK, "end: %s", dd_last_error());
+        CHECK(ss.step == (uint64_t)s, "step %llu, expected %ld",
+              (unsigned long long)ss.step, s);
+        int synced = 0;
+        for (int l = 0; l < N_LAYERS; l++) {
+            dd_layer_stats(ctx, L[l].h, &st);
+            if (st.syncs > before[l]) {
+                synced++;
+                CHECK(is_average(&L[l], l, s, grads),
+                      "step %ld layer %d is not the average", s, l);
+            }
+        }
+        CHECK(synced == ss.layers_synced,
+              "step %ld: %d layers changed, "
+              "stats say %d",
+              s, synced, ss.layers_synced);
+        if (grads) {
+            CHECK(synced == N_LAYERS, "ddp step %ld synced %d layers", s,
+                  synced);
+        }
+        if (windowed && (s + 1) % h == 0) {
+            for (int l = 0; l < N_LAYERS; l++) {
+                dd_layer_stats(ctx, L[l].h, &st);
+                CHECK(st.syncs > window_start[l],
+                      "layer %d not synced in the window ending at step %ld", l,
+                      s);
+                window_start[l] = st.syncs;
+            }
+        }
+    }
+    for (int l = 0; l < N_LAYERS; l++) {
+        fill(&L[l], l, 99, 0);
+    }
+    CHECK(dd_sync_all(ctx) == DD_OK, "sync_all: %s", dd_last_error());
+    for (int l = 0; l < N_LAYERS; l++) {
+        CHECK(is_average(&L[l], l, 99, 0), "sync_all: layer %d", l);
+    }
+    if (rank == 0) {
+        printf("mp_sched: %s: %ld steps correct on %d ranks\n", strategy, steps,
+               world);
+    }
+    return 0;
+}
+
+static int misuse(dd_context_h ctx, layer_t *L)
+{
+    dd_tensor_t t = {L[0].param, NULL, 1, DD_DTYPE_F32, DD_MEM_HOST};
+    CHECK(dd_layer_register(ctx, "layer0", &t, 1, NULL) == DD_ERR_INVALID_PARAM,
+          "duplicate name accepted");
+    CHECK(dd_step_begin(ctx) == DD_ERR_STATE, "begin before commit");
+    CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
+    CHECK(dd_layer_register(ctx, "late", &t, 1, NULL) == DD_ERR_STATE,
+          "register after commit accepted");
+    CHECK(dd_layer_ready(ctx, L[0].h) == DD_ERR_STATE, "ready outside step");
+    CHECK(dd_step_end(ctx, NULL) == DD_ERR_STATE, "end without begin");
+    CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());
+    CHECK(dd_step_begin(ctx) == DD_ERR_STATE, "begin twice");
+    CHECK(dd_layer_ready(ctx, L[1].h) == DD_OK, "ready");
+    CHECK(dd_layer_ready(ctx, L[1].h) == DD_ERR_STATE, "ready twice");
+    CHECK(strstr(dd_last_error(), "layer 'layer1' marked twice") != NULL,
+          "message: %s", dd_last_error());
+    CHECK(dd_layer_ready(ctx, NULL) == DD_ERR_INVALID_PARAM, "NULL layer");
+    for (int l = N_LAYERS - 1; l >= 0; l--) {
+        if (l != 1) {
+            CHECK(dd_layer_ready(ctx, L[l].h) == DD_OK, "ready");
+        }
+    }
+    CHECK(dd_sync_all(ctx) == DD_ERR_STATE, "sync_all inside a step");
+    CHECK(dd_step_end(ctx, NULL) == DD_OK, "end: %s", dd_last_error());
+    if (rank == 0) {
+        printf("mp_sched: misuse is refused\n");
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    dd_context_h ctx;
+    layer_t L[N_LAYERS];
+
+    if (argc < 2 || dd_init(NULL, &ctx) != DD_OK) {
+        fprintf(stderr, "mp_sched: usage or dd_init: %s\n", dd_last_error());
+        return 2;
+    }
+    rank = dd_rank(ctx);
+    world = dd_world_size(ctx);
+    int mismatch = strcmp(argv[1], "mismatch") == 0;
+    int rc = setup(ctx, L, mismatch);
+    if (rc == 0 && mismatch) {
+        dd_status_t s = dd_model_commit(ctx);
+        printf("commit: %s: %s\n", dd_status_string(s), dd_last_error());
+        rc = s == DD_ERR_MISMATCH ? 0 : 1;
+    } else if (rc == 0 && strcmp(argv[1], "misuse") == 0) {
+        rc = misuse(ctx, L);
+    } else if (rc == 0) {
+        rc = run(ctx, L, argv[1], argc > 2 ? atol(argv[2]) : 12);
+    }
+    dd_status_t fin = dd_finalize(ctx);
+    for (int l = 0; l < N_LAYERS; l++) {
+        free(L[l].param);
+        free(L[l].grad);
+    }
+    return rc != 0 ? rc : fin != DD_OK;
+}

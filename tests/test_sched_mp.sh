@@ -1,0 +1,41 @@
+#!/bin/sh
+# The scheduler with real processes through ddrun: every strategy leaves the
+# exact average in every layer it syncs and syncs every layer once per
+# window; mismatched layer tables and calls out of order fail cleanly.
+. "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
+MP=$top_builddir/tests/mp_sched
+export DD_TIMEOUT_S=30 DD_PROFILE_STEPS=3 DD_ADAPTIVE_INTERVAL=2
+
+for n in 1 2 3 4; do
+    for s in ddp localsgd:4 plsgd:4 dreamddp:4 adaptive; do
+        if "$DDRUN" -n $n --timeout 120 -- "$MP" $s 13 >"$TMP/out" 2>&1; then
+            expect_grep "$TMP/out" "mp_sched: $s: 13 steps correct on $n ranks" "$s on $n ranks"
+        else
+            fail "$s on $n ranks"; cat "$TMP/out"
+        fi
+    done
+done
+
+# Small fusion and bucket limits exercise multi-layer messages.
+if DD_FUSION_BYTES=64 DD_FIRST_BUCKET_BYTES=100 DD_BUCKET_BYTES=20000 \
+    "$DDRUN" -n 3 --timeout 120 -- "$MP" ddp 5 >"$TMP/fuse" 2>&1 &&
+   DD_FUSION_BYTES=64 "$DDRUN" -n 3 --timeout 120 -- "$MP" dreamddp:2 9 >>"$TMP/fuse" 2>&1; then
+    pass "fused messages keep the averages exact"
+else
+    fail "fusion"; cat "$TMP/fuse"
+fi
+
+"$DDRUN" -n 3 --timeout 60 -- "$MP" mismatch >"$TMP/mm" 2>&1
+for r in 0 1 2; do
+    expect_grep "$TMP/mm" "$r: commit: ranks disagree: layer tables differ from rank 0's on rank(s) 1; the first difference is layer 3: rank 0 has 'layer3 70000:f32', rank 1 has 'layer3 70001:f32'" "rank $r names the mismatched layer"
+done
+
+if "$DDRUN" -n 2 --timeout 60 -- "$MP" misuse >"$TMP/misuse" 2>&1; then
+    expect_grep "$TMP/misuse" "mp_sched: misuse is refused" "calls out of order are refused"
+else
+    fail "misuse"; cat "$TMP/misuse"
+fi
+
+DD_STRATEGY=dreamddp "$DDRUN" -n 1 -- "$MP" ddp 1 >"$TMP/bad" 2>&1
+expect_grep "$TMP/bad" "invalid value DD_STRATEGY='dreamddp': expected ddp, localsgd:H, plsgd:H, dreamddp:H (H from 1 to 1024) or adaptive" "a bad DD_STRATEGY is named"
+finish

@@ -1,0 +1,472 @@
+/*
+ * ddbench train-sim: the real library and network on an emulated model.
+ * One layer per profile entry (sizes from the profile times --scale), each
+ * layer's backward emulated by sleeping its profiled time times
+ * --time-scale, so that only communication is real. Prints the measured and
+ * the modeled seconds per iteration; --check fills the layers with
+ * rank-dependent values before each step and verifies every layer a step
+ * syncs against the exact average, and that every layer is synced once per
+ * window.
+ */
+#include "ddbench.h"
+#include "sched/context.h"
+#include "sched/plan.h"
+#include "sched/profile.h"
+#include "sched/sched.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    const char *profile, *strategy;
+    long iters, warmup;
+    double scale, time_scale, bytes_per_s;
+    int check, json;
+} ddbench_train_opts_t;
+
+typedef struct {
+    dd_context_h ctx;
+    dd_profile_t *p;
+    size_t n;
+    size_t *count;
+    float **param, **grad;
+    dd_layer_h *layer;
+    int grads, none;
+    int rank, workers;
+    uint64_t *window_syncs;
+} ddbench_sim_t;
+
+static void ddbench_train_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: ddbench train-sim --profile DIR --strategy S [--iters N]\n"
+            "         [--warmup N] [--scale X] [--time-scale T] [--check] "
+            "[--json]\n"
+            "         [--bytes-per-second B]\n"
+            "  S: ddp, localsgd:H, plsgd:H, dreamddp:H, adaptive, or none "
+            "(no sync)\n");
+}
+
+static void ddbench_sleep(double s)
+{
+    if (s <= 0) {
+        return;
+    }
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+static float ddbench_value(int rank, size_t l, long it, size_t i)
+{
+    return (float)(rank * 8 + (int)(l % 5) * 3 + (int)(it % 5) + (int)(i % 7));
+}
+
+static void ddbench_fill(ddbench_sim_t *s, long it)
+{
+    for (size_t l = 0; l < s->n; l++) {
+        float *buf = s->grads ? s->grad[l] : s->param[l];
+        for (size_t i = 0; i < s->count[l]; i++) {
+            buf[i] = ddbench_value(s->rank, l, it, i);
+        }
+    }
+}
+
+static int ddbench_is_average(ddbench_sim_t *s, size_t l, long it)
+{
+    const float *buf = s->grads ? s->grad[l] : s->param[l];
+    for (size_t i = 0; i < s->count[l]; i++) {
+        double want = 0;
+        for (int r = 0; r < s->workers; r++) {
+            want += ddbench_value(r, l, it, i);
+        }
+        want /= s->workers;
+        if (fabs(buf[i] - want) > 1e-5 * (1 + fabs(want))) {
+            fprintf(stderr,
+                    "ddbench: rank %d: step %ld layer %s element %zu is %g, "
+                    "the average is %g\n",
+                    s->rank, it, s->p->names[l], i, buf[i], want);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Checks the layers step it synced, and the window's coverage. */
+static int ddbench_verify(ddbench_sim_t *s, long it, const uint64_t *before,
+                          unsigned window)
+{
+    dd_layer_stats_t st;
+    int ok = 1;
+
+    for (size_t l = 0; l < s->n; l++) {
+        dd_layer_stats(s->ctx, s->layer[l], &st);
+        if (st.syncs > before[l] && s->count[l] > 0) {
+            ok &= ddbench_is_average(s, l, it);
+        }
+        if (window > 1 && (it + 1) % window == 0) {
+            if (st.syncs <= s->window_syncs[l]) {
+                fprintf(stderr,
+                        "ddbench: rank %d: layer %s was not synced in the "
+                        "window ending at step %ld\n",
+                        s->rank, s->p->names[l], it);
+                ok = 0;
+            }
+            s->window_syncs[l] = st.syncs;
+        }
+    }
+    return ok;
+}
+
+static dd_status_t ddbench_step(ddbench_sim_t *s, const ddbench_train_opts_t *o,
+                                dd_step_stats_t *st)
+{
+    dd_status_t status = s->none ? DD_OK : dd_step_begin(s->ctx);
+    for (size_t l = s->n; status == DD_OK && l-- > 0;) {
+        ddbench_sleep(s->p->bp_s[l] * o->time_scale);
+        if (!s->none) {
+            status = dd_layer_ready(s->ctx, s->layer[l]);
+        }
+    }
+    if (status == DD_OK && !s->none) {
+        status = dd_step_end(s->ctx, st);
+    }
+    return status;
+}
+
+/* Layer sizes: the profile's, or derived from its sync times. */
+static int ddbench_sizes(ddbench_sim_t *s, const ddbench_train_opts_t *o)
+{
+    s->count = calloc(s->n, sizeof(size_t));
+    if (s->p->num_params == NULL && o->bytes_per_s <= 0) {
+        fprintf(stderr,
+                "ddbench: %s has no sizes_*.json: give "
+                "--bytes-per-second to derive sizes from its sync "
+                "times\n",
+                o->profile);
+        return -1;
+    }
+    if (s->p->num_params == NULL && s->rank == 0) {
+        printf("# sizes derived from the profile's sync times at %.3g "
+               "bytes/s\n",
+               o->bytes_per_s);
+    }
+    for (size_t l = 0; l < s->n; l++) {
+        double params = s->p->num_params
+                            ? (double)s->p->num_params[l]
+                            : s->p->comm_s[l] * o->bytes_per_s / 4.0;
+        s->count[l] = (size_t)llround(params * o->scale);
+    }
+    return 0;
+}
+
+static int ddbench_register(ddbench_sim_t *s)
+{
+    s->param = calloc(s->n, sizeof(float *));
+    s->grad = calloc(s->n, sizeof(float *));
+    s->layer = calloc(s->n, sizeof(dd_layer_h));
+    s->window_syncs = calloc(s->n, sizeof(uint64_t));
+    for (size_t l = 0; l < s->n; l++) {
+        s->param[l] = calloc(s->count[l] ? s->count[l] : 1, sizeof(float));
+        s->grad[l] = calloc(s->count[l] ? s->count[l] : 1, sizeof(float));
+        dd_tensor_t t = {s->param[l], s->grad[l], s->count[l], DD_DTYPE_F32,
+                         DD_MEM_HOST};
+        if (s->param[l] == NULL || s->grad[l] == NULL ||
+            dd_layer_register(s->ctx, s->p->names[l], &t, 1, &s->layer[l]) !=
+                DD_OK) {
+            fprintf(stderr, "ddbench: cannot register layer %s: %s\n",
+                    s->p->names[l], dd_last_error());
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The cost model's time per iteration for the strategy that ran, from the
+ * profile's backward times and the measured per-layer sync times. */
+static double ddbench_modeled(ddbench_sim_t *s, const ddbench_train_opts_t *o)
+{
+    double *bp = calloc(s->n, sizeof(double));
+    double *comm = calloc(s->n, sizeof(double));
+    double result = NAN;
+    dd_layer_stats_t st;
+    dd_plan_t *plan = NULL;
+    dd_plan_cost_t cost;
+
+    for (size_t l = 0; l < s->n; l++) {
+        bp[l] = s->p->bp_s[l] * o->time_scale;
+        dd_layer_stats(s->ctx, s->layer[l], &st);
+        comm[l] = st.syncs ? st.wire_s / (double)st.syncs : 0;
+    }
+    dd_plan_input_t in = {s->n, bp, comm};
+    const dd_sched_t *sched = s->ctx->sched;
+    unsigned h = sched->strategy.window;
+    switch (sched->strategy.kind) {
+    case DD_STRATEGY_DDP:
+        if (dd_plan_ssgd(s->n, 1, &plan) == DD_OK &&
+            dd_plan_cost(&in, plan, &cost) == DD_OK) {
+            result = cost.iter_s;
+        }
+        break;
+    case DD_STRATEGY_LOCALSGD:
+        if (dd_plan_flsgd_cost(&in, h, &cost) == DD_OK) {
+            result = cost.iter_s;
+        }
+        break;
+    case DD_STRATEGY_PLSGD:
+    case DD_STRATEGY_DREAMDDP:
+        if (dd_plan_cost(&in, sched->plan, &cost) == DD_OK) {
+            result = cost.iter_s;
+        }
+        break;
+    case DD_STRATEGY_ADAPTIVE:
+        break; /* periods move: no single schedule to model */
+    }
+    dd_plan_free(plan);
+    free(bp);
+    free(comm);
+    return result;
+}
+
+static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
+{
+    static const struct option longopts[] = {
+        {"profile", required_argument, 0, 'p'},
+        {"strategy", required_argument, 0, 's'},
+        {"iters", required_argument, 0, 'i'},
+        {"warmup", required_argument, 0, 'w'},
+        {"scale", required_argument, 0, 'x'},
+        {"time-scale", required_argument, 0, 't'},
+        {"bytes-per-second", required_argument, 0, 'b'},
+        {"check", no_argument, 0, 'c'},
+        {"json", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int opt;
+
+    *o = (ddbench_train_opts_t){
+        .iters = 20, .warmup = -1, .scale = 1.0, .time_scale = 1.0};
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'p':
+            o->profile = optarg;
+            break;
+        case 's':
+            o->strategy = optarg;
+            break;
+        case 'i':
+            o->iters = atol(optarg);
+            break;
+        case 'w':
+            o->warmup = atol(optarg);
+            break;
+        case 'x':
+            o->scale = atof(optarg);
+            break;
+        case 't':
+            o->time_scale = atof(optarg);
+            break;
+        case 'b':
+            o->bytes_per_s = atof(optarg);
+            break;
+        case 'c':
+            o->check = 1;
+            break;
+        case 'j':
+            o->json = 1;
+            break;
+        case 'h':
+            ddbench_train_usage(stdout);
+            exit(0);
+        default:
+            ddbench_train_usage(stderr);
+            return -1;
+        }
+    }
+    if (o->profile == NULL || o->strategy == NULL || o->iters < 1 ||
+        o->scale < 0 || o->time_scale < 0 || optind != argc) {
+        ddbench_train_usage(stderr);
+        return -1;
+    }
+    return 0;
+}
+
+/* Warm-up: dreamddp profiles, then plans at the next window boundary. */
+static long ddbench_warmup(ddbench_sim_t *s, const ddbench_train_opts_t *o)
+{
+    if (o->warmup >= 0) {
+        return o->warmup;
+    }
+    if (s->none) {
+        return 1;
+    }
+    const dd_sched_t *sched = s->ctx->sched;
+    long h = (long)sched->strategy.window;
+    long profile = sched->opts.profile_steps;
+    return ((profile + h - 1) / h + 1) * h;
+}
+
+typedef struct {
+    double mean_iter_s, wait_s, modeled_s;
+    size_t bytes_per_iter;
+    int correct;
+} ddbench_result_t;
+
+static int ddbench_loop(ddbench_sim_t *s, const ddbench_train_opts_t *o,
+                        ddbench_result_t *r)
+{
+    long warm = ddbench_warmup(s, o);
+    uint64_t *before = calloc(s->n, sizeof(uint64_t));
+    unsigned window = s->none ? 1 : s->ctx->sched->strategy.window;
+    double t0 = 0;
+    dd_layer_stats_t st;
+
+    r->correct = 1;
+    for (long it = 0; it < warm + o->iters; it++) {
+        dd_step_stats_t ss = {0};
+        if (it == warm) {
+            dd_barrier(s->ctx);
+            t0 = dd_time_now();
+        }
+        for (size_t l = 0; o->check && !s->none && l < s->n; l++) {
+            dd_layer_stats(s->ctx, s->layer[l], &st);
+            before[l] = st.syncs;
+        }
+        if (o->check && !s->none) {
+            ddbench_fill(s, it);
+        }
+        dd_status_t status = ddbench_step(s, o, &ss);
+        if (status != DD_OK) {
+            fprintf(stderr, "ddbench: rank %d: step %ld: %s: %s\n", s->rank, it,
+                    dd_status_string(status), dd_last_error());
+            free(before);
+            return -1;
+        }
+        if (o->check && !s->none) {
+            r->correct &= ddbench_verify(s, it, before, window);
+        }
+        if (it >= warm) {
+            r->wait_s += ss.wait_s;
+            r->bytes_per_iter += ss.bytes_synced;
+        }
+    }
+    r->mean_iter_s = (dd_time_now() - t0) / (double)o->iters;
+    r->wait_s /= (double)o->iters;
+    r->bytes_per_iter /= (size_t)o->iters;
+    free(before);
+    return 0;
+}
+
+static void ddbench_train_report(ddbench_sim_t *s,
+                                 const ddbench_train_opts_t *o,
+                                 const ddbench_result_t *r)
+{
+    size_t bytes = 0;
+    for (size_t l = 0; l < s->n; l++) {
+        bytes += s->count[l] * sizeof(float);
+    }
+    const char *name = s->none ? "none" : dd_strategy_name(s->ctx);
+    if (o->json) {
+        printf("{\"strategy\":\"%s\",\"workers\":%d,\"layers\":%zu,"
+               "\"model_bytes\":%zu,\"scale\":%g,\"time_scale\":%g,"
+               "\"iters\":%ld,\"mean_iter_s\":%.6f,",
+               name, s->workers, s->n, bytes, o->scale, o->time_scale, o->iters,
+               r->mean_iter_s);
+        if (isnan(r->modeled_s)) {
+            printf("\"modeled_iter_s\":null,");
+        } else {
+            printf("\"modeled_iter_s\":%.6f,", r->modeled_s);
+        }
+        printf("\"wait_s\":%.6f,\"synced_bytes_per_iter\":%zu", r->wait_s,
+               r->bytes_per_iter);
+        if (o->check && !s->none) {
+            printf(",\"correct\":%s", r->correct ? "true" : "false");
+        }
+        printf("}\n");
+        return;
+    }
+    printf("train-sim %s: %d workers, %zu layers, %.1f MB (scale %g, "
+           "time scale %g)\n",
+           name, s->workers, s->n, bytes / 1e6, o->scale, o->time_scale);
+    printf("  measured %.4f s/iter, modeled %.4f s/iter, exposed wait %.4f "
+           "s/iter, %.1f MB synced/iter%s\n",
+           r->mean_iter_s, r->modeled_s, r->wait_s, r->bytes_per_iter / 1e6,
+           o->check && !s->none
+               ? (r->correct ? ", check: correct" : ", check: WRONG")
+               : "");
+}
+
+static void ddbench_sim_free(ddbench_sim_t *s)
+{
+    for (size_t l = 0; s->param && l < s->n; l++) {
+        free(s->param[l]);
+        free(s->grad[l]);
+    }
+    free(s->param);
+    free(s->grad);
+    free(s->layer);
+    free(s->count);
+    free(s->window_syncs);
+    dd_profile_free(s->p);
+}
+
+static int ddbench_train_run(ddbench_sim_t *s, const ddbench_train_opts_t *o)
+{
+    ddbench_result_t r = {0};
+
+    if (dd_profile_read(o->profile, &s->p) != DD_OK) {
+        return 1;
+    }
+    s->n = s->p->num_layers;
+    if (ddbench_sizes(s, o) != 0) {
+        return 2;
+    }
+    if (!s->none &&
+        (dd_strategy_set(s->ctx, o->strategy) != DD_OK ||
+         ddbench_register(s) != 0 || dd_model_commit(s->ctx) != DD_OK)) {
+        fprintf(stderr, "ddbench: rank %d: %s\n", s->rank, dd_last_error());
+        return 1;
+    }
+    if (ddbench_loop(s, o, &r) != 0) {
+        return 1;
+    }
+    if (s->none) {
+        r.modeled_s = 0;
+        for (size_t l = 0; l < s->n; l++) {
+            r.modeled_s += s->p->bp_s[l] * o->time_scale;
+        }
+    } else {
+        r.modeled_s = ddbench_modeled(s, o);
+    }
+    if (s->rank == 0) {
+        ddbench_train_report(s, o, &r);
+    }
+    return r.correct ? 0 : 1;
+}
+
+int ddbench_train_main(int argc, char **argv)
+{
+    ddbench_train_opts_t o;
+    ddbench_sim_t s = {0};
+
+    if (ddbench_train_parse(argc, argv, &o) != 0) {
+        return 2;
+    }
+    if (dd_init(NULL, &s.ctx) != DD_OK) {
+        fprintf(stderr, "ddbench: %s\n", dd_last_error());
+        return 1;
+    }
+    s.rank = dd_rank(s.ctx);
+    s.workers = dd_num_workers(s.ctx);
+    s.none = strcmp(o.strategy, "none") == 0;
+    s.grads = strcmp(o.strategy, "ddp") == 0;
+    int rc = ddbench_train_run(&s, &o);
+    dd_status_t fin = dd_finalize(s.ctx);
+    ddbench_sim_free(&s);
+    return rc != 0 ? rc : fin != DD_OK;
+}

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
 /* A message's UCP tag: the caller's tag above the sender's rank, since UCP
  * matches tags, not senders. */
@@ -246,6 +247,97 @@ static dd_status_t dd_ucx_connect(dd_backend_t *b)
     return status;
 }
 
+/*
+ * Completes every endpoint's wire-up now, while every rank is in init and
+ * progresses its worker: UCX 1.13 aborts (a wireup_ep assertion) when a
+ * peer fails in the middle of a lazy wire-up, so no connection is left to
+ * be set up during a collective.
+ */
+static dd_status_t dd_ucx_wireup_wait(dd_backend_t *b, double deadline);
+
+static dd_status_t dd_ucx_wireup(dd_backend_t *b)
+{
+    const dd_backend_services_t *svc = b->svc;
+    double deadline = dd_time_now() + svc->timeout_s;
+    ucp_request_param_t param;
+
+    memset(&param, 0, sizeof(param));
+    for (int r = 0; r < svc->world_size; r++) {
+        if (b->eps[r] == NULL) {
+            continue;
+        }
+        void *req = ucp_ep_flush_nbx(b->eps[r], &param);
+        if (UCS_PTR_IS_ERR(req)) {
+            return dd_coll_error(svc, DD_ERR_UNREACHABLE,
+                                 "cannot connect to rank %d: %s", r,
+                                 ucs_status_string(UCS_PTR_STATUS(req)));
+        }
+        ucs_status_t ucs = UCS_OK;
+        while (req != NULL &&
+               (ucs = ucp_request_check_status(req)) == UCS_INPROGRESS &&
+               dd_time_now() < deadline) {
+            ucp_worker_progress(b->worker);
+        }
+        if (req != NULL) {
+            ucp_request_free(req);
+        }
+        if (ucs == UCS_INPROGRESS) {
+            return dd_coll_error(svc, DD_ERR_TIMED_OUT,
+                                 "connecting to rank %d took over %.0f s "
+                                 "(DD_TIMEOUT_S)",
+                                 r, svc->timeout_s);
+        }
+        if (ucs != UCS_OK) {
+            return dd_coll_error(svc, DD_ERR_UNREACHABLE,
+                                 "cannot connect to rank %d: %s", r,
+                                 ucs_status_string(ucs));
+        }
+    }
+    return dd_ucx_wireup_wait(b, deadline);
+}
+
+/* A peer's wire-up needs this worker's progress: keep progressing until
+ * every rank has finished its own. */
+static dd_status_t dd_ucx_wireup_wait(dd_backend_t *b, double deadline)
+{
+    const dd_backend_services_t *svc = b->svc;
+    int world = svc->world_size;
+    char key[32], **keys = calloc((size_t)world, sizeof(char *));
+    dd_status_t status = keys ? DD_OK : DD_ERR_NO_MEMORY;
+
+    for (int r = 0; status == DD_OK && r < world; r++) {
+        snprintf(key, sizeof(key), "wired/%d", r);
+        keys[r] = strdup(key);
+        status = keys[r] ? DD_OK : DD_ERR_NO_MEMORY;
+    }
+    if (status == DD_OK) {
+        status = svc->store_set(svc->arg, keys[svc->rank], "1", 1);
+    }
+    while (status == DD_OK) {
+        ucp_worker_progress(b->worker);
+        status =
+            svc->store_wait(svc->arg, (const char *const *)keys, world, 0.0);
+        if (status != DD_ERR_TIMED_OUT) {
+            break;
+        }
+        if (dd_time_now() > deadline) {
+            status = dd_coll_error(svc, DD_ERR_TIMED_OUT,
+                                   "not every rank connected within %.0f s "
+                                   "(DD_TIMEOUT_S)",
+                                   svc->timeout_s);
+            break;
+        }
+        status = DD_OK;
+        ucp_worker_progress(b->worker);
+        usleep(500);
+    }
+    for (int r = 0; keys != NULL && r < world; r++) {
+        free(keys[r]);
+    }
+    free(keys);
+    return status;
+}
+
 /* Closes every endpoint, dropping what is still queued: the ranks have met
  * before finalize, so nothing a peer waits for is still in flight. */
 static void dd_ucx_disconnect(dd_backend_t *b)
@@ -333,7 +425,8 @@ static dd_status_t dd_ucx_init(const dd_backend_services_t *svc,
     }
     if ((status = dd_ucx_create_context(b)) != DD_OK ||
         (status = dd_ucx_create_worker(b)) != DD_OK ||
-        (status = dd_ucx_connect(b)) != DD_OK) {
+        (status = dd_ucx_connect(b)) != DD_OK ||
+        (status = dd_ucx_wireup(b)) != DD_OK) {
         goto err_free;
     }
     b->comm.ops = &dd_ucx_ops;

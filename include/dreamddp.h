@@ -409,6 +409,18 @@ DD_API size_t dd_num_layers(dd_context_h ctx);
 /** The i-th registered layer (forward order), or NULL. */
 DD_API dd_layer_h dd_layer_at(dd_context_h ctx, size_t i);
 
+/**
+ * Serves as an aggregator: sums the chunks the workers push and sends the
+ * averages back, until every worker has reached dd_finalize. Call it on
+ * ranks whose dd_role() is DD_ROLE_AGGREGATOR (the `ddagg` tool does), then
+ * dd_finalize.
+ *
+ * @return DD_OK when every worker said goodbye; DD_ERR_STATE on a worker;
+ *         the error that stopped the service (a lost worker, a malformed or
+ *         duplicated message, a timeout), named in dd_last_error().
+ */
+DD_API dd_status_t dd_aggregator_serve(dd_context_h ctx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -199,7 +199,15 @@ int main(int argc, char **argv)
         return 2;
     }
     rank = dd_rank(ctx);
-    world = dd_world_size(ctx);
+    world = dd_num_workers(ctx);
+    if (dd_role(ctx) == DD_ROLE_AGGREGATOR) {
+        dd_status_t s = dd_aggregator_serve(ctx);
+        if (s != DD_OK) {
+            fprintf(stderr, "mp_sched: aggregator %d: %s\n", rank,
+                    dd_last_error());
+        }
+        return (dd_finalize(ctx) != DD_OK) | (s != DD_OK);
+    }
     int mismatch = strcmp(argv[1], "mismatch") == 0;
     int rc = setup(ctx, L, mismatch);
     if (rc == 0 && mismatch) {

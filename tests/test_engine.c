@@ -20,8 +20,8 @@ typedef struct {
 } fake_t;
 
 /* "Averaging" doubles every element, so packing mistakes show. */
-static dd_status_t fake_route(void *arg, void *buf, size_t count,
-                              dd_dtype_t dtype, dd_mem_type_t mem)
+static dd_status_t fake_route(void *arg, const dd_sync_job_t *job, void *buf,
+                              size_t count, dd_dtype_t dtype, dd_mem_type_t mem)
 {
     fake_t *f = arg;
     int call = f->calls++;
@@ -103,8 +103,8 @@ static void test_failure_cancels_the_rest(void **state)
     dd_engine_stop(e);
 }
 
-static dd_status_t slow_route(void *arg, void *buf, size_t count,
-                              dd_dtype_t dtype, dd_mem_type_t mem)
+static dd_status_t slow_route(void *arg, const dd_sync_job_t *job, void *buf,
+                              size_t count, dd_dtype_t dtype, dd_mem_type_t mem)
 {
     struct timespec ts = {0, 300 * 1000 * 1000};
     nanosleep(&ts, NULL);

@@ -539,6 +539,8 @@ static const ddbench_cmd_t ddbench_cmds[] = {
      "time one collective through one backend, check it on every rank"},
     {"plan", ddbench_plan_main,
      "plan a profile's syncs and model every strategy's time per iteration"},
+    {"sync", ddbench_sync_main,
+     "sync one layer through the context's route (aggregators serve)"},
     {"train-sim", ddbench_train_main,
      "run the library on an emulated model, measured against the model"},
 };

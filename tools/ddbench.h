@@ -11,6 +11,9 @@
 /** ddbench plan PROFILE_DIR [--H N] [--json] */
 int ddbench_plan_main(int argc, char **argv);
 
+/** ddbench sync --bytes SIZE ... */
+int ddbench_sync_main(int argc, char **argv);
+
 /** ddbench train-sim --profile DIR --strategy S ... */
 int ddbench_train_main(int argc, char **argv);
 

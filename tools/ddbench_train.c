@@ -463,6 +463,13 @@ int ddbench_train_main(int argc, char **argv)
     }
     s.rank = dd_rank(s.ctx);
     s.workers = dd_num_workers(s.ctx);
+    if (dd_role(s.ctx) == DD_ROLE_AGGREGATOR) {
+        if (dd_aggregator_serve(s.ctx) != DD_OK) {
+            fprintf(stderr, "ddbench: rank %d: %s\n", s.rank, dd_last_error());
+            return 1;
+        }
+        return dd_finalize(s.ctx) != DD_OK;
+    }
     s.none = strcmp(o.strategy, "none") == 0;
     s.grads = strcmp(o.strategy, "ddp") == 0;
     int rc = ddbench_train_run(&s, &o);

@@ -20,6 +20,12 @@ static dd_status_t dd_coll_check(dd_context_h ctx, dd_coll_t coll,
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_BACKEND,
                         "dd_%s: ctx is NULL", name);
     }
+    if (ctx->role != DD_ROLE_WORKER) {
+        return dd_error(DD_ERR_STATE, DD_SUBSYS_BACKEND,
+                        "dd_%s: collectives run among the workers; rank %d "
+                        "is an aggregator",
+                        name, ctx->env.rank);
+    }
     if (dd_dtype_size(args->dtype) == 0) {
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_BACKEND,
                         "dd_%s: invalid dtype %d", name, (int)args->dtype);
@@ -33,7 +39,7 @@ static dd_status_t dd_coll_check(dd_context_h ctx, dd_coll_t coll,
                         "dd_%s: invalid memory type %d", name,
                         (int)args->mem_type);
     }
-    if (args->count > SIZE_MAX / 16 / (size_t)ctx->env.world_size) {
+    if (args->count > SIZE_MAX / 16 / (size_t)ctx->n_workers) {
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_BACKEND,
                         "dd_%s: %zu elements is too many", name, args->count);
     }
@@ -45,10 +51,10 @@ static dd_status_t dd_coll_check(dd_context_h ctx, dd_coll_t coll,
                         args->count);
     }
     if (coll == DD_COLL_BROADCAST &&
-        (args->root < 0 || args->root >= ctx->env.world_size)) {
+        dd_context_worker_index(ctx, args->root) < 0) {
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_BACKEND,
-                        "dd_broadcast: root %d is not a rank of 0..%d",
-                        args->root, ctx->env.world_size - 1);
+                        "dd_broadcast: root %d is not a worker rank",
+                        args->root);
     }
     return DD_OK;
 }
@@ -60,7 +66,7 @@ static size_t dd_coll_bytes(dd_context_h ctx, dd_coll_t coll,
     size_t bytes = args->count * dd_dtype_size(args->dtype);
 
     if (coll == DD_COLL_REDUCE_SCATTER || coll == DD_COLL_ALLGATHER) {
-        bytes *= (size_t)ctx->env.world_size;
+        bytes *= (size_t)ctx->n_workers;
     }
     return bytes;
 }
@@ -76,7 +82,8 @@ static dd_status_t dd_coll_run(dd_context_h ctx, dd_coll_t coll,
         return status;
     }
     size_t bytes = dd_coll_bytes(ctx, coll, args);
-    status = dd_backends_pick(ctx->backends, coll, args->mem_type, bytes, &ref);
+    status = dd_backends_pick(dd_context_coll_backends(ctx), coll,
+                              args->mem_type, bytes, &ref);
     if (status != DD_OK) {
         return status;
     }
@@ -87,7 +94,10 @@ static dd_status_t dd_coll_run(dd_context_h ctx, dd_coll_t coll,
                                    : ref.ops->allgather;
     dd_log_trace(DD_SUBSYS_BACKEND, "%s of %zu bytes through %s",
                  dd_coll_name(coll), bytes, ref.ops->name);
-    status = start(ref.instance, args, &req);
+    /* The workers' instances number the workers from 0. */
+    dd_backend_args_t mapped = *args;
+    mapped.root = dd_context_worker_index(ctx, args->root);
+    status = start(ref.instance, &mapped, &req);
     if (status != DD_OK) {
         return status;
     }
@@ -173,7 +183,8 @@ const char *dd_backend_name(dd_context_h ctx, dd_coll_t coll,
                  "type");
         return NULL;
     }
-    if (dd_backends_pick(ctx->backends, coll, mem_type, bytes, &ref) != DD_OK) {
+    if (dd_backends_pick(dd_context_coll_backends(ctx), coll, mem_type, bytes,
+                         &ref) != DD_OK) {
         return NULL;
     }
     return ref.ops->name;

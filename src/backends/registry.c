@@ -26,6 +26,7 @@
 typedef struct {
     dd_context_h ctx;
     const char *name;
+    char prefix[64]; /* of the module's store keys */
 } dd_backend_svc_arg_t;
 
 typedef struct {
@@ -41,6 +42,7 @@ typedef struct {
 
 struct dd_backends {
     int n;
+    int owns_dl; /* a group's instances borrow the job's modules */
     dd_backend_slot_t slot[DD_BACKENDS_MAX];
 };
 
@@ -329,7 +331,7 @@ static dd_status_t dd_backend_svc_set(void *arg, const char *key,
     dd_backend_svc_arg_t *a = arg;
     char full[512];
 
-    snprintf(full, sizeof(full), "backend/%s/%s", a->name, key);
+    snprintf(full, sizeof(full), "%s/%s", a->prefix, key);
     return dd_store_set(a->ctx->store, full, value, len);
 }
 
@@ -339,7 +341,7 @@ static dd_status_t dd_backend_svc_get(void *arg, const char *key,
     dd_backend_svc_arg_t *a = arg;
     char full[512];
 
-    snprintf(full, sizeof(full), "backend/%s/%s", a->name, key);
+    snprintf(full, sizeof(full), "%s/%s", a->prefix, key);
     return dd_store_get(a->ctx->store, full, value_p, len_p);
 }
 
@@ -352,11 +354,11 @@ static dd_status_t dd_backend_svc_wait(void *arg, const char *const *keys,
     int i;
 
     for (i = 0; full != NULL && i < n; i++) {
-        size_t size = strlen(keys[i]) + strlen(a->name) + 16;
+        size_t size = strlen(keys[i]) + strlen(a->prefix) + 2;
         if ((full[i] = malloc(size)) == NULL) {
             break;
         }
-        snprintf(full[i], size, "backend/%s/%s", a->name, keys[i]);
+        snprintf(full[i], size, "%s/%s", a->prefix, keys[i]);
     }
     if (full != NULL && i == n) {
         status = a->ctx->store->ops->wait(
@@ -388,16 +390,21 @@ static dd_status_t dd_backend_svc_error(void *arg, dd_status_t status,
     return dd_error(status, DD_SUBSYS_BACKEND, "%s: %s", a->name, message);
 }
 
-static void dd_backend_services_fill(dd_context_h ctx, dd_backend_slot_t *s)
+/* A module instance's view: the job (group NULL), or a group of ranks in
+ * which this process is rank `rank` of `size`. */
+static void dd_backend_services_fill(dd_context_h ctx, dd_backend_slot_t *s,
+                                     const char *group, int rank, int size)
 {
     dd_backend_services_t *svc = &s->services;
 
     s->arg.ctx = ctx;
     s->arg.name = s->name;
+    snprintf(s->arg.prefix, sizeof(s->arg.prefix), "backend/%s%s%s",
+             group ? group : "", group ? "/" : "", s->name);
     memset(svc, 0, sizeof(*svc));
     svc->abi_version = DD_BACKEND_ABI_VERSION;
-    svc->rank = ctx->env.rank;
-    svc->world_size = ctx->env.world_size;
+    svc->rank = rank;
+    svc->world_size = size;
     svc->local_rank = ctx->env.local_rank;
     svc->local_size = ctx->env.local_size;
     svc->timeout_s = ctx->core.timeout_s;
@@ -454,13 +461,14 @@ static void dd_backends_log_choice(dd_backends_t *b)
     }
 }
 
-static dd_status_t dd_backends_init(dd_context_h ctx, dd_backends_t *b)
+static dd_status_t dd_backends_init(dd_context_h ctx, dd_backends_t *b,
+                                    const char *group, int rank, int size)
 {
     char names[DD_BACKENDS_LIST_BYTES] = "";
 
     for (int i = 0; i < b->n; i++) {
         dd_backend_slot_t *s = &b->slot[i];
-        dd_backend_services_fill(ctx, s);
+        dd_backend_services_fill(ctx, s, group, rank, size);
         dd_status_t status = s->ops->init(&s->services, &s->instance);
         if (status != DD_OK) {
             dd_error(status, DD_SUBSYS_BACKEND,
@@ -473,8 +481,11 @@ static dd_status_t dd_backends_init(dd_context_h ctx, dd_backends_t *b)
         snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
                  i ? ", " : "", s->name);
     }
-    dd_log_info(DD_SUBSYS_BACKEND, "backends: %s", b->n ? names : "none");
-    dd_backends_log_choice(b);
+    dd_log_info(DD_SUBSYS_BACKEND, "backends%s%s: %s", group ? " of the " : "",
+                group ? group : "", b->n ? names : "none");
+    if (group == NULL) {
+        dd_backends_log_choice(b);
+    }
     return DD_OK;
 }
 
@@ -489,6 +500,7 @@ dd_status_t dd_backends_load(dd_context_h ctx, dd_backends_t **backends_p)
         return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BACKEND,
                         "no memory for the backend registry");
     }
+    b->owns_dl = 1;
     status = dd_backends_spec_parse(opts->backends, &spec);
     if (status == DD_OK) {
         dd_backends_scan(b, opts->path);
@@ -502,8 +514,33 @@ dd_status_t dd_backends_load(dd_context_h ctx, dd_backends_t **backends_p)
     }
     status = dd_backends_agree(ctx, b, status);
     if (status == DD_OK) {
-        status = dd_backends_init(ctx, b);
+        status =
+            dd_backends_init(ctx, b, NULL, ctx->env.rank, ctx->env.world_size);
     }
+    if (status != DD_OK) {
+        dd_backends_unload(b);
+        return status;
+    }
+    *backends_p = b;
+    return DD_OK;
+}
+
+dd_status_t dd_backends_load_group(dd_context_h ctx, const dd_backends_t *job,
+                                   const char *group, int rank, int size,
+                                   dd_backends_t **backends_p)
+{
+    dd_backends_t *b = calloc(1, sizeof(*b));
+
+    if (b == NULL) {
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BACKEND,
+                        "no memory for the %s backends", group);
+    }
+    b->n = job->n;
+    for (int i = 0; i < job->n; i++) {
+        b->slot[i] = job->slot[i];
+        b->slot[i].instance = NULL;
+    }
+    dd_status_t status = dd_backends_init(ctx, b, group, rank, size);
     if (status != DD_OK) {
         dd_backends_unload(b);
         return status;
@@ -522,7 +559,7 @@ void dd_backends_unload(dd_backends_t *backends)
         if (s->instance != NULL) {
             s->ops->finalize(s->instance);
         }
-        if (s->dl != NULL) {
+        if (s->dl != NULL && backends->owns_dl) {
             dlclose(s->dl);
         }
     }

@@ -27,6 +27,17 @@ typedef struct {
 dd_status_t dd_backends_load(dd_context_h ctx, dd_backends_t **backends_p);
 
 /** Finalizes and unloads every backend. NULL is allowed. */
+/**
+ * Starts a second instance of every module of the job's set for a group of
+ * ranks (the workers, when the job has aggregators): this process is rank
+ * `rank` of `size` in it, and its store keys live under the group's name.
+ * Only the group's members call it. The modules stay the job's: unload the
+ * group before the job.
+ */
+dd_status_t dd_backends_load_group(dd_context_h ctx, const dd_backends_t *job,
+                                   const char *group, int rank, int size,
+                                   dd_backends_t **backends_p);
+
 void dd_backends_unload(dd_backends_t *backends);
 
 /**

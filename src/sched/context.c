@@ -116,6 +116,7 @@ static dd_status_t dd_context_store_tcp(dd_context_h ctx)
         port = DD_DEFAULT_MASTER_PORT;
     }
     uint64_t token = dd_context_token(ctx, port);
+    ctx->token_hash = token;
     if (env->rank == 0) {
         status =
             dd_store_server_start(port, token, env->world_size, &ctx->server);
@@ -136,9 +137,10 @@ static dd_status_t dd_context_store(dd_context_h ctx)
         return dd_context_store_tcp(ctx);
     }
     if (strncmp(store, "file:", 5) == 0 && store[5] != '\0') {
-        return dd_store_file_open(store + 5, dd_context_token(ctx, 0),
-                                  ctx->env.rank, ctx->env.world_size,
-                                  ctx->core.timeout_s, &ctx->store);
+        ctx->token_hash = dd_context_token(ctx, 0);
+        return dd_store_file_open(store + 5, ctx->token_hash, ctx->env.rank,
+                                  ctx->env.world_size, ctx->core.timeout_s,
+                                  &ctx->store);
     }
     return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
                     "invalid value DD_STORE='%s': expected tcp or file:DIR",
@@ -232,15 +234,54 @@ static dd_status_t dd_context_roles(dd_context_h ctx, int role_override)
     return status;
 }
 
+int dd_context_worker_index(dd_context_h ctx, int rank)
+{
+    for (int i = 0; i < ctx->n_workers; i++) {
+        if (ctx->worker_ranks[i] == rank) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+dd_backends_t *dd_context_coll_backends(dd_context_h ctx)
+{
+    return ctx->worker_backends != NULL ? ctx->worker_backends : ctx->backends;
+}
+
+/* With aggregators in the job, the workers start their own instance of each
+ * module, so that collectives among workers never wait for aggregators. */
+static dd_status_t dd_context_worker_group(dd_context_h ctx)
+{
+    ctx->worker_ranks = malloc(sizeof(int) * (size_t)ctx->n_workers);
+    if (ctx->worker_ranks == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    int n = 0;
+    for (int r = 0; r < ctx->env.world_size; r++) {
+        if (ctx->roles[r] == DD_ROLE_WORKER) {
+            ctx->worker_ranks[n++] = r;
+        }
+    }
+    if (n == ctx->env.world_size || ctx->role != DD_ROLE_WORKER) {
+        return DD_OK;
+    }
+    return dd_backends_load_group(ctx, ctx->backends, "workers",
+                                  dd_context_worker_index(ctx, ctx->env.rank),
+                                  n, &ctx->worker_backends);
+}
+
 static void dd_context_free(dd_context_h ctx)
 {
     dd_sched_destroy(ctx->sched);
+    dd_backends_unload(ctx->worker_backends);
     dd_backends_unload(ctx->backends);
     dd_store_close(ctx->store);
     if (ctx->server != NULL) {
         dd_store_server_stop(ctx->server, ctx->core.timeout_s);
     }
     free(ctx->roles);
+    free(ctx->worker_ranks);
     dd_config_release(&dd_sched_config_table, &ctx->sched_opts);
     dd_config_release(&dd_backend_config_table, &ctx->backend);
     dd_config_release(&dd_boot_config_table, &ctx->boot);
@@ -281,6 +322,7 @@ dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p)
         (status = dd_topo_setup(ctx->store, ctx->env.local_rank,
                                 ctx->env.local_size, &ctx->net)) != DD_OK ||
         (status = dd_backends_load(ctx, &ctx->backends)) != DD_OK ||
+        (status = dd_context_worker_group(ctx)) != DD_OK ||
         (status = dd_sched_create(ctx, &ctx->sched)) != DD_OK ||
         (status = dd_store_barrier(ctx->store, "init")) != DD_OK) {
         dd_context_free(ctx);
@@ -301,6 +343,7 @@ dd_status_t dd_finalize(dd_context_h ctx)
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_CORE,
                         "dd_finalize: ctx is NULL");
     }
+    dd_sched_quiesce(ctx->sched);
     dd_status_t status = dd_store_barrier(ctx->store, "finalize");
     dd_context_free(ctx);
     dd_log_close();

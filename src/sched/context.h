@@ -22,13 +22,24 @@ struct dd_context {
     dd_role_t *roles; /* per rank */
     int n_workers;
     dd_store_t *store;
+    uint64_t token_hash;       /* of the job token, in every message */
     dd_store_server_t *server; /* rank 0 with the TCP store */
     dd_topo_choice_t net;      /* the interface every backend uses */
     dd_backend_opts_t backend;
     dd_backends_t *backends; /* loaded and initialized modules */
+    /* With aggregators, the workers' own instances of the modules, for
+     * collectives among workers; NULL otherwise (the job's serve). */
+    dd_backends_t *worker_backends;
+    int *worker_ranks; /* job rank of each worker, in order */
     dd_sched_opts_t sched_opts;
     struct dd_sched *sched; /* layers, strategy, steps */
 };
+
+/** Index of a rank among the workers, or -1 when it is not a worker. */
+int dd_context_worker_index(dd_context_h ctx, int rank);
+
+/** The instances that run collectives among the workers. */
+dd_backends_t *dd_context_coll_backends(dd_context_h ctx);
 
 /** Every component's configuration table, in print order. */
 extern const dd_config_table_t *const dd_config_tables[];

@@ -6,10 +6,12 @@
  */
 #include "sched/engine.h"
 #include "core/log.h"
+#include "core/status.h"
 #include "core/time.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -37,8 +39,8 @@ static dd_status_t dd_engine_run(dd_engine_t *e, dd_sync_job_t *job)
     if (job->n_items == 1 || job->mem_type != DD_MEM_HOST) {
         for (size_t i = 0; i < job->n_items; i++) {
             dd_status_t status =
-                e->route(e->route_arg, job->items[i].buf, job->items[i].count,
-                         job->dtype, job->mem_type);
+                e->route(e->route_arg, job, job->items[i].buf,
+                         job->items[i].count, job->dtype, job->mem_type);
             if (status != DD_OK) {
                 return status;
             }
@@ -59,7 +61,7 @@ static dd_status_t dd_engine_run(dd_engine_t *e, dd_sync_job_t *job)
         memcpy((char *)e->staging + off, job->items[i].buf, n);
         off += n;
     }
-    dd_status_t status = e->route(e->route_arg, e->staging, off / esize,
+    dd_status_t status = e->route(e->route_arg, job, e->staging, off / esize,
                                   job->dtype, job->mem_type);
     off = 0;
     for (size_t i = 0; status == DD_OK && i < job->n_items; i++) {
@@ -96,6 +98,12 @@ static void *dd_engine_main(void *arg)
          * timeout. */
         job->status = e->failed ? DD_ERR_CANCELED : dd_engine_run(e, job);
         job->t_end = dd_time_now();
+        if (job->status != DD_OK) {
+            /* The message is in this thread's last error; the application
+             * thread reports it. */
+            snprintf(job->why, sizeof(job->why), "%s",
+                     e->failed ? "an earlier sync failed" : dd_last_error());
+        }
 
         pthread_mutex_lock(&e->lock);
         if (job->status != DD_OK && e->failed == DD_OK) {

@@ -13,8 +13,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/** Averages count elements in buf across the workers, in place. */
-typedef dd_status_t (*dd_sync_route_fn_t)(void *arg, void *buf, size_t count,
+struct dd_sync_job;
+
+/** Averages count elements in buf across the workers, in place; job says
+ *  which step and layers buf belongs to (for headers and messages). */
+typedef dd_status_t (*dd_sync_route_fn_t)(void *arg,
+                                          const struct dd_sync_job *job,
+                                          void *buf, size_t count,
                                           dd_dtype_t dtype,
                                           dd_mem_type_t mem_type);
 
@@ -35,6 +40,7 @@ typedef struct dd_sync_job {
     size_t *layers; /* indices of the layers the job syncs */
     double t_submit, t_start, t_end;
     dd_status_t status;
+    char why[512]; /* the engine thread's error message, when it failed */
 } dd_sync_job_t;
 
 typedef struct dd_engine dd_engine_t;

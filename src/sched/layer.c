@@ -4,6 +4,7 @@
  * replicas equal and starts the engine.
  */
 #include "core/log.h"
+#include "sched/agg.h"
 #include "sched/context.h"
 #include "sched/sched.h"
 
@@ -34,10 +35,28 @@ dd_status_t dd_sched_create(struct dd_context *ctx, dd_sched_t **sched_p)
                         ctx->sched_opts.adaptive_kmin,
                         ctx->sched_opts.adaptive_kmax);
     }
+    if (sched->opts.chunk_bytes < 64 || sched->opts.chunk_bytes % 8 != 0) {
+        free(sched);
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
+                        "invalid value DD_CHUNK_BYTES=%zu: expected a "
+                        "multiple of 8 bytes, at least 64",
+                        ctx->sched_opts.chunk_bytes);
+    }
     dd_strategy_format(&sched->strategy, sched->strategy_name,
                        sizeof(sched->strategy_name));
     *sched_p = sched;
     return DD_OK;
+}
+
+void dd_sched_quiesce(dd_sched_t *sched)
+{
+    if (sched == NULL) {
+        return;
+    }
+    dd_engine_stop(sched->engine);
+    sched->engine = NULL;
+    dd_agg_destroy(sched->agg);
+    sched->agg = NULL;
 }
 
 void dd_sched_destroy(dd_sched_t *sched)
@@ -45,7 +64,7 @@ void dd_sched_destroy(dd_sched_t *sched)
     if (sched == NULL) {
         return;
     }
-    dd_engine_stop(sched->engine);
+    dd_sched_quiesce(sched);
     dd_sync_job_free_list(sched->group);
     dd_timeline_close(sched->timeline);
     dd_plan_free(sched->plan);
@@ -332,6 +351,30 @@ static dd_status_t dd_sched_broadcast_params(dd_sched_t *sched)
     return DD_OK;
 }
 
+/* Workers learn the aggregators here: with any, syncs go to the homes
+ * unless DD_ROUTE says otherwise. */
+static dd_status_t dd_sched_choose_route(dd_sched_t *sched)
+{
+    struct dd_context *ctx = sched->ctx;
+    int k = ctx->env.world_size - ctx->n_workers;
+    int route = sched->opts.route;
+
+    if (route == DD_ROUTE_AUTO) {
+        route = k > 0 ? DD_ROUTE_AGGREGATE : DD_ROUTE_ALLREDUCE;
+    }
+    if (route == DD_ROUTE_ALLREDUCE) {
+        sched->route = dd_sched_route_allreduce;
+        sched->route_arg = ctx;
+        return DD_OK;
+    }
+    dd_status_t status = dd_agg_create(ctx, &sched->agg);
+    if (status == DD_OK) {
+        sched->route = dd_agg_route;
+        sched->route_arg = sched->agg;
+    }
+    return status;
+}
+
 dd_status_t dd_model_commit(dd_context_h ctx)
 {
     dd_sched_t *sched = ctx->sched;
@@ -348,6 +391,7 @@ dd_status_t dd_model_commit(dd_context_h ctx)
     }
     if ((status = dd_sched_check_tables(sched)) != DD_OK ||
         (status = dd_sched_broadcast_params(sched)) != DD_OK ||
+        (status = dd_sched_choose_route(sched)) != DD_OK ||
         (status = dd_sched_fit_network(sched)) != DD_OK) {
         return status;
     }
@@ -365,15 +409,16 @@ dd_status_t dd_model_commit(dd_context_h ctx)
                         : (int)sched->strategy.window;
         l->stats.period = l->period;
     }
-    status = dd_engine_start(dd_sched_route_allreduce, ctx, &sched->engine);
+    status = dd_engine_start(sched->route, sched->route_arg, &sched->engine);
     if (status != DD_OK) {
         return status;
     }
     sched->committed = 1;
     dd_log_info(DD_SUBSYS_SCHED,
-                "committed %zu layers, strategy %s, network %.1f us + %.3f "
-                "ns/byte",
-                sched->n_layers, sched->strategy_name, sched->alpha_s * 1e6,
+                "committed %zu layers, strategy %s, route %s, network %.1f "
+                "us + %.3f ns/byte",
+                sched->n_layers, sched->strategy_name,
+                sched->agg ? "aggregate" : "allreduce", sched->alpha_s * 1e6,
                 sched->beta_s * 1e9);
     return DD_OK;
 }

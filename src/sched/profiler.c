@@ -11,6 +11,7 @@
 #include "sched/sched.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,9 +32,8 @@ static dd_status_t dd_sched_time_allreduce(dd_sched_t *sched, float *buf,
     double best = INFINITY;
     for (int r = 0; r < reps; r++) {
         double t0 = dd_time_now();
-        dd_status_t status =
-            dd_allreduce(sched->ctx, buf, buf, count, DD_DTYPE_F32,
-                         DD_REDUCE_AVG, DD_MEM_HOST);
+        dd_status_t status = sched->route(sched->route_arg, NULL, buf, count,
+                                          DD_DTYPE_F32, DD_MEM_HOST);
         if (status != DD_OK) {
             return status;
         }
@@ -59,9 +59,11 @@ dd_status_t dd_sched_fit_network(dd_sched_t *sched)
     }
     free(buf);
     if (status != DD_OK) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s", dd_last_error());
         return dd_error(status, DD_SUBSYS_SCHED,
                         "dd_model_commit: measuring the network failed: %s",
-                        dd_status_string(status));
+                        why);
     }
     sched->alpha_s = t_small;
     sched->beta_s = t_big > t_small ? (t_big - t_small) / (BIG * 4.0) : 0;

@@ -18,8 +18,9 @@
  * which times out by itself, before declaring the engine stuck. */
 #define DD_ENGINE_GRACE_S 10.0
 
-dd_status_t dd_sched_route_allreduce(void *arg, void *buf, size_t count,
-                                     dd_dtype_t dtype, dd_mem_type_t mem_type)
+dd_status_t dd_sched_route_allreduce(void *arg, const dd_sync_job_t *job,
+                                     void *buf, size_t count, dd_dtype_t dtype,
+                                     dd_mem_type_t mem_type)
 {
     return dd_allreduce((dd_context_h)arg, buf, buf, count, dtype,
                         DD_REDUCE_AVG, mem_type);
@@ -276,10 +277,10 @@ static dd_status_t dd_sched_report(dd_sched_t *sched, dd_sync_job_t *done)
         struct dd_layer *l = sched->layers[job->layers[0]];
         sched->failed = job->status;
         return dd_error(job->status, DD_SUBSYS_SCHED,
-                        "[SYNC] step %llu: layer '%s'%s failed: %s (%s)",
+                        "[SYNC] step %llu: layer '%s'%s failed: %s: %s",
                         (unsigned long long)sched->step, l->name,
                         job->n_layers > 1 ? " (fused with others)" : "",
-                        dd_status_string(job->status), dd_last_error());
+                        dd_status_string(job->status), job->why);
     }
     return DD_OK;
 }

@@ -61,16 +61,25 @@ typedef struct dd_sched {
     int buckets_done; /* ddp: buckets launched this step */
     dd_engine_t *engine;
     dd_timeline_t *timeline;
+    /* How syncs travel: the backend's allreduce, or the homes. */
+    dd_sync_route_fn_t route;
+    void *route_arg;
+    struct dd_agg *agg;
 } dd_sched_t;
 
 /* layer.c */
 dd_status_t dd_sched_create(struct dd_context *ctx, dd_sched_t **sched_p);
 void dd_sched_destroy(dd_sched_t *sched);
+/* Stops the engine and says goodbye to the aggregators; dd_finalize calls
+ * it before the last barrier, which the aggregators join once every worker
+ * has said goodbye. */
+void dd_sched_quiesce(dd_sched_t *sched);
 dd_status_t dd_sched_check_tables(dd_sched_t *sched);
 
 /* runtime.c */
-dd_status_t dd_sched_route_allreduce(void *arg, void *buf, size_t count,
-                                     dd_dtype_t dtype, dd_mem_type_t mem_type);
+dd_status_t dd_sched_route_allreduce(void *arg, const dd_sync_job_t *job,
+                                     void *buf, size_t count, dd_dtype_t dtype,
+                                     dd_mem_type_t mem_type);
 int dd_sched_layer_syncs(dd_sched_t *sched, const struct dd_layer *layer);
 
 /* profiler.c */

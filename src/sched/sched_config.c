@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+const char *const dd_route_names[] = {"auto", "allreduce", "aggregate", NULL};
+
 static const dd_config_field_t dd_sched_fields[] = {
     {"DD_STRATEGY", "ddp",
      "Synchronization strategy: ddp, localsgd:H, plsgd:H, dreamddp:H or "
@@ -49,6 +51,14 @@ static const dd_config_field_t dd_sched_fields[] = {
      "most per update).",
      DD_CONFIG_INT, offsetof(dd_sched_opts_t, adaptive_interval), 1, 100000,
      NULL},
+    {"DD_ROUTE", "auto",
+     "How syncs travel: auto (aggregate when the job has aggregators), "
+     "allreduce among workers, or aggregate through aggregators.",
+     DD_CONFIG_ENUM, offsetof(dd_sched_opts_t, route), 0, 0, dd_route_names},
+    {"DD_CHUNK_BYTES", "4M",
+     "Aggregation cuts messages into chunks of this size, each with one "
+     "home.",
+     DD_CONFIG_SIZE, offsetof(dd_sched_opts_t, chunk_bytes), 0, 0, NULL},
 };
 
 const dd_config_table_t dd_sched_config_table = {

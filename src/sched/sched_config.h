@@ -19,7 +19,17 @@ typedef struct {
     double adaptive_high;
     double adaptive_low;
     int adaptive_interval;
+    int route;          /* dd_route_t */
+    size_t chunk_bytes; /* aggregation chunks */
 } dd_sched_opts_t;
+
+typedef enum {
+    DD_ROUTE_AUTO = 0,  /* aggregate when the job has aggregators */
+    DD_ROUTE_ALLREDUCE, /* the backend's allreduce among workers */
+    DD_ROUTE_AGGREGATE  /* chunks summed by homes (BytePS) */
+} dd_route_t;
+
+extern const char *const dd_route_names[];
 
 extern const dd_config_table_t dd_sched_config_table;
 

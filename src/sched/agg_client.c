@@ -1,0 +1,404 @@
+/*
+ * The worker's side of aggregation: cuts a message into chunks, gives each
+ * its home (the same choice on every worker), pushes the chunks homed
+ * elsewhere and pulls their averages back, serving its own home's share
+ * meanwhile. Pushes of later chunks go out while earlier averages come
+ * back, so both directions of the link stay busy; a window bounds the
+ * chunks in flight and the staging memory. An average is written in place
+ * only after its header has been checked.
+ */
+#include "core/log.h"
+#include "core/status.h"
+#include "core/time.h"
+#include "sched/agg_impl.h"
+#include "sched/context.h"
+#include "sched/engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DD_AGG_WINDOW 8
+
+typedef struct {
+    int busy;
+    size_t chunk;
+    int home;             /* job rank */
+    dd_agg_hdr_t push;    /* the header pushed */
+    dd_agg_hdr_t reply;   /* the header received */
+    void *staging;        /* the average before it is checked */
+    dd_agg_req_t *req[4]; /* push header, push data, result header, data */
+    int got_reply;
+    dd_agg_local_t local; /* when homed here */
+    int is_local;
+} dd_agg_flight_t;
+
+struct dd_agg {
+    struct dd_context *ctx;
+    dd_agg_transport_t t;
+    dd_agg_server_t *server;
+    int n, k, n_homes;
+    int *home_rank; /* aggregators first, then workers */
+    double *weight, *load;
+    uint64_t next_seq;
+    size_t chunk_bytes;
+    int said_goodbye;
+    dd_agg_flight_t flight[DD_AGG_WINDOW];
+};
+
+static dd_status_t dd_agg_homes(dd_agg_t *a)
+{
+    struct dd_context *ctx = a->ctx;
+    double x = dd_agg_share(a->n, a->k);
+
+    a->n_homes = a->k + a->n;
+    a->home_rank = calloc((size_t)a->n_homes, sizeof(int));
+    a->weight = calloc((size_t)a->n_homes, sizeof(double));
+    a->load = calloc((size_t)a->n_homes, sizeof(double));
+    if (!a->home_rank || !a->weight || !a->load) {
+        return DD_ERR_NO_MEMORY;
+    }
+    int h = 0;
+    for (int r = 0; r < ctx->env.world_size; r++) {
+        if (ctx->roles[r] == DD_ROLE_AGGREGATOR) {
+            a->home_rank[h] = r;
+            a->weight[h++] = x / a->k;
+        }
+    }
+    for (int w = 0; w < a->n; w++) {
+        a->home_rank[h] = ctx->worker_ranks[w];
+        a->weight[h++] = (1.0 - x) / a->n;
+    }
+    dd_log_info(DD_SUBSYS_AGG,
+                "aggregation: %d workers, %d aggregators; %.0f %% of the "
+                "bytes summed by aggregators, chunks of %zu bytes",
+                a->n, a->k, 100 * x, a->chunk_bytes);
+    return DD_OK;
+}
+
+dd_status_t dd_agg_create(struct dd_context *ctx, dd_agg_t **agg_p)
+{
+    dd_agg_t *a = calloc(1, sizeof(*a));
+    dd_status_t status;
+
+    if (a == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    a->ctx = ctx;
+    a->n = ctx->n_workers;
+    a->k = ctx->env.world_size - ctx->n_workers;
+    a->chunk_bytes = ctx->sched_opts.chunk_bytes;
+    for (int i = 0; i < DD_AGG_WINDOW; i++) {
+        a->flight[i].staging = malloc(a->chunk_bytes);
+        if (a->flight[i].staging == NULL) {
+            dd_agg_destroy(a);
+            return DD_ERR_NO_MEMORY;
+        }
+    }
+    if ((status = dd_agg_transport_init(ctx, &a->t)) != DD_OK ||
+        (status = dd_agg_homes(a)) != DD_OK ||
+        (status = dd_agg_server_create(
+             ctx, &a->t, dd_context_worker_index(ctx, ctx->env.rank),
+             &a->server)) != DD_OK) {
+        dd_agg_destroy(a);
+        return status;
+    }
+    *agg_p = a;
+    return DD_OK;
+}
+
+/* Starts chunk c of the message: homed here, or pushed and pulled. */
+static dd_status_t dd_agg_launch(dd_agg_t *a, dd_agg_flight_t *f,
+                                 const dd_sync_job_t *job, char *buf, size_t c,
+                                 size_t count, dd_dtype_t dtype)
+{
+    size_t esize = dd_dtype_size(dtype);
+    size_t per = a->chunk_bytes / esize;
+    size_t off = c * per, n = count - off < per ? count - off : per;
+    int h = dd_agg_pick_home(a->weight, a->load, a->n_homes, n * esize);
+    dd_agg_hdr_t *p = &f->push;
+
+    memset(f->req, 0, sizeof(f->req));
+    memset(p, 0, sizeof(*p));
+    *p = (dd_agg_hdr_t){.magic = DD_AGG_MAGIC,
+                        .kind = DD_AGG_PUSH,
+                        .token = a->t.token,
+                        .seq = a->next_seq++,
+                        .step = job ? job->step : 0,
+                        .layer =
+                            job && job->n_layers ? (uint32_t)job->layers[0] : 0,
+                        .chunk = (uint32_t)c,
+                        .offset = off,
+                        .count = n,
+                        .dtype = (uint32_t)dtype,
+                        .sender = a->ctx->env.rank};
+    f->busy = 1;
+    f->chunk = c;
+    f->home = a->home_rank[h];
+    f->got_reply = 0;
+    f->is_local = f->home == a->ctx->env.rank;
+    if (f->is_local) {
+        f->local.hdr = *p;
+        f->local.data = buf + off * esize;
+        f->local.dest = buf + off * esize;
+        return dd_agg_server_local(a->server, &f->local);
+    }
+    dd_status_t st;
+    if ((st = dd_agg_recv(&a->t, f->home, dd_agg_tag(DD_AGG_TAG_RHDR, p->seq),
+                          &f->reply, sizeof(f->reply), &f->req[2])) ||
+        (st = dd_agg_recv(&a->t, f->home, dd_agg_tag(DD_AGG_TAG_RDATA, p->seq),
+                          f->staging, n * esize, &f->req[3])) ||
+        (st = dd_agg_send(&a->t, f->home, dd_agg_tag(DD_AGG_TAG_HDR, 0), p,
+                          sizeof(*p), &f->req[0])) ||
+        (st = dd_agg_send(&a->t, f->home, dd_agg_tag(DD_AGG_TAG_DATA, p->seq),
+                          buf + off * esize, n * esize, &f->req[1]))) {
+        return st;
+    }
+    return DD_OK;
+}
+
+/* Reports a failed chunk, naming the home and, from its answer, the rank at
+ * fault. */
+static dd_status_t dd_agg_chunk_error(dd_agg_t *a, dd_agg_flight_t *f,
+                                      dd_status_t status, const char *why)
+{
+    char layer[96];
+    dd_agg_layer_name(a->ctx, f->push.layer, layer, sizeof(layer));
+    return dd_error(status, DD_SUBSYS_AGG,
+                    "layer %s chunk %zu (step %llu) through home rank %d: %s",
+                    layer, f->chunk, (unsigned long long)f->push.step, f->home,
+                    why);
+}
+
+/* The result header came: check it before its data may land in place. */
+static dd_status_t dd_agg_check_reply(dd_agg_t *a, dd_agg_flight_t *f)
+{
+    char why[160];
+    dd_agg_hdr_t *r = &f->reply;
+
+    if (!dd_agg_hdr_valid(&a->t, r, DD_AGG_RESULT, f->home, why, sizeof(why)) ||
+        r->seq != f->push.seq || r->count != f->push.count ||
+        r->offset != f->push.offset || r->dtype != f->push.dtype) {
+        if (r->magic == DD_AGG_MAGIC && r->seq != f->push.seq) {
+            snprintf(why, sizeof(why), "its answer is for another chunk");
+        }
+        return dd_agg_chunk_error(a, f, DD_ERR_MESSAGE, why);
+    }
+    if (r->status != DD_OK) {
+        r->why[DD_AGG_WHY - 1] = '\0';
+        return dd_agg_chunk_error(a, f, (dd_status_t)r->status, r->why);
+    }
+    return DD_OK;
+}
+
+/* Progresses one chunk; *done_p when its average is in place. */
+static dd_status_t dd_agg_poll(dd_agg_t *a, dd_agg_flight_t *f, char *buf,
+                               int *done_p, int *busy_p)
+{
+    size_t esize = dd_dtype_size((dd_dtype_t)f->push.dtype);
+    *done_p = 0;
+    if (f->is_local) {
+        if (f->local.done) {
+            *done_p = 1;
+            *busy_p = 1;
+            return f->local.status == DD_OK
+                       ? DD_OK
+                       : dd_agg_chunk_error(a, f, f->local.status,
+                                            f->local.why);
+        }
+        return DD_OK;
+    }
+    for (int i = 0; i < 4; i++) {
+        if (f->req[i] == NULL) {
+            continue;
+        }
+        dd_status_t st = dd_agg_test(&a->t, f->req[i]);
+        if (st == DD_INPROGRESS) {
+            continue;
+        }
+        f->req[i] = NULL;
+        *busy_p = 1;
+        if (st != DD_OK) {
+            return dd_agg_chunk_error(a, f, st, "the transfer failed");
+        }
+        if (i == 2) {
+            f->got_reply = 1;
+            st = dd_agg_check_reply(a, f);
+            if (st != DD_OK) {
+                return st;
+            }
+        }
+    }
+    if (f->got_reply && f->req[3] == NULL && f->req[0] == NULL &&
+        f->req[1] == NULL) {
+        memcpy(buf + f->push.offset * esize, f->staging, f->push.count * esize);
+        *done_p = 1;
+    }
+    return DD_OK;
+}
+
+/* The homes of the chunks still in flight, for a timeout's message. */
+static void dd_agg_pending_homes(dd_agg_t *a, char *buf, size_t size)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < DD_AGG_WINDOW; i++) {
+        const dd_agg_flight_t *f = &a->flight[i];
+        char me[16];
+        snprintf(me, sizeof(me), "%d", f->home);
+        if (!f->busy || strstr(buf, me) != NULL || o + 16 > size) {
+            continue;
+        }
+        o +=
+            (size_t)snprintf(buf + o, size - o, "%s%d", o ? ", " : "", f->home);
+    }
+}
+
+static void dd_agg_abandon(dd_agg_t *a)
+{
+    for (int i = 0; i < DD_AGG_WINDOW; i++) {
+        for (int j = 0; j < 4; j++) {
+            dd_agg_cancel(&a->t, a->flight[i].req[j]);
+            a->flight[i].req[j] = NULL;
+        }
+        a->flight[i].busy = 0;
+    }
+}
+
+/* One pass over the chunks in flight and the home; the window refills. */
+static dd_status_t dd_agg_pass(dd_agg_t *a, const dd_sync_job_t *job, char *buf,
+                               size_t count, dd_dtype_t dtype, size_t *next_p,
+                               size_t n_chunks, size_t *done_p, int *busy_p)
+{
+    dd_status_t status = DD_OK;
+    int busy = 0;
+
+    for (int i = 0; i < DD_AGG_WINDOW && status == DD_OK; i++) {
+        dd_agg_flight_t *f = &a->flight[i];
+        if (!f->busy && *next_p < n_chunks) {
+            status = dd_agg_launch(a, f, job, buf, (*next_p)++, count, dtype);
+            busy = 1;
+        }
+        int done = 0;
+        if (f->busy && status == DD_OK) {
+            status = dd_agg_poll(a, f, buf, &done, &busy);
+        }
+        if (done) {
+            f->busy = 0;
+            (*done_p)++;
+        }
+    }
+    if (status == DD_OK) {
+        int served = 0;
+        dd_agg_server_progress(a->server, &served);
+        busy |= served;
+    }
+    *busy_p = busy;
+    return status;
+}
+
+static void dd_agg_goodbye(dd_agg_t *a, dd_status_t status, const char *why);
+
+/* After a failed sync the workers no longer agree on what comes next: the
+ * aggregators are told, so that they stop instead of waiting. */
+static dd_status_t dd_agg_give_up(dd_agg_t *a, dd_status_t status)
+{
+    char why[DD_AGG_WHY];
+    snprintf(why, sizeof(why), "%s", dd_last_error());
+    dd_agg_abandon(a);
+    dd_agg_goodbye(a, status, why);
+    dd_last_error_set(why);
+    return status;
+}
+
+dd_status_t dd_agg_route(void *arg, const dd_sync_job_t *job, void *buf,
+                         size_t count, dd_dtype_t dtype, dd_mem_type_t mem_type)
+{
+    dd_agg_t *a = arg;
+    size_t esize = dd_dtype_size(dtype), next = 0, done = 0;
+
+    if (mem_type != DD_MEM_HOST || !dd_agg_dtype_ok(dtype)) {
+        return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_AGG,
+                        "aggregators sum f32, f64, f16 and bf16 host "
+                        "buffers, not %s %s memory",
+                        dd_dtype_name(dtype), dd_mem_type_name(mem_type));
+    }
+    size_t per = a->chunk_bytes / esize;
+    size_t n_chunks = (count + per - 1) / per;
+    double idle_since = dd_time_now(), nap = 20e-6;
+    while (done < n_chunks || !dd_agg_server_idle(a->server, a->next_seq)) {
+        int busy = 0;
+        dd_status_t status = dd_agg_pass(a, job, buf, count, dtype, &next,
+                                         n_chunks, &done, &busy);
+        if (status != DD_OK) {
+            return dd_agg_give_up(a, status);
+        }
+        if (busy) {
+            idle_since = dd_time_now();
+            nap = 20e-6;
+            continue;
+        }
+        if (dd_time_now() - idle_since > a->ctx->core.timeout_s + 5.0) {
+            char homes[128];
+            dd_agg_pending_homes(a, homes, sizeof(homes));
+            dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_AGG,
+                     "no aggregation progress for %.0f s (DD_TIMEOUT_S): "
+                     "%zu of %zu chunks done; home rank(s) %s never "
+                     "answered",
+                     a->ctx->core.timeout_s + 5.0, done, n_chunks, homes);
+            return dd_agg_give_up(a, DD_ERR_TIMED_OUT);
+        }
+        usleep((useconds_t)(nap * 1e6));
+        nap = nap * 2 < 500e-6 ? nap * 2 : 500e-6;
+    }
+    return DD_OK;
+}
+
+/* Goodbye to every aggregator, so that their serve loops end; with an
+ * error, it tells them this worker gave up and why. */
+static void dd_agg_goodbye(dd_agg_t *a, dd_status_t status, const char *why)
+{
+    dd_agg_hdr_t bye = {.magic = DD_AGG_MAGIC,
+                        .kind = DD_AGG_BYE,
+                        .token = a->t.token,
+                        .sender = a->ctx->env.rank,
+                        .status = status};
+
+    if (a->said_goodbye) {
+        return;
+    }
+    a->said_goodbye = 1;
+    snprintf(bye.why, sizeof(bye.why), "%s", why);
+    for (int h = 0; a->home_rank != NULL && a->t.ops != NULL && h < a->k; h++) {
+        dd_agg_req_t *req = NULL;
+        if (dd_agg_send(&a->t, a->home_rank[h], dd_agg_tag(DD_AGG_TAG_HDR, 0),
+                        &bye, sizeof(bye), &req) != DD_OK) {
+            continue;
+        }
+        double deadline = dd_time_now() + a->ctx->core.timeout_s;
+        while (dd_agg_test(&a->t, req) == DD_INPROGRESS) {
+            if (dd_time_now() > deadline) {
+                dd_agg_cancel(&a->t, req);
+                break;
+            }
+            usleep(100);
+        }
+    }
+}
+
+void dd_agg_destroy(dd_agg_t *a)
+{
+    if (a == NULL) {
+        return;
+    }
+    dd_agg_goodbye(a, DD_OK, "");
+    dd_agg_server_destroy(a->server);
+    for (int i = 0; i < DD_AGG_WINDOW; i++) {
+        free(a->flight[i].staging);
+    }
+    free(a->home_rank);
+    free(a->weight);
+    free(a->load);
+    free(a);
+}

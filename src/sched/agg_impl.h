@@ -1,0 +1,98 @@
+/*
+ * What the aggregation files share: the message header, the tags, and the
+ * transport over the job's point-to-point backend (UCX by score). Private
+ * to agg.c, agg_client.c, agg_server.c, agg_sum.c and aggregator.c.
+ *
+ * A push is two messages from a worker to a home: a header on the sender's
+ * header stream (one tag, so headers arrive in the order sent), then the
+ * data on a tag of its own. A result is a header and, when the header says
+ * the sum succeeded, the data, both on tags of the chunk's sequence number.
+ * Every worker numbers chunks the same way (it syncs the same messages in
+ * the same order), so a sequence number names one chunk job-wide.
+ */
+#ifndef DD_SCHED_AGG_IMPL_H
+#define DD_SCHED_AGG_IMPL_H
+
+#include "sched/agg.h"
+
+#include <dreamddp/backend.h>
+
+#define DD_AGG_MAGIC 0x47414444u /* "DDAG" */
+#define DD_AGG_WHY 184
+
+enum { DD_AGG_PUSH = 1, DD_AGG_RESULT = 2, DD_AGG_BYE = 3 };
+enum {
+    DD_AGG_TAG_HDR = 1,  /* push headers and goodbyes, in order */
+    DD_AGG_TAG_DATA = 2, /* a push's data, by sequence number */
+    DD_AGG_TAG_RHDR = 3, /* a result's header, by sequence number */
+    DD_AGG_TAG_RDATA = 4 /* a result's data, by sequence number */
+};
+
+/* The wire header: 256 bytes, host byte order (clusters are homogeneous). */
+typedef struct {
+    uint32_t magic;
+    uint32_t kind;
+    uint64_t token; /* hash of the job token */
+    uint64_t seq;   /* chunk sequence number */
+    uint64_t step;
+    uint32_t layer;  /* first layer of the synced message */
+    uint32_t chunk;  /* index of the chunk in the message */
+    uint64_t offset; /* of the chunk in the message, elements */
+    uint64_t count;  /* elements in the chunk */
+    uint32_t dtype;
+    int32_t sender; /* job rank */
+    int32_t status; /* results: DD_OK, or the error why names */
+    uint32_t n_workers;
+    char why[DD_AGG_WHY];
+} dd_agg_hdr_t;
+
+struct dd_agg_transport {
+    struct dd_context *ctx;
+    const dd_backend_ops_t *ops;
+    dd_backend_t *backend;
+    uint64_t token;
+};
+
+typedef dd_backend_request_t dd_agg_req_t;
+
+dd_status_t dd_agg_transport_init(struct dd_context *ctx,
+                                  dd_agg_transport_t *t);
+uint64_t dd_agg_tag(int kind, uint64_t seq);
+dd_status_t dd_agg_send(dd_agg_transport_t *t, int peer, uint64_t tag,
+                        const void *buf, size_t bytes, dd_agg_req_t **req_p);
+dd_status_t dd_agg_recv(dd_agg_transport_t *t, int peer, uint64_t tag,
+                        void *buf, size_t bytes, dd_agg_req_t **req_p);
+/* DD_INPROGRESS, or the final status (which releases the request). */
+dd_status_t dd_agg_test(dd_agg_transport_t *t, dd_agg_req_t *req);
+void dd_agg_cancel(dd_agg_transport_t *t, dd_agg_req_t *req);
+
+/* Checks magic, token, kind and sender; why says what is wrong. */
+int dd_agg_hdr_valid(const dd_agg_transport_t *t, const dd_agg_hdr_t *h,
+                     uint32_t kind, int sender, char *why, size_t size);
+
+/* agg_sum.c */
+int dd_agg_dtype_ok(dd_dtype_t dtype);
+size_t dd_agg_acc_bytes(dd_dtype_t dtype, size_t count);
+void dd_agg_add(void *acc, const void *src, size_t n, dd_dtype_t dtype,
+                int first);
+void dd_agg_out(void *dst, const void *acc, size_t n, dd_dtype_t dtype,
+                int n_workers);
+
+/* A worker's own copy of a chunk homed at its own server. */
+typedef struct {
+    dd_agg_hdr_t hdr;
+    const void *data;
+    void *dest; /* where the average goes */
+    int done;   /* set by the server */
+    dd_status_t status;
+    char why[DD_AGG_WHY];
+} dd_agg_local_t;
+
+/* Hands a local copy to the worker's own server (kept until done). */
+dd_status_t dd_agg_server_local(dd_agg_server_t *s, dd_agg_local_t *local);
+
+/* Names a layer for messages: its name when the table is known. */
+void dd_agg_layer_name(struct dd_context *ctx, uint32_t layer, char *buf,
+                       size_t size);
+
+#endif

@@ -1,0 +1,566 @@
+/*
+ * A home's summation. Each worker's pushes arrive on its own in-order
+ * stream into one of two inbox buffers; a chunk's copies are added in
+ * worker order into an accumulator slot; the average goes back to every
+ * worker. Memory stays bounded: two inbox buffers per worker and a few
+ * slots, whatever the model's size. A message that does not fit what is
+ * expected is never summed: the home fails, logs why naming the rank, and
+ * answers every chunk with that error, so no worker waits and none writes a
+ * wrong sum.
+ */
+#include "core/log.h"
+#include "core/time.h"
+#include "sched/agg_impl.h"
+#include "sched/context.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DD_AGG_INBOX 2 /* buffers per worker */
+#define DD_AGG_SLOTS 4 /* chunks summed or answered at once */
+
+enum { IN_FREE = 0, IN_HDR, IN_DATA, IN_READY, IN_BYE };
+
+typedef struct {
+    int state;
+    uint64_t order; /* the header receive's place in its worker's stream */
+    dd_agg_hdr_t hdr;
+    dd_agg_req_t *req;
+    void *data;
+} dd_agg_inbox_t;
+
+typedef struct {
+    int used;
+    dd_agg_hdr_t hdr; /* the first copy's, which the others must match */
+    void *acc;
+    int next; /* worker whose copy is added next */
+    double started;
+    int answering; /* the result is out; waiting for the sends */
+    void *result;
+    size_t result_bytes;
+    dd_agg_hdr_t reply;
+    dd_agg_req_t **sends; /* two per worker */
+} dd_agg_slot_t;
+
+struct dd_agg_server {
+    struct dd_context *ctx;
+    dd_agg_transport_t *t;
+    int n;                 /* workers */
+    int local;             /* this process's worker index, or -1 */
+    size_t cap;            /* bytes of the largest chunk */
+    dd_agg_inbox_t *inbox; /* [n][DD_AGG_INBOX] */
+    uint64_t *last_seq;    /* per worker, of its last push */
+    uint64_t *posted;      /* per worker: header receives posted */
+    uint64_t *handled;     /* per worker: headers handled, in order */
+    int *has_pushed;
+    dd_agg_slot_t slot[DD_AGG_SLOTS];
+    dd_agg_local_t *locals[DD_AGG_SLOTS * 2];
+    int byes;
+    dd_status_t failed;
+    char why[DD_AGG_WHY];
+};
+
+static dd_agg_inbox_t *dd_agg_inbox(dd_agg_server_t *s, int w, int i)
+{
+    return &s->inbox[w * DD_AGG_INBOX + i];
+}
+
+/* The first failure: logged once, then every chunk is answered with it. */
+static void dd_agg_fail(dd_agg_server_t *s, dd_status_t status, const char *fmt,
+                        ...) __attribute__((format(printf, 3, 4)));
+
+static void dd_agg_fail(dd_agg_server_t *s, dd_status_t status, const char *fmt,
+                        ...)
+{
+    va_list ap;
+    if (s->failed != DD_OK) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(s->why, sizeof(s->why), fmt, ap);
+    va_end(ap);
+    s->failed = status;
+    dd_error(status, DD_SUBSYS_AGG, "home rank %d: %s", s->ctx->env.rank,
+             s->why);
+}
+
+dd_status_t dd_agg_server_create(struct dd_context *ctx,
+                                 dd_agg_transport_t *transport,
+                                 int local_worker, dd_agg_server_t **server_p)
+{
+    dd_agg_server_t *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    s->ctx = ctx;
+    s->t = transport;
+    s->n = ctx->n_workers;
+    s->local = local_worker;
+    s->cap = ctx->sched_opts.chunk_bytes;
+    s->inbox = calloc((size_t)s->n * DD_AGG_INBOX, sizeof(dd_agg_inbox_t));
+    s->last_seq = calloc((size_t)s->n, sizeof(uint64_t));
+    s->has_pushed = calloc((size_t)s->n, sizeof(int));
+    s->posted = calloc((size_t)s->n, sizeof(uint64_t));
+    s->handled = calloc((size_t)s->n, sizeof(uint64_t));
+    int ok =
+        s->inbox && s->last_seq && s->has_pushed && s->posted && s->handled;
+    for (int i = 0; ok && i < s->n * DD_AGG_INBOX; i++) {
+        ok = (s->inbox[i].data = malloc(s->cap)) != NULL;
+    }
+    for (int i = 0; ok && i < DD_AGG_SLOTS; i++) {
+        s->slot[i].sends = calloc(2 * (size_t)s->n, sizeof(dd_agg_req_t *));
+        s->slot[i].acc = malloc(2 * s->cap + 8);
+        s->slot[i].result = malloc(s->cap);
+        ok = s->slot[i].sends && s->slot[i].acc && s->slot[i].result;
+    }
+    if (!ok) {
+        dd_agg_server_destroy(s);
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_AGG,
+                        "no memory for the summation buffers");
+    }
+    *server_p = s;
+    return DD_OK;
+}
+
+/* Keeps a header receive posted in every free inbox buffer. */
+static void dd_agg_post_headers(dd_agg_server_t *s, int w)
+{
+    int peer = s->ctx->worker_ranks[w];
+    for (int i = 0; i < DD_AGG_INBOX; i++) {
+        dd_agg_inbox_t *in = dd_agg_inbox(s, w, i);
+        if (in->state != IN_FREE) {
+            continue;
+        }
+        if (dd_agg_recv(s->t, peer, dd_agg_tag(DD_AGG_TAG_HDR, 0), &in->hdr,
+                        sizeof(in->hdr), &in->req) != DD_OK) {
+            dd_agg_fail(s, DD_ERR_PEER_LOST,
+                        "cannot receive from worker rank %d", peer);
+            return;
+        }
+        in->state = IN_HDR;
+        in->order = s->posted[w]++;
+    }
+}
+
+/* A push header arrived: check it, then receive its data. */
+static void dd_agg_on_header(dd_agg_server_t *s, int w, dd_agg_inbox_t *in)
+{
+    int peer = s->ctx->worker_ranks[w];
+    size_t esize = dd_dtype_size((dd_dtype_t)in->hdr.dtype);
+    char why[128];
+    int valid =
+        dd_agg_hdr_valid(s->t, &in->hdr, DD_AGG_PUSH, peer, why, sizeof(why));
+
+    if (valid && in->hdr.kind == DD_AGG_PUSH &&
+        (in->hdr.count == 0 || in->hdr.count * esize > s->cap)) {
+        snprintf(why, sizeof(why), "%llu elements do not fit a chunk",
+                 (unsigned long long)in->hdr.count);
+        valid = 0;
+    }
+    if (!valid) {
+        in->state = IN_BYE; /* this stream can no longer be trusted */
+        dd_agg_fail(s, DD_ERR_MESSAGE,
+                    "rejected a malformed message from rank %d: %s", peer, why);
+        return;
+    }
+    dd_log_trace(DD_SUBSYS_AGG,
+                 "push header from rank %d: seq %llu chunk %u "
+                 "(last %llu), buffer order %llu",
+                 peer, (unsigned long long)in->hdr.seq, in->hdr.chunk,
+                 (unsigned long long)s->last_seq[w],
+                 (unsigned long long)in->order);
+    if (in->hdr.kind == DD_AGG_BYE) {
+        in->state = IN_BYE;
+        s->byes++;
+        if (in->hdr.status != DD_OK) {
+            in->hdr.why[DD_AGG_WHY - 1] = '\0';
+            dd_agg_fail(s, (dd_status_t)in->hdr.status,
+                        "worker rank %d gave up: %s", peer, in->hdr.why);
+        }
+        return;
+    }
+    if (s->has_pushed[w] && in->hdr.seq <= s->last_seq[w]) {
+        char layer[96];
+        dd_agg_layer_name(s->ctx, in->hdr.layer, layer, sizeof(layer));
+        in->state = IN_BYE;
+        dd_agg_fail(s, DD_ERR_MESSAGE,
+                    "rejected a duplicate of chunk %u of layer %s (step "
+                    "%llu) from rank %d: never summed twice",
+                    in->hdr.chunk, layer, (unsigned long long)in->hdr.step,
+                    peer);
+        return;
+    }
+    s->has_pushed[w] = 1;
+    s->last_seq[w] = in->hdr.seq;
+    if (dd_agg_recv(s->t, peer, dd_agg_tag(DD_AGG_TAG_DATA, in->hdr.seq),
+                    in->data, in->hdr.count * esize, &in->req) != DD_OK) {
+        dd_agg_fail(s, DD_ERR_PEER_LOST, "cannot receive from worker rank %d",
+                    peer);
+        return;
+    }
+    in->state = IN_DATA;
+}
+
+/* Headers are handled in the order their receives were posted, which is
+ * the order the worker sent them, whichever buffer they landed in. */
+static int dd_agg_poll_inbox(dd_agg_server_t *s, int w)
+{
+    int busy = 0;
+    for (int k = 0; k < DD_AGG_INBOX * DD_AGG_INBOX; k++) {
+        dd_agg_inbox_t *in = dd_agg_inbox(s, w, k % DD_AGG_INBOX);
+        if ((in->state != IN_HDR && in->state != IN_DATA) ||
+            (in->state == IN_HDR && in->order != s->handled[w])) {
+            continue;
+        }
+        dd_status_t st = dd_agg_test(s->t, in->req);
+        if (st == DD_INPROGRESS) {
+            continue;
+        }
+        in->req = NULL;
+        busy = 1;
+        if (st != DD_OK) {
+            in->state = IN_BYE;
+            dd_agg_fail(s, DD_ERR_PEER_LOST, "lost worker rank %d: %s",
+                        s->ctx->worker_ranks[w], dd_status_string(st));
+        } else if (in->state == IN_HDR) {
+            s->handled[w]++;
+            dd_agg_on_header(s, w, in);
+        } else {
+            in->state = IN_READY;
+        }
+    }
+    return busy;
+}
+
+static dd_agg_slot_t *dd_agg_find_slot(dd_agg_server_t *s, uint64_t seq)
+{
+    for (int i = 0; i < DD_AGG_SLOTS; i++) {
+        if (s->slot[i].used && s->slot[i].hdr.seq == seq) {
+            return &s->slot[i];
+        }
+    }
+    return NULL;
+}
+
+/* The copy of worker w for the slot's chunk, if it is here. */
+static const void *dd_agg_copy(dd_agg_server_t *s, dd_agg_slot_t *sl, int w,
+                               dd_agg_inbox_t **in_p, dd_agg_local_t **loc_p)
+{
+    *in_p = NULL;
+    *loc_p = NULL;
+    if (w == s->local) {
+        for (int i = 0; i < DD_AGG_SLOTS * 2; i++) {
+            if (s->locals[i] && s->locals[i]->hdr.seq == sl->hdr.seq) {
+                *loc_p = s->locals[i];
+                return s->locals[i]->data;
+            }
+        }
+        return NULL;
+    }
+    for (int i = 0; i < DD_AGG_INBOX; i++) {
+        dd_agg_inbox_t *in = dd_agg_inbox(s, w, i);
+        if (in->state == IN_READY && in->hdr.seq == sl->hdr.seq) {
+            *in_p = in;
+            return in->data;
+        }
+    }
+    return NULL;
+}
+
+static int dd_agg_same_chunk(const dd_agg_hdr_t *a, const dd_agg_hdr_t *b)
+{
+    return a->step == b->step && a->layer == b->layer && a->chunk == b->chunk &&
+           a->offset == b->offset && a->count == b->count &&
+           a->dtype == b->dtype;
+}
+
+/* The worker may reuse a local copy's record once it is done, so the
+ * server lets go of it first. */
+static void dd_agg_forget_local(dd_agg_server_t *s, dd_agg_local_t *loc)
+{
+    for (int i = 0; i < DD_AGG_SLOTS * 2; i++) {
+        if (s->locals[i] == loc) {
+            s->locals[i] = NULL;
+        }
+    }
+    loc->done = 1;
+}
+
+/* Sends the slot's answer (the average, or the failure) to every worker. */
+static void dd_agg_answer(dd_agg_server_t *s, dd_agg_slot_t *sl)
+{
+    size_t bytes = sl->hdr.count * dd_dtype_size((dd_dtype_t)sl->hdr.dtype);
+    dd_agg_hdr_t *r = &sl->reply;
+
+    *r = sl->hdr;
+    r->kind = DD_AGG_RESULT;
+    r->sender = s->ctx->env.rank;
+    r->n_workers = (uint32_t)s->n;
+    r->status = s->failed;
+    snprintf(r->why, sizeof(r->why), "%s", s->failed ? s->why : "");
+    if (s->failed == DD_OK) {
+        dd_agg_out(sl->result, sl->acc, sl->hdr.count,
+                   (dd_dtype_t)sl->hdr.dtype, s->n);
+    }
+    sl->answering = 1;
+    /* Copies not yet summed are answered too: a failed chunk is final. */
+    for (int i = 0; i < s->n * DD_AGG_INBOX; i++) {
+        if (s->inbox[i].state == IN_READY && s->inbox[i].hdr.seq == r->seq) {
+            s->inbox[i].state = IN_FREE;
+        }
+    }
+    for (int w = 0; w < s->n; w++) {
+        int peer = s->ctx->worker_ranks[w];
+        dd_agg_req_t **q = &sl->sends[2 * w];
+        q[0] = q[1] = NULL;
+        if (w == s->local) {
+            dd_agg_inbox_t *in;
+            dd_agg_local_t *loc;
+            dd_agg_copy(s, sl, w, &in, &loc);
+            if (loc != NULL) {
+                if (s->failed == DD_OK) {
+                    memcpy(loc->dest, sl->result, bytes);
+                }
+                loc->status = s->failed;
+                snprintf(loc->why, sizeof(loc->why), "%s", r->why);
+                dd_agg_forget_local(s, loc);
+            }
+            continue;
+        }
+        /* A send that fails means the worker is gone; it is reported by
+         * that worker's own stream, so the send is simply dropped. */
+        if (dd_agg_send(s->t, peer, dd_agg_tag(DD_AGG_TAG_RHDR, r->seq), r,
+                        sizeof(*r), &q[0]) != DD_OK) {
+            q[0] = NULL;
+        }
+        if (s->failed == DD_OK &&
+            dd_agg_send(s->t, peer, dd_agg_tag(DD_AGG_TAG_RDATA, r->seq),
+                        sl->result, bytes, &q[1]) != DD_OK) {
+            q[1] = NULL;
+        }
+    }
+}
+
+/* Adds the copies that are here, in worker order; answers when complete. */
+static int dd_agg_sum(dd_agg_server_t *s, dd_agg_slot_t *sl)
+{
+    int busy = 0;
+    while (!sl->answering && s->failed == DD_OK && sl->next < s->n) {
+        dd_agg_inbox_t *in;
+        dd_agg_local_t *loc;
+        const void *copy = dd_agg_copy(s, sl, sl->next, &in, &loc);
+        if (copy == NULL) {
+            break;
+        }
+        dd_agg_add(sl->acc, copy, sl->hdr.count, (dd_dtype_t)sl->hdr.dtype,
+                   sl->next == 0);
+        if (in != NULL) {
+            in->state = IN_FREE;
+        }
+        sl->next++;
+        busy = 1;
+    }
+    if (!sl->answering && (sl->next == s->n || s->failed != DD_OK)) {
+        dd_agg_answer(s, sl);
+        busy = 1;
+    }
+    return busy;
+}
+
+/* Frees a slot whose answer has left. */
+static int dd_agg_reap(dd_agg_server_t *s, dd_agg_slot_t *sl)
+{
+    int pending = 0;
+    for (int i = 0; i < 2 * s->n; i++) {
+        if (sl->sends[i] == NULL) {
+            continue;
+        }
+        if (dd_agg_test(s->t, sl->sends[i]) == DD_INPROGRESS) {
+            pending++;
+        } else {
+            sl->sends[i] = NULL;
+        }
+    }
+    if (pending > 0) {
+        return 0;
+    }
+    sl->used = 0;
+    sl->answering = 0;
+    return 1;
+}
+
+/* Opens a slot for a chunk first seen in hdr; checks later copies. */
+static void dd_agg_admit(dd_agg_server_t *s, const dd_agg_hdr_t *hdr,
+                         int sender)
+{
+    dd_agg_slot_t *sl = dd_agg_find_slot(s, hdr->seq);
+    if (sl != NULL) {
+        if (!dd_agg_same_chunk(&sl->hdr, hdr)) {
+            char layer[96];
+            dd_agg_layer_name(s->ctx, hdr->layer, layer, sizeof(layer));
+            dd_agg_fail(s, DD_ERR_MISMATCH,
+                        "rank %d pushed chunk %u of layer %s (step %llu, "
+                        "%llu elements) where rank %d pushed another chunk: "
+                        "do the workers sync the same layers?",
+                        sender, hdr->chunk, layer,
+                        (unsigned long long)hdr->step,
+                        (unsigned long long)hdr->count, sl->hdr.sender);
+        }
+        return;
+    }
+    for (int i = 0; i < DD_AGG_SLOTS; i++) {
+        if (!s->slot[i].used) {
+            sl = &s->slot[i];
+            sl->used = 1;
+            sl->hdr = *hdr;
+            sl->next = 0;
+            sl->started = dd_time_now();
+            return;
+        }
+    }
+}
+
+/* Names the workers whose copy of a late chunk never came. */
+static void dd_agg_check_late(dd_agg_server_t *s, dd_agg_slot_t *sl)
+{
+    double timeout = s->ctx->core.timeout_s;
+    if (sl->answering || dd_time_now() - sl->started < timeout) {
+        return;
+    }
+    char ranks[128] = "", layer[96];
+    for (int w = sl->next; w < s->n; w++) {
+        dd_agg_inbox_t *in;
+        dd_agg_local_t *loc;
+        if (dd_agg_copy(s, sl, w, &in, &loc) == NULL) {
+            size_t o = strlen(ranks);
+            snprintf(ranks + o, sizeof(ranks) - o, "%s%d", o ? ", " : "",
+                     s->ctx->worker_ranks[w]);
+        }
+    }
+    dd_agg_layer_name(s->ctx, sl->hdr.layer, layer, sizeof(layer));
+    dd_agg_fail(s, DD_ERR_TIMED_OUT,
+                "worker rank(s) %s did not push chunk %u of layer %s (step "
+                "%llu) within %.0f s (DD_TIMEOUT_S)",
+                ranks, sl->hdr.chunk, layer, (unsigned long long)sl->hdr.step,
+                timeout);
+}
+
+dd_status_t dd_agg_server_progress(dd_agg_server_t *s, int *busy_p)
+{
+    int busy = 0;
+
+    for (int w = 0; w < s->n; w++) {
+        if (w == s->local) {
+            continue;
+        }
+        dd_agg_post_headers(s, w);
+        busy |= dd_agg_poll_inbox(s, w);
+        for (int i = 0; i < DD_AGG_INBOX; i++) {
+            dd_agg_inbox_t *in = dd_agg_inbox(s, w, i);
+            if (in->state == IN_READY) {
+                dd_agg_admit(s, &in->hdr, s->ctx->worker_ranks[w]);
+            }
+        }
+    }
+    for (int i = 0; i < DD_AGG_SLOTS * 2; i++) {
+        if (s->locals[i] != NULL && !s->locals[i]->done) {
+            dd_agg_admit(s, &s->locals[i]->hdr, s->ctx->env.rank);
+        }
+    }
+    for (int i = 0; i < DD_AGG_SLOTS; i++) {
+        dd_agg_slot_t *sl = &s->slot[i];
+        if (!sl->used) {
+            continue;
+        }
+        busy |= dd_agg_sum(s, sl);
+        dd_agg_check_late(s, sl);
+        if (sl->answering) {
+            busy |= dd_agg_reap(s, sl);
+        }
+    }
+    if (s->failed != DD_OK) {
+        /* Answer copies that no slot took, so no worker waits on them. */
+        for (int i = 0; i < DD_AGG_SLOTS * 2; i++) {
+            if (s->locals[i] != NULL && !s->locals[i]->done &&
+                dd_agg_find_slot(s, s->locals[i]->hdr.seq) == NULL) {
+                s->locals[i]->status = s->failed;
+                snprintf(s->locals[i]->why, DD_AGG_WHY, "%s", s->why);
+                dd_agg_forget_local(s, s->locals[i]);
+            }
+        }
+    }
+    *busy_p = busy;
+    return s->failed;
+}
+
+dd_status_t dd_agg_server_local(dd_agg_server_t *s, dd_agg_local_t *local)
+{
+    for (int i = 0; i < DD_AGG_SLOTS * 2; i++) {
+        if (s->locals[i] == NULL) {
+            local->done = 0;
+            local->status = DD_OK;
+            s->locals[i] = local;
+            return DD_OK;
+        }
+    }
+    return DD_INPROGRESS; /* full: the caller retries after progress */
+}
+
+const char *dd_agg_server_why(const dd_agg_server_t *s)
+{
+    return s->why;
+}
+
+int dd_agg_server_streams_closed(const dd_agg_server_t *s)
+{
+    for (int i = 0; i < s->n * DD_AGG_INBOX; i++) {
+        if (i / DD_AGG_INBOX != s->local && s->inbox[i].state != IN_BYE) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int dd_agg_server_byes(const dd_agg_server_t *s)
+{
+    return s->byes;
+}
+
+int dd_agg_server_idle(const dd_agg_server_t *s, uint64_t upto)
+{
+    for (int i = 0; i < DD_AGG_SLOTS; i++) {
+        if (s->slot[i].used && s->slot[i].hdr.seq < upto) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void dd_agg_server_destroy(dd_agg_server_t *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    for (int i = 0; s->inbox && i < s->n * DD_AGG_INBOX; i++) {
+        if (s->inbox[i].state == IN_HDR || s->inbox[i].state == IN_DATA) {
+            dd_agg_cancel(s->t, s->inbox[i].req);
+        }
+        free(s->inbox[i].data);
+    }
+    for (int i = 0; i < DD_AGG_SLOTS; i++) {
+        for (int j = 0; s->slot[i].sends && j < 2 * s->n; j++) {
+            dd_agg_cancel(s->t, s->slot[i].sends[j]);
+        }
+        free(s->slot[i].sends);
+        free(s->slot[i].acc);
+        free(s->slot[i].result);
+    }
+    free(s->inbox);
+    free(s->last_seq);
+    free(s->has_pushed);
+    free(s->posted);
+    free(s->handled);
+    free(s);
+}

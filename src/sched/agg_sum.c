@@ -1,0 +1,152 @@
+/*
+ * The aggregators' arithmetic: copies of a chunk are added into a float
+ * accumulator (double for f64), then scaled and converted back. f16 uses
+ * the CPU's F16C conversions where it has them (checked at run time), the
+ * portable conversions otherwise; bf16 is a shift. No I/O here.
+ */
+#include "backends/coll/reduce.h"
+#include "sched/agg_impl.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+__attribute__((target("f16c,avx"))) static void
+dd_agg_f16_add_f16c(float *acc, const uint16_t *src, size_t n, int first)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i)));
+        if (!first) {
+            x = _mm256_add_ps(x, _mm256_loadu_ps(acc + i));
+        }
+        _mm256_storeu_ps(acc + i, x);
+    }
+    for (; i < n; i++) {
+        float x = dd_coll_f16_to_f32(src[i]);
+        acc[i] = first ? x : acc[i] + x;
+    }
+}
+
+__attribute__((target("f16c,avx"))) static void
+dd_agg_f16_out_f16c(uint16_t *dst, const float *acc, size_t n, float scale)
+{
+    size_t i = 0;
+    __m256 s = _mm256_set1_ps(scale);
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_mul_ps(_mm256_loadu_ps(acc + i), s);
+        _mm_storeu_si128((__m128i *)(dst + i),
+                         _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++) {
+        dst[i] = dd_coll_f32_to_f16(acc[i] * scale);
+    }
+}
+
+static int dd_agg_have_f16c(void)
+{
+    static int have = -1;
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    }
+    return have;
+}
+#else
+static int dd_agg_have_f16c(void)
+{
+    return 0;
+}
+#endif
+
+size_t dd_agg_acc_bytes(dd_dtype_t dtype, size_t count)
+{
+    return count * (dtype == DD_DTYPE_F64 ? sizeof(double) : sizeof(float));
+}
+
+int dd_agg_dtype_ok(dd_dtype_t dtype)
+{
+    return dtype == DD_DTYPE_F32 || dtype == DD_DTYPE_F64 ||
+           dtype == DD_DTYPE_F16 || dtype == DD_DTYPE_BF16;
+}
+
+void dd_agg_add(void *acc, const void *src, size_t n, dd_dtype_t dtype,
+                int first)
+{
+    float *a = acc;
+    switch (dtype) {
+    case DD_DTYPE_F32:
+        if (first) {
+            memcpy(a, src, n * sizeof(float));
+            return;
+        }
+        for (size_t i = 0; i < n; i++) {
+            a[i] += ((const float *)src)[i];
+        }
+        return;
+    case DD_DTYPE_F64:
+        for (size_t i = 0; i < n; i++) {
+            double x = ((const double *)src)[i];
+            ((double *)acc)[i] = first ? x : ((double *)acc)[i] + x;
+        }
+        return;
+    case DD_DTYPE_F16:
+#if defined(__x86_64__) || defined(__i386__)
+        if (dd_agg_have_f16c()) {
+            dd_agg_f16_add_f16c(a, src, n, first);
+            return;
+        }
+#endif
+        for (size_t i = 0; i < n; i++) {
+            float x = dd_coll_f16_to_f32(((const uint16_t *)src)[i]);
+            a[i] = first ? x : a[i] + x;
+        }
+        return;
+    case DD_DTYPE_BF16:
+        for (size_t i = 0; i < n; i++) {
+            float x = dd_coll_bf16_to_f32(((const uint16_t *)src)[i]);
+            a[i] = first ? x : a[i] + x;
+        }
+        return;
+    default:
+        return;
+    }
+}
+
+void dd_agg_out(void *dst, const void *acc, size_t n, dd_dtype_t dtype,
+                int n_workers)
+{
+    const float *a = acc;
+    float scale = 1.0f / (float)n_workers;
+    switch (dtype) {
+    case DD_DTYPE_F32:
+        for (size_t i = 0; i < n; i++) {
+            ((float *)dst)[i] = a[i] / (float)n_workers;
+        }
+        return;
+    case DD_DTYPE_F64:
+        for (size_t i = 0; i < n; i++) {
+            ((double *)dst)[i] = ((const double *)acc)[i] / n_workers;
+        }
+        return;
+    case DD_DTYPE_F16:
+#if defined(__x86_64__) || defined(__i386__)
+        if (dd_agg_have_f16c()) {
+            dd_agg_f16_out_f16c(dst, a, n, scale);
+            return;
+        }
+#endif
+        for (size_t i = 0; i < n; i++) {
+            ((uint16_t *)dst)[i] = dd_coll_f32_to_f16(a[i] * scale);
+        }
+        return;
+    case DD_DTYPE_BF16:
+        for (size_t i = 0; i < n; i++) {
+            ((uint16_t *)dst)[i] = dd_coll_f32_to_bf16(a[i] * scale);
+        }
+        return;
+    default:
+        return;
+    }
+}

@@ -1,0 +1,69 @@
+/*
+ * dd_aggregator_serve: what an aggregator rank does. It holds no model: it
+ * sums the chunks the workers push and sends the averages back, until every
+ * worker has said goodbye (at its dd_finalize). After a failure it keeps
+ * answering with the error, so that no worker waits, for up to
+ * DD_TIMEOUT_S, then returns the error.
+ */
+#include "core/log.h"
+#include "core/status.h"
+#include "core/time.h"
+#include "sched/agg_impl.h"
+#include "sched/context.h"
+
+#include <unistd.h>
+
+dd_status_t dd_aggregator_serve(dd_context_h ctx)
+{
+    dd_agg_transport_t t;
+    dd_agg_server_t *s;
+    dd_status_t status;
+
+    if (ctx == NULL || ctx->role != DD_ROLE_AGGREGATOR) {
+        return dd_error(DD_ERR_STATE, DD_SUBSYS_AGG,
+                        "dd_aggregator_serve: rank %d is a worker, not an "
+                        "aggregator",
+                        ctx ? ctx->env.rank : -1);
+    }
+    if ((status = dd_agg_transport_init(ctx, &t)) != DD_OK ||
+        (status = dd_agg_server_create(ctx, &t, -1, &s)) != DD_OK) {
+        return status;
+    }
+    dd_log_info(DD_SUBSYS_AGG, "aggregator rank %d serving %d workers",
+                ctx->env.rank, ctx->n_workers);
+    double nap = 20e-6, failed_at = 0;
+    while (1) {
+        int busy = 0;
+        status = dd_agg_server_progress(s, &busy);
+        if (dd_agg_server_byes(s) == ctx->n_workers &&
+            dd_agg_server_idle(s, UINT64_MAX)) {
+            break;
+        }
+        if (status != DD_OK && dd_agg_server_streams_closed(s)) {
+            break; /* every worker said goodbye or is gone */
+        }
+        if (status != DD_OK && failed_at == 0) {
+            failed_at = dd_time_now();
+        }
+        if (failed_at > 0 && dd_time_now() - failed_at > ctx->core.timeout_s) {
+            break;
+        }
+        if (busy) {
+            nap = 20e-6;
+            continue;
+        }
+        usleep((useconds_t)(nap * 1e6));
+        nap = nap * 2 < 500e-6 ? nap * 2 : 500e-6;
+    }
+    if (status != DD_OK) {
+        /* Later errors (sends to workers that left) are consequences: the
+         * first failure is the one to report. */
+        dd_last_error_set(dd_agg_server_why(s));
+    }
+    dd_agg_server_destroy(s);
+    if (status == DD_OK) {
+        dd_log_info(DD_SUBSYS_AGG, "aggregator rank %d: every worker left",
+                    ctx->env.rank);
+    }
+    return status;
+}

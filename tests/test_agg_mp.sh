@@ -1,0 +1,64 @@
+#!/bin/sh
+# Aggregation with real processes through ddrun: 1 to 4 workers with 1 to 4
+# aggregators sum layers of 1, 7, chunk - 1, chunk, chunk + 1 and several
+# chunks, in f32 (exactly), f16 and bf16; every strategy runs over them;
+# an aggregator or a worker that leaves, and a malformed or duplicated
+# message, fail the others within the timeout, naming the rank, and leave
+# their buffers untouched.
+. "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
+AGG=$top_builddir/tests/mp_agg
+SCHED=$top_builddir/tests/mp_sched
+export DD_TIMEOUT_S=10 DD_CHUNK_BYTES=4096 DD_PROFILE_STEPS=3
+sizes="1 7 1023 1024 1025 10243"
+
+for w in 1 2 3 4; do
+    for k in 1 2 3 4; do
+        if "$DDRUN" -n $((w + k)) --aggregators $k --timeout 60 -- \
+            "$AGG" check f32 $sizes >"$TMP/out" 2>&1; then
+            expect_grep "$TMP/out" "mp_agg: f32 averages exact on $w workers" "f32, $w workers + $k aggregators"
+        else
+            fail "f32, $w workers + $k aggregators"; cat "$TMP/out"
+        fi
+    done
+done
+for dt in f16 bf16; do
+    if "$DDRUN" -n 6 --aggregators 2 --timeout 60 -- "$AGG" check $dt $sizes >"$TMP/out" 2>&1; then
+        expect_grep "$TMP/out" "mp_agg: $dt averages exact on 4 workers" "$dt, 4 workers + 2 aggregators"
+    else
+        fail "$dt"; cat "$TMP/out"
+    fi
+done
+
+for s in ddp localsgd:2 plsgd:2 dreamddp:2 adaptive; do
+    if "$DDRUN" -n 5 --aggregators 2 --timeout 90 -- "$SCHED" $s 7 >"$TMP/out" 2>&1; then
+        expect_grep "$TMP/out" "mp_sched: $s: 7 steps correct on 3 ranks" "$s through 2 aggregators"
+    else
+        fail "$s through aggregators"; cat "$TMP/out"
+    fi
+done
+
+# Faults: 3 workers (ranks 0-2) and 2 aggregators (ranks 3, 4).
+fault() { # MODE PATTERN WHAT
+    start=$(date +%s)
+    "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- sh -c "$AGG $1; exit 0" >"$TMP/$1" 2>&1
+    elapsed=$(( $(date +%s) - start ))
+    for r in 0 2; do
+        expect_grep "$TMP/$1" "$r: mp_agg: rank $r:" "$3: worker $r reports"
+        grep "^$r: mp_agg: rank $r:" "$TMP/$1" | grep -q "buffer untouched" &&
+            pass "$3: worker $r wrote nothing" || fail "$3: worker $r buffer"
+    done
+    expect_grep "$TMP/$1" "$2" "$3: the rank at fault is named"
+    [ $elapsed -lt 40 ] && pass "$3: within the timeout (${elapsed}s)" || fail "$3 took ${elapsed}s"
+}
+fault malformed "rejected a malformed message from rank 1" "a malformed message"
+fault duplicate "rejected a duplicate of chunk 0 of layer 'layer0' (step 0) from rank 1: never summed twice" "a duplicated message"
+fault worker-exit "worker rank(s) 1 did not push chunk 0 of layer 'layer0'" "a worker that leaves"
+
+start=$(date +%s)
+"$DDRUN" -n 5 --aggregators 2 --timeout 60 -- sh -c "$AGG agg-exit; exit 0" >"$TMP/aggexit" 2>&1
+elapsed=$(( $(date +%s) - start ))
+for r in 0 1 2; do
+    expect_grep "$TMP/aggexit" "$r: mp_agg: rank $r: dd_model_commit: measuring the network failed: ucx: send to rank" "an aggregator that leaves: worker $r names it"
+done
+[ $elapsed -lt 40 ] && pass "an aggregator that leaves: within the timeout (${elapsed}s)" || fail "aggregator exit took ${elapsed}s"
+finish

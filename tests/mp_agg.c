@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 static int rank, workers;
+static void *bufs[16]; /* the layers; they live until dd_finalize */
+static int n_bufs;
 
 static double value(int r, size_t i)
 {
@@ -79,9 +81,9 @@ static dd_dtype_t parse_dtype(const char *s)
 }
 
 /* Registers one layer per size and commits. */
-static int setup(dd_context_h ctx, dd_dtype_t dt, size_t *sizes, int n,
-                 void **bufs)
+static int setup(dd_context_h ctx, dd_dtype_t dt, size_t *sizes, int n)
 {
+    n_bufs = n;
     for (int l = 0; l < n; l++) {
         char name[32];
         bufs[l] = calloc(sizes[l] ? sizes[l] : 1, dd_dtype_size(dt));
@@ -101,8 +103,7 @@ static int setup(dd_context_h ctx, dd_dtype_t dt, size_t *sizes, int n,
 
 static int run_check(dd_context_h ctx, dd_dtype_t dt, size_t *sizes, int n)
 {
-    void *bufs[16];
-    int rc = setup(ctx, dt, sizes, n, bufs);
+    int rc = setup(ctx, dt, sizes, n);
     for (int round = 0; rc == 0 && round < 3; round++) {
         for (int l = 0; l < n; l++) {
             fill(bufs[l], dt, sizes[l], rank);
@@ -146,10 +147,10 @@ static void inject(dd_context_h ctx, const dd_agg_hdr_t *h)
 static int run_fault(dd_context_h ctx, const char *mode)
 {
     size_t size = 1000;
-    void *buf;
-    if (setup(ctx, DD_DTYPE_F32, &size, 1, &buf) != 0) {
+    if (setup(ctx, DD_DTYPE_F32, &size, 1) != 0) {
         return 1;
     }
+    void *buf = bufs[0];
     fill(buf, DD_DTYPE_F32, size, rank);
     if (strcmp(mode, "duplicate") == 0) {
         /* One good sync, then rank 1 replays its first header. */
@@ -221,5 +222,8 @@ int main(int argc, char **argv)
         return rc; /* the job is broken: no barrier to meet at */
     }
     dd_status_t fin = dd_finalize(ctx);
+    for (int l = 0; l < n_bufs; l++) {
+        free(bufs[l]);
+    }
     return rc != 0 ? rc : fin != DD_OK;
 }

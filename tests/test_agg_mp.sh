@@ -57,8 +57,14 @@ fault worker-exit "worker rank(s) 1 did not push chunk 0 of layer 'layer0'" "a w
 start=$(date +%s)
 "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- sh -c "$AGG agg-exit; exit 0" >"$TMP/aggexit" 2>&1
 elapsed=$(( $(date +%s) - start ))
+# Whether UCX reports the lost endpoint or the wait times out first, the
+# message names an aggregator.
 for r in 0 1 2; do
-    expect_grep "$TMP/aggexit" "$r: mp_agg: rank $r: dd_model_commit: measuring the network failed: ucx: send to rank" "an aggregator that leaves: worker $r names it"
+    if grep -E "^$r: mp_agg: rank $r: dd_model_commit: measuring the network failed: .*rank(\(s\))? [34]" "$TMP/aggexit" >/dev/null; then
+        pass "an aggregator that leaves: worker $r names it"
+    else
+        fail "an aggregator that leaves: worker $r"; cat "$TMP/aggexit"
+    fi
 done
 [ $elapsed -lt 40 ] && pass "an aggregator that leaves: within the timeout (${elapsed}s)" || fail "aggregator exit took ${elapsed}s"
 finish

@@ -37,6 +37,14 @@ for s in ddp localsgd:2 plsgd:2 dreamddp:2 adaptive; do
     fi
 done
 
+# DD_ROUTE=allreduce: the workers' own collectives, with aggregators idle
+# until every worker says goodbye at dd_finalize.
+if DD_ROUTE=allreduce "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- "$SCHED" dreamddp:2 7 >"$TMP/out" 2>&1; then
+    expect_grep "$TMP/out" "mp_sched: dreamddp:2: 7 steps correct on 3 ranks" "DD_ROUTE=allreduce beside aggregators"
+else
+    fail "DD_ROUTE=allreduce beside aggregators"; cat "$TMP/out"
+fi
+
 # Faults: 3 workers (ranks 0-2) and 2 aggregators (ranks 3, 4).
 fault() { # MODE PATTERN WHAT
     start=$(date +%s)

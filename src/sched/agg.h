@@ -59,6 +59,10 @@ dd_status_t dd_agg_route(void *arg, const struct dd_sync_job *job, void *buf,
 /** Tells every aggregator this worker is done, and frees. */
 void dd_agg_destroy(dd_agg_t *agg);
 
+/** Tells every aggregator this worker is done, for a worker that never
+ *  created its aggregation side. */
+void dd_agg_goodbye_all(struct dd_context *ctx);
+
 /* ---- the summation of one home (agg_server.c) ---- */
 
 typedef struct dd_agg_transport dd_agg_transport_t;

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DD_AGG_WINDOW 8
+#define DD_AGG_WINDOW 12
 
 typedef struct {
     int busy;
@@ -350,7 +350,7 @@ dd_status_t dd_agg_route(void *arg, const dd_sync_job_t *job, void *buf,
             return dd_agg_give_up(a, DD_ERR_TIMED_OUT);
         }
         usleep((useconds_t)(nap * 1e6));
-        nap = nap * 2 < 500e-6 ? nap * 2 : 500e-6;
+        nap = nap * 2 < 100e-6 ? nap * 2 : 100e-6;
     }
     return DD_OK;
 }
@@ -385,6 +385,26 @@ static void dd_agg_goodbye(dd_agg_t *a, dd_status_t status, const char *why)
             usleep(100);
         }
     }
+}
+
+void dd_agg_goodbye_all(struct dd_context *ctx)
+{
+    dd_agg_t a = {.ctx = ctx,
+                  .n = ctx->n_workers,
+                  .k = ctx->env.world_size - ctx->n_workers};
+    int h = 0;
+
+    if (dd_agg_transport_init(ctx, &a.t) != DD_OK) {
+        return;
+    }
+    a.home_rank = calloc((size_t)a.k, sizeof(int));
+    for (int r = 0; a.home_rank != NULL && r < ctx->env.world_size; r++) {
+        if (ctx->roles[r] == DD_ROLE_AGGREGATOR) {
+            a.home_rank[h++] = r;
+        }
+    }
+    dd_agg_goodbye(&a, DD_OK, "");
+    free(a.home_rank);
 }
 
 void dd_agg_destroy(dd_agg_t *a)

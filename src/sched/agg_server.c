@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DD_AGG_INBOX 2 /* buffers per worker */
-#define DD_AGG_SLOTS 4 /* chunks summed or answered at once */
+#define DD_AGG_INBOX 4 /* buffers per worker */
+#define DD_AGG_SLOTS 6 /* chunks summed or answered at once */
 
 enum { IN_FREE = 0, IN_HDR, IN_DATA, IN_READY, IN_BYE };
 

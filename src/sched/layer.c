@@ -55,8 +55,17 @@ void dd_sched_quiesce(dd_sched_t *sched)
     }
     dd_engine_stop(sched->engine);
     sched->engine = NULL;
-    dd_agg_destroy(sched->agg);
-    sched->agg = NULL;
+    if (sched->agg != NULL) {
+        dd_agg_destroy(sched->agg);
+        sched->agg = NULL;
+    } else if (sched->ctx->role == DD_ROLE_WORKER &&
+               sched->ctx->n_workers < sched->ctx->env.world_size &&
+               !sched->said_goodbye) {
+        /* A worker that never synced through the aggregators (no commit,
+         * or DD_ROUTE=allreduce) still ends their service. */
+        dd_agg_goodbye_all(sched->ctx);
+    }
+    sched->said_goodbye = 1;
 }
 
 void dd_sched_destroy(dd_sched_t *sched)

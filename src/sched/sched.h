@@ -65,6 +65,7 @@ typedef struct dd_sched {
     dd_sync_route_fn_t route;
     void *route_arg;
     struct dd_agg *agg;
+    int said_goodbye;
 } dd_sched_t;
 
 /* layer.c */

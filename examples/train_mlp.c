@@ -14,7 +14,7 @@
  *
  *   ddrun -n 4 -- examples/train_mlp --strategy dreamddp:4 --steps 300
  *
- * Aggregator ranks (ddrun --aggregators K) serve and hold no model.
+ * Aggregator ranks (ddrun --aggregators K) hold no model and serve.
  */
 #include <dreamddp.h>
 
@@ -457,10 +457,12 @@ static int train(dd_context_h ctx, const options_t *o)
     acc = evaluate(L, B.act, tx, ty, TEST_SIZE, chunk, &test_loss);
     if (rank == 0 && o->json) {
         printf("{\"strategy\":\"%s\",\"steps\":%d,\"workers\":%d,"
+               "\"aggregators\":%d,"
                "\"final_loss\":%.5f,\"accuracy\":%.4f,\"mean_step_s\":%.6f,"
                "\"mean_wait_s\":%.6f,\"synced_bytes\":%zu}\n",
-               dd_strategy_name(ctx), o->steps, dd_num_workers(ctx), test_loss,
-               acc, t_total / o->steps, wait / o->steps, synced);
+               dd_strategy_name(ctx), o->steps, dd_num_workers(ctx),
+               dd_world_size(ctx) - dd_num_workers(ctx), test_loss, acc,
+               t_total / o->steps, wait / o->steps, synced);
     } else if (rank == 0) {
         printf("done: %s, %d workers, %d steps: held-out accuracy %.3f, "
                "loss %.4f, %.2f ms/step (%.2f ms exposed wait), %.1f MB "
@@ -484,7 +486,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "train_mlp: %s\n", dd_last_error());
         return 1;
     }
-    int rc = train(ctx, &o);
+    int rc;
+    if (dd_role(ctx) == DD_ROLE_AGGREGATOR) {
+        /* An aggregator rank holds no model: it sums the chunks the
+         * workers push until every worker has finished. */
+        rc = dd_aggregator_serve(ctx) == DD_OK ? 0 : -1;
+    } else {
+        rc = train(ctx, &o);
+    }
     if (rc != 0) {
         fprintf(stderr, "train_mlp: rank %d: %s\n", dd_rank(ctx),
                 dd_last_error());

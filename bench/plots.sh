@@ -1,0 +1,57 @@
+#!/bin/sh
+# bench/plots.sh: the plots BENCHMARKS.md shows, drawn with gnuplot from the
+# committed results (results/train_sim.jsonl, results/timeline_dreamddp4.json):
+# time per iteration by strategy, and the per-layer syncs of one dreamddp:4
+# window. The SVGs are build outputs (not committed): rerun this after the
+# benchmarks. Needs gnuplot (tools/install-deps --bench).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+results=${RESULTS:-$here/results}
+plots=${PLOTS:-$here/plots}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$plots"
+
+python3 "$here/report.py" train-dat "$results/train_sim.jsonl" >"$tmp/iter.dat"
+gnuplot <<GP
+set terminal svg size 800,420 font "sans,11"
+set output "$plots/iteration_time.svg"
+set title "gpt2-blocks (scale 0.25), 4 hosts at 1 Gbit/s: time per iteration"
+set ylabel "seconds per iteration (median)"
+set style data histograms
+set style histogram rowstacked
+set style fill solid 0.8 border -1
+set boxwidth 0.7
+set xtics rotate by -30 nomirror
+set key top right
+set grid ytics
+plot "$tmp/iter.dat" using 3:xtic(1) title "compute (no sync)" lc rgb "#8fb3d9", \
+     "" using 4 title "exposed communication" lc rgb "#d9534f"
+GP
+echo "bench/plots.sh: wrote $plots/iteration_time.svg"
+
+if [ ! -e "$results/timeline_dreamddp4.json" ]; then
+    echo "bench/plots.sh: no $results/timeline_dreamddp4.json (bench/train_sim.sh" \
+        "writes it in its last round); skipping the timeline"
+    exit 0
+fi
+python3 "$here/report.py" timeline-dat "$results/timeline_dreamddp4.json" 4 \
+    >"$tmp/timeline.dat"
+gnuplot <<GP
+set terminal svg size 900,480 font "sans,11" noenhanced
+set output "$plots/timeline_dreamddp4.svg"
+set title "dreamddp:4, rank 0, last window of the run: backward ends (dots) and syncs (bars)"
+set xlabel "seconds from the start of the window"
+set ylabel "layer (backward order, top first)"
+set yrange [-1:*] reverse
+set key outside bottom center horizontal
+set grid xtics
+set palette defined (0 "#1b9e77", 1 "#d95f02", 2 "#7570b3", 3 "#e7298a")
+set cbrange [0:3]
+unset colorbox
+plot "$tmp/timeline.dat" index 1 using 1:2:(\$1):(\$1+\$3):(\$2-0.3):(\$2+0.3):(int(\$4)%4) \
+         with boxxyerrorbars fs solid 0.7 lc palette title "sync (colour: step of the window)", \
+     "" index 0 using 1:2 with points pt 7 ps 0.6 lc rgb "black" title "layer backward done", \
+     "" index 2 using (0):1:ytic(2) with points ps 0 notitle # layer names
+GP
+echo "bench/plots.sh: wrote $plots/timeline_dreamddp4.svg"

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""bench/report.py: Markdown tables (and gnuplot data) from the benchmark
+scripts' JSON-lines results. Medians over rounds; ratios first, the
+absolute times beside them. Reads only; stdlib only.
+
+usage: report.py coll|train|sync|plan RESULTS.jsonl
+       report.py train-dat RESULTS.jsonl      (gnuplot: time per iteration)
+       report.py timeline-dat TRACE.json H    (gnuplot: one window's syncs)
+"""
+import json, re, statistics, sys
+
+
+def load(path):
+    meta, rows = {}, []
+    for line in open(path):
+        if line.strip():
+            d = json.loads(line)
+            if "meta" in d:
+                meta = d["meta"]
+            else:
+                rows.append(d)
+    return meta, rows
+
+
+def rate_bytes(rate):
+    """'1gbit' -> bytes per second."""
+    m = re.fullmatch(r"([0-9.]+)\s*([kmg]?)bit", rate.lower())
+    return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] / 8
+
+
+def median_by(rows, key, value):
+    groups = {}
+    for r in rows:
+        if r.get(value) is not None:
+            groups.setdefault(key(r), []).append(r[value])
+    return {k: (statistics.median(v), len(v)) for k, v in groups.items()}
+
+
+def machine(meta):
+    return (f"Machine: {meta.get('cores')} cores, netcluster {meta.get('hosts')} hosts at "
+            f"{meta.get('rate')} (tbf-shaped veth), {meta.get('date')}; medians of "
+            f"{meta.get('rounds')} interleaved rounds.")
+
+
+def fmt(x, spec=".3f"):
+    return "n/a" if x is None else format(x, spec)
+
+
+def coll(path):
+    meta, rows = load(path)
+    t = median_by(rows, lambda r: r.get("anchor") or "dreamddp " + r["backend"], "time_s")
+    M, n = rows[0]["bytes"], rows[0]["world"]
+    ring = 2 * (n - 1) / n * M / rate_bytes(meta["rate"])
+    torch = t.get("torch-gloo", (None, 0))[0]
+    print(f"Allreduce of {M / 1e6:.0f} MB among {n} hosts. {machine(meta)}\n")
+    print("| run | × PyTorch gloo | × ring limit | time (s) | algbw (MB/s) | runs |")
+    print("|---|---|---|---|---|---|")
+    print(f"| ring limit 2(n-1)/n·M/B | {fmt(ring / torch if torch else None)} | 1.000 | {ring:.3f} | {M / ring / 1e6:.0f} | |")
+    for k in sorted(t, key=lambda k: (k != "torch-gloo", k)):
+        v, c = t[k]
+        print(f"| {k} | {fmt(v / torch if torch else None)} | {v / ring:.3f} | {v:.3f} | {M / v / 1e6:.0f} | {c} |")
+
+
+def train_medians(rows):
+    key = lambda r: r.get("anchor") or r["strategy"]
+    return median_by(rows, key, "mean_iter_s"), median_by(rows, key, "modeled_iter_s")
+
+
+def train(path):
+    meta, rows = load(path)
+    t, model = train_medians(rows)
+    none = t.get("none", (None,))[0]
+    comp = t.get("torch-compute", (None,))[0]
+    tl = t.get("torch-localsgd:4", (None,))[0]
+    tddp = t.get("torch-ddp", (None,))[0]
+    torch_exposed = tl - comp if tl and comp else None
+    print(f"Train simulator, gpt2-blocks at scale 0.25. {machine(meta)}")
+    print("Exposed communication = time per iteration minus the compute-only run of the same"
+          " code (ours: strategy none; PyTorch: torch_sim.py compute).\n")
+    print("| run | exposed ÷ PyTorch Local SGD's | s/iter ÷ PyTorch DDP | measured ÷ modeled |"
+          " s/iter | modeled s/iter | exposed s/iter | runs |")
+    print("|---|---|---|---|---|---|---|---|")
+    order = ["torch-compute", "torch-ddp", "torch-localsgd:4", "none", "ddp", "localsgd:4",
+             "plsgd:4", "dreamddp:4", "adaptive"]
+    for k in sorted(t, key=lambda k: order.index(k) if k in order else 99):
+        v, c = t[k]
+        base = comp if k.startswith("torch-") else none
+        exposed = v - base if base is not None else None
+        m = model.get(k, (None,))[0]
+        print(f"| {k} | {fmt(exposed / torch_exposed if exposed is not None and torch_exposed else None)}"
+              f" | {fmt(v / tddp if tddp else None)} | {fmt(v / m if m else None)} | {v:.3f}"
+              f" | {fmt(m)} | {fmt(exposed)} | {c} |")
+
+
+def sync(path):
+    meta, rows = load(path)
+    t = median_by(rows, lambda r: "torch-gloo" if r.get("anchor") else (r["workers"], r["aggregators"]), "time_s")
+    route = {(r["workers"], r["aggregators"]): r.get("route") for r in rows if not r.get("anchor")}
+    M = rows[0]["bytes"]
+    B = rate_bytes(meta["rate"])
+    torch = t.get("torch-gloo", (None,))[0]
+    print(f"Sync of {M / 1e6:.0f} MB by 4 workers. {machine(meta)}")
+    print("Model: BytePS's optimum 2n(n-1)M/((n²+kn-2k)B): the ring limit at k=0, push/pull M/B at k=n.\n")
+    print("| workers + aggregators | route | × PyTorch gloo (4 hosts) | × model | time (s) | model (s) | runs |")
+    print("|---|---|---|---|---|---|---|")
+    if torch:
+        print(f"| PyTorch gloo allreduce, 4 hosts | ring | 1.000 | | {torch:.3f} | | {t['torch-gloo'][1]} |")
+    for k in sorted(x for x in t if x != "torch-gloo"):
+        n, a = k
+        v, c = t[k]
+        model = 2 * n * (n - 1) * M / ((n * n + a * n - 2 * a) * B)
+        print(f"| {n} + {a} | {route[k]} | {fmt(v / torch if torch else None)} | {v / model:.3f} |"
+              f" {v:.3f} | {model:.3f} | {c} |")
+
+
+def plan(path):
+    _, rows = load(path)
+    print("Modeled seconds per iteration under ../shared/anchors/schedsim.py (one FIFO channel).\n")
+    print("| profile | H | ours ÷ paper's schedule | ours ÷ FLSGD | ours ÷ uniform PLSGD | FLSGD |"
+          " uniform PLSGD | paper's DreamDDP | ours | ddbench's own model of ours |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        ours, art = r["candidate"], r.get("artifact_dreamddp")
+        print(f"| {r['profile']} | {r['H']} | {fmt(ours / art if art else None)} | {ours / r['flsgd']:.3f} |"
+              f" {ours / r['plsgd_uniform']:.3f} | {r['flsgd']:.4f} | {r['plsgd_uniform']:.4f} |"
+              f" {fmt(art, '.4f')} | {ours:.4f} | {r['ddbench_modeled']['dreamddp']:.4f} |")
+
+
+def train_dat(path):
+    """One line per run: label, median s/iter, compute part, exposed part."""
+    _, rows = load(path)
+    t, _ = train_medians(rows)
+    none, comp = t.get("none", (0,))[0], t.get("torch-compute", (0,))[0]
+    for k in ["torch-compute", "torch-ddp", "torch-localsgd:4", "none", "ddp", "localsgd:4",
+              "plsgd:4", "dreamddp:4", "adaptive"]:
+        if k in t:
+            base = comp if k.startswith("torch-") else none
+            label = k.replace("torch-", "PyTorch ")
+            print(f'"{label}" {t[k][0]:.4f} {min(base, t[k][0]):.4f} {max(0, t[k][0] - base):.4f}')
+
+
+def timeline_dat(path, H):
+    """The last whole window of a rank's trace: backward marks and syncs, in
+    seconds from the window's start, one row per layer (backward order)."""
+    ev = [e for e in json.load(open(path)) if e.get("ph") in ("i", "X")]
+    marks = [e for e in ev if e["cat"] == "backward"]
+    syncs = [e for e in ev if e["cat"] == "sync"]
+    layers = []
+    for e in marks:
+        name = e["name"].split(" ", 1)[1]
+        if name in layers:
+            break
+        layers.append(name)
+    L = len(layers)
+    steps = len(marks) // L
+    last = (steps // H) * H - H  # first step of the last whole window
+    if last < 0:
+        sys.exit("timeline-dat: no whole window in the trace")
+    t0 = marks[last * L]["ts"]
+    # The step's forward is not marked: its start is taken as the previous
+    # step's last mark, which includes dd_step_end and the optimizer.
+    if last > 0:
+        t0 = marks[last * L - 1]["ts"]
+    print("# backward marks: x (s) layer-row step")
+    for i in range(last * L, (last + H) * L):
+        e = marks[i]
+        print(f"{(e['ts'] - t0) / 1e6:.5f} {layers.index(e['name'].split(' ', 1)[1])} {i // L}")
+    print("\n\n# syncs: x_start (s) row duration (s) step label")
+    for e in syncs:
+        step = e["args"]["step"]
+        if last <= step < last + H:
+            name = e["name"].split(" ", 1)[1].rstrip("+")
+            row = layers.index(name) if name in layers else 0
+            print(f"{(e['ts'] - t0) / 1e6:.5f} {row} {e['dur'] / 1e6:.5f} {step} \"{name}\"")
+    print("\n\n# layer names: row name")
+    for i, n in enumerate(layers):
+        print(f'{i} "{n}"')
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1] if len(sys.argv) > 1 else ""
+    fns = {"coll": coll, "train": train, "sync": sync, "plan": plan, "train-dat": train_dat}
+    if cmd in fns and len(sys.argv) == 3:
+        fns[cmd](sys.argv[2])
+    elif cmd == "timeline-dat" and len(sys.argv) == 4:
+        timeline_dat(sys.argv[2], int(sys.argv[3]))
+    else:
+        sys.exit(__doc__)

@@ -1,0 +1,39 @@
+#!/bin/sh
+# bench/train_sim.sh: the train simulator on gpt2-blocks (scale 0.25) for
+# every strategy, beside PyTorch's DDP and Local SGD (torch_sim.py) on the
+# same 4 emulated hosts at 1 Gbit/s, interleaved over $ROUNDS rounds; then
+# the table. The last round's dreamddp:4 run also writes rank 0's
+# DD_TIMELINE (results/timeline_dreamddp4.json) for bench/plots.sh.
+# Results: results/train_sim.jsonl.
+. "$(dirname "$0")/lib.sh"
+out=$RESULTS/train_sim.jsonl
+iters=${ITERS:-8}
+strategies=${STRATEGIES:-none ddp localsgd:4 plsgd:4 dreamddp:4 adaptive}
+anchors=${ANCHOR_MODES:-compute ddp localsgd:4}
+
+round() {
+    for m in $anchors; do
+        on_hosts 4 150 env SCALE=0.25 "$TORCH_PYTHON" \
+            "$ANCHORS/torch_sim.py" "$m" "$iters" | keep "$out" "$1"
+    done
+    for s in $strategies; do
+        timeline=
+        if [ "$s" = dreamddp:4 ] && [ "$1" = "$ROUNDS" ]; then
+            timeline=$RESULTS/timeline_dreamddp4.%r.json
+        fi
+        on_hosts 4 150 env DD_TIMELINE="$timeline" "$DDBENCH" train-sim \
+            --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$s" \
+            --iters "$iters" --json | keep "$out" "$1"
+    done
+}
+
+start_results "$out" 4
+rounds cluster 4 round
+# Rank 0's timeline is enough for the plot.
+for f in "$RESULTS"/timeline_dreamddp4.*.json; do
+    case $f in
+        *.0.json) mv "$f" "$RESULTS/timeline_dreamddp4.json" ;;
+        *) rm -f "$f" ;;
+    esac
+done
+python3 "$here/report.py" train "$out"

@@ -84,6 +84,61 @@ static void test_reduce(void **state)
     assert_int_equal(h[0], dd_coll_f32_to_f16(2048.0f / 3));
 }
 
+/* The blocked sum of distinct buffers, past a block of eight and into the
+ * tail, and the same buffer twice. */
+static void test_reduce_sum_blocks(void **state)
+{
+    float f[19], g[19];
+    double x[19], y[19];
+
+    for (int i = 0; i < 19; i++) {
+        f[i] = (float)i;
+        g[i] = 0.5f * (float)i;
+        x[i] = -(double)i;
+        y[i] = 0.25 * i;
+    }
+    dd_coll_reduce(f, g, 19, DD_DTYPE_F32, DD_REDUCE_SUM);
+    dd_coll_reduce(x, y, 19, DD_DTYPE_F64, DD_REDUCE_AVG);
+    for (int i = 0; i < 19; i++) {
+        assert_true(f[i] == 1.5f * (float)i);
+        assert_true(x[i] == -0.75 * i);
+    }
+    dd_coll_reduce(f, f, 19, DD_DTYPE_F32, DD_REDUCE_SUM);
+    assert_true(f[18] == 54.0f);
+}
+
+/* Out of place, the ring allreduce reads sendbuf where it is needed and
+ * receives straight into recvbuf: no copy of the buffer, no scratch. */
+static void test_ring_plan_no_copy(void **state)
+{
+    static float in[40000], out[40000];
+    dd_backend_args_t a = {.sendbuf = in,
+                           .recvbuf = out,
+                           .count = 40000,
+                           .dtype = DD_DTYPE_F32,
+                           .op = DD_REDUCE_SUM,
+                           .mem_type = DD_MEM_HOST};
+    dd_coll_plan_t plan;
+
+    assert_int_equal(
+        dd_coll_plan_build(&plan, DD_COLL_ALLREDUCE, &a, 1, 4, 4096), DD_OK);
+    assert_null(plan.scratch);
+    for (size_t i = 0; i < plan.n_steps; i++) {
+        const dd_coll_step_t *st = &plan.steps[i];
+        assert_int_not_equal(st->kind, DD_COLL_STEP_COPY);
+        if (st->kind == DD_COLL_STEP_RECV) {
+            assert_true((float *)st->dst >= out &&
+                        (float *)st->dst < out + 40000);
+        }
+    }
+    dd_coll_plan_release(&plan);
+    a.recvbuf = in; /* in place still double-buffers its receives */
+    assert_int_equal(
+        dd_coll_plan_build(&plan, DD_COLL_ALLREDUCE, &a, 1, 4, 4096), DD_OK);
+    assert_non_null(plan.scratch);
+    dd_coll_plan_release(&plan);
+}
+
 /* ---- an in-memory transport -------------------------------------------- */
 
 #define NET_SLOTS (1u << 17) /* open addressing on (src, dst, tag) */
@@ -379,6 +434,8 @@ static void test_allreduce(void **state)
                 for (size_t s = 0; s < sizeof(sizes) / sizeof(*sizes); s++) {
                     run(DD_COLL_ALLREDUCE, d, op, w, sizes[s], 96, s % 2);
                 }
+                /* The ring reads sendbuf directly out of place. */
+                run(DD_COLL_ALLREDUCE, d, op, w, 20000, 96, 0);
             }
         }
     }
@@ -432,6 +489,8 @@ int main(void)
         cmocka_unit_test(test_f16_rounding),
         cmocka_unit_test(test_bf16_rounding),
         cmocka_unit_test(test_reduce),
+        cmocka_unit_test(test_reduce_sum_blocks),
+        cmocka_unit_test(test_ring_plan_no_copy),
         cmocka_unit_test(test_signature),
         cmocka_unit_test(test_allreduce),
         cmocka_unit_test(test_reduce_scatter),

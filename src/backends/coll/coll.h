@@ -72,7 +72,10 @@ uint64_t dd_coll_tag(uint32_t sig, uint32_t seq, uint32_t msg);
 
 /** What an executing collective needs from its module. */
 typedef struct {
-    const dd_backend_ops_t *ops; /* send, recv, test, cancel, progress */
+    /* send, recv, test, cancel, progress; test is called for every message
+     * in flight on every pass, so it should only look, not progress: the
+     * executor progresses once per pass (dd_coll_test, idle). */
+    const dd_backend_ops_t *ops;
     dd_backend_t *backend;
     const dd_backend_services_t *services;
     int rank;

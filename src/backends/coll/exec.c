@@ -169,6 +169,10 @@ dd_status_t dd_coll_start(const dd_coll_comm_t *comm, dd_coll_t coll,
 
 dd_status_t dd_coll_test(dd_coll_req_t *req)
 {
+    /* One progress call for the whole pass: a module's test need not
+     * progress, and calling it once per message in flight cost a system
+     * call each. */
+    req->comm.ops->progress(req->comm.backend);
     dd_status_t status = dd_coll_advance(req);
 
     if (status == DD_INPROGRESS) {

@@ -56,24 +56,32 @@ static char *dd_coll_at(void *buf, size_t elems, size_t esize)
 }
 
 /*
- * Ring reduce-scatter on acc: after it, rank r holds block r fully reduced.
- * Step k sends block r-k-1 to r+1 and receives block r-k-2 from r-1 into
- * one of two scratch blocks, then reduces it into acc. send_ids and
+ * Ring reduce-scatter of own into acc: after it, rank r holds block r fully
+ * reduced in acc. Step k sends block r-k-1 to r+1 (from own at step 0, when
+ * it holds this rank's share only) and receives block r-k-2 from r-1.
+ * In place (own == acc), a block arrives in one of two scratch blocks and
+ * is reduced into acc. Otherwise it arrives straight in acc, whose blocks
+ * are not yet in use, and this rank's share is reduced into it from own:
+ * no copy of own, and every receive can be posted at once. send_ids and
  * reduce_ids ((world - 1) * maxc each) return the steps, for what follows.
  */
-static int dd_coll_ring_rs(dd_coll_ring_t *g, void *acc, void *scratch,
-                           uint32_t first, uint32_t *send_ids,
+static int dd_coll_ring_rs(dd_coll_ring_t *g, const void *own, void *acc,
+                           void *scratch, uint32_t first, uint32_t *send_ids,
                            uint32_t *reduce_ids)
 {
     dd_coll_plan_t *plan = g->plan;
     int n = g->world, r = g->rank;
     size_t half = g->off[1] + 1; /* elements of one scratch block */
+    int direct = own != acc;
 
     for (int k = 0; k < n - 1; k++) {
         int sb = ((r - k - 1) % n + n) % n, rb = ((r - k - 2) % n + n) % n;
         size_t slen = g->off[sb + 1] - g->off[sb];
         size_t rlen = g->off[rb + 1] - g->off[rb];
-        char *sbuf = dd_coll_at(scratch, (size_t)(k % 2) * half, g->esize);
+        const void *from = k == 0 ? own : acc;
+        char *sbuf =
+            direct ? dd_coll_at(acc, g->off[rb], g->esize)
+                   : dd_coll_at(scratch, (size_t)(k % 2) * half, g->esize);
         for (size_t c = 0; c * g->chunk < (slen > rlen ? slen : rlen); c++) {
             size_t at = c * g->chunk;
             uint32_t msg = (uint32_t)((size_t)k * g->maxc + c);
@@ -85,23 +93,27 @@ static int dd_coll_ring_rs(dd_coll_ring_t *g, void *acc, void *scratch,
                 size_t len = slen - at < g->chunk ? slen - at : g->chunk;
                 *sid = dd_coll_push(
                     plan, DD_COLL_STEP_SEND, (r + 1) % n, msg, NULL,
-                    dd_coll_at(acc, g->off[sb] + at, g->esize), len, dep, 0);
+                    dd_coll_at((void *)from, g->off[sb] + at, g->esize), len,
+                    dep, 0);
                 if (*sid == 0) {
                     return -1;
                 }
             }
             if (at < rlen) {
-                uint32_t dep =
-                    k >= 2 ? reduce_ids[(size_t)(k - 2) * g->maxc + c] : 0;
+                uint32_t dep = k >= 2 && !direct
+                                   ? reduce_ids[(size_t)(k - 2) * g->maxc + c]
+                                   : 0;
                 size_t len = rlen - at < g->chunk ? rlen - at : g->chunk;
                 void *tmp = dd_coll_at(sbuf, at, g->esize);
+                void *dst = dd_coll_at(acc, g->off[rb] + at, g->esize);
+                const void *src =
+                    direct ? dd_coll_at((void *)own, g->off[rb] + at, g->esize)
+                           : tmp;
                 uint32_t rv =
                     dd_coll_push(plan, DD_COLL_STEP_RECV, (r - 1 + n) % n, msg,
                                  tmp, NULL, len, dep, 0);
-                *rid = rv ? dd_coll_push(
-                                plan, DD_COLL_STEP_REDUCE, -1, 0,
-                                dd_coll_at(acc, g->off[rb] + at, g->esize), tmp,
-                                len, rv, first)
+                *rid = rv ? dd_coll_push(plan, DD_COLL_STEP_REDUCE, -1, 0, dst,
+                                         src, len, rv, first)
                           : 0;
                 if (*rid == 0) {
                     return -1;
@@ -199,11 +211,12 @@ static int dd_coll_ring_init(dd_coll_ring_t *g, dd_coll_plan_t *plan,
     return 0;
 }
 
-/* Ring allreduce: reduce-scatter then allgather, chunk by chunk. */
-static dd_status_t dd_coll_plan_ring_allreduce(dd_coll_plan_t *plan, void *acc,
-                                               uint32_t first, size_t count,
-                                               int rank, int world,
-                                               size_t chunk_bytes)
+/* Ring allreduce of own into acc: reduce-scatter then allgather, chunk by
+ * chunk. Only in place does it need scratch. */
+static dd_status_t dd_coll_plan_ring_allreduce(dd_coll_plan_t *plan,
+                                               const void *own, void *acc,
+                                               size_t count, int rank,
+                                               int world, size_t chunk_bytes)
 {
     dd_coll_ring_t g;
     dd_status_t status = DD_ERR_NO_MEMORY;
@@ -214,9 +227,12 @@ static dd_status_t dd_coll_plan_ring_allreduce(dd_coll_plan_t *plan, void *acc,
     size_t ids = (size_t)(world - 1) * g.maxc;
     uint32_t *send_ids = calloc(ids, sizeof(uint32_t));
     uint32_t *reduce_ids = calloc(ids, sizeof(uint32_t));
-    plan->scratch = malloc(2 * (g.off[1] + 1) * g.esize);
-    if (send_ids == NULL || reduce_ids == NULL || plan->scratch == NULL ||
-        dd_coll_ring_rs(&g, acc, plan->scratch, first, send_ids, reduce_ids)) {
+    if (own == acc) {
+        plan->scratch = malloc(2 * (g.off[1] + 1) * g.esize);
+    }
+    if (send_ids == NULL || reduce_ids == NULL ||
+        (own == acc && plan->scratch == NULL) ||
+        dd_coll_ring_rs(&g, own, acc, plan->scratch, 0, send_ids, reduce_ids)) {
         goto out_free_ids;
     }
     /* The first allgather send of a chunk of block r waits for its last
@@ -311,8 +327,19 @@ static dd_status_t dd_coll_plan_allreduce(dd_coll_plan_t *plan,
                                           size_t chunk_bytes)
 {
     size_t bytes = args->count * dd_coll_dtype_size(args->dtype);
+    int ring = world > 1 && bytes > DD_COLL_SMALL_BYTES &&
+               args->count >= (size_t)world;
     uint32_t first = 0;
 
+    if (args->op == DD_REDUCE_AVG) {
+        plan->divide_buf = args->recvbuf;
+        plan->divide_count = args->count;
+    }
+    if (ring) {
+        return dd_coll_plan_ring_allreduce(plan, args->sendbuf, args->recvbuf,
+                                           args->count, rank, world,
+                                           chunk_bytes);
+    }
     if (args->sendbuf != args->recvbuf) {
         first = dd_coll_push(plan, DD_COLL_STEP_COPY, -1, 0, args->recvbuf,
                              args->sendbuf, args->count, 0, 0);
@@ -320,19 +347,11 @@ static dd_status_t dd_coll_plan_allreduce(dd_coll_plan_t *plan,
             return DD_ERR_NO_MEMORY;
         }
     }
-    if (args->op == DD_REDUCE_AVG) {
-        plan->divide_buf = args->recvbuf;
-        plan->divide_count = args->count;
-    }
     if (world == 1) {
         return DD_OK;
     }
-    if (bytes <= DD_COLL_SMALL_BYTES || args->count < (size_t)world) {
-        return dd_coll_plan_rd_allreduce(plan, args->recvbuf, first,
-                                         args->count, rank, world);
-    }
-    return dd_coll_plan_ring_allreduce(plan, args->recvbuf, first, args->count,
-                                       rank, world, chunk_bytes);
+    return dd_coll_plan_rd_allreduce(plan, args->recvbuf, first, args->count,
+                                     rank, world);
 }
 
 static dd_status_t dd_coll_plan_reduce_scatter(dd_coll_plan_t *plan,
@@ -370,8 +389,8 @@ static dd_status_t dd_coll_plan_reduce_scatter(dd_coll_plan_t *plan,
     char *acc = dd_coll_at(plan->scratch, 2 * (n + 1), esize);
     uint32_t first = dd_coll_push(plan, DD_COLL_STEP_COPY, -1, 0, acc,
                                   args->sendbuf, (size_t)world * n, 0, 0);
-    if (first == 0 ||
-        dd_coll_ring_rs(&g, acc, plan->scratch, first, send_ids, reduce_ids)) {
+    if (first == 0 || dd_coll_ring_rs(&g, acc, acc, plan->scratch, first,
+                                      send_ids, reduce_ids)) {
         goto out_free_ids;
     }
     const uint32_t *last = &reduce_ids[(size_t)(world - 2) * g.maxc];

@@ -265,15 +265,24 @@ gloo::AllreduceOptions::Func dd_gloo_func(dd_dtype_t dtype, dd_reduce_op_t op)
     }
 }
 
-/* Gloo's options take typed buffers; the element size is what matters. */
+/*
+ * Gloo's options take typed buffers; the element size is what matters.
+ * Out of place, Gloo copies each segment of in to buf just before it first
+ * sends or reduces it, so the copy overlaps the transfers instead of
+ * delaying the first send by a copy of the whole buffer.
+ */
 template <typename T>
-void dd_gloo_allreduce_typed(dd_backend_t *b, void *buf, size_t count,
-                             dd_dtype_t dtype, dd_reduce_op_t op, uint32_t tag)
+void dd_gloo_allreduce_typed(dd_backend_t *b, const void *in, void *buf,
+                             size_t count, dd_dtype_t dtype, dd_reduce_op_t op,
+                             uint32_t tag)
 {
     gloo::AllreduceOptions opts(b->context);
     int world = b->svc->world_size;
     bool pow2 = (world & (world - 1)) == 0;
 
+    if (in != buf) {
+        opts.setInput((T *)const_cast<void *>(in), count);
+    }
     opts.setOutput((T *)buf, count);
     opts.setReduceFunction(dd_gloo_func(dtype, op));
     opts.setTag(tag);
@@ -284,26 +293,32 @@ void dd_gloo_allreduce_typed(dd_backend_t *b, void *buf, size_t count,
     gloo::allreduce(opts);
 }
 
-void dd_gloo_allreduce_in_place(dd_backend_t *b, void *buf, size_t count,
-                                dd_dtype_t dtype, dd_reduce_op_t op,
-                                uint32_t tag)
+/* buf = allreduce(in); in may be buf. */
+void dd_gloo_allreduce_buf(dd_backend_t *b, const void *in, void *buf,
+                           size_t count, dd_dtype_t dtype, dd_reduce_op_t op,
+                           uint32_t tag)
 {
     if (count == 0) {
         return;
     }
-    if (b->svc->world_size > 1) {
+    if (b->svc->world_size == 1 && in != buf) {
+        memcpy(buf, in, count * dd_coll_dtype_size(dtype));
+    } else if (b->svc->world_size > 1) {
         switch (dd_coll_dtype_size(dtype)) {
         case 1:
-            dd_gloo_allreduce_typed<uint8_t>(b, buf, count, dtype, op, tag);
+            dd_gloo_allreduce_typed<uint8_t>(b, in, buf, count, dtype, op, tag);
             break;
         case 2:
-            dd_gloo_allreduce_typed<uint16_t>(b, buf, count, dtype, op, tag);
+            dd_gloo_allreduce_typed<uint16_t>(b, in, buf, count, dtype, op,
+                                              tag);
             break;
         case 4:
-            dd_gloo_allreduce_typed<uint32_t>(b, buf, count, dtype, op, tag);
+            dd_gloo_allreduce_typed<uint32_t>(b, in, buf, count, dtype, op,
+                                              tag);
             break;
         default:
-            dd_gloo_allreduce_typed<uint64_t>(b, buf, count, dtype, op, tag);
+            dd_gloo_allreduce_typed<uint64_t>(b, in, buf, count, dtype, op,
+                                              tag);
             break;
         }
     }
@@ -425,12 +440,8 @@ static dd_status_t dd_gloo_allreduce(dd_backend_t *b,
         dd_backend_args_t a = *args;
         uint32_t tag = dd_gloo_tag(b, DD_COLL_ALLREDUCE, args);
         req->fn = [b, a, tag]() {
-            if (a.sendbuf != a.recvbuf && a.count > 0) {
-                memcpy(a.recvbuf, a.sendbuf,
-                       a.count * dd_coll_dtype_size(a.dtype));
-            }
-            dd_gloo_allreduce_in_place(b, a.recvbuf, a.count, a.dtype, a.op,
-                                       tag);
+            dd_gloo_allreduce_buf(b, a.sendbuf, a.recvbuf, a.count, a.dtype,
+                                  a.op, tag);
         };
         return dd_gloo_enqueue(b, req, req_p);
     });
@@ -460,8 +471,7 @@ static dd_status_t dd_gloo_reduce_scatter(dd_backend_t *b,
             if (a.count == 0) {
                 return;
             }
-            memcpy(tmp, a.sendbuf, total * es);
-            dd_gloo_allreduce_in_place(b, tmp, total, a.dtype, a.op, tag);
+            dd_gloo_allreduce_buf(b, a.sendbuf, tmp, total, a.dtype, a.op, tag);
             memcpy(a.recvbuf, tmp + (size_t)rank * a.count * es, a.count * es);
         };
         return dd_gloo_enqueue(b, req, req_p);

@@ -46,6 +46,7 @@ struct dd_backend {
     ucs_status_t *ep_status; /* UCS_OK until the peer failed */
     int cuda;                /* UCX moves CUDA memory */
     uint32_t coll_seq;
+    dd_backend_ops_t coll_ops; /* the ops with a test that only looks */
     dd_coll_comm_t comm;
 };
 
@@ -62,6 +63,8 @@ struct dd_backend_request {
 };
 
 static const dd_backend_ops_t dd_ucx_ops;
+static dd_status_t dd_ucx_test_quiet(dd_backend_t *b,
+                                     dd_backend_request_t *req);
 
 static dd_status_t dd_ucx_status(ucs_status_t ucs)
 {
@@ -429,7 +432,9 @@ static dd_status_t dd_ucx_init(const dd_backend_services_t *svc,
         (status = dd_ucx_wireup(b)) != DD_OK) {
         goto err_free;
     }
-    b->comm.ops = &dd_ucx_ops;
+    b->coll_ops = dd_ucx_ops;
+    b->coll_ops.test = dd_ucx_test_quiet;
+    b->comm.ops = &b->coll_ops;
     b->comm.backend = b;
     b->comm.services = svc;
     b->comm.rank = svc->rank;
@@ -653,6 +658,13 @@ static dd_status_t dd_ucx_finish(dd_backend_t *b, dd_backend_request_t *req)
     }
     free(req);
     return status;
+}
+
+/* test for the shared collectives, which progress the worker once per pass
+ * themselves. */
+static dd_status_t dd_ucx_test_quiet(dd_backend_t *b, dd_backend_request_t *req)
+{
+    return req->done ? dd_ucx_finish(b, req) : DD_INPROGRESS;
 }
 
 static dd_status_t dd_ucx_test(dd_backend_t *b, dd_backend_request_t *req)

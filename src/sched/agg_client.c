@@ -209,13 +209,16 @@ static dd_status_t dd_agg_poll(dd_agg_t *a, dd_agg_flight_t *f, char *buf,
         }
         return DD_OK;
     }
+    /* A flight's requests complete in order (push header, push data, result
+     * header, result data), and every test progresses the transport: so
+     * only the first one still open is tested. */
     for (int i = 0; i < 4; i++) {
         if (f->req[i] == NULL) {
             continue;
         }
         dd_status_t st = dd_agg_test(&a->t, f->req[i]);
         if (st == DD_INPROGRESS) {
-            continue;
+            break;
         }
         f->req[i] = NULL;
         *busy_p = 1;
@@ -350,7 +353,7 @@ dd_status_t dd_agg_route(void *arg, const dd_sync_job_t *job, void *buf,
             return dd_agg_give_up(a, DD_ERR_TIMED_OUT);
         }
         usleep((useconds_t)(nap * 1e6));
-        nap = nap * 2 < 100e-6 ? nap * 2 : 100e-6;
+        nap = nap * 2 < 1e-3 ? nap * 2 : 1e-3;
     }
     return DD_OK;
 }

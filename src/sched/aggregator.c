@@ -53,7 +53,7 @@ dd_status_t dd_aggregator_serve(dd_context_h ctx)
             continue;
         }
         usleep((useconds_t)(nap * 1e6));
-        nap = nap * 2 < 100e-6 ? nap * 2 : 100e-6;
+        nap = nap * 2 < 1e-3 ? nap * 2 : 1e-3;
     }
     if (status != DD_OK) {
         /* Later errors (sends to workers that left) are consequences: the

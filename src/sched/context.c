@@ -9,6 +9,7 @@
 #include "sched/sched.h"
 #include "topo/export.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,35 +34,40 @@ dd_status_t dd_config_print(FILE *stream, unsigned flags)
                                   flags, dd_config_getenv, NULL);
 }
 
+/* The options structs the context owns, one per component table (the
+ * topology's are read by dd_topo_setup). */
+static const struct {
+    const dd_config_table_t *table;
+    size_t offset;
+} dd_context_opts[] = {
+    {&dd_core_config_table, offsetof(struct dd_context, core)},
+    {&dd_boot_config_table, offsetof(struct dd_context, boot)},
+    {&dd_backend_config_table, offsetof(struct dd_context, backend)},
+    {&dd_sched_config_table, offsetof(struct dd_context, sched_opts)},
+};
+#define DD_CONTEXT_N_OPTS (sizeof(dd_context_opts) / sizeof(dd_context_opts[0]))
+
+static void dd_context_release_opts(dd_context_h ctx, size_t n)
+{
+    while (n-- > 0) {
+        dd_config_release(dd_context_opts[n].table,
+                          (char *)ctx + dd_context_opts[n].offset);
+    }
+}
+
 static dd_status_t dd_context_config(dd_context_h ctx)
 {
-    dd_status_t status;
+    dd_status_t status = DD_OK;
+    size_t i;
 
     dd_log_set_rank(dd_boot_env_guess_rank(dd_config_getenv, NULL));
-    status = dd_config_load(&dd_core_config_table, &ctx->core, dd_config_getenv,
-                            NULL);
-    if (status != DD_OK) {
-        return status;
+    for (i = 0; i < DD_CONTEXT_N_OPTS && status == DD_OK; i++) {
+        status = dd_config_load(dd_context_opts[i].table,
+                                (char *)ctx + dd_context_opts[i].offset,
+                                dd_config_getenv, NULL);
     }
-    status = dd_config_load(&dd_boot_config_table, &ctx->boot, dd_config_getenv,
-                            NULL);
     if (status != DD_OK) {
-        dd_config_release(&dd_core_config_table, &ctx->core);
-        return status;
-    }
-    status = dd_config_load(&dd_backend_config_table, &ctx->backend,
-                            dd_config_getenv, NULL);
-    if (status != DD_OK) {
-        dd_config_release(&dd_boot_config_table, &ctx->boot);
-        dd_config_release(&dd_core_config_table, &ctx->core);
-        return status;
-    }
-    status = dd_config_load(&dd_sched_config_table, &ctx->sched_opts,
-                            dd_config_getenv, NULL);
-    if (status != DD_OK) {
-        dd_config_release(&dd_backend_config_table, &ctx->backend);
-        dd_config_release(&dd_boot_config_table, &ctx->boot);
-        dd_config_release(&dd_core_config_table, &ctx->core);
+        dd_context_release_opts(ctx, i - 1);
         return status;
     }
     status = dd_boot_env_detect(&ctx->boot, dd_config_getenv, NULL, &ctx->env);
@@ -70,10 +76,7 @@ static dd_status_t dd_context_config(dd_context_h ctx)
                                   ctx->core.log_file, ctx->env.rank);
     }
     if (status != DD_OK) {
-        dd_config_release(&dd_sched_config_table, &ctx->sched_opts);
-        dd_config_release(&dd_backend_config_table, &ctx->backend);
-        dd_config_release(&dd_boot_config_table, &ctx->boot);
-        dd_config_release(&dd_core_config_table, &ctx->core);
+        dd_context_release_opts(ctx, DD_CONTEXT_N_OPTS);
     }
     return status;
 }
@@ -282,10 +285,7 @@ static void dd_context_free(dd_context_h ctx)
     }
     free(ctx->roles);
     free(ctx->worker_ranks);
-    dd_config_release(&dd_sched_config_table, &ctx->sched_opts);
-    dd_config_release(&dd_backend_config_table, &ctx->backend);
-    dd_config_release(&dd_boot_config_table, &ctx->boot);
-    dd_config_release(&dd_core_config_table, &ctx->core);
+    dd_context_release_opts(ctx, DD_CONTEXT_N_OPTS);
     free(ctx);
 }
 

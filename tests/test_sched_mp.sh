@@ -25,6 +25,23 @@ else
     fail "fusion"; cat "$TMP/fuse"
 fi
 
+# DD_TIMELINE: one Chrome trace per rank (%r), with backward marks and syncs.
+if DD_TIMELINE="$TMP/tl.%r.json" "$DDRUN" -n 2 --timeout 60 -- "$MP" dreamddp:2 5 >"$TMP/tl" 2>&1 &&
+   python3 - "$TMP/tl.0.json" "$TMP/tl.1.json" <<'PY'
+import json, sys
+for path in sys.argv[1:]:
+    events = json.load(open(path))
+    syncs = [e for e in events if e.get("cat") == "sync"]
+    marks = [e for e in events if e.get("cat") == "backward"]
+    assert len(marks) == 5 * 5, (path, len(marks))
+    assert syncs and all(e["dur"] >= 0 for e in syncs), path
+PY
+then
+    pass "DD_TIMELINE writes a trace per rank with every backward mark and the syncs"
+else
+    fail "DD_TIMELINE"; cat "$TMP/tl"
+fi
+
 "$DDRUN" -n 3 --timeout 60 -- "$MP" mismatch >"$TMP/mm" 2>&1
 for r in 0 1 2; do
     expect_grep "$TMP/mm" "$r: commit: ranks disagree: layer tables differ from rank 0's on rank(s) 1; the first difference is layer 3: rank 0 has 'layer3 70000:f32', rank 1 has 'layer3 70001:f32'" "rank $r names the mismatched layer"

@@ -8,10 +8,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -107,8 +105,7 @@ dd_status_t dd_error(dd_status_t status, dd_subsys_t subsys, const char *fmt,
     return status;
 }
 
-/* Expands every "%r" of pattern into the rank. */
-static void dd_log_expand(char *out, size_t size, const char *pattern, int rank)
+void dd_path_expand_rank(char *out, size_t size, const char *pattern, int rank)
 {
     size_t o = 0;
     for (const char *p = pattern; *p && o + 1 < size; p++) {
@@ -135,7 +132,7 @@ dd_status_t dd_log_configure(int level, unsigned subsys_mask, const char *file,
     }
 
     char path[4096];
-    dd_log_expand(path, sizeof(path), file, rank);
+    dd_path_expand_rank(path, sizeof(path), file, rank);
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
         return dd_error(DD_ERR_IO, DD_SUBSYS_CORE,

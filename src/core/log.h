@@ -76,6 +76,12 @@ void dd_log_set_rank(int rank);
 dd_status_t dd_log_configure(int level, unsigned subsys_mask, const char *file,
                              int rank);
 
+/**
+ * Writes pattern into out with every "%r" replaced by the rank (the
+ * convention of DD_LOG_FILE and DD_TIMELINE), truncated to size.
+ */
+void dd_path_expand_rank(char *out, size_t size, const char *pattern, int rank);
+
 /** Closes the log file, if any, and goes back to stderr. */
 void dd_log_close(void);
 

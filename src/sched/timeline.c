@@ -20,17 +20,8 @@ dd_status_t dd_timeline_open(const char *pattern, int rank,
                              dd_timeline_t **timeline_p)
 {
     char path[4096];
-    size_t o = 0;
 
-    for (const char *p = pattern; *p && o + 16 < sizeof(path); p++) {
-        if (p[0] == '%' && p[1] == 'r') {
-            o += (size_t)snprintf(path + o, sizeof(path) - o, "%d", rank);
-            p++;
-        } else {
-            path[o++] = *p;
-        }
-    }
-    path[o] = '\0';
+    dd_path_expand_rank(path, sizeof(path), pattern, rank);
     dd_timeline_t *t = calloc(1, sizeof(*t));
     if (t == NULL) {
         return DD_ERR_NO_MEMORY;

@@ -20,6 +20,14 @@
 #include <unistd.h>
 
 #define DD_AGG_WINDOW 12
+/* A message is cut into pieces of at most DD_CHUNK_BYTES and, when it is
+ * small, into DD_AGG_SPREAD pieces per home, down to DD_AGG_MIN_PIECE
+ * bytes: so that it still spreads over every home's link, and a home sends
+ * back the average of a piece while the next ones arrive. (Measured with
+ * ddbench sync, 4 workers and 4 aggregators at 1 Gbit/s: 2 MB in 63 ms as
+ * two 1 MiB chunks, in 25 ms cut into 16; 8 MB in 131 ms, then 106 ms.) */
+#define DD_AGG_SPREAD 4
+#define DD_AGG_MIN_PIECE (64 * 1024)
 
 typedef struct {
     int busy;
@@ -43,6 +51,8 @@ struct dd_agg {
     double *weight, *load;
     uint64_t next_seq;
     size_t chunk_bytes;
+    int n_active; /* homes with a share of the bytes */
+    size_t per;   /* elements per piece of the message being synced */
     int said_goodbye;
     dd_agg_flight_t flight[DD_AGG_WINDOW];
 };
@@ -70,6 +80,7 @@ static dd_status_t dd_agg_homes(dd_agg_t *a)
         a->home_rank[h] = ctx->worker_ranks[w];
         a->weight[h++] = (1.0 - x) / a->n;
     }
+    a->n_active = x < 1.0 ? a->n_homes : a->k;
     dd_log_info(DD_SUBSYS_AGG,
                 "aggregation: %d workers, %d aggregators; %.0f %% of the "
                 "bytes summed by aggregators, chunks of %zu bytes",
@@ -114,7 +125,7 @@ static dd_status_t dd_agg_launch(dd_agg_t *a, dd_agg_flight_t *f,
                                  size_t count, dd_dtype_t dtype)
 {
     size_t esize = dd_dtype_size(dtype);
-    size_t per = a->chunk_bytes / esize;
+    size_t per = a->per;
     size_t off = c * per, n = count - off < per ? count - off : per;
     int h = dd_agg_pick_home(a->weight, a->load, a->n_homes, n * esize);
     dd_agg_hdr_t *p = &f->push;
@@ -328,6 +339,13 @@ dd_status_t dd_agg_route(void *arg, const dd_sync_job_t *job, void *buf,
                         dd_dtype_name(dtype), dd_mem_type_name(mem_type));
     }
     size_t per = a->chunk_bytes / esize;
+    size_t spread = (count + (size_t)(DD_AGG_SPREAD * a->n_active) - 1) /
+                    (size_t)(DD_AGG_SPREAD * a->n_active);
+    size_t least = DD_AGG_MIN_PIECE / esize;
+    if (spread < per) {
+        per = spread > least ? spread : least < per ? least : per;
+    }
+    a->per = per;
     size_t n_chunks = (count + per - 1) / per;
     double idle_since = dd_time_now(), nap = 20e-6;
     while (done < n_chunks || !dd_agg_server_idle(a->server, a->next_seq)) {

@@ -55,9 +55,9 @@ static const dd_config_field_t dd_sched_fields[] = {
      "How syncs travel: auto (aggregate when the job has aggregators), "
      "allreduce among workers, or aggregate through aggregators.",
      DD_CONFIG_ENUM, offsetof(dd_sched_opts_t, route), 0, 0, dd_route_names},
-    {"DD_CHUNK_BYTES", "4M",
-     "Aggregation cuts messages into chunks of this size, each with one "
-     "home.",
+    {"DD_CHUNK_BYTES", "1M",
+     "Aggregation cuts messages into chunks of at most this size, each "
+     "with one home (smaller messages into 4 per home, from 64K).",
      DD_CONFIG_SIZE, offsetof(dd_sched_opts_t, chunk_bytes), 0, 0, NULL},
 };
 

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
@@ -140,6 +141,21 @@ static dd_status_t dd_ucx_query(char *why, size_t size)
     return DD_OK;
 }
 
+/* Whether the interface has an RDMA device (InfiniBand, RoCE): sysfs lists
+ * it under the interface's device. Without a chosen interface, UCX picks
+ * its own, which may be one. */
+static int dd_ucx_rdma(const char *ifname)
+{
+    char path[128];
+    struct stat st;
+
+    if (ifname == NULL) {
+        return 1;
+    }
+    snprintf(path, sizeof(path), "/sys/class/net/%s/device/infiniband", ifname);
+    return stat(path, &st) == 0;
+}
+
 static dd_status_t dd_ucx_create_context(dd_backend_t *b)
 {
     const dd_backend_services_t *svc = b->svc;
@@ -155,6 +171,13 @@ static dd_status_t dd_ucx_create_context(dd_backend_t *b)
     }
     if (svc->ifname != NULL && getenv("UCX_NET_DEVICES") == NULL) {
         ucp_config_modify(config, "NET_DEVICES", svc->ifname);
+    }
+    /* Over TCP, a rendezvous needs the receiver to progress before any
+     * data moves, and a receiver busy in backward or summing does not: so
+     * on an interface without RDMA, messages go eagerly (BENCHMARKS.md
+     * has the figures). UCX_RNDV_THRESH, when set, wins. */
+    if (getenv("UCX_RNDV_THRESH") == NULL && !dd_ucx_rdma(svc->ifname)) {
+        ucp_config_modify(config, "RNDV_THRESH", "inf");
     }
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;

@@ -39,6 +39,9 @@ cluster() {
     (
         flock 9
         trap '"$NC" down' EXIT
+        # Hosts a killed run left behind make 'up' fail ("File exists"):
+        # under the lock they are nobody's, so they go first.
+        "$NC" down >/dev/null 2>&1 || true
         "$NC" up "$n" --rate "$RATE" >&2
         "$@"
     ) 9>"$LOCK"

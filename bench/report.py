@@ -94,23 +94,53 @@ def train(path):
 
 def sync(path):
     meta, rows = load(path)
-    t = median_by(rows, lambda r: "torch-gloo" if r.get("anchor") else (r["workers"], r["aggregators"]), "time_s")
-    route = {(r["workers"], r["aggregators"]): r.get("route") for r in rows if not r.get("anchor")}
-    M = rows[0]["bytes"]
+    syncs = [r for r in rows if not r.get("train")]
+    trains = [r for r in rows if r.get("train")]
+
+    def key(r):
+        if r.get("anchor") == "torch-gloo":
+            return "torch-gloo"
+        return (r.get("anchor") or "dreamddp", r["workers"], r["aggregators"])
+
+    t = median_by(syncs, key, "time_s")
+    route = {key(r): r.get("route") for r in syncs if not r.get("anchor")}
+    M = syncs[0]["bytes"]
     B = rate_bytes(meta["rate"])
     torch = t.get("torch-gloo", (None,))[0]
     print(f"Sync of {M / 1e6:.0f} MB by 4 workers. {machine(meta)}")
-    print("Model: BytePS's optimum 2n(n-1)M/((n²+kn-2k)B): the ring limit at k=0, push/pull M/B at k=n.\n")
-    print("| workers + aggregators | route | × PyTorch gloo (4 hosts) | × model | time (s) | model (s) | runs |")
-    print("|---|---|---|---|---|---|---|")
+    print("Model: BytePS's optimum 2n(n-1)M/((n²+kn-2k)B): the ring limit at k=0, push/pull M/B at k=n."
+          " TCP floor: bench/tcpfloor.c, the slowest rank moving the same bytes over bare TCP"
+          " connections, all at once, with no summation.\n")
+    print("| workers + aggregators | route | × PyTorch gloo (4 hosts) | × model | × TCP floor | time (s)"
+          " | model (s) | TCP floor (s) | runs |")
+    print("|---|---|---|---|---|---|---|---|---|")
     if torch:
-        print(f"| PyTorch gloo allreduce, 4 hosts | ring | 1.000 | | {torch:.3f} | | {t['torch-gloo'][1]} |")
-    for k in sorted(x for x in t if x != "torch-gloo"):
-        n, a = k
+        print(f"| PyTorch gloo allreduce, 4 hosts | ring | 1.000 | | | {torch:.3f} | | | {t['torch-gloo'][1]} |")
+    for k in sorted(x for x in t if x != "torch-gloo" and x[0] == "dreamddp"):
+        _, n, a = k
         v, c = t[k]
         model = 2 * n * (n - 1) * M / ((n * n + a * n - 2 * a) * B)
+        floor = t.get(("tcp-floor", n, a), (None,))[0]
         print(f"| {n} + {a} | {route[k]} | {fmt(v / torch if torch else None)} | {v / model:.3f} |"
-              f" {v:.3f} | {model:.3f} | {c} |")
+              f" {fmt(v / floor if floor else None)} | {v:.3f} | {model:.3f} | {fmt(floor)} | {c} |")
+    if not trains:
+        return
+    tt = median_by(trains, lambda r: (r["strategy"], r["aggregators"]), "mean_iter_s")
+    tm = median_by(trains, lambda r: (r["strategy"], r["aggregators"]), "modeled_iter_s")
+    none = tt.get(("none", 0), (None,))[0]
+    print("\nTrain simulator, gpt2-blocks at scale 0.25, 4 workers, in the same sessions."
+          " Exposed = s/iter minus strategy none's (no aggregators).\n")
+    print("| strategy | aggregators | exposed ÷ without aggregators' | measured ÷ modeled | s/iter"
+          " | modeled s/iter | exposed s/iter | runs |")
+    print("|---|---|---|---|---|---|---|---|")
+    base = tt.get(("dreamddp:4", 0), (None,))[0]
+    base_exposed = base - none if base is not None and none is not None else None
+    for k in sorted(tt):
+        v, c = tt[k]
+        m = tm.get(k, (None,))[0]
+        exposed = v - none if none is not None else None
+        print(f"| {k[0]} | {k[1]} | {fmt(exposed / base_exposed if exposed is not None and base_exposed else None)}"
+              f" | {fmt(v / m if m else None)} | {v:.3f} | {fmt(m)} | {fmt(exposed)} | {c} |")
 
 
 def plan(path):

@@ -2,17 +2,46 @@
 # bench/sync.sh: aggregation against the push/pull limit. On 8 emulated
 # hosts at 1 Gbit/s, 4 workers sync 100 MB with 0, 1, 2 and 4 CPU
 # aggregators (ddbench sync), beside PyTorch's gloo allreduce among 4
-# hosts, interleaved over $ROUNDS rounds; then the table against the ring
-# limit, the push/pull limit and BytePS's modeled optimum.
-# Results: results/sync.jsonl.
+# hosts and the kernel's TCP moving the same bytes with nothing else
+# (bench/tcpfloor.c); then the train simulator's dreamddp:4 on gpt2-blocks
+# with 4 aggregators and with none. Interleaved over $ROUNDS rounds; then
+# the tables against the ring limit, the push/pull limit and BytePS's
+# modeled optimum. Results: results/sync.jsonl.
 . "$(dirname "$0")/lib.sh"
 out=$RESULTS/sync.jsonl
 bytes=${BYTES:-100000000}
+floor=${TMPDIR:-/tmp}/dd-tcpfloor.$$
+trap 'rm -f "$floor"' EXIT
 
 if ! "$DDBENCH" sync --help >/dev/null 2>&1; then
     echo "bench/sync.sh: $DDBENCH has no 'sync' command yet (issue 5)" >&2
     exit 77
 fi
+${CC:-cc} -O2 -pthread -o "$floor" "$here/tcpfloor.c"
+
+# tcp_floor K ROUND: the slowest rank's seconds moving one sync's bytes
+# among 4 workers and K aggregators with bare TCP (K = 0: the ring's bytes,
+# 2(n-1)/n·M each way per worker).
+tcp_floor() {
+    addrs=
+    i=0
+    while [ $i -lt $((4 + $1)) ]; do
+        addrs="$addrs $("$NC" addr $i)"
+        i=$((i + 1))
+    done
+    on_hosts $((4 + $1)) 60 sh -c "exec \"$floor\" \$RANK 4 $1 $bytes $addrs" |
+        awk -v k="$1" -v b="$bytes" '$1 == "tcpfloor" && $5 > t { t = $5 }
+            END { if (t) printf "{\"anchor\":\"tcp-floor\",\"workers\":4,\"aggregators\":%d,\"bytes\":%d,\"time_s\":%s}\n", k, b, t }' |
+        keep "$out" "$2"
+}
+
+# train K STRATEGY ROUND: the train simulator with K aggregators.
+train() {
+    on_hosts $((4 + $1)) 200 env DD_NUM_AGGREGATORS=$1 "$DDBENCH" train-sim \
+        --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$2" \
+        --iters 8 --json | sed "s/^{/{\"train\":true,\"aggregators\":$1,/" |
+        keep "$out" "$3"
+}
 
 round() {
     for k in 0 1 2 4; do
@@ -23,6 +52,12 @@ round() {
         $((bytes / 4)) 5 |
         sed -n 's/^torch-gloo .*bytes=\([0-9]*\) world=\([0-9]*\) median_s=\([0-9.]*\).*/{"anchor":"torch-gloo","bytes":\1,"world":\2,"time_s":\3}/p' |
         keep "$out" "$1"
+    for k in 0 1 2 4; do
+        tcp_floor $k "$1"
+    done
+    train 0 none "$1"
+    train 0 dreamddp:4 "$1"
+    train 4 dreamddp:4 "$1"
 }
 
 start_results "$out" 8

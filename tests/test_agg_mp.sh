@@ -30,9 +30,9 @@ for dt in f16 bf16; do
 done
 
 # Under DD_CHUNK_BYTES a message is cut finer, so that it spreads over every
-# home: 4 pieces per home (3 workers homing a share beside 2 aggregators:
+# home: 16 pieces per home (3 workers homing a share beside 2 aggregators:
 # 5 homes), no smaller than 64 KiB. 20000 and 300001 elements take the
-# 64 KiB floor; 2000003 is cut into 20 pieces of 100001.
+# 64 KiB floor; 2000003 is cut into 80 pieces of 25001.
 if DD_CHUNK_BYTES=1M "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- \
     "$AGG" check f32 20000 300001 2000003 >"$TMP/out" 2>&1; then
     expect_grep "$TMP/out" "mp_agg: f32 averages exact on 3 workers" "small messages spread over every home"

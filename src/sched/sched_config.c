@@ -57,7 +57,7 @@ static const dd_config_field_t dd_sched_fields[] = {
      DD_CONFIG_ENUM, offsetof(dd_sched_opts_t, route), 0, 0, dd_route_names},
     {"DD_CHUNK_BYTES", "1M",
      "Aggregation cuts messages into chunks of at most this size, each "
-     "with one home (smaller messages into 4 per home, from 64K).",
+     "with one home (smaller messages into 16 per home, from 64K).",
      DD_CONFIG_SIZE, offsetof(dd_sched_opts_t, chunk_bytes), 0, 0, NULL},
 };
 

@@ -1,0 +1,165 @@
+/*
+ * bench/tcpfloor.c: what the kernel's TCP alone takes to move the bytes of
+ * one aggregated sync, with no library, no summation and no waiting for
+ * the other workers: the floor that bench/sync.sh sets our figures beside.
+ *
+ *   tcpfloor RANK WORKERS AGGREGATORS BYTES ADDR...
+ *
+ * Ranks 0 .. WORKERS-1 are workers, the rest aggregators; ADDR is every
+ * rank's address, in rank order. With n workers, k aggregators and the
+ * BytePS share x = 2k(n-1)/(n^2+kn-2k) (1 when k >= n), each worker sends
+ * and receives xM/k bytes to and from each aggregator and 2(1-x)M/n to and
+ * from each other worker (a push and an average back), all at once, one
+ * full-duplex connection per pair. Prints the seconds this rank took.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PORT 31998
+#define MAX_RANKS 64
+#define BUF (1 << 20)
+
+typedef struct {
+    int fd;
+    size_t bytes;
+} flow_t;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void die(const char *what)
+{
+    perror(what);
+    exit(1);
+}
+
+static void *sender(void *arg)
+{
+    flow_t *f = arg;
+    char *buf = malloc(BUF);
+    if (buf == NULL) {
+        die("malloc");
+    }
+    memset(buf, 1, BUF);
+    for (size_t left = f->bytes; left > 0;) {
+        ssize_t n = send(f->fd, buf, left < BUF ? left : BUF, 0);
+        if (n <= 0) {
+            die("send");
+        }
+        left -= (size_t)n;
+    }
+    free(buf);
+    return NULL;
+}
+
+static void *receiver(void *arg)
+{
+    flow_t *f = arg;
+    char *buf = malloc(BUF);
+    if (buf == NULL) {
+        die("malloc");
+    }
+    for (size_t left = f->bytes; left > 0;) {
+        ssize_t n = recv(f->fd, buf, left < BUF ? left : BUF, 0);
+        if (n <= 0) {
+            die("recv");
+        }
+        left -= (size_t)n;
+    }
+    free(buf);
+    return NULL;
+}
+
+/* Connects to every higher rank and accepts every lower one. */
+static void connect_all(int me, int world, char **addr, int *fd)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(PORT)};
+    int one = 1, l = socket(AF_INET, SOCK_STREAM, 0);
+
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(l, 64)) {
+        die("listen");
+    }
+    for (int r = me + 1; r < world; r++) {
+        struct sockaddr_in to = {.sin_family = AF_INET,
+                                 .sin_port = htons(PORT)};
+        inet_pton(AF_INET, addr[r], &to.sin_addr);
+        for (int tries = 0;; tries++) {
+            fd[r] = socket(AF_INET, SOCK_STREAM, 0);
+            if (connect(fd[r], (struct sockaddr *)&to, sizeof(to)) == 0) {
+                break;
+            }
+            close(fd[r]);
+            if (tries == 500) {
+                die("connect");
+            }
+            usleep(20000);
+        }
+        if (send(fd[r], &me, sizeof(me), 0) != sizeof(me)) {
+            die("send");
+        }
+    }
+    for (int i = 0; i < me; i++) {
+        int who, c = accept(l, NULL, NULL);
+        if (c < 0 || recv(c, &who, sizeof(who), MSG_WAITALL) != sizeof(who) ||
+            who < 0 || who >= me) {
+            die("accept");
+        }
+        fd[who] = c;
+    }
+    close(l);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 6) {
+        fprintf(stderr,
+                "usage: tcpfloor RANK WORKERS AGGREGATORS BYTES ADDR...\n");
+        return 2;
+    }
+    int me = atoi(argv[1]), n = atoi(argv[2]), k = atoi(argv[3]);
+    double m = atof(argv[4]);
+    int world = n + k;
+    if (n < 1 || k < 0 || world > MAX_RANKS || me < 0 || me >= world ||
+        argc != 5 + world) {
+        fprintf(stderr, "tcpfloor: give one address per rank\n");
+        return 2;
+    }
+    double x = k == 0 ? 0 : k >= n ? 1 : 2.0 * k * (n - 1) / (n * n + k * n - 2.0 * k);
+    size_t to_agg = k ? (size_t)(x * m / k) : 0;
+    size_t to_worker = (size_t)(2 * (1 - x) * m / n);
+    int fd[MAX_RANKS];
+    flow_t flow[MAX_RANKS];
+    pthread_t th[2 * MAX_RANKS];
+    int n_th = 0;
+
+    connect_all(me, world, argv + 5, fd);
+    sleep(1); /* every rank connected: start together */
+    double t0 = now();
+    for (int r = 0; r < world; r++) {
+        int both_workers = r < n && me < n, one_worker = (r < n) != (me < n);
+        size_t bytes = both_workers ? to_worker : one_worker ? to_agg : 0;
+        if (r == me || bytes == 0) {
+            continue;
+        }
+        flow[r] = (flow_t){fd[r], bytes};
+        pthread_create(&th[n_th++], NULL, sender, &flow[r]);
+        pthread_create(&th[n_th++], NULL, receiver, &flow[r]);
+    }
+    for (int i = 0; i < n_th; i++) {
+        pthread_join(th[i], NULL);
+    }
+    printf("tcpfloor rank %d time_s %.6f\n", me, now() - t0);
+    return 0;
+}

@@ -136,7 +136,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "tcpfloor: give one address per rank\n");
         return 2;
     }
-    double x = k == 0 ? 0 : k >= n ? 1 : 2.0 * k * (n - 1) / (n * n + k * n - 2.0 * k);
+    double x = k == 0   ? 0
+               : k >= n ? 1
+                        : 2.0 * k * (n - 1) / (n * n + k * n - 2.0 * k);
     size_t to_agg = k ? (size_t)(x * m / k) : 0;
     size_t to_worker = (size_t)(2 * (1 - x) * m / n);
     int fd[MAX_RANKS];

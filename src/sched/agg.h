@@ -51,10 +51,22 @@ dd_status_t dd_agg_create(struct dd_context *ctx, dd_agg_t **agg_p);
 
 struct dd_sync_job;
 
-/** The engine's route: averages buf across workers through the homes. */
+/** Averages buf across workers through the homes, and returns when done. */
 dd_status_t dd_agg_route(void *arg, const struct dd_sync_job *job, void *buf,
                          size_t count, dd_dtype_t dtype,
                          dd_mem_type_t mem_type);
+
+/**
+ * The same in two halves, so that the engine overlaps consecutive messages:
+ * the next one's pushes go out while the last averages of the previous one
+ * come back. dd_agg_msg_start takes the message; dd_agg_test_msg moves every
+ * started message and returns DD_OK once *handle's averages are in place,
+ * DD_INPROGRESS before, or the error. *busy_p: something moved.
+ */
+dd_status_t dd_agg_msg_start(void *arg, const struct dd_sync_job *job,
+                             void *buf, size_t count, dd_dtype_t dtype,
+                             dd_mem_type_t mem_type, void **handle_p);
+dd_status_t dd_agg_test_msg(void *arg, void *handle, int *busy_p);
 
 /** Tells every aggregator this worker is done, and frees. */
 void dd_agg_destroy(dd_agg_t *agg);

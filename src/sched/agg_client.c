@@ -35,8 +35,25 @@
 #define DD_AGG_SPREAD 16
 #define DD_AGG_MIN_PIECE (64 * 1024)
 
+/* A message being synced: the engine starts at most DD_AGG_MSGS at once,
+ * and its pieces are launched in the order the messages started, so that
+ * every worker numbers them alike. */
+#define DD_AGG_MSGS 2
+
+typedef struct {
+    int in_use;
+    const dd_sync_job_t *job;
+    char *buf;
+    size_t count;
+    dd_dtype_t dtype;
+    size_t per; /* elements per piece */
+    size_t next, n_chunks, done;
+    uint64_t end_seq; /* the sequence number after its last piece */
+} dd_agg_msg_t;
+
 typedef struct {
     int busy;
+    dd_agg_msg_t *msg;
     size_t chunk;
     int home;           /* job rank */
     dd_agg_hdr_t push;  /* the header pushed */
@@ -59,10 +76,15 @@ struct dd_agg {
     uint64_t next_seq;
     size_t chunk_bytes;
     int n_active;          /* homes with a share of the bytes */
-    size_t per;            /* elements per piece of the message being synced */
     size_t inflight_bytes; /* pushed and not yet back */
     int said_goodbye;
+    dd_status_t failed; /* once a sync failed, every later one fails */
+    char why[DD_AGG_WHY];
+    double idle_since; /* when anything last moved */
     dd_agg_flight_t flight[DD_AGG_WINDOW];
+    dd_agg_msg_t msg[DD_AGG_MSGS];
+    dd_agg_msg_t *queue[DD_AGG_MSGS]; /* started, in order */
+    int n_queued;
 };
 
 static dd_status_t dd_agg_homes(dd_agg_t *a)
@@ -122,12 +144,14 @@ dd_status_t dd_agg_create(struct dd_context *ctx, dd_agg_t **agg_p)
 
 /* Starts chunk c of the message: homed here, or pushed and pulled. */
 static dd_status_t dd_agg_launch(dd_agg_t *a, dd_agg_flight_t *f,
-                                 const dd_sync_job_t *job, char *buf, size_t c,
-                                 size_t count, dd_dtype_t dtype)
+                                 dd_agg_msg_t *m, size_t c)
 {
+    const dd_sync_job_t *job = m->job;
+    char *buf = m->buf;
+    dd_dtype_t dtype = m->dtype;
     size_t esize = dd_dtype_size(dtype);
-    size_t per = a->per;
-    size_t off = c * per, n = count - off < per ? count - off : per;
+    size_t per = m->per;
+    size_t off = c * per, n = m->count - off < per ? m->count - off : per;
     int h = dd_agg_pick_home(a->weight, a->load, a->n_homes, n * esize);
     dd_agg_hdr_t *p = &f->push;
 
@@ -146,6 +170,7 @@ static dd_status_t dd_agg_launch(dd_agg_t *a, dd_agg_flight_t *f,
                         .dtype = (uint32_t)dtype,
                         .sender = a->ctx->env.rank};
     f->busy = 1;
+    f->msg = m;
     f->chunk = c;
     f->home = a->home_rank[h];
     f->got_reply = 0;
@@ -215,9 +240,10 @@ static dd_status_t dd_agg_check_reply(dd_agg_t *a, dd_agg_flight_t *f)
 }
 
 /* Progresses one chunk; *done_p when its average is in place. */
-static dd_status_t dd_agg_poll(dd_agg_t *a, dd_agg_flight_t *f, char *buf,
-                               int *done_p, int *busy_p)
+static dd_status_t dd_agg_poll(dd_agg_t *a, dd_agg_flight_t *f, int *done_p,
+                               int *busy_p)
 {
+    char *buf = f->msg->buf;
     size_t esize = dd_dtype_size((dd_dtype_t)f->push.dtype);
     *done_p = 0;
     if (f->is_local) {
@@ -293,32 +319,43 @@ static void dd_agg_abandon(dd_agg_t *a)
     a->inflight_bytes = 0;
 }
 
-/* One pass over the chunks in flight and the home; the window refills. */
-static dd_status_t dd_agg_pass(dd_agg_t *a, const dd_sync_job_t *job, char *buf,
-                               size_t count, dd_dtype_t dtype, size_t *next_p,
-                               size_t n_chunks, size_t *done_p, int *busy_p)
+/* One pass: the pieces in flight, then new ones while the window allows,
+ * from the messages in the order they started, then this worker's home. */
+static dd_status_t dd_agg_pass(dd_agg_t *a, int *busy_p)
 {
     dd_status_t status = DD_OK;
-    size_t piece = a->per * dd_dtype_size(dtype);
     size_t window = DD_AGG_WINDOW_CHUNKS * a->chunk_bytes;
-    int busy = 0;
+    int busy = 0, f_next = 0;
 
     for (int i = 0; i < DD_AGG_WINDOW && status == DD_OK; i++) {
         dd_agg_flight_t *f = &a->flight[i];
-        if (!f->busy && *next_p < n_chunks &&
-            a->inflight_bytes + piece <= window) {
-            status = dd_agg_launch(a, f, job, buf, (*next_p)++, count, dtype);
-            busy = 1;
-        }
         int done = 0;
-        if (f->busy && status == DD_OK) {
-            status = dd_agg_poll(a, f, buf, &done, &busy);
+        if (f->busy) {
+            status = dd_agg_poll(a, f, &done, &busy);
         }
         if (done) {
             f->busy = 0;
-            (*done_p)++;
+            f->msg->done++;
         }
     }
+    for (int q = 0; q < a->n_queued && status == DD_OK; q++) {
+        dd_agg_msg_t *m = a->queue[q];
+        size_t piece = m->per * dd_dtype_size(m->dtype);
+        while (m->next < m->n_chunks && status == DD_OK) {
+            while (f_next < DD_AGG_WINDOW && a->flight[f_next].busy) {
+                f_next++;
+            }
+            if (f_next == DD_AGG_WINDOW || a->inflight_bytes + piece > window) {
+                goto launched; /* later pieces wait their turn */
+            }
+            status = dd_agg_launch(a, &a->flight[f_next], m, m->next++);
+            busy = 1;
+            if (m->next == m->n_chunks) {
+                m->end_seq = a->next_seq;
+            }
+        }
+    }
+launched:
     if (status == DD_OK) {
         int served = 0;
         dd_agg_server_progress(a->server, &served);
@@ -342,17 +379,30 @@ static dd_status_t dd_agg_give_up(dd_agg_t *a, dd_status_t status)
     return status;
 }
 
-dd_status_t dd_agg_route(void *arg, const dd_sync_job_t *job, void *buf,
-                         size_t count, dd_dtype_t dtype, dd_mem_type_t mem_type)
+dd_status_t dd_agg_msg_start(void *arg, const dd_sync_job_t *job, void *buf,
+                             size_t count, dd_dtype_t dtype,
+                             dd_mem_type_t mem_type, void **handle_p)
 {
     dd_agg_t *a = arg;
-    size_t esize = dd_dtype_size(dtype), next = 0, done = 0;
+    size_t esize = dd_dtype_size(dtype);
+    dd_agg_msg_t *m = NULL;
 
     if (mem_type != DD_MEM_HOST || !dd_agg_dtype_ok(dtype)) {
         return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_AGG,
                         "aggregators sum f32, f64, f16 and bf16 host "
                         "buffers, not %s %s memory",
                         dd_dtype_name(dtype), dd_mem_type_name(mem_type));
+    }
+    if (a->failed != DD_OK) {
+        return dd_error(DD_ERR_CANCELED, DD_SUBSYS_AGG,
+                        "an earlier sync through the aggregators failed");
+    }
+    for (int i = 0; i < DD_AGG_MSGS && m == NULL; i++) {
+        m = a->msg[i].in_use ? NULL : &a->msg[i];
+    }
+    if (m == NULL) {
+        return dd_error(DD_ERR_STATE, DD_SUBSYS_AGG,
+                        "more than %d messages started at once", DD_AGG_MSGS);
     }
     size_t per = a->chunk_bytes / esize;
     size_t spread = (count + (size_t)(DD_AGG_SPREAD * a->n_active) - 1) /
@@ -361,35 +411,104 @@ dd_status_t dd_agg_route(void *arg, const dd_sync_job_t *job, void *buf,
     if (spread < per) {
         per = spread > least ? spread : least < per ? least : per;
     }
-    a->per = per;
-    size_t n_chunks = (count + per - 1) / per;
-    double idle_since = dd_time_now(), nap = 20e-6;
-    while (done < n_chunks || !dd_agg_server_idle(a->server, a->next_seq)) {
-        int busy = 0;
-        dd_status_t status = dd_agg_pass(a, job, buf, count, dtype, &next,
-                                         n_chunks, &done, &busy);
-        if (status != DD_OK) {
-            return dd_agg_give_up(a, status);
+    *m = (dd_agg_msg_t){.in_use = 1,
+                        .job = job,
+                        .buf = buf,
+                        .count = count,
+                        .dtype = dtype,
+                        .per = per,
+                        .n_chunks = (count + per - 1) / per};
+    if (a->n_queued == 0) {
+        a->idle_since = dd_time_now();
+    }
+    a->queue[a->n_queued++] = m;
+    *handle_p = m;
+    return DD_OK;
+}
+
+static void dd_agg_msg_release(dd_agg_t *a, dd_agg_msg_t *m)
+{
+    int j = 0;
+    for (int i = 0; i < a->n_queued; i++) {
+        if (a->queue[i] != m) {
+            a->queue[j++] = a->queue[i];
         }
+    }
+    a->n_queued = j;
+    m->in_use = 0;
+}
+
+/* After a failure every message started fails with it. */
+static dd_status_t dd_agg_fail(dd_agg_t *a, dd_agg_msg_t *m, dd_status_t status)
+{
+    if (a->failed == DD_OK) {
+        a->failed = status;
+        dd_agg_give_up(a, status);
+        snprintf(a->why, sizeof(a->why), "%s", dd_last_error());
+    } else {
+        dd_last_error_set(a->why);
+    }
+    dd_agg_msg_release(a, m);
+    return a->failed;
+}
+
+dd_status_t dd_agg_test_msg(void *arg, void *handle, int *busy_p)
+{
+    dd_agg_t *a = arg;
+    dd_agg_msg_t *m = handle;
+    int busy = 0;
+
+    *busy_p = 0;
+    if (a->failed != DD_OK) {
+        return dd_agg_fail(a, m, a->failed);
+    }
+    dd_status_t status = dd_agg_pass(a, &busy);
+    if (status != DD_OK) {
+        return dd_agg_fail(a, m, status);
+    }
+    *busy_p = busy;
+    if (m->done == m->n_chunks && dd_agg_server_idle(a->server, m->end_seq)) {
+        dd_agg_msg_release(a, m);
+        return DD_OK;
+    }
+    if (busy) {
+        a->idle_since = dd_time_now();
+    } else if (dd_time_now() - a->idle_since > a->ctx->core.timeout_s + 5.0) {
+        char homes[128];
+        dd_agg_pending_homes(a, homes, sizeof(homes));
+        dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_AGG,
+                 "no aggregation progress for %.0f s (DD_TIMEOUT_S): "
+                 "%zu of %zu chunks done; home rank(s) %s never "
+                 "answered",
+                 a->ctx->core.timeout_s + 5.0, m->done, m->n_chunks, homes);
+        return dd_agg_fail(a, m, DD_ERR_TIMED_OUT);
+    }
+    return DD_INPROGRESS;
+}
+
+dd_status_t dd_agg_route(void *arg, const dd_sync_job_t *job, void *buf,
+                         size_t count, dd_dtype_t dtype, dd_mem_type_t mem_type)
+{
+    void *handle;
+    double nap = 20e-6;
+    dd_status_t status =
+        dd_agg_msg_start(arg, job, buf, count, dtype, mem_type, &handle);
+
+    while (status == DD_OK) {
+        int busy = 0;
+        status = dd_agg_test_msg(arg, handle, &busy);
+        if (status != DD_INPROGRESS) {
+            return status;
+        }
+        status = DD_OK;
         if (busy) {
-            idle_since = dd_time_now();
             nap = 20e-6;
             continue;
-        }
-        if (dd_time_now() - idle_since > a->ctx->core.timeout_s + 5.0) {
-            char homes[128];
-            dd_agg_pending_homes(a, homes, sizeof(homes));
-            dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_AGG,
-                     "no aggregation progress for %.0f s (DD_TIMEOUT_S): "
-                     "%zu of %zu chunks done; home rank(s) %s never "
-                     "answered",
-                     a->ctx->core.timeout_s + 5.0, done, n_chunks, homes);
-            return dd_agg_give_up(a, DD_ERR_TIMED_OUT);
         }
         usleep((useconds_t)(nap * 1e6));
         nap = nap * 2 < 1e-3 ? nap * 2 : 1e-3;
     }
-    return DD_OK;
+    return status;
 }
 
 /* Goodbye to every aggregator, so that their serve loops end; with an

@@ -1,5 +1,6 @@
 /* The progress engine with a fake route: order, fusion packing, in-place
- * single buffers, and cancellation after a failure. */
+ * single buffers, and cancellation after a failure; and with a fake pipe:
+ * two jobs at once at most, finished in order with the channel's times. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -60,7 +61,7 @@ static void test_fused_and_single(void **state)
     size_t fused_n[] = {3, 2}, single_n[] = {4};
     dd_sync_job_t *done = NULL;
 
-    assert_int_equal(dd_engine_start(fake_route, &f, &e), DD_OK);
+    assert_int_equal(dd_engine_start(fake_route, NULL, &f, &e), DD_OK);
     dd_engine_submit(e, job(fused, fused_n, 2));
     dd_engine_submit(e, job(single, single_n, 1));
     assert_int_equal(dd_engine_drain(e, 5.0, &done), DD_OK);
@@ -91,7 +92,7 @@ static void test_failure_cancels_the_rest(void **state)
     size_t one[] = {1};
     dd_sync_job_t *done = NULL;
 
-    assert_int_equal(dd_engine_start(fake_route, &f, &e), DD_OK);
+    assert_int_equal(dd_engine_start(fake_route, NULL, &f, &e), DD_OK);
     dd_engine_submit(e, job(ja, one, 1));
     dd_engine_submit(e, job(jb, one, 1));
     assert_int_equal(dd_engine_drain(e, 5.0, &done), DD_OK);
@@ -119,11 +120,118 @@ static void test_drain_times_out(void **state)
     size_t one[] = {1};
     dd_sync_job_t *done = NULL;
 
-    assert_int_equal(dd_engine_start(slow_route, NULL, &e), DD_OK);
+    assert_int_equal(dd_engine_start(slow_route, NULL, NULL, &e), DD_OK);
     dd_engine_submit(e, job(ja, one, 1));
     assert_int_equal(dd_engine_drain(e, 0.05, &done), DD_ERR_TIMED_OUT);
     assert_int_equal(dd_engine_drain(e, 5.0, &done), DD_OK);
     dd_sync_job_free_list(done);
+    dd_engine_stop(e);
+}
+
+/* A pipe whose messages finish after a set number of tests each, the
+ * later ones sooner: the engine must still hand them back in order. */
+typedef struct {
+    int started, open, most_open, fail_msg;
+    struct {
+        float *buf;
+        size_t count;
+        int tests_left;
+    } msg[8];
+} fake_pipe_t;
+
+static dd_status_t pipe_start(void *arg, const dd_sync_job_t *job, void *buf,
+                              size_t count, dd_dtype_t dtype, dd_mem_type_t mem,
+                              void **handle_p)
+{
+    fake_pipe_t *p = arg;
+    int i = p->started++;
+    p->msg[i].buf = buf;
+    p->msg[i].count = count;
+    p->msg[i].tests_left = i == 0 ? 40 : 1;
+    if (++p->open > p->most_open) {
+        p->most_open = p->open;
+    }
+    *handle_p = &p->msg[i];
+    return DD_OK;
+}
+
+static dd_status_t pipe_test(void *arg, void *handle, int *busy_p)
+{
+    fake_pipe_t *p = arg;
+    int i = (int)((char *)handle - (char *)p->msg) / (int)sizeof(p->msg[0]);
+    *busy_p = 1;
+    if (--p->msg[i].tests_left > 0) {
+        return DD_INPROGRESS;
+    }
+    p->open--;
+    if (i == p->fail_msg) {
+        return DD_ERR_PEER_LOST;
+    }
+    for (size_t j = 0; j < p->msg[i].count; j++) {
+        p->msg[i].buf[j] *= 2;
+    }
+    return DD_OK;
+}
+
+static const dd_sync_pipe_t fake_pipe = {pipe_start, pipe_test};
+
+static void test_pipe_overlaps_two_in_order(void **state)
+{
+    fake_pipe_t p = {.fail_msg = -1};
+    dd_engine_t *e;
+    float a[3] = {1, 2, 3}, b[2] = {10, 20}, c[1] = {7}, d[1] = {9};
+    float *fused[] = {a, b}, *jc[] = {c}, *jd[] = {d};
+    size_t fused_n[] = {3, 2}, one[] = {1};
+    dd_sync_job_t *done = NULL;
+
+    assert_int_equal(dd_engine_start(NULL, &fake_pipe, &p, &e), DD_OK);
+    dd_engine_submit(e, job(fused, fused_n, 2));
+    dd_engine_submit(e, job(jc, one, 1));
+    dd_engine_submit(e, job(jd, one, 1));
+    assert_int_equal(dd_engine_drain(e, 5.0, &done), DD_OK);
+    assert_int_equal(p.started, 3);
+    assert_int_equal(p.most_open, 2); /* two at once, never three */
+    float ea[3] = {2, 4, 6}, eb[2] = {20, 40};
+    assert_memory_equal(a, ea, sizeof(ea)); /* unpacked from staging */
+    assert_memory_equal(b, eb, sizeof(eb));
+    assert_true(c[0] == 14.0f && d[0] == 18.0f);
+    /* The second finished first, yet comes back second, and its time
+     * starts where the first one's ends, as on one FIFO channel. */
+    assert_int_equal(done->n_items, 2);
+    assert_ptr_equal(done->next->items[0].buf, c);
+    assert_ptr_equal(done->next->next->items[0].buf, d);
+    assert_true(done->next->t_start >= done->t_end);
+    assert_true(done->next->next->t_start >= done->next->t_end);
+    for (dd_sync_job_t *j = done; j != NULL; j = j->next) {
+        assert_int_equal(j->status, DD_OK);
+        assert_true(j->t_end >= j->t_start);
+    }
+    dd_sync_job_free_list(done);
+    dd_engine_stop(e);
+}
+
+static void test_pipe_failure_cancels_the_rest(void **state)
+{
+    fake_pipe_t p = {.fail_msg = 0};
+    dd_engine_t *e;
+    float a[1] = {1}, b[1] = {1}, c[1] = {1};
+    float *ja[] = {a}, *jb[] = {b}, *jc[] = {c};
+    size_t one[] = {1};
+    dd_sync_job_t *done = NULL;
+
+    assert_int_equal(dd_engine_start(NULL, &fake_pipe, &p, &e), DD_OK);
+    dd_engine_submit(e, job(ja, one, 1));
+    dd_engine_submit(e, job(jb, one, 1));
+    assert_int_equal(dd_engine_drain(e, 5.0, &done), DD_OK);
+    dd_engine_submit(e, job(jc, one, 1));
+    dd_sync_job_t *later = NULL;
+    assert_int_equal(dd_engine_drain(e, 5.0, &later), DD_OK);
+    assert_int_equal(done->status, DD_ERR_PEER_LOST);
+    assert_int_equal(later->status, DD_ERR_CANCELED);
+    assert_int_equal(p.started, 2); /* the third never started */
+    assert_true(a[0] == 1.0f && c[0] == 1.0f);
+    dd_sync_job_free_list(done);
+    dd_sync_job_free_list(later);
     dd_engine_stop(e);
 }
 
@@ -133,6 +241,8 @@ int main(void)
         cmocka_unit_test(test_fused_and_single),
         cmocka_unit_test(test_failure_cancels_the_rest),
         cmocka_unit_test(test_drain_times_out),
+        cmocka_unit_test(test_pipe_overlaps_two_in_order),
+        cmocka_unit_test(test_pipe_failure_cancels_the_rest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

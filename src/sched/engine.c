@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct dd_engine {
     pthread_t thread;
@@ -26,9 +27,14 @@ struct dd_engine {
     int stopping;
     dd_status_t failed; /* after one failure the rest are canceled */
     dd_sync_route_fn_t route;
+    dd_sync_pipe_t pipe; /* start is NULL without one */
     void *route_arg;
     void *staging;
     size_t staging_size;
+    void *pipe_staging[DD_ENGINE_DEPTH]; /* one per job started at once */
+    size_t pipe_staging_size[DD_ENGINE_DEPTH];
+    uint64_t n_started;
+    double last_end; /* when the previous job ended */
 };
 
 /* Runs one job: in place when it has one buffer, else through staging. */
@@ -72,9 +78,186 @@ static dd_status_t dd_engine_run(dd_engine_t *e, dd_sync_job_t *job)
     return status;
 }
 
+/* Packs a fused job into staging slot i; *buf_p, *count_p: what to send. */
+static dd_status_t dd_engine_pack(dd_engine_t *e, dd_sync_job_t *job, int i,
+                                  void **buf_p, size_t *count_p)
+{
+    size_t esize = dd_dtype_size(job->dtype), off = 0;
+
+    if (job->n_items == 1 || job->mem_type != DD_MEM_HOST) {
+        *buf_p = job->items[0].buf;
+        *count_p = job->items[0].count;
+        return DD_OK;
+    }
+    if (job->bytes > e->pipe_staging_size[i]) {
+        void *staging = realloc(e->pipe_staging[i], job->bytes);
+        if (staging == NULL) {
+            return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                            "no memory to fuse %zu bytes", job->bytes);
+        }
+        e->pipe_staging[i] = staging;
+        e->pipe_staging_size[i] = job->bytes;
+    }
+    for (size_t j = 0; j < job->n_items; j++) {
+        size_t n = job->items[j].count * esize;
+        memcpy((char *)e->pipe_staging[i] + off, job->items[j].buf, n);
+        off += n;
+    }
+    *buf_p = e->pipe_staging[i];
+    *count_p = off / esize;
+    return DD_OK;
+}
+
+/* Writes a fused job's averages back from staging slot i. */
+static void dd_engine_unpack(dd_engine_t *e, dd_sync_job_t *job, int i)
+{
+    size_t esize = dd_dtype_size(job->dtype), off = 0;
+
+    if (job->n_items == 1 || job->mem_type != DD_MEM_HOST) {
+        return;
+    }
+    for (size_t j = 0; j < job->n_items; j++) {
+        size_t n = job->items[j].count * esize;
+        memcpy(job->items[j].buf, (char *)e->pipe_staging[i] + off, n);
+        off += n;
+    }
+}
+
+/* Hands a finished job to the application thread; under the lock. */
+static void dd_engine_finish(dd_engine_t *e, dd_sync_job_t *job)
+{
+    /* The planner's channel is FIFO: a job overlapped with the previous
+     * one counts from that one's end. */
+    if (job->t_start < e->last_end) {
+        job->t_start = e->last_end;
+    }
+    if (job->t_end < job->t_start) {
+        job->t_end = job->t_start;
+    }
+    e->last_end = job->t_end;
+    if (job->status != DD_OK) {
+        /* The message is in this thread's last error; the application
+         * thread reports it. */
+        snprintf(job->why, sizeof(job->why), "%s",
+                 e->failed ? "an earlier sync failed" : dd_last_error());
+        if (e->failed == DD_OK) {
+            e->failed = job->status;
+        }
+    }
+    job->next = NULL;
+    *e->done_tail = job;
+    e->done_tail = &job->next;
+    e->pending--;
+    pthread_cond_broadcast(&e->cond);
+}
+
+/* Starts a job through the pipe, in staging slot i. */
+static void dd_engine_pipe_start(dd_engine_t *e, dd_sync_job_t *job, int i)
+{
+    void *buf = NULL;
+    size_t count = 0;
+
+    job->t_start = dd_time_now();
+    job->finished = 0;
+    job->status = e->failed ? DD_ERR_CANCELED : DD_OK;
+    if (job->status == DD_OK) {
+        job->status = dd_engine_pack(e, job, i, &buf, &count);
+    }
+    if (job->status == DD_OK) {
+        job->status = e->pipe.start(e->route_arg, job, buf, count, job->dtype,
+                                    job->mem_type, &job->handle);
+    }
+    if (job->status != DD_OK) {
+        job->finished = 1;
+        job->t_end = dd_time_now();
+    }
+}
+
+/* The thread with a pipe: up to DD_ENGINE_DEPTH jobs started, tested in
+ * turn, finished in order. */
+static void dd_engine_pipe_main(dd_engine_t *e)
+{
+    dd_sync_job_t *fly[DD_ENGINE_DEPTH];
+    int slot[DD_ENGINE_DEPTH];
+    int n = 0;
+    double nap = 20e-6;
+
+    pthread_mutex_lock(&e->lock);
+    while (1) {
+        while (n == 0 && e->queue == NULL && !e->stopping) {
+            pthread_cond_wait(&e->cond, &e->lock);
+        }
+        if (n == 0 && e->queue == NULL) {
+            break;
+        }
+        dd_sync_job_t *take[DD_ENGINE_DEPTH];
+        int n_take = 0;
+        while (n + n_take < DD_ENGINE_DEPTH && e->queue != NULL) {
+            take[n_take++] = e->queue;
+            e->queue = e->queue->next;
+            if (e->queue == NULL) {
+                e->queue_tail = &e->queue;
+            }
+        }
+        pthread_mutex_unlock(&e->lock);
+
+        int busy = n_take > 0;
+        for (int j = 0; j < n_take; j++) {
+            /* Jobs finish in order, so slot n_started % depth is free. */
+            slot[n] = (int)(e->n_started++ % DD_ENGINE_DEPTH);
+            fly[n] = take[j];
+            dd_engine_pipe_start(e, fly[n], slot[n]);
+            n++;
+        }
+        for (int j = 0; j < n; j++) {
+            dd_sync_job_t *job = fly[j];
+            int moved = 0;
+            if (job->finished) {
+                continue;
+            }
+            dd_status_t status =
+                e->pipe.test(e->route_arg, job->handle, &moved);
+            busy |= moved;
+            if (status != DD_INPROGRESS) {
+                job->status = status;
+                job->finished = 1;
+                job->t_end = dd_time_now();
+                if (status == DD_OK) {
+                    dd_engine_unpack(e, job, slot[j]);
+                }
+                busy = 1;
+            }
+        }
+
+        pthread_mutex_lock(&e->lock);
+        while (n > 0 && fly[0]->finished) {
+            dd_engine_finish(e, fly[0]);
+            for (int j = 1; j < n; j++) {
+                fly[j - 1] = fly[j];
+                slot[j - 1] = slot[j];
+            }
+            n--;
+        }
+        if (busy || n == 0) {
+            nap = 20e-6;
+            continue;
+        }
+        pthread_mutex_unlock(&e->lock);
+        usleep((useconds_t)(nap * 1e6));
+        nap = nap * 2 < 1e-3 ? nap * 2 : 1e-3;
+        pthread_mutex_lock(&e->lock);
+    }
+    pthread_mutex_unlock(&e->lock);
+}
+
 static void *dd_engine_main(void *arg)
 {
     dd_engine_t *e = arg;
+
+    if (e->pipe.start != NULL) {
+        dd_engine_pipe_main(e);
+        return NULL;
+    }
 
     pthread_mutex_lock(&e->lock);
     while (1) {
@@ -118,7 +301,8 @@ static void *dd_engine_main(void *arg)
     return NULL;
 }
 
-dd_status_t dd_engine_start(dd_sync_route_fn_t route, void *route_arg,
+dd_status_t dd_engine_start(dd_sync_route_fn_t route,
+                            const dd_sync_pipe_t *pipe, void *route_arg,
                             dd_engine_t **engine_p)
 {
     dd_engine_t *e = calloc(1, sizeof(*e));
@@ -128,6 +312,9 @@ dd_status_t dd_engine_start(dd_sync_route_fn_t route, void *route_arg,
         return DD_ERR_NO_MEMORY;
     }
     e->route = route;
+    if (pipe != NULL) {
+        e->pipe = *pipe;
+    }
     e->route_arg = route_arg;
     e->queue_tail = &e->queue;
     e->done_tail = &e->done;
@@ -214,5 +401,8 @@ void dd_engine_stop(dd_engine_t *e)
     pthread_cond_destroy(&e->cond);
     pthread_mutex_destroy(&e->lock);
     free(e->staging);
+    for (int i = 0; i < DD_ENGINE_DEPTH; i++) {
+        free(e->pipe_staging[i]);
+    }
     free(e);
 }

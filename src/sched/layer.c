@@ -360,6 +360,8 @@ static dd_status_t dd_sched_broadcast_params(dd_sched_t *sched)
     return DD_OK;
 }
 
+static const dd_sync_pipe_t dd_agg_pipe = {dd_agg_msg_start, dd_agg_test_msg};
+
 /* Workers learn the aggregators here: with any, syncs go to the homes
  * unless DD_ROUTE says otherwise. */
 static dd_status_t dd_sched_choose_route(dd_sched_t *sched)
@@ -418,7 +420,8 @@ dd_status_t dd_model_commit(dd_context_h ctx)
                         : (int)sched->strategy.window;
         l->stats.period = l->period;
     }
-    status = dd_engine_start(sched->route, sched->route_arg, &sched->engine);
+    status = dd_engine_start(sched->route, sched->agg ? &dd_agg_pipe : NULL,
+                             sched->route_arg, &sched->engine);
     if (status != DD_OK) {
         return status;
     }

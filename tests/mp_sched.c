@@ -104,6 +104,10 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
     for (int l = 0; l < N_LAYERS; l++) {
         window_start[l] = 0;
     }
+    dd_layer_stats(ctx, L[0].h, &st);
+    if (dd_rank(ctx) == 0) {
+        printf("mp_sched: %s: periods start at %d\n", strategy, st.period);
+    }
     for (long s = 0; s < steps; s++) {
         CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());
         for (int l = N_LAYERS - 1; l >= 0; l--) {

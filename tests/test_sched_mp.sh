@@ -53,6 +53,13 @@ else
     fail "misuse"; cat "$TMP/misuse"
 fi
 
+# adaptive starts every layer at DD_ADAPTIVE_KSTART (4), kept within
+# KMIN..KMAX.
+"$DDRUN" -n 2 -- "$MP" adaptive 3 >"$TMP/k" 2>&1
+expect_grep "$TMP/k" "mp_sched: adaptive: periods start at 4" "adaptive starts at DD_ADAPTIVE_KSTART"
+DD_ADAPTIVE_KSTART=9 DD_ADAPTIVE_KMAX=6 "$DDRUN" -n 2 -- "$MP" adaptive 3 >"$TMP/k" 2>&1
+expect_grep "$TMP/k" "mp_sched: adaptive: periods start at 6" "DD_ADAPTIVE_KSTART above KMAX starts at KMAX"
+
 DD_STRATEGY=dreamddp "$DDRUN" -n 1 -- "$MP" ddp 1 >"$TMP/bad" 2>&1
 expect_grep "$TMP/bad" "invalid value DD_STRATEGY='dreamddp': expected ddp, localsgd:H, plsgd:H, dreamddp:H (H from 1 to 1024) or adaptive" "a bad DD_STRATEGY is named"
 finish

@@ -413,10 +413,17 @@ dd_status_t dd_model_commit(dd_context_h ctx)
             return status;
         }
     }
+    /* adaptive starts every layer at DD_ADAPTIVE_KSTART: from K_MIN, a
+     * steady gradient norm (no ratio past either threshold) would keep it
+     * syncing every step for good. */
+    const dd_sched_opts_t *o = &sched->opts;
+    int kstart = o->adaptive_kstart < o->adaptive_kmin   ? o->adaptive_kmin
+                 : o->adaptive_kstart > o->adaptive_kmax ? o->adaptive_kmax
+                                                         : o->adaptive_kstart;
     for (size_t i = 0; i < sched->n_layers; i++) {
         struct dd_layer *l = sched->layers[i];
         l->period = sched->strategy.kind == DD_STRATEGY_ADAPTIVE
-                        ? sched->opts.adaptive_kmin
+                        ? kstart
                         : (int)sched->strategy.window;
         l->stats.period = l->period;
     }

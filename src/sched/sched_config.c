@@ -38,6 +38,10 @@ static const dd_config_field_t dd_sched_fields[] = {
      DD_CONFIG_INT, offsetof(dd_sched_opts_t, adaptive_kmin), 1, 1024, NULL},
     {"DD_ADAPTIVE_KMAX", "16", "adaptive: longest sync period, in steps.",
      DD_CONFIG_INT, offsetof(dd_sched_opts_t, adaptive_kmax), 1, 1024, NULL},
+    {"DD_ADAPTIVE_KSTART", "4",
+     "adaptive: every layer's period at the start, in steps (kept within "
+     "KMIN..KMAX).",
+     DD_CONFIG_INT, offsetof(dd_sched_opts_t, adaptive_kstart), 1, 1024, NULL},
     {"DD_ADAPTIVE_HIGH", "1.3",
      "adaptive: a layer's period shortens when its gradient-norm EMA grew "
      "by more than this ratio.",

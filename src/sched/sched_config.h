@@ -16,6 +16,7 @@ typedef struct {
     char *timeline;      /* Chrome-trace file, %r = rank; NULL: none */
     int adaptive_kmin;
     int adaptive_kmax;
+    int adaptive_kstart;
     double adaptive_high;
     double adaptive_low;
     int adaptive_interval;

@@ -39,10 +39,16 @@ cluster() {
     (
         flock 9
         trap '"$NC" down' EXIT
-        # Hosts a killed run left behind make 'up' fail ("File exists"):
-        # under the lock they are nobody's, so they go first.
-        "$NC" down >/dev/null 2>&1 || true
-        "$NC" up "$n" --rate "$RATE" >&2
+        # Hosts a killed run left behind, or links the kernel is still
+        # removing after the last 'down', make 'up' fail ("File exists"):
+        # under the lock they are nobody's, so clear them and try again.
+        tries=0
+        until "$NC" up "$n" --rate "$RATE" >&2; do
+            tries=$((tries + 1))
+            [ $tries -lt 3 ] || exit 1
+            "$NC" down >/dev/null 2>&1 || true
+            sleep 2
+        done
         "$@"
     ) 9>"$LOCK"
 }

@@ -19,10 +19,10 @@
 #include <string.h>
 #include <unistd.h>
 
-/* In flight at once: at most DD_AGG_WINDOW pieces and DD_AGG_WINDOW_CHUNKS
- * chunks' worth of bytes. More large pieces at once would share the link
- * and all finish late; more small ones keep every home busy. */
-#define DD_AGG_WINDOW 24
+/* In flight at once: at most DD_AGG_WINDOW pieces (agg_impl.h) and
+ * DD_AGG_WINDOW_CHUNKS chunks' worth of bytes. More large pieces at once
+ * would share the link and all finish late; more small ones keep every home
+ * busy. */
 #define DD_AGG_WINDOW_CHUNKS 12
 /* A message is cut into pieces of at most DD_CHUNK_BYTES and, when it is
  * small, into DD_AGG_SPREAD pieces per home, down to DD_AGG_MIN_PIECE

@@ -19,6 +19,9 @@
 
 #define DD_AGG_MAGIC 0x47414444u /* "DDAG" */
 #define DD_AGG_WHY 184
+/* Pieces a worker has in flight at once (agg_client.c); its own home takes
+ * as many of them (agg_server.c), so it never turns one away. */
+#define DD_AGG_WINDOW 24
 
 enum { DD_AGG_PUSH = 1, DD_AGG_RESULT = 2, DD_AGG_BYE = 3 };
 enum {

@@ -56,7 +56,7 @@ struct dd_agg_server {
     uint64_t *handled;     /* per worker: headers handled, in order */
     int *has_pushed;
     dd_agg_slot_t slot[DD_AGG_SLOTS];
-    dd_agg_local_t *locals[DD_AGG_SLOTS * 2];
+    dd_agg_local_t *locals[DD_AGG_WINDOW];
     int byes;
     dd_status_t failed;
     char why[DD_AGG_WHY];
@@ -256,7 +256,7 @@ static const void *dd_agg_copy(dd_agg_server_t *s, dd_agg_slot_t *sl, int w,
     *in_p = NULL;
     *loc_p = NULL;
     if (w == s->local) {
-        for (int i = 0; i < DD_AGG_SLOTS * 2; i++) {
+        for (int i = 0; i < DD_AGG_WINDOW; i++) {
             if (s->locals[i] && s->locals[i]->hdr.seq == sl->hdr.seq) {
                 *loc_p = s->locals[i];
                 return s->locals[i]->data;
@@ -285,7 +285,7 @@ static int dd_agg_same_chunk(const dd_agg_hdr_t *a, const dd_agg_hdr_t *b)
  * server lets go of it first. */
 static void dd_agg_forget_local(dd_agg_server_t *s, dd_agg_local_t *loc)
 {
-    for (int i = 0; i < DD_AGG_SLOTS * 2; i++) {
+    for (int i = 0; i < DD_AGG_WINDOW; i++) {
         if (s->locals[i] == loc) {
             s->locals[i] = NULL;
         }
@@ -470,7 +470,7 @@ dd_status_t dd_agg_server_progress(dd_agg_server_t *s, int *busy_p)
             }
         }
     }
-    for (int i = 0; i < DD_AGG_SLOTS * 2; i++) {
+    for (int i = 0; i < DD_AGG_WINDOW; i++) {
         if (s->locals[i] != NULL && !s->locals[i]->done) {
             dd_agg_admit(s, &s->locals[i]->hdr, s->ctx->env.rank);
         }
@@ -488,7 +488,7 @@ dd_status_t dd_agg_server_progress(dd_agg_server_t *s, int *busy_p)
     }
     if (s->failed != DD_OK) {
         /* Answer copies that no slot took, so no worker waits on them. */
-        for (int i = 0; i < DD_AGG_SLOTS * 2; i++) {
+        for (int i = 0; i < DD_AGG_WINDOW; i++) {
             if (s->locals[i] != NULL && !s->locals[i]->done &&
                 dd_agg_find_slot(s, s->locals[i]->hdr.seq) == NULL) {
                 s->locals[i]->status = s->failed;
@@ -503,7 +503,7 @@ dd_status_t dd_agg_server_progress(dd_agg_server_t *s, int *busy_p)
 
 dd_status_t dd_agg_server_local(dd_agg_server_t *s, dd_agg_local_t *local)
 {
-    for (int i = 0; i < DD_AGG_SLOTS * 2; i++) {
+    for (int i = 0; i < DD_AGG_WINDOW; i++) {
         if (s->locals[i] == NULL) {
             local->done = 0;
             local->status = DD_OK;
@@ -511,7 +511,10 @@ dd_status_t dd_agg_server_local(dd_agg_server_t *s, dd_agg_local_t *local)
             return DD_OK;
         }
     }
-    return DD_INPROGRESS; /* full: the caller retries after progress */
+    /* A worker has at most DD_AGG_WINDOW pieces in flight. */
+    return dd_error(DD_ERR_STATE, DD_SUBSYS_AGG,
+                    "home rank %d: more than %d of its own pieces at once",
+                    s->ctx->env.rank, DD_AGG_WINDOW);
 }
 
 const char *dd_agg_server_why(const dd_agg_server_t *s)

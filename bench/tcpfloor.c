@@ -28,6 +28,7 @@
 
 typedef struct {
     int fd;
+    int sends; /* else receives */
     size_t bytes;
 } flow_t;
 
@@ -44,7 +45,8 @@ static void die(const char *what)
     exit(1);
 }
 
-static void *sender(void *arg)
+/* Moves one direction of a connection's bytes. */
+static void *pump(void *arg)
 {
     flow_t *f = arg;
     char *buf = malloc(BUF);
@@ -53,27 +55,11 @@ static void *sender(void *arg)
     }
     memset(buf, 1, BUF);
     for (size_t left = f->bytes; left > 0;) {
-        ssize_t n = send(f->fd, buf, left < BUF ? left : BUF, 0);
+        size_t want = left < BUF ? left : BUF;
+        ssize_t n =
+            f->sends ? send(f->fd, buf, want, 0) : recv(f->fd, buf, want, 0);
         if (n <= 0) {
-            die("send");
-        }
-        left -= (size_t)n;
-    }
-    free(buf);
-    return NULL;
-}
-
-static void *receiver(void *arg)
-{
-    flow_t *f = arg;
-    char *buf = malloc(BUF);
-    if (buf == NULL) {
-        die("malloc");
-    }
-    for (size_t left = f->bytes; left > 0;) {
-        ssize_t n = recv(f->fd, buf, left < BUF ? left : BUF, 0);
-        if (n <= 0) {
-            die("recv");
+            die(f->sends ? "send" : "recv");
         }
         left -= (size_t)n;
     }
@@ -142,7 +128,7 @@ int main(int argc, char **argv)
     size_t to_agg = k ? (size_t)(x * m / k) : 0;
     size_t to_worker = (size_t)(2 * (1 - x) * m / n);
     int fd[MAX_RANKS];
-    flow_t flow[MAX_RANKS];
+    flow_t flow[2 * MAX_RANKS];
     pthread_t th[2 * MAX_RANKS];
     int n_th = 0;
 
@@ -155,9 +141,11 @@ int main(int argc, char **argv)
         if (r == me || bytes == 0) {
             continue;
         }
-        flow[r] = (flow_t){fd[r], bytes};
-        pthread_create(&th[n_th++], NULL, sender, &flow[r]);
-        pthread_create(&th[n_th++], NULL, receiver, &flow[r]);
+        for (int sends = 0; sends < 2; sends++) {
+            flow[n_th] = (flow_t){fd[r], sends, bytes};
+            pthread_create(&th[n_th], NULL, pump, &flow[n_th]);
+            n_th++;
+        }
     }
     for (int i = 0; i < n_th; i++) {
         pthread_join(th[i], NULL);

@@ -29,7 +29,7 @@ extern "C" {
  * Version of this ABI. The core refuses a module whose table carries
  * another version. Bump it on any change to the structs or slots below.
  */
-#define DD_BACKEND_ABI_VERSION 1u
+#define DD_BACKEND_ABI_VERSION 2u
 
 /** Name of the function every module exports (dd_backend_entry_fn_t). */
 #define DD_BACKEND_ENTRY "dd_backend_ops_get"
@@ -72,6 +72,9 @@ typedef struct dd_backend_services {
     /** Network interface the topology chose (e.g. "eth0"), or NULL when
      *  none was chosen: the backend then uses its own default. */
     const char *ifname;
+    /** That interface's RDMA device (e.g. "mlx5_0"), or NULL when it has
+     *  none or no interface was chosen. */
+    const char *rdma;
     int log_level; /**< dd_backend_log_level_t in force for the job */
     void *arg;     /**< first argument of every function below */
 

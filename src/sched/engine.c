@@ -29,20 +29,75 @@ struct dd_engine {
     dd_sync_route_fn_t route;
     dd_sync_pipe_t pipe; /* start is NULL without one */
     void *route_arg;
-    void *staging;
-    size_t staging_size;
-    void *pipe_staging[DD_ENGINE_DEPTH]; /* one per job started at once */
-    size_t pipe_staging_size[DD_ENGINE_DEPTH];
+    void *staging[DD_ENGINE_DEPTH]; /* one per job started at once */
+    size_t staging_size[DD_ENGINE_DEPTH];
     uint64_t n_started;
     double last_end; /* when the previous job ended */
 };
 
-/* Runs one job: in place when it has one buffer, else through staging. */
+/* Whether a job's buffers are fused into one message through staging:
+ * several host buffers. */
+static int dd_engine_fused(const dd_sync_job_t *job)
+{
+    return job->n_items > 1 && job->mem_type == DD_MEM_HOST;
+}
+
+/* Packs a fused job into staging slot i; *buf_p, *count_p: what to send
+ * (the job's own buffer when it has one). */
+static dd_status_t dd_engine_pack(dd_engine_t *e, dd_sync_job_t *job, int i,
+                                  void **buf_p, size_t *count_p)
+{
+    size_t esize = dd_dtype_size(job->dtype), off = 0;
+
+    if (!dd_engine_fused(job) && job->n_items > 1) {
+        return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_SCHED,
+                        "%zu %s buffers in one job: only host buffers fuse",
+                        job->n_items, dd_mem_type_name(job->mem_type));
+    }
+    if (!dd_engine_fused(job)) {
+        *buf_p = job->items[0].buf;
+        *count_p = job->items[0].count;
+        return DD_OK;
+    }
+    if (job->bytes > e->staging_size[i]) {
+        void *staging = realloc(e->staging[i], job->bytes);
+        if (staging == NULL) {
+            return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                            "no memory to fuse %zu bytes", job->bytes);
+        }
+        e->staging[i] = staging;
+        e->staging_size[i] = job->bytes;
+    }
+    for (size_t j = 0; j < job->n_items; j++) {
+        size_t n = job->items[j].count * esize;
+        memcpy((char *)e->staging[i] + off, job->items[j].buf, n);
+        off += n;
+    }
+    *buf_p = e->staging[i];
+    *count_p = off / esize;
+    return DD_OK;
+}
+
+/* Writes a fused job's averages back from staging slot i. */
+static void dd_engine_unpack(dd_engine_t *e, dd_sync_job_t *job, int i)
+{
+    size_t esize = dd_dtype_size(job->dtype), off = 0;
+
+    if (!dd_engine_fused(job)) {
+        return;
+    }
+    for (size_t j = 0; j < job->n_items; j++) {
+        size_t n = job->items[j].count * esize;
+        memcpy(job->items[j].buf, (char *)e->staging[i] + off, n);
+        off += n;
+    }
+}
+
+/* Runs one job through the route: each buffer in place, or a fused job as
+ * one message through staging slot 0. */
 static dd_status_t dd_engine_run(dd_engine_t *e, dd_sync_job_t *job)
 {
-    size_t esize = dd_dtype_size(job->dtype);
-
-    if (job->n_items == 1 || job->mem_type != DD_MEM_HOST) {
+    if (!dd_engine_fused(job)) {
         for (size_t i = 0; i < job->n_items; i++) {
             dd_status_t status =
                 e->route(e->route_arg, job, job->items[i].buf,
@@ -53,74 +108,17 @@ static dd_status_t dd_engine_run(dd_engine_t *e, dd_sync_job_t *job)
         }
         return DD_OK;
     }
-    if (job->bytes > e->staging_size) {
-        void *staging = realloc(e->staging, job->bytes);
-        if (staging == NULL) {
-            return DD_ERR_NO_MEMORY;
-        }
-        e->staging = staging;
-        e->staging_size = job->bytes;
+    void *buf;
+    size_t count;
+    dd_status_t status = dd_engine_pack(e, job, 0, &buf, &count);
+    if (status == DD_OK) {
+        status =
+            e->route(e->route_arg, job, buf, count, job->dtype, job->mem_type);
     }
-    size_t off = 0;
-    for (size_t i = 0; i < job->n_items; i++) {
-        size_t n = job->items[i].count * esize;
-        memcpy((char *)e->staging + off, job->items[i].buf, n);
-        off += n;
-    }
-    dd_status_t status = e->route(e->route_arg, job, e->staging, off / esize,
-                                  job->dtype, job->mem_type);
-    off = 0;
-    for (size_t i = 0; status == DD_OK && i < job->n_items; i++) {
-        size_t n = job->items[i].count * esize;
-        memcpy(job->items[i].buf, (char *)e->staging + off, n);
-        off += n;
+    if (status == DD_OK) {
+        dd_engine_unpack(e, job, 0);
     }
     return status;
-}
-
-/* Packs a fused job into staging slot i; *buf_p, *count_p: what to send. */
-static dd_status_t dd_engine_pack(dd_engine_t *e, dd_sync_job_t *job, int i,
-                                  void **buf_p, size_t *count_p)
-{
-    size_t esize = dd_dtype_size(job->dtype), off = 0;
-
-    if (job->n_items == 1 || job->mem_type != DD_MEM_HOST) {
-        *buf_p = job->items[0].buf;
-        *count_p = job->items[0].count;
-        return DD_OK;
-    }
-    if (job->bytes > e->pipe_staging_size[i]) {
-        void *staging = realloc(e->pipe_staging[i], job->bytes);
-        if (staging == NULL) {
-            return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
-                            "no memory to fuse %zu bytes", job->bytes);
-        }
-        e->pipe_staging[i] = staging;
-        e->pipe_staging_size[i] = job->bytes;
-    }
-    for (size_t j = 0; j < job->n_items; j++) {
-        size_t n = job->items[j].count * esize;
-        memcpy((char *)e->pipe_staging[i] + off, job->items[j].buf, n);
-        off += n;
-    }
-    *buf_p = e->pipe_staging[i];
-    *count_p = off / esize;
-    return DD_OK;
-}
-
-/* Writes a fused job's averages back from staging slot i. */
-static void dd_engine_unpack(dd_engine_t *e, dd_sync_job_t *job, int i)
-{
-    size_t esize = dd_dtype_size(job->dtype), off = 0;
-
-    if (job->n_items == 1 || job->mem_type != DD_MEM_HOST) {
-        return;
-    }
-    for (size_t j = 0; j < job->n_items; j++) {
-        size_t n = job->items[j].count * esize;
-        memcpy(job->items[j].buf, (char *)e->pipe_staging[i] + off, n);
-        off += n;
-    }
 }
 
 /* Hands a finished job to the application thread; under the lock. */
@@ -400,9 +398,8 @@ void dd_engine_stop(dd_engine_t *e)
     dd_sync_job_free_list(e->queue);
     pthread_cond_destroy(&e->cond);
     pthread_mutex_destroy(&e->lock);
-    free(e->staging);
     for (int i = 0; i < DD_ENGINE_DEPTH; i++) {
-        free(e->pipe_staging[i]);
+        free(e->staging[i]);
     }
     free(e);
 }

@@ -141,21 +141,6 @@ static dd_status_t dd_ucx_query(char *why, size_t size)
     return DD_OK;
 }
 
-/* Whether the interface has an RDMA device (InfiniBand, RoCE): sysfs lists
- * it under the interface's device. Without a chosen interface, UCX picks
- * its own, which may be one. */
-static int dd_ucx_rdma(const char *ifname)
-{
-    char path[128];
-    struct stat st;
-
-    if (ifname == NULL) {
-        return 1;
-    }
-    snprintf(path, sizeof(path), "/sys/class/net/%s/device/infiniband", ifname);
-    return stat(path, &st) == 0;
-}
-
 static dd_status_t dd_ucx_create_context(dd_backend_t *b)
 {
     const dd_backend_services_t *svc = b->svc;
@@ -176,7 +161,8 @@ static dd_status_t dd_ucx_create_context(dd_backend_t *b)
      * data moves, and a receiver busy in backward or summing does not: so
      * on an interface without RDMA, messages go eagerly (BENCHMARKS.md
      * has the figures). UCX_RNDV_THRESH, when set, wins. */
-    if (getenv("UCX_RNDV_THRESH") == NULL && !dd_ucx_rdma(svc->ifname)) {
+    if (getenv("UCX_RNDV_THRESH") == NULL && svc->ifname != NULL &&
+        svc->rdma == NULL) {
         ucp_config_modify(config, "RNDV_THRESH", "inf");
     }
     memset(&params, 0, sizeof(params));

@@ -9,7 +9,6 @@
 #include "sched/context.h"
 
 #include <stdint.h>
-#include <string.h>
 
 static dd_status_t dd_coll_check(dd_context_h ctx, dd_coll_t coll,
                                  const dd_backend_args_t *args)
@@ -113,30 +112,26 @@ dd_status_t dd_allreduce(dd_context_h ctx, const void *sendbuf, void *recvbuf,
                          size_t count, dd_dtype_t dtype, dd_reduce_op_t op,
                          dd_mem_type_t mem_type)
 {
-    dd_backend_args_t args;
+    dd_backend_args_t args = {.sendbuf = sendbuf,
+                              .recvbuf = recvbuf,
+                              .count = count,
+                              .dtype = dtype,
+                              .op = op,
+                              .mem_type = mem_type};
 
-    memset(&args, 0, sizeof(args));
-    args.sendbuf = sendbuf;
-    args.recvbuf = recvbuf;
-    args.count = count;
-    args.dtype = dtype;
-    args.op = op;
-    args.mem_type = mem_type;
     return dd_coll_run(ctx, DD_COLL_ALLREDUCE, &args);
 }
 
 dd_status_t dd_broadcast(dd_context_h ctx, void *buf, size_t count,
                          dd_dtype_t dtype, int root, dd_mem_type_t mem_type)
 {
-    dd_backend_args_t args;
+    dd_backend_args_t args = {.sendbuf = buf,
+                              .recvbuf = buf,
+                              .count = count,
+                              .dtype = dtype,
+                              .root = root,
+                              .mem_type = mem_type};
 
-    memset(&args, 0, sizeof(args));
-    args.sendbuf = buf;
-    args.recvbuf = buf;
-    args.count = count;
-    args.dtype = dtype;
-    args.root = root;
-    args.mem_type = mem_type;
     return dd_coll_run(ctx, DD_COLL_BROADCAST, &args);
 }
 
@@ -144,15 +139,13 @@ dd_status_t dd_reduce_scatter(dd_context_h ctx, const void *sendbuf,
                               void *recvbuf, size_t recvcount, dd_dtype_t dtype,
                               dd_reduce_op_t op, dd_mem_type_t mem_type)
 {
-    dd_backend_args_t args;
+    dd_backend_args_t args = {.sendbuf = sendbuf,
+                              .recvbuf = recvbuf,
+                              .count = recvcount,
+                              .dtype = dtype,
+                              .op = op,
+                              .mem_type = mem_type};
 
-    memset(&args, 0, sizeof(args));
-    args.sendbuf = sendbuf;
-    args.recvbuf = recvbuf;
-    args.count = recvcount;
-    args.dtype = dtype;
-    args.op = op;
-    args.mem_type = mem_type;
     return dd_coll_run(ctx, DD_COLL_REDUCE_SCATTER, &args);
 }
 
@@ -160,14 +153,12 @@ dd_status_t dd_allgather(dd_context_h ctx, const void *sendbuf, void *recvbuf,
                          size_t sendcount, dd_dtype_t dtype,
                          dd_mem_type_t mem_type)
 {
-    dd_backend_args_t args;
+    dd_backend_args_t args = {.sendbuf = sendbuf,
+                              .recvbuf = recvbuf,
+                              .count = sendcount,
+                              .dtype = dtype,
+                              .mem_type = mem_type};
 
-    memset(&args, 0, sizeof(args));
-    args.sendbuf = sendbuf;
-    args.recvbuf = recvbuf;
-    args.count = sendcount;
-    args.dtype = dtype;
-    args.mem_type = mem_type;
     return dd_coll_run(ctx, DD_COLL_ALLGATHER, &args);
 }
 

@@ -85,16 +85,14 @@ static dd_status_t dd_agg_start(dd_agg_transport_t *t, dd_backend_op_fn_t op,
                                 void *recvbuf, size_t bytes,
                                 dd_agg_req_t **req_p)
 {
-    dd_backend_args_t args;
+    dd_backend_args_t args = {.sendbuf = sendbuf,
+                              .recvbuf = recvbuf,
+                              .count = bytes,
+                              .dtype = DD_DTYPE_U8,
+                              .peer = peer,
+                              .tag = tag,
+                              .mem_type = DD_MEM_HOST};
 
-    memset(&args, 0, sizeof(args));
-    args.sendbuf = sendbuf;
-    args.recvbuf = recvbuf;
-    args.count = bytes;
-    args.dtype = DD_DTYPE_U8;
-    args.peer = peer;
-    args.tag = tag;
-    args.mem_type = DD_MEM_HOST;
     return op(t->backend, &args, req_p);
 }
 

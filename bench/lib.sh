@@ -7,7 +7,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 builddir=${BUILDDIR:-$top}
-shared=${DD_SHARED:-$top/../shared}
+shared=${DDTEST_SHARED:-$top/../shared}
 NC=${NETCLUSTER:-$shared/tools/netcluster}
 ANCHORS=${ANCHORS:-$shared/anchors}
 PROFILES=${PROFILES:-$shared/profiles}
@@ -18,9 +18,9 @@ ROUNDS=${ROUNDS:-3}
 RATE=${RATE:-1gbit}
 # Debian's python3-torch lives in Debian's python, not in a virtualenv's.
 TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
-DD_BACKEND_PATH=${DD_BACKEND_PATH:-$builddir/.libs}
-DD_TIMEOUT_S=${DD_TIMEOUT_S:-60}
-export DD_BACKEND_PATH DD_TIMEOUT_S
+DREAMDDP_BACKEND_PATH=${DREAMDDP_BACKEND_PATH:-$builddir/.libs}
+DREAMDDP_TIMEOUT_S=${DREAMDDP_TIMEOUT_S:-60}
+export DREAMDDP_BACKEND_PATH DREAMDDP_TIMEOUT_S
 port=29600
 
 # start_results FILE HOSTS: empties FILE and writes the run's facts first.

@@ -16,7 +16,7 @@ import glob, json, os, shutil, subprocess, sys, tempfile
 
 here = os.path.dirname(os.path.abspath(__file__))
 top = os.path.dirname(here)
-shared = os.environ.get("DD_SHARED", os.path.join(top, "..", "shared"))
+shared = os.environ.get("DDTEST_SHARED", os.path.join(top, "..", "shared"))
 anchors = os.environ.get("ANCHORS", os.path.join(shared, "anchors"))
 profiles = os.environ.get("PROFILES", os.path.join(shared, "profiles"))
 ddbench = os.environ.get("DDBENCH", os.path.join(os.environ.get("BUILDDIR", top), "tools", "ddbench"))

@@ -37,7 +37,7 @@ tcp_floor() {
 
 # train K STRATEGY ROUND: the train simulator with K aggregators.
 train() {
-    on_hosts $((4 + $1)) 200 env DD_NUM_AGGREGATORS=$1 "$DDBENCH" train-sim \
+    on_hosts $((4 + $1)) 200 env DREAMDDP_NUM_AGGREGATORS=$1 "$DDBENCH" train-sim \
         --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$2" \
         --iters 8 --json | sed "s/^{/{\"train\":true,\"aggregators\":$1,/" |
         keep "$out" "$3"
@@ -45,7 +45,7 @@ train() {
 
 round() {
     for k in 0 1 2 4; do
-        on_hosts $((4 + k)) 150 env DD_NUM_AGGREGATORS=$k "$DDBENCH" sync \
+        on_hosts $((4 + k)) 150 env DREAMDDP_NUM_AGGREGATORS=$k "$DDBENCH" sync \
             --bytes "$bytes" --iters 5 --json | keep "$out" "$1"
     done
     on_hosts 4 150 "$TORCH_PYTHON" "$ANCHORS/torch_allreduce.py" \

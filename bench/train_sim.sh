@@ -3,7 +3,7 @@
 # every strategy, beside PyTorch's DDP and Local SGD (torch_sim.py) on the
 # same 4 emulated hosts at 1 Gbit/s, interleaved over $ROUNDS rounds; then
 # the table. The last round's dreamddp:4 run also writes rank 0's
-# DD_TIMELINE (results/timeline_dreamddp4.json) for bench/plots.sh.
+# DREAMDDP_TIMELINE (results/timeline_dreamddp4.json) for bench/plots.sh.
 # Results: results/train_sim.jsonl.
 . "$(dirname "$0")/lib.sh"
 out=$RESULTS/train_sim.jsonl
@@ -21,7 +21,7 @@ round() {
         if [ "$s" = dreamddp:4 ] && [ "$1" = "$ROUNDS" ]; then
             timeline=$RESULTS/timeline_dreamddp4.%r.json
         fi
-        on_hosts 4 150 env DD_TIMELINE="$timeline" "$DDBENCH" train-sim \
+        on_hosts 4 150 env DREAMDDP_TIMELINE="$timeline" "$DDBENCH" train-sim \
             --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$s" \
             --iters "$iters" --json | keep "$out" "$1"
     done

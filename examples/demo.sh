@@ -4,7 +4,7 @@
 # side. It reads only the --json line that rank 0 prints last; it must stay
 # quick (under three minutes on two cores), so it adds no runs beyond these.
 #
-#   sh examples/demo.sh [BUILDDIR]     (DD_BACKEND_PATH from `make demo`)
+#   sh examples/demo.sh [BUILDDIR]     (DREAMDDP_BACKEND_PATH from `make demo`)
 set -u
 
 builddir=${1:-.}

@@ -96,20 +96,20 @@ enum {
  */
 typedef struct {
     uint64_t field_mask; /**< DD_INIT_FIELD_* bits */
-    dd_role_t role;      /**< this process's role; overrides DD_ROLE */
+    dd_role_t role;      /**< this process's role; overrides DREAMDDP_ROLE */
 } dd_init_params_t;
 
 /**
- * Starts dreamddp in this process: parses every DD_* variable, detects rank
- * and world size (DD_*, torchrun, Open MPI, Slurm or PMI variables), joins the
+ * Starts dreamddp in this process: parses every DREAMDDP_* variable, detects rank
+ * and world size (DREAMDDP_*, torchrun, Open MPI, Slurm or PMI variables), joins the
  * job's rendezvous store and waits until every rank has joined.
  *
  * @param params  optional parameters, or NULL.
  * @param ctx_p   the new context, set only on success.
- * @return DD_OK; DD_ERR_INVALID_CONFIG for a bad DD_* value or contradictory
+ * @return DD_OK; DD_ERR_INVALID_CONFIG for a bad DREAMDDP_* value or contradictory
  *         launcher variables; DD_ERR_UNREACHABLE when the store's master
  *         cannot be reached; DD_ERR_REFUSED when it refuses this job's token;
- *         DD_ERR_TIMED_OUT when not every rank joined within DD_TIMEOUT_S;
+ *         DD_ERR_TIMED_OUT when not every rank joined within DREAMDDP_TIMEOUT_S;
  *         DD_ERR_MISMATCH when ranks disagree on the world size.
  *         dd_last_error() has the details.
  * Call once per job from one thread.
@@ -117,7 +117,7 @@ typedef struct {
 DD_API dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p);
 
 /**
- * Leaves the job: waits (up to DD_TIMEOUT_S) until every rank has reached
+ * Leaves the job: waits (up to DREAMDDP_TIMEOUT_S) until every rank has reached
  * dd_finalize, then frees the context. The rank that hosts the store keeps it
  * up until the others have left.
  *
@@ -151,7 +151,7 @@ DD_API int dd_num_workers(dd_context_h ctx);
  * Waits until every rank of the job has called dd_barrier.
  *
  * @return DD_OK; DD_ERR_TIMED_OUT naming the ranks that did not arrive within
- *         DD_TIMEOUT_S; DD_ERR_PEER_LOST when the store went away.
+ *         DREAMDDP_TIMEOUT_S; DD_ERR_PEER_LOST when the store went away.
  * One thread per context at a time.
  */
 DD_API dd_status_t dd_barrier(dd_context_h ctx);
@@ -162,7 +162,7 @@ enum {
 };
 
 /**
- * Prints every DD_* variable the library reads: name, default, what it
+ * Prints every DREAMDDP_* variable the library reads: name, default, what it
  * accepts, its documentation, and the value in force in this process's
  * environment (or why it is invalid).
  *
@@ -234,7 +234,7 @@ DD_API const char *dd_coll_name(dd_coll_t coll);
 /**
  * The backend (its module's name, "ucx", "gloo", "nccl") that runs coll on
  * bytes bytes of mem_type memory in this context: the one with the highest
- * score among those DD_BACKENDS allows and every rank could load.
+ * score among those DREAMDDP_BACKENDS allows and every rank could load.
  *
  * @return the name, or NULL when no backend can (dd_last_error() says why).
  * Any thread; the string lives as long as the context.
@@ -248,7 +248,7 @@ DD_API const char *dd_backend_name(dd_context_h ctx, dd_coll_t coll,
  * same order with the same count, dtype, op and root. Each returns DD_OK;
  * DD_ERR_INVALID_PARAM for a bad argument; DD_ERR_UNSUPPORTED when no
  * backend handles the memory type; DD_ERR_TIMED_OUT when the collective did
- * not complete within DD_TIMEOUT_S (which is also what ranks that posted a
+ * not complete within DREAMDDP_TIMEOUT_S (which is also what ranks that posted a
  * different collective see); DD_ERR_PEER_LOST when a peer went away;
  * DD_ERR_MISMATCH when a peer's message does not fit; DD_ERR_BACKEND for
  * another failure of the backend. dd_last_error() names the rank and peer.
@@ -320,7 +320,7 @@ DD_API dd_status_t dd_layer_register(dd_context_h ctx, const char *name,
 
 /**
  * Chooses the synchronization strategy before dd_model_commit, overriding
- * DD_STRATEGY: "ddp", "localsgd:H", "plsgd:H", "dreamddp:H" or "adaptive".
+ * DREAMDDP_STRATEGY: "ddp", "localsgd:H", "plsgd:H", "dreamddp:H" or "adaptive".
  *
  * @return DD_OK, DD_ERR_INVALID_PARAM naming what is accepted, or
  *         DD_ERR_STATE after dd_model_commit.
@@ -370,7 +370,7 @@ typedef struct {
 
 /**
  * Ends the step: flushes what waits for fusion, waits for this step's
- * syncs (bounded by DD_TIMEOUT_S) and leaves the averages in place. The
+ * syncs (bounded by DREAMDDP_TIMEOUT_S) and leaves the averages in place. The
  * application then runs its optimizer step.
  *
  * @param stats_p  filled when not NULL.

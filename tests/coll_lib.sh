@@ -16,7 +16,7 @@ coll_matrix() {
     for n in 1 2 3 4 5; do
         large=""
         [ "$n" -ge 2 ] && large="--large 16777217"
-        if DD_BACKENDS=$1 DD_TIMEOUT_S=30 "$DDRUN" -n $n --timeout 150 -- \
+        if DREAMDDP_BACKENDS=$1 DREAMDDP_TIMEOUT_S=30 "$DDRUN" -n $n --timeout 150 -- \
             "$MP" $large >"$TMP/$1.$n" 2>&1; then
             expect_grep "$TMP/$1.$n" "mp_coll: $1: " "$1: every collective correct on $n ranks"
         else
@@ -29,7 +29,7 @@ coll_matrix() {
 # rank that leaves mid-collective, make the others fail within the timeout.
 coll_failures() {
     for kind in count dtype op; do
-        if DD_BACKENDS=$1 DD_TIMEOUT_S=3 "$DDRUN" -n 3 --timeout 60 -- \
+        if DREAMDDP_BACKENDS=$1 DREAMDDP_TIMEOUT_S=3 "$DDRUN" -n 3 --timeout 60 -- \
             "$MP" --mismatch $kind >"$TMP/$1.mm.$kind" 2>&1; then
             expect_grep "$TMP/$1.mm.$kind" "mp_coll: mismatched $kind failed after" \
                 "$1: mismatched $kind fails within the timeout"
@@ -37,7 +37,7 @@ coll_failures() {
             fail "$1: mismatched $kind"; cat "$TMP/$1.mm.$kind"
         fi
     done
-    if DD_BACKENDS=$1 DD_TIMEOUT_S=3 "$DDRUN" -n 3 --timeout 60 -- \
+    if DREAMDDP_BACKENDS=$1 DREAMDDP_TIMEOUT_S=3 "$DDRUN" -n 3 --timeout 60 -- \
         "$MP" --exit-mid >"$TMP/$1.exit" 2>&1; then
         expect_grep "$TMP/$1.exit" "mp_coll: lost rank noticed after" \
             "$1: a rank leaving mid-collective fails the others"

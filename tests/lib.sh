@@ -27,7 +27,7 @@ expect_grep() {
 }
 
 # launch N OUTPREFIX CMD...: starts N ranks by hand (not through ddrun, so a
-# failing rank does not stop the others), each with DD_RANK and its output in
+# failing rank does not stop the others), each with DREAMDDP_RANK and its output in
 # OUTPREFIX.R, and waits for all; their exit codes go in OUTPREFIX.R.rc.
 launch() {
     n=$1; out=$2; shift 2
@@ -35,8 +35,8 @@ launch() {
     pids=""
     r=0
     while [ "$r" -lt "$n" ]; do
-        (DD_RANK=$r DD_WORLD_SIZE=$n DD_MASTER_ADDR=127.0.0.1 \
-         DD_MASTER_PORT=$port "$@" >"$out.$r" 2>&1; echo $? >"$out.$r.rc") &
+        (DREAMDDP_RANK=$r DREAMDDP_WORLD_SIZE=$n DREAMDDP_MASTER_ADDR=127.0.0.1 \
+         DREAMDDP_MASTER_PORT=$port "$@" >"$out.$r" 2>&1; echo $? >"$out.$r.rc") &
         pids="$pids $!"
         r=$((r + 1))
     done

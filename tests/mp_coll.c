@@ -1,6 +1,6 @@
 /*
  * mp_coll: a multi-rank test of the public collectives through one backend
- * (DD_BACKENDS, as set by the caller). Every rank runs every operation, dtype,
+ * (DREAMDDP_BACKENDS, as set by the caller). Every rank runs every operation, dtype,
  * reduction and size, and checks its result against a reference computed in
  * double from every rank's input. Run it under ddrun:
  *
@@ -9,7 +9,7 @@
  *
  * --large N adds an f32 sum allreduce of N elements. --mismatch makes rank 0
  * post a different collective and --exit-mid makes the last rank leave in
- * the middle of one: then every other rank must fail within DD_TIMEOUT_S.
+ * the middle of one: then every other rank must fail within DREAMDDP_TIMEOUT_S.
  */
 #include <dreamddp.h>
 
@@ -403,7 +403,7 @@ int main(int argc, char **argv)
     if (status != DD_OK) {
         return mp_fail("dd_init", status);
     }
-    const char *t = getenv("DD_TIMEOUT_S");
+    const char *t = getenv("DREAMDDP_TIMEOUT_S");
     double limit = (t ? atof(t) : 30.0) * 2 + 5;
     if (o.mismatch != NULL) {
         bad = mp_run_mismatch(ctx, o.mismatch, limit);

@@ -8,7 +8,7 @@
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 AGG=$top_builddir/tests/mp_agg
 SCHED=$top_builddir/tests/mp_sched
-export DD_TIMEOUT_S=10 DD_CHUNK_BYTES=4096 DD_PROFILE_STEPS=3
+export DREAMDDP_TIMEOUT_S=10 DREAMDDP_CHUNK_BYTES=4096 DREAMDDP_PROFILE_STEPS=3
 sizes="1 7 1023 1024 1025 10243"
 
 for w in 1 2 3 4; do
@@ -29,11 +29,11 @@ for dt in f16 bf16; do
     fi
 done
 
-# Under DD_CHUNK_BYTES a message is cut finer, so that it spreads over every
+# Under DREAMDDP_CHUNK_BYTES a message is cut finer, so that it spreads over every
 # home: 16 pieces per home (3 workers homing a share beside 2 aggregators:
 # 5 homes), no smaller than 64 KiB. 20000 and 300001 elements take the
 # 64 KiB floor; 2000003 is cut into 80 pieces of 25001.
-if DD_CHUNK_BYTES=1M "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- \
+if DREAMDDP_CHUNK_BYTES=1M "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- \
     "$AGG" check f32 20000 300001 2000003 >"$TMP/out" 2>&1; then
     expect_grep "$TMP/out" "mp_agg: f32 averages exact on 3 workers" "small messages spread over every home"
 else
@@ -48,12 +48,12 @@ for s in ddp localsgd:2 plsgd:2 dreamddp:2 adaptive; do
     fi
 done
 
-# DD_ROUTE=allreduce: the workers' own collectives, with aggregators idle
+# DREAMDDP_ROUTE=allreduce: the workers' own collectives, with aggregators idle
 # until every worker says goodbye at dd_finalize.
-if DD_ROUTE=allreduce "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- "$SCHED" dreamddp:2 7 >"$TMP/out" 2>&1; then
-    expect_grep "$TMP/out" "mp_sched: dreamddp:2: 7 steps correct on 3 ranks" "DD_ROUTE=allreduce beside aggregators"
+if DREAMDDP_ROUTE=allreduce "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- "$SCHED" dreamddp:2 7 >"$TMP/out" 2>&1; then
+    expect_grep "$TMP/out" "mp_sched: dreamddp:2: 7 steps correct on 3 ranks" "DREAMDDP_ROUTE=allreduce beside aggregators"
 else
-    fail "DD_ROUTE=allreduce beside aggregators"; cat "$TMP/out"
+    fail "DREAMDDP_ROUTE=allreduce beside aggregators"; cat "$TMP/out"
 fi
 
 # Faults: 3 workers (ranks 0-2) and 2 aggregators (ranks 3, 4).

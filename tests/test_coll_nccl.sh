@@ -9,7 +9,7 @@ MPN=$top_builddir/tests/mp_nccl
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "${gpus:-0}" -eq 0 ]; then
     # No GPU: the module must say so at info level, and the rest still works.
-    if DD_LOG_LEVEL=info DD_TIMEOUT_S=20 "$DDRUN" -n 1 --timeout 60 -- \
+    if DREAMDDP_LOG_LEVEL=info DREAMDDP_TIMEOUT_S=20 "$DDRUN" -n 1 --timeout 60 -- \
         "$MP" --sizes 7 >"$TMP/nogpu" 2>&1; then
         expect_grep "$TMP/nogpu" "backend nccl is unavailable: " \
             "nccl: says why it is unavailable without a GPU"
@@ -22,7 +22,7 @@ if [ "${gpus:-0}" -eq 0 ]; then
 fi
 [ "$gpus" -gt 4 ] && gpus=4
 for n in $(seq 1 "$gpus"); do
-    if DD_BACKENDS=nccl DD_TIMEOUT_S=60 "$DDRUN" -n "$n" --timeout 170 -- \
+    if DREAMDDP_BACKENDS=nccl DREAMDDP_TIMEOUT_S=60 "$DDRUN" -n "$n" --timeout 170 -- \
         "$MPN" >"$TMP/nccl.$n" 2>&1; then
         expect_grep "$TMP/nccl.$n" "mp_nccl: nccl: " "nccl: collectives correct on $n ranks"
     else

@@ -3,7 +3,7 @@
 # refuses bad usage.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
-"$DDRUN" -n 3 -- sh -c 'echo "hello from $DD_RANK of $DD_WORLD_SIZE port $DD_MASTER_PORT"' >"$TMP/out" 2>&1
+"$DDRUN" -n 3 -- sh -c 'echo "hello from $DREAMDDP_RANK of $DREAMDDP_WORLD_SIZE port $DREAMDDP_MASTER_PORT"' >"$TMP/out" 2>&1
 rc=$?
 [ $rc -eq 0 ] && pass "three ranks exit 0" || fail "three ranks exited $rc"
 for r in 0 1 2; do
@@ -13,7 +13,7 @@ done
 ports=$(sed -n 's/.*port \([0-9]*\)$/\1/p' "$TMP/out" | sort -u | wc -l)
 [ "$ports" -eq 1 ] && pass "all ranks share one store port" || fail "ranks got $ports ports"
 
-"$DDRUN" -n 3 -- sh -c 'if [ "$DD_RANK" = 1 ]; then exit 7; fi; sleep 30' >"$TMP/fail" 2>&1
+"$DDRUN" -n 3 -- sh -c 'if [ "$DREAMDDP_RANK" = 1 ]; then exit 7; fi; sleep 30' >"$TMP/fail" 2>&1
 rc=$?
 [ $rc -eq 7 ] && pass "a failing rank's status is ddrun's" || fail "ddrun exited $rc, expected 7"
 expect_grep "$TMP/fail" "rank 1 exited with status 7; stopping the others" "ddrun names the failing rank"
@@ -41,8 +41,8 @@ expect_grep "$TMP/badopt" "usage: ddrun" "a bad option prints the usage"
 "$DDRUN" -n 2 --aggregators 2 -- true >"$TMP/agg" 2>&1
 [ $? -eq 2 ] && pass "--aggregators N is refused" || fail "--aggregators N accepted"
 
-"$DDRUN" -n 3 --aggregators 1 -- sh -c 'echo "aggs=$DD_NUM_AGGREGATORS"' >"$TMP/agg1" 2>&1
-expect_grep "$TMP/agg1" "2: aggs=1" "--aggregators sets DD_NUM_AGGREGATORS"
+"$DDRUN" -n 3 --aggregators 1 -- sh -c 'echo "aggs=$DREAMDDP_NUM_AGGREGATORS"' >"$TMP/agg1" 2>&1
+expect_grep "$TMP/agg1" "2: aggs=1" "--aggregators sets DREAMDDP_NUM_AGGREGATORS"
 
 "$DDRUN" -n 1 -- /nonexistent/program >"$TMP/noexec" 2>&1
 [ $? -eq 127 ] && pass "an unrunnable command exits 127" || fail "unrunnable command"

@@ -2,13 +2,13 @@
 # ddtopo on the fixture machines against golden output (text and --json),
 # local rank r of the DGX-like node taking the NIC nearest GPU r, exit codes,
 # --config, and this machine's choice. Regenerate the goldens with
-# DD_UPDATE_GOLDEN=1 after an intended change, and read the diff.
+# DDTEST_UPDATE_GOLDEN=1 after an intended change, and read the diff.
 . "$(dirname "$0")/lib.sh"
 DDTOPO=$top_builddir/tools/ddtopo
 FIX=$top_srcdir/tests/fixtures/topo
 GOLD=$top_srcdir/tests/golden/ddtopo
-unset DD_NET_IFNAME DD_NUM_STREAMS DD_SYSFS_ROOT DD_TOPO_FILE \
-    DD_TOPO_DUMP_FILE CUDA_VISIBLE_DEVICES DD_LOG_LEVEL
+unset DREAMDDP_NET_IFNAME DREAMDDP_NUM_STREAMS DREAMDDP_SYSFS_ROOT DREAMDDP_TOPO_FILE \
+    DREAMDDP_TOPO_DUMP_FILE CUDA_VISIBLE_DEVICES DREAMDDP_LOG_LEVEL
 
 if ! "$DDTOPO" --topo "$FIX/laptop/topo.xml" --json | grep -q '"hwloc": true'; then
     echo "SKIP: ddtopo built without hwloc; the goldens hold hwloc locality"
@@ -26,10 +26,10 @@ normalize() {
 for m in dgx cpu2s laptop thismachine; do
     for fmt in txt json; do
         flag=""; [ $fmt = json ] && flag=--json
-        DD_SYSFS_ROOT=$FIX/$m "$DDTOPO" --topo "$FIX/$m/topo.xml" $flag \
+        DREAMDDP_SYSFS_ROOT=$FIX/$m "$DDTOPO" --topo "$FIX/$m/topo.xml" $flag \
             >"$TMP/out" 2>"$TMP/err" || fail "ddtopo $flag on $m exited $?"
         normalize <"$TMP/out" >"$TMP/$m.$fmt"
-        if [ -n "${DD_UPDATE_GOLDEN:-}" ]; then
+        if [ -n "${DDTEST_UPDATE_GOLDEN:-}" ]; then
             cp "$TMP/$m.$fmt" "$GOLD/$m.$fmt"
         fi
         if diff -u "$GOLD/$m.$fmt" "$TMP/$m.$fmt" >"$TMP/diff"; then
@@ -44,7 +44,7 @@ done
 
 r=0
 while [ $r -lt 8 ]; do
-    DD_SYSFS_ROOT=$FIX/dgx "$DDTOPO" --topo "$FIX/dgx/topo.xml" --json \
+    DREAMDDP_SYSFS_ROOT=$FIX/dgx "$DDTOPO" --topo "$FIX/dgx/topo.xml" --json \
         --local-rank $r --local-size 8 >"$TMP/r$r.json"
     expect_grep "$TMP/r$r.json" "\"chosen\": {\"name\": \"ib$r\"" \
         "dgx local rank $r chooses ib$r"
@@ -53,19 +53,19 @@ while [ $r -lt 8 ]; do
     r=$((r + 1))
 done
 
-DD_SYSFS_ROOT=$FIX/cpu2s DD_NET_IFNAME==nosuchif0 "$DDTOPO" \
+DREAMDDP_SYSFS_ROOT=$FIX/cpu2s DREAMDDP_NET_IFNAME==nosuchif0 "$DDTOPO" \
     >"$TMP/out" 2>"$TMP/err"
 rc=$?
-[ $rc -eq 1 ] && pass "impossible DD_NET_IFNAME exits 1" || fail "exit $rc"
-expect_grep "$TMP/err" "DD_NET_IFNAME='=nosuchif0' matches no interface; this host has eno1, ens3f0, lo" \
+[ $rc -eq 1 ] && pass "impossible DREAMDDP_NET_IFNAME exits 1" || fail "exit $rc"
+expect_grep "$TMP/err" "DREAMDDP_NET_IFNAME='=nosuchif0' matches no interface; this host has eno1, ens3f0, lo" \
     "the error names the value and the interfaces"
-DD_SYSFS_ROOT=$FIX/cpu2s DD_NET_IFNAME=eno "$DDTOPO" --json >"$TMP/out"
-expect_grep "$TMP/out" '"chosen": {"name": "eno1"' "DD_NET_IFNAME=eno chooses eno1"
-DD_SYSFS_ROOT=$FIX/cpu2s DD_NUM_STREAMS=5 "$DDTOPO" --json >"$TMP/out"
-expect_grep "$TMP/out" '"streams": 5,' "DD_NUM_STREAMS overrides"
-DD_NUM_STREAMS=0 "$DDTOPO" >"$TMP/out" 2>"$TMP/err"
-[ $? -eq 1 ] && pass "bad DD_NUM_STREAMS exits 1" || fail "bad DD_NUM_STREAMS"
-expect_grep "$TMP/err" "DD_NUM_STREAMS='0'" "the error names DD_NUM_STREAMS"
+DREAMDDP_SYSFS_ROOT=$FIX/cpu2s DREAMDDP_NET_IFNAME=eno "$DDTOPO" --json >"$TMP/out"
+expect_grep "$TMP/out" '"chosen": {"name": "eno1"' "DREAMDDP_NET_IFNAME=eno chooses eno1"
+DREAMDDP_SYSFS_ROOT=$FIX/cpu2s DREAMDDP_NUM_STREAMS=5 "$DDTOPO" --json >"$TMP/out"
+expect_grep "$TMP/out" '"streams": 5,' "DREAMDDP_NUM_STREAMS overrides"
+DREAMDDP_NUM_STREAMS=0 "$DDTOPO" >"$TMP/out" 2>"$TMP/err"
+[ $? -eq 1 ] && pass "bad DREAMDDP_NUM_STREAMS exits 1" || fail "bad DREAMDDP_NUM_STREAMS"
+expect_grep "$TMP/err" "DREAMDDP_NUM_STREAMS='0'" "the error names DREAMDDP_NUM_STREAMS"
 
 "$DDTOPO" --help >"$TMP/out"; [ $? -eq 0 ] && pass "--help exits 0" || fail "--help"
 expect_grep "$TMP/out" "usage: ddtopo" "--help prints usage"
@@ -76,19 +76,19 @@ expect_grep "$TMP/out" "usage: ddtopo" "--help prints usage"
 expect_grep "$TMP/err" "/nonexistent.xml" "the error names the file"
 
 "$DDTOPO" --config >"$TMP/out" || fail "--config"
-expect_grep "$TMP/out" "DD_NET_IFNAME = unset (default)" "--config lists DD_NET_IFNAME"
-expect_grep "$TMP/out" "DD_TOPO_DUMP_FILE" "--config lists DD_TOPO_DUMP_FILE"
+expect_grep "$TMP/out" "DREAMDDP_NET_IFNAME = unset (default)" "--config lists DREAMDDP_NET_IFNAME"
+expect_grep "$TMP/out" "DREAMDDP_TOPO_DUMP_FILE" "--config lists DREAMDDP_TOPO_DUMP_FILE"
 "$DDTOPO" --config --markdown >"$TMP/out" || fail "--config --markdown"
-expect_grep "$TMP/out" "| \`DD_NUM_STREAMS\` |" "--config --markdown prints the table"
+expect_grep "$TMP/out" "| \`DREAMDDP_NUM_STREAMS\` |" "--config --markdown prints the table"
 
 # This machine: the live probe must prefer a real interface to loopback.
 "$DDTOPO" --json >"$TMP/live.json" || fail "ddtopo on this machine"
 if grep -q '"name": "eth0"' "$TMP/live.json"; then
     expect_grep "$TMP/live.json" '"chosen": {"name": "eth0"' "this machine chooses eth0"
 fi
-DD_NET_IFNAME=lo "$DDTOPO" --json >"$TMP/lo.json"
-expect_grep "$TMP/lo.json" '"chosen": {"name": "lo"' "DD_NET_IFNAME=lo chooses lo"
-DD_TOPO_DUMP_FILE=$TMP/dump.xml "$DDTOPO" >/dev/null || fail "DD_TOPO_DUMP_FILE"
+DREAMDDP_NET_IFNAME=lo "$DDTOPO" --json >"$TMP/lo.json"
+expect_grep "$TMP/lo.json" '"chosen": {"name": "lo"' "DREAMDDP_NET_IFNAME=lo chooses lo"
+DREAMDDP_TOPO_DUMP_FILE=$TMP/dump.xml "$DDTOPO" >/dev/null || fail "DREAMDDP_TOPO_DUMP_FILE"
 "$DDTOPO" --topo "$TMP/dump.xml" --json >"$TMP/out" || fail "reading the dump"
 expect_grep "$TMP/out" '"source": "hwloc XML' "the dump reads back offline"
 finish

@@ -4,7 +4,7 @@
 # Both are Ethernet of the same reported speed, so the topology's choice is
 # eth0 (by name); the measurement must see eth1 faster and pick it.
 # Needs root and /work/shared/tools/netcluster (or $NETCLUSTER). It tears
-# down every netcluster host, so it runs only when DD_TEST_NETCLUSTER=1 says
+# down every netcluster host, so it runs only when DDTEST_NETCLUSTER=1 says
 # nobody else is using netcluster on this machine.
 . "$(dirname "$0")/lib.sh"
 NC=${NETCLUSTER:-/work/shared/tools/netcluster}
@@ -16,8 +16,8 @@ fi
 if [ ! -x "$NC" ] || ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
     echo "SKIP: netcluster ($NC), ip or tc unavailable"; exit 77
 fi
-if [ "${DD_TEST_NETCLUSTER:-}" != 1 ]; then
-    echo "SKIP: set DD_TEST_NETCLUSTER=1 to let this test take over netcluster"
+if [ "${DDTEST_NETCLUSTER:-}" != 1 ]; then
+    echo "SKIP: set DDTEST_NETCLUSTER=1 to let this test take over netcluster"
     exit 77
 fi
 
@@ -43,8 +43,8 @@ done
 master=$("$NC" addr 0)
 port=$(free_port)
 for i in 0 1; do
-    "$NC" exec $i env DD_RANK=$i DD_WORLD_SIZE=2 DD_MASTER_ADDR="$master" \
-        DD_MASTER_PORT=$port DD_JOB_TOKEN=ddtopo-nc DD_TIMEOUT_S=60 \
+    "$NC" exec $i env DREAMDDP_RANK=$i DREAMDDP_WORLD_SIZE=2 DREAMDDP_MASTER_ADDR="$master" \
+        DREAMDDP_MASTER_PORT=$port DREAMDDP_JOB_TOKEN=ddtopo-nc DREAMDDP_TIMEOUT_S=60 \
         "$DDTOPO" probe --bytes 4M >"$TMP/out.$i" 2>&1 &
 done
 wait

@@ -58,9 +58,9 @@ static void test_nothing_is_one_rank(void **state)
 
 static void test_dd(void **state)
 {
-    const char *vars[] = {"DD_RANK=2",           "DD_WORLD_SIZE=4",
-                          "DD_LOCAL_RANK=0",     "DD_MASTER_ADDR=10.1.2.3",
-                          "DD_MASTER_PORT=1234", "SLURM_PROCID=0",
+    const char *vars[] = {"DREAMDDP_RANK=2",           "DREAMDDP_WORLD_SIZE=4",
+                          "DREAMDDP_LOCAL_RANK=0",     "DREAMDDP_MASTER_ADDR=10.1.2.3",
+                          "DREAMDDP_MASTER_PORT=1234", "SLURM_PROCID=0",
                           "SLURM_NTASKS=1",      NULL};
     dd_boot_env_t env;
     expect(vars, 2, 4, 0, -1, "DD");
@@ -121,8 +121,8 @@ static void test_torchrun_wins_over_slurm(void **state)
 
 static void test_partial(void **state)
 {
-    const char *a[] = {"DD_RANK=1", NULL};
-    expect_error(a, "DD_RANK=1 is set but DD_WORLD_SIZE is not", NULL);
+    const char *a[] = {"DREAMDDP_RANK=1", NULL};
+    expect_error(a, "DREAMDDP_RANK=1 is set but DREAMDDP_WORLD_SIZE is not", NULL);
     const char *b[] = {"WORLD_SIZE=4", NULL};
     expect_error(b, "WORLD_SIZE=4 is set but RANK is not", NULL);
     const char *c[] = {"OMPI_COMM_WORLD_RANK=0", NULL};
@@ -131,13 +131,13 @@ static void test_partial(void **state)
 
 static void test_contradictions(void **state)
 {
-    const char *a[] = {"DD_RANK=4", "DD_WORLD_SIZE=4", NULL};
-    expect_error(a, "DD_RANK=4 and DD_WORLD_SIZE=4 disagree", NULL);
-    const char *b[] = {"DD_RANK=1", "DD_WORLD_SIZE=4", "RANK=2", "WORLD_SIZE=4",
+    const char *a[] = {"DREAMDDP_RANK=4", "DREAMDDP_WORLD_SIZE=4", NULL};
+    expect_error(a, "DREAMDDP_RANK=4 and DREAMDDP_WORLD_SIZE=4 disagree", NULL);
+    const char *b[] = {"DREAMDDP_RANK=1", "DREAMDDP_WORLD_SIZE=4", "RANK=2", "WORLD_SIZE=4",
                        NULL};
-    expect_error(b, "DD_RANK=1 and RANK=2 disagree", NULL);
-    const char *c[] = {"DD_RANK=1", "DD_WORLD_SIZE=4", "WORLD_SIZE=8", NULL};
-    expect_error(c, "DD_WORLD_SIZE=4 and WORLD_SIZE=8 disagree", NULL);
+    expect_error(b, "DREAMDDP_RANK=1 and RANK=2 disagree", NULL);
+    const char *c[] = {"DREAMDDP_RANK=1", "DREAMDDP_WORLD_SIZE=4", "WORLD_SIZE=8", NULL};
+    expect_error(c, "DREAMDDP_WORLD_SIZE=4 and WORLD_SIZE=8 disagree", NULL);
     const char *d[] = {"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=3",
                        "LOCAL_WORLD_SIZE=2", NULL};
     expect_error(d, "LOCAL_RANK=3", "LOCAL_WORLD_SIZE=2");
@@ -149,10 +149,10 @@ static void test_contradictions(void **state)
 
 static void test_dd_values_validated(void **state)
 {
-    const char *a[] = {"DD_RANK=-1", "DD_WORLD_SIZE=2", NULL};
-    expect_error(a, "DD_RANK='-1'", "expected an integer from 0");
-    const char *b[] = {"DD_MASTER_PORT=0", NULL};
-    expect_error(b, "DD_MASTER_PORT='0'", "from 1 to 65535");
+    const char *a[] = {"DREAMDDP_RANK=-1", "DREAMDDP_WORLD_SIZE=2", NULL};
+    expect_error(a, "DREAMDDP_RANK='-1'", "expected an integer from 0");
+    const char *b[] = {"DREAMDDP_MASTER_PORT=0", NULL};
+    expect_error(b, "DREAMDDP_MASTER_PORT='0'", "from 1 to 65535");
 }
 
 static void test_guess_rank(void **state)

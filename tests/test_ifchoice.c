@@ -1,6 +1,6 @@
 /* The interface choice on fixture machines: default order, ties shared out
  * so that local rank r of a DGX-like node takes the NIC nearest GPU r,
- * DD_NET_IFNAME, its errors, CUDA_VISIBLE_DEVICES, the stream table and the
+ * DREAMDDP_NET_IFNAME, its errors, CUDA_VISIBLE_DEVICES, the stream table and the
  * backend environment. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -88,7 +88,7 @@ static void test_dgx_filters(void **state)
 
     assert_int_equal(choose("dgx", 0, "^ib", 0, 1, NULL, &c), DD_OK);
     assert_string_equal(c.name, "enp225s0f0");
-    assert_non_null(strstr(c.reason, "DD_NET_IFNAME=^ib allows it"));
+    assert_non_null(strstr(c.reason, "DREAMDDP_NET_IFNAME=^ib allows it"));
     assert_int_equal(choose("dgx", 0, "docker,lo", 0, 1, NULL, &c), DD_OK);
     assert_string_equal(c.name, "docker0"); /* virtual before loopback */
     assert_int_equal(choose("dgx", 0, "=enp225s0f1", 0, 1, NULL, &c),

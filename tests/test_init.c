@@ -1,4 +1,4 @@
-/* dd_init and dd_finalize in one process: a single rank, bad DD_* values,
+/* dd_init and dd_finalize in one process: a single rank, bad DREAMDDP_* values,
  * roles, the file store, and the printed configuration. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 static const char *const touched[] = {
-    "DD_TIMEOUT_S", "DD_STORE",      "DD_ROLE",      "DD_LOG_FILE",
-    "DD_RANK",      "DD_WORLD_SIZE", "DD_LOG_LEVEL", "DD_NUM_AGGREGATORS",
+    "DREAMDDP_TIMEOUT_S", "DREAMDDP_STORE",      "DREAMDDP_ROLE",      "DREAMDDP_LOG_FILE",
+    "DREAMDDP_RANK",      "DREAMDDP_WORLD_SIZE", "DREAMDDP_LOG_LEVEL", "DREAMDDP_NUM_AGGREGATORS",
     "RANK",         "WORLD_SIZE"};
 
 static int clean_env(void **state)
@@ -24,7 +24,7 @@ static int clean_env(void **state)
     for (size_t i = 0; i < sizeof(touched) / sizeof(touched[0]); i++) {
         unsetenv(touched[i]);
     }
-    setenv("DD_LOG_FILE", "/dev/null", 1);
+    setenv("DREAMDDP_LOG_FILE", "/dev/null", 1);
     return 0;
 }
 
@@ -45,33 +45,33 @@ static void test_single_rank(void **state)
 static void test_bad_value_fails_init(void **state)
 {
     dd_context_h ctx = NULL;
-    setenv("DD_TIMEOUT_S", "soon", 1);
+    setenv("DREAMDDP_TIMEOUT_S", "soon", 1);
     assert_int_equal(dd_init(NULL, &ctx), DD_ERR_INVALID_CONFIG);
     assert_null(ctx);
     assert_string_equal(dd_last_error(),
-                        "invalid value DD_TIMEOUT_S='soon': expected a "
+                        "invalid value DREAMDDP_TIMEOUT_S='soon': expected a "
                         "duration such as 30s, 500ms, 2m");
-    unsetenv("DD_TIMEOUT_S");
+    unsetenv("DREAMDDP_TIMEOUT_S");
 
-    setenv("DD_LOG_LEVEL", "loud", 1);
+    setenv("DREAMDDP_LOG_LEVEL", "loud", 1);
     assert_int_equal(dd_init(NULL, &ctx), DD_ERR_INVALID_CONFIG);
-    assert_non_null(strstr(dd_last_error(), "DD_LOG_LEVEL='loud'"));
+    assert_non_null(strstr(dd_last_error(), "DREAMDDP_LOG_LEVEL='loud'"));
     assert_non_null(strstr(dd_last_error(), "error, warn, info, debug, trace"));
-    unsetenv("DD_LOG_LEVEL");
+    unsetenv("DREAMDDP_LOG_LEVEL");
 
-    setenv("DD_STORE", "redis://x", 1);
+    setenv("DREAMDDP_STORE", "redis://x", 1);
     assert_int_equal(dd_init(NULL, &ctx), DD_ERR_INVALID_CONFIG);
-    assert_non_null(strstr(dd_last_error(), "DD_STORE='redis://x'"));
-    unsetenv("DD_STORE");
+    assert_non_null(strstr(dd_last_error(), "DREAMDDP_STORE='redis://x'"));
+    unsetenv("DREAMDDP_STORE");
 }
 
 static void test_multi_rank_needs_master(void **state)
 {
     dd_context_h ctx = NULL;
-    setenv("DD_RANK", "1", 1);
-    setenv("DD_WORLD_SIZE", "2", 1);
+    setenv("DREAMDDP_RANK", "1", 1);
+    setenv("DREAMDDP_WORLD_SIZE", "2", 1);
     assert_int_equal(dd_init(NULL, &ctx), DD_ERR_INVALID_CONFIG);
-    assert_non_null(strstr(dd_last_error(), "set DD_MASTER_ADDR"));
+    assert_non_null(strstr(dd_last_error(), "set DREAMDDP_MASTER_ADDR"));
 }
 
 static void test_role_override(void **state)
@@ -93,7 +93,7 @@ static void test_file_store(void **state)
 
     assert_non_null(mkdtemp(dir));
     snprintf(store, sizeof(store), "file:%s", dir);
-    setenv("DD_STORE", store, 1);
+    setenv("DREAMDDP_STORE", store, 1);
     assert_int_equal(dd_init(NULL, &ctx), DD_OK);
     assert_int_equal(dd_barrier(ctx), DD_OK);
     assert_int_equal(dd_finalize(ctx), DD_OK);
@@ -107,18 +107,18 @@ static void test_config_print(void **state)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
 
-    setenv("DD_TIMEOUT_S", "45s", 1);
+    setenv("DREAMDDP_TIMEOUT_S", "45s", 1);
     assert_int_equal(dd_config_print(f, 0), DD_OK);
     fclose(f);
     const char *vars[] = {
-        "DD_LOG_LEVEL",   "DD_LOG_SUBSYS",      "DD_LOG_FILE",
-        "DD_RANK",        "DD_WORLD_SIZE",      "DD_LOCAL_RANK",
-        "DD_ROLE",        "DD_NUM_AGGREGATORS", "DD_MASTER_ADDR",
-        "DD_MASTER_PORT", "DD_JOB_TOKEN",       "DD_STORE"};
+        "DREAMDDP_LOG_LEVEL",   "DREAMDDP_LOG_SUBSYS",      "DREAMDDP_LOG_FILE",
+        "DREAMDDP_RANK",        "DREAMDDP_WORLD_SIZE",      "DREAMDDP_LOCAL_RANK",
+        "DREAMDDP_ROLE",        "DREAMDDP_NUM_AGGREGATORS", "DREAMDDP_MASTER_ADDR",
+        "DREAMDDP_MASTER_PORT", "DREAMDDP_JOB_TOKEN",       "DREAMDDP_STORE"};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
         assert_non_null(strstr(buf, vars[i]));
     }
-    assert_non_null(strstr(buf, "DD_TIMEOUT_S = 45s (set; default 300s)"));
+    assert_non_null(strstr(buf, "DREAMDDP_TIMEOUT_S = 45s (set; default 300s)"));
     free(buf);
 }
 

@@ -1,4 +1,4 @@
-/* Logging: prefix, levels, subsystem filter, %r in DD_LOG_FILE. */
+/* Logging: prefix, levels, subsystem filter, %r in DREAMDDP_LOG_FILE. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -3,7 +3,7 @@
  * artifact's published profiles and on small profiles written here, and of
  * the planner's figures on those profiles against schedsim.py's.
  *
- * The published profiles are found in $DD_TEST_PROFILES, else in
+ * The published profiles are found in $DDTEST_PROFILES, else in
  * DD_TOP_SRCDIR/../shared/profiles; cases that need them are skipped, with
  * a message, when they are absent.
  */
@@ -62,13 +62,13 @@ static int same(double a, double b)
 /* The path of a published profile, or NULL (and a message) without it. */
 static const char *published(const char *name, char *buf, size_t size)
 {
-    const char *base = getenv("DD_TEST_PROFILES");
+    const char *base = getenv("DDTEST_PROFILES");
     struct stat st;
 
     snprintf(buf, size, "%s/%s",
              base ? base : DD_TOP_SRCDIR "/../shared/profiles", name);
     if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        print_message("profile %s not found (set DD_TEST_PROFILES)\n", buf);
+        print_message("profile %s not found (set DDTEST_PROFILES)\n", buf);
         return NULL;
     }
     return buf;

@@ -1,4 +1,4 @@
-/* Role resolution from DD_ROLE, DD_NUM_AGGREGATORS and dd_init's override. */
+/* Role resolution from DREAMDDP_ROLE, DREAMDDP_NUM_AGGREGATORS and dd_init's override. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -35,21 +35,21 @@ static void test_default_worker(void **state)
 
 static void test_dd_role(void **state)
 {
-    const char *vars[] = {"DD_ROLE=aggregator", NULL};
+    const char *vars[] = {"DREAMDDP_ROLE=aggregator", NULL};
     dd_role_t role = DD_ROLE_WORKER;
     assert_int_equal(resolve(vars, -1, 2, 4, &role), DD_OK);
     assert_int_equal(role, DD_ROLE_AGGREGATOR);
     assert_int_equal(resolve(vars, DD_ROLE_WORKER, 2, 4, &role), DD_OK);
     assert_int_equal(role, DD_ROLE_WORKER); /* the API wins */
-    const char *bad[] = {"DD_ROLE=server", NULL};
+    const char *bad[] = {"DREAMDDP_ROLE=server", NULL};
     assert_int_equal(resolve(bad, -1, 2, 4, &role), DD_ERR_INVALID_CONFIG);
-    assert_non_null(strstr(dd_last_error(), "DD_ROLE='server'"));
+    assert_non_null(strstr(dd_last_error(), "DREAMDDP_ROLE='server'"));
     assert_non_null(strstr(dd_last_error(), "worker, aggregator"));
 }
 
 static void test_last_k_ranks(void **state)
 {
-    const char *vars[] = {"DD_NUM_AGGREGATORS=2", NULL};
+    const char *vars[] = {"DREAMDDP_NUM_AGGREGATORS=2", NULL};
     dd_role_t expected[] = {DD_ROLE_WORKER,     DD_ROLE_WORKER,
                             DD_ROLE_WORKER,     DD_ROLE_WORKER,
                             DD_ROLE_AGGREGATOR, DD_ROLE_AGGREGATOR};
@@ -63,11 +63,11 @@ static void test_last_k_ranks(void **state)
 static void test_conflicts(void **state)
 {
     dd_role_t role;
-    const char *a[] = {"DD_NUM_AGGREGATORS=2", "DD_ROLE=worker", NULL};
+    const char *a[] = {"DREAMDDP_NUM_AGGREGATORS=2", "DREAMDDP_ROLE=worker", NULL};
     assert_int_equal(resolve(a, -1, 3, 4, &role), DD_ERR_INVALID_CONFIG);
-    assert_non_null(strstr(dd_last_error(), "DD_ROLE=worker and "
-                                            "DD_NUM_AGGREGATORS=2 disagree"));
-    const char *b[] = {"DD_NUM_AGGREGATORS=4", NULL};
+    assert_non_null(strstr(dd_last_error(), "DREAMDDP_ROLE=worker and "
+                                            "DREAMDDP_NUM_AGGREGATORS=2 disagree"));
+    const char *b[] = {"DREAMDDP_NUM_AGGREGATORS=4", NULL};
     assert_int_equal(resolve(b, -1, 0, 4, &role), DD_ERR_INVALID_CONFIG);
     assert_non_null(strstr(dd_last_error(), "leaves no worker among 4"));
 }

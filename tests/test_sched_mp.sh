@@ -4,7 +4,7 @@
 # window; mismatched layer tables and calls out of order fail cleanly.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 MP=$top_builddir/tests/mp_sched
-export DD_TIMEOUT_S=30 DD_PROFILE_STEPS=3 DD_ADAPTIVE_INTERVAL=2
+export DREAMDDP_TIMEOUT_S=30 DREAMDDP_PROFILE_STEPS=3 DREAMDDP_ADAPTIVE_INTERVAL=2
 
 for n in 1 2 3 4; do
     for s in ddp localsgd:4 plsgd:4 dreamddp:4 adaptive; do
@@ -17,16 +17,16 @@ for n in 1 2 3 4; do
 done
 
 # Small fusion and bucket limits exercise multi-layer messages.
-if DD_FUSION_BYTES=64 DD_FIRST_BUCKET_BYTES=100 DD_BUCKET_BYTES=20000 \
+if DREAMDDP_FUSION_BYTES=64 DREAMDDP_FIRST_BUCKET_BYTES=100 DREAMDDP_BUCKET_BYTES=20000 \
     "$DDRUN" -n 3 --timeout 120 -- "$MP" ddp 5 >"$TMP/fuse" 2>&1 &&
-   DD_FUSION_BYTES=64 "$DDRUN" -n 3 --timeout 120 -- "$MP" dreamddp:2 9 >>"$TMP/fuse" 2>&1; then
+   DREAMDDP_FUSION_BYTES=64 "$DDRUN" -n 3 --timeout 120 -- "$MP" dreamddp:2 9 >>"$TMP/fuse" 2>&1; then
     pass "fused messages keep the averages exact"
 else
     fail "fusion"; cat "$TMP/fuse"
 fi
 
-# DD_TIMELINE: one Chrome trace per rank (%r), with backward marks and syncs.
-if DD_TIMELINE="$TMP/tl.%r.json" "$DDRUN" -n 2 --timeout 60 -- "$MP" dreamddp:2 5 >"$TMP/tl" 2>&1 &&
+# DREAMDDP_TIMELINE: one Chrome trace per rank (%r), with backward marks and syncs.
+if DREAMDDP_TIMELINE="$TMP/tl.%r.json" "$DDRUN" -n 2 --timeout 60 -- "$MP" dreamddp:2 5 >"$TMP/tl" 2>&1 &&
    python3 - "$TMP/tl.0.json" "$TMP/tl.1.json" <<'PY'
 import json, sys
 for path in sys.argv[1:]:
@@ -37,9 +37,9 @@ for path in sys.argv[1:]:
     assert syncs and all(e["dur"] >= 0 for e in syncs), path
 PY
 then
-    pass "DD_TIMELINE writes a trace per rank with every backward mark and the syncs"
+    pass "DREAMDDP_TIMELINE writes a trace per rank with every backward mark and the syncs"
 else
-    fail "DD_TIMELINE"; cat "$TMP/tl"
+    fail "DREAMDDP_TIMELINE"; cat "$TMP/tl"
 fi
 
 "$DDRUN" -n 3 --timeout 60 -- "$MP" mismatch >"$TMP/mm" 2>&1
@@ -53,13 +53,13 @@ else
     fail "misuse"; cat "$TMP/misuse"
 fi
 
-# adaptive starts every layer at DD_ADAPTIVE_KSTART (4), kept within
+# adaptive starts every layer at DREAMDDP_ADAPTIVE_KSTART (4), kept within
 # KMIN..KMAX.
 "$DDRUN" -n 2 -- "$MP" adaptive 3 >"$TMP/k" 2>&1
-expect_grep "$TMP/k" "mp_sched: adaptive: periods start at 4" "adaptive starts at DD_ADAPTIVE_KSTART"
-DD_ADAPTIVE_KSTART=9 DD_ADAPTIVE_KMAX=6 "$DDRUN" -n 2 -- "$MP" adaptive 3 >"$TMP/k" 2>&1
-expect_grep "$TMP/k" "mp_sched: adaptive: periods start at 6" "DD_ADAPTIVE_KSTART above KMAX starts at KMAX"
+expect_grep "$TMP/k" "mp_sched: adaptive: periods start at 4" "adaptive starts at DREAMDDP_ADAPTIVE_KSTART"
+DREAMDDP_ADAPTIVE_KSTART=9 DREAMDDP_ADAPTIVE_KMAX=6 "$DDRUN" -n 2 -- "$MP" adaptive 3 >"$TMP/k" 2>&1
+expect_grep "$TMP/k" "mp_sched: adaptive: periods start at 6" "DREAMDDP_ADAPTIVE_KSTART above KMAX starts at KMAX"
 
-DD_STRATEGY=dreamddp "$DDRUN" -n 1 -- "$MP" ddp 1 >"$TMP/bad" 2>&1
-expect_grep "$TMP/bad" "invalid value DD_STRATEGY='dreamddp': expected ddp, localsgd:H, plsgd:H, dreamddp:H (H from 1 to 1024) or adaptive" "a bad DD_STRATEGY is named"
+DREAMDDP_STRATEGY=dreamddp "$DDRUN" -n 1 -- "$MP" ddp 1 >"$TMP/bad" 2>&1
+expect_grep "$TMP/bad" "invalid value DREAMDDP_STRATEGY='dreamddp': expected ddp, localsgd:H, plsgd:H, dreamddp:H (H from 1 to 1024) or adaptive" "a bad DREAMDDP_STRATEGY is named"
 finish

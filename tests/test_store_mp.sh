@@ -19,7 +19,7 @@ else
 fi
 
 mkdir "$TMP/shared"
-if DD_STORE=file:$TMP/shared "$DDRUN" -n 3 --timeout 60 -- "$MP" >"$TMP/file" 2>&1; then
+if DREAMDDP_STORE=file:$TMP/shared "$DDRUN" -n 3 --timeout 60 -- "$MP" >"$TMP/file" 2>&1; then
     expect_grep "$TMP/file" "mp_store: 3 ranks agreed on 20 rounds" "file store, 3 ranks"
 else
     fail "file store, 3 ranks"; cat "$TMP/file"

@@ -113,7 +113,7 @@ static void test_pick_errors_name_ranks(void **state)
     assert_non_null(strstr(msg, "rank 1 on b has eth1 10.9.0.0/24"));
 
     snprintf(peers[1].error, sizeof(peers[1].error),
-             "DD_NET_IFNAME='=x' matches no interface");
+             "DREAMDDP_NET_IFNAME='=x' matches no interface");
     assert_int_equal(dd_topo_agree_pick(peers, 2, 0, &pick), DD_ERR_NOT_FOUND);
     assert_non_null(strstr(dd_last_error(), "rank 1 could not choose"));
     assert_non_null(strstr(dd_last_error(), "'=x'"));
@@ -127,25 +127,25 @@ static void test_setup_one_rank(void **state)
 
     assert_non_null(mkdtemp(dir));
     assert_int_equal(dd_store_file_open(dir, 42, 0, 1, 10.0, &store), DD_OK);
-    setenv("DD_SYSFS_ROOT", topo_fixture("cpu2s", NULL), 1);
-    setenv("DD_NUM_STREAMS", "3", 1);
-    unsetenv("DD_NET_IFNAME");
-    unsetenv("DD_TOPO_FILE");
+    setenv("DREAMDDP_SYSFS_ROOT", topo_fixture("cpu2s", NULL), 1);
+    setenv("DREAMDDP_NUM_STREAMS", "3", 1);
+    unsetenv("DREAMDDP_NET_IFNAME");
+    unsetenv("DREAMDDP_TOPO_FILE");
     unsetenv("UCX_NET_DEVICES");
     assert_int_equal(dd_topo_setup(store, 0, 1, &c), DD_OK);
     assert_string_equal(c.name, "ens3f0");
     assert_int_equal(c.streams, 3);
     assert_string_equal(getenv("UCX_NET_DEVICES"), "ens3f0");
 
-    setenv("DD_NET_IFNAME", "=nosuchif0", 1);
+    setenv("DREAMDDP_NET_IFNAME", "=nosuchif0", 1);
     assert_int_equal(dd_topo_setup(store, 0, 1, &c), DD_ERR_INVALID_CONFIG);
     assert_non_null(strstr(dd_last_error(), "nosuchif0"));
-    setenv("DD_NET_IFNAME", "^", 1);
+    setenv("DREAMDDP_NET_IFNAME", "^", 1);
     assert_int_equal(dd_topo_setup(store, 0, 1, &c), DD_ERR_INVALID_CONFIG);
-    assert_non_null(strstr(dd_last_error(), "DD_NET_IFNAME"));
-    unsetenv("DD_NET_IFNAME");
-    unsetenv("DD_NUM_STREAMS");
-    unsetenv("DD_SYSFS_ROOT");
+    assert_non_null(strstr(dd_last_error(), "DREAMDDP_NET_IFNAME"));
+    unsetenv("DREAMDDP_NET_IFNAME");
+    unsetenv("DREAMDDP_NUM_STREAMS");
+    unsetenv("DREAMDDP_SYSFS_ROOT");
     dd_store_close(store);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);

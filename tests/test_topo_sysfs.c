@@ -283,7 +283,7 @@ static void test_probe_errors(void **state)
         opts.sysfs_root = NULL;
         opts.topo_file = strdup(topo_fixture("dgx", "addrs"));
         assert_int_equal(dd_topo_probe(&opts, &topo), DD_ERR_IO);
-        assert_non_null(strstr(dd_last_error(), "DD_TOPO_FILE"));
+        assert_non_null(strstr(dd_last_error(), "DREAMDDP_TOPO_FILE"));
     }
     topo_opts_release(&opts);
 }

@@ -7,7 +7,7 @@
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 DDBENCH=$top_builddir/tools/ddbench
 SMALL=$top_srcdir/tests/fixtures/profile-small
-export DD_TIMEOUT_S=30
+export DREAMDDP_TIMEOUT_S=30
 
 # train N K PROFILE SCALE STRATEGY WHAT: N ranks, K of them aggregators.
 train() {
@@ -26,12 +26,12 @@ done
 for s in ddp dreamddp:4 localsgd:4; do
     train 5 2 "$SMALL" 1 $s "train-sim $s on 3 workers + 2 aggregators"
 done
-if [ -f "${DD_TEST_PROFILES:-/nonexistent}/gpt2-blocks/bp_gpt2-blocks.json" ]; then
+if [ -f "${DDTEST_PROFILES:-/nonexistent}/gpt2-blocks/bp_gpt2-blocks.json" ]; then
     for s in dreamddp:4 ddp; do
-        train 4 0 "$DD_TEST_PROFILES/gpt2-blocks" 0.01 $s "acceptance: gpt2-blocks $s"
+        train 4 0 "$DDTEST_PROFILES/gpt2-blocks" 0.01 $s "acceptance: gpt2-blocks $s"
     done
 else
-    echo "skipped: the gpt2-blocks profile (set DD_TEST_PROFILES)"
+    echo "skipped: the gpt2-blocks profile (set DDTEST_PROFILES)"
 fi
 
 for k in 0 2; do

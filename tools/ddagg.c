@@ -4,7 +4,7 @@
  * sums the chunks the workers push, and exits when every worker is done.
  *
  *   ddrun -n 6 --aggregators 2 -- sh -c \
- *       'if [ $DD_RANK -ge 4 ]; then exec ddagg; else exec train; fi'
+ *       'if [ $DREAMDDP_RANK -ge 4 ]; then exec ddagg; else exec train; fi'
  */
 #include <dreamddp.h>
 

@@ -508,7 +508,7 @@ static int ddbench_coll(int argc, char **argv)
     }
     /* The backend is chosen at dd_init, through the same variable a user
      * would set. */
-    if (o.backend != NULL && setenv("DD_BACKENDS", o.backend, 1) != 0) {
+    if (o.backend != NULL && setenv("DREAMDDP_BACKENDS", o.backend, 1) != 0) {
         return 1;
     }
     memset(&b, 0, sizeof(b));

@@ -1,6 +1,6 @@
 /*
  * ddrun: starts N ranks of a command on this machine, like
- * `torchrun --standalone`. Gives each rank the DD_* variables and a free port
+ * `torchrun --standalone`. Gives each rank the DREAMDDP_* variables and a free port
  * for the rendezvous store, prefixes every output line with the rank, stops
  * every rank when one fails, and exits with the first failing rank's status.
  * It links nothing of the library: it only starts processes.
@@ -38,17 +38,17 @@ static void ddrun_usage(FILE *out)
             "usage: ddrun -n N [--aggregators K] [--timeout S] [--] CMD "
             "[ARGS...]\n"
             "\n"
-            "Starts N ranks of CMD on this machine with DD_RANK, "
-            "DD_WORLD_SIZE,\n"
-            "DD_LOCAL_RANK, DD_LOCAL_SIZE, DD_MASTER_ADDR, DD_MASTER_PORT "
+            "Starts N ranks of CMD on this machine with DREAMDDP_RANK, "
+            "DREAMDDP_WORLD_SIZE,\n"
+            "DREAMDDP_LOCAL_RANK, DREAMDDP_LOCAL_SIZE, DREAMDDP_MASTER_ADDR, DREAMDDP_MASTER_PORT "
             "and\n"
-            "DD_JOB_TOKEN set. Output lines are prefixed with the rank. When "
+            "DREAMDDP_JOB_TOKEN set. Output lines are prefixed with the rank. When "
             "a rank\n"
             "fails, the others are stopped and ddrun exits with its status.\n"
             "\n"
             "  -n, --nproc N        number of ranks (at least 1)\n"
             "  -a, --aggregators K  the last K ranks are aggregators "
-            "(DD_NUM_AGGREGATORS)\n"
+            "(DREAMDDP_NUM_AGGREGATORS)\n"
             "  -t, --timeout S      stop every rank after S seconds (exit "
             "124)\n"
             "  -h, --help           this text\n");
@@ -137,15 +137,15 @@ static void ddrun_exec_rank(int rank, int n, int aggregators, int port,
     for (size_t i = 0; i < sizeof(stale) / sizeof(stale[0]); i++) {
         unsetenv(stale[i]);
     }
-    ddrun_setenv_int("DD_RANK", rank);
-    ddrun_setenv_int("DD_WORLD_SIZE", n);
-    ddrun_setenv_int("DD_LOCAL_RANK", rank);
-    ddrun_setenv_int("DD_LOCAL_SIZE", n);
-    setenv("DD_MASTER_ADDR", "127.0.0.1", 1);
-    ddrun_setenv_int("DD_MASTER_PORT", port);
-    setenv("DD_JOB_TOKEN", token, 0); /* a token the user set wins */
+    ddrun_setenv_int("DREAMDDP_RANK", rank);
+    ddrun_setenv_int("DREAMDDP_WORLD_SIZE", n);
+    ddrun_setenv_int("DREAMDDP_LOCAL_RANK", rank);
+    ddrun_setenv_int("DREAMDDP_LOCAL_SIZE", n);
+    setenv("DREAMDDP_MASTER_ADDR", "127.0.0.1", 1);
+    ddrun_setenv_int("DREAMDDP_MASTER_PORT", port);
+    setenv("DREAMDDP_JOB_TOKEN", token, 0); /* a token the user set wins */
     if (aggregators > 0) {
-        ddrun_setenv_int("DD_NUM_AGGREGATORS", aggregators);
+        ddrun_setenv_int("DREAMDDP_NUM_AGGREGATORS", aggregators);
     }
     execvp(argv[0], argv);
     fprintf(stderr, "ddrun: cannot run %s: %s\n", argv[0], strerror(errno));

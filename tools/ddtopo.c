@@ -1,7 +1,7 @@
 /*
  * ddtopo: shows what dreamddp sees of this machine (or of a fixture tree or
  * another machine's hwloc XML) and which network interface it would use,
- * with the reason for every choice; prints the DD_* configuration; and, as
+ * with the reason for every choice; prints the DREAMDDP_* configuration; and, as
  * `ddtopo probe` inside a job, measures the interfaces between ranks. It
  * only reads: it never changes the machine's configuration.
  */
@@ -35,11 +35,11 @@ static void ddtopo_usage(FILE *out)
             "configuration.\n"
             "\n"
             "  --json            one JSON object instead of text\n"
-            "  --topo FILE       read an hwloc XML file (as DD_TOPO_FILE)\n"
+            "  --topo FILE       read an hwloc XML file (as DREAMDDP_TOPO_FILE)\n"
             "  --local-rank N    choose as local rank N would (default 0)\n"
             "  --local-size N    ranks on this host, for the stream count "
             "(default 1)\n"
-            "  --config          print every DD_* variable, its doc and "
+            "  --config          print every DREAMDDP_* variable, its doc and "
             "value\n"
             "  --markdown        with --config: a Markdown table\n"
             "  -h, --help        this text\n"

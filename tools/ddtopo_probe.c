@@ -1,5 +1,5 @@
 /*
- * `ddtopo probe`: run as a job (ddrun, torchrun, Open MPI, Slurm or DD_*
+ * `ddtopo probe`: run as a job (ddrun, torchrun, Open MPI, Slurm or DREAMDDP_*
  * variables), it measures latency and bandwidth from rank 0 to every other
  * rank over each interface they have in common, prints the table, and says
  * which interface it would choose from the measurement (the best worst-case

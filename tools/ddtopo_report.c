@@ -164,7 +164,7 @@ static void ddtopo_text_streams(FILE *out, const ddtopo_report_t *r)
 
     fprintf(out, "\nstreams: %d ", c->streams);
     if (r->opts->num_streams > 0) {
-        fprintf(out, "(DD_NUM_STREAMS)\n");
+        fprintf(out, "(DREAMDDP_NUM_STREAMS)\n");
         return;
     }
     fprintf(out, "(%d per %s NIC, shared by %d local rank%s)\n",
@@ -212,15 +212,15 @@ static void ddtopo_text_config(FILE *out, const ddtopo_report_t *r)
 
     dd_topo_iflist_text(&o->ifname, list, sizeof(list));
     fprintf(out, "\nconfiguration (ddtopo --config lists every variable):\n");
-    fprintf(out, "  DD_NET_IFNAME=%s\n", o->ifname.n ? list : "(unset)");
+    fprintf(out, "  DREAMDDP_NET_IFNAME=%s\n", o->ifname.n ? list : "(unset)");
     if (o->num_streams > 0) {
-        fprintf(out, "  DD_NUM_STREAMS=%d\n", o->num_streams);
+        fprintf(out, "  DREAMDDP_NUM_STREAMS=%d\n", o->num_streams);
     } else {
-        fprintf(out, "  DD_NUM_STREAMS=(unset)\n");
+        fprintf(out, "  DREAMDDP_NUM_STREAMS=(unset)\n");
     }
-    fprintf(out, "  DD_SYSFS_ROOT=%s\n",
+    fprintf(out, "  DREAMDDP_SYSFS_ROOT=%s\n",
             o->sysfs_root ? o->sysfs_root : "(unset)");
-    fprintf(out, "  DD_TOPO_FILE=%s\n",
+    fprintf(out, "  DREAMDDP_TOPO_FILE=%s\n",
             o->topo_file ? o->topo_file : "(unset)");
 }
 
@@ -382,7 +382,7 @@ static void ddtopo_json_choice(FILE *out, const ddtopo_report_t *r)
     fprintf(out, ", \"reason\": ");
     ddtopo_json_str(out, c->reason);
     fprintf(out, "},\n  \"streams\": %d,\n  \"streams_source\": \"%s\",\n",
-            c->streams, r->opts->num_streams > 0 ? "DD_NUM_STREAMS" : "table");
+            c->streams, r->opts->num_streams > 0 ? "DREAMDDP_NUM_STREAMS" : "table");
     fprintf(out, "  \"backend_env\": {");
     for (int i = 0; i < n; i++) {
         fprintf(out, "%s\"%s\": ", i ? ", " : "", env[i].name);
@@ -415,13 +415,13 @@ void ddtopo_print_json(FILE *out, const ddtopo_report_t *r)
     ddtopo_json_gpus(out, r);
     ddtopo_json_modules(out);
     dd_topo_iflist_text(&r->opts->ifname, list, sizeof(list));
-    fprintf(out, "  \"config\": {\"DD_NET_IFNAME\": ");
+    fprintf(out, "  \"config\": {\"DREAMDDP_NET_IFNAME\": ");
     ddtopo_json_str(out, r->opts->ifname.n ? list : NULL);
-    fprintf(out, ", \"DD_NUM_STREAMS\": ");
+    fprintf(out, ", \"DREAMDDP_NUM_STREAMS\": ");
     ddtopo_json_int_or_null(out, r->opts->num_streams);
-    fprintf(out, ", \"DD_SYSFS_ROOT\": ");
+    fprintf(out, ", \"DREAMDDP_SYSFS_ROOT\": ");
     ddtopo_json_str(out, r->opts->sysfs_root);
-    fprintf(out, ", \"DD_TOPO_FILE\": ");
+    fprintf(out, ", \"DREAMDDP_TOPO_FILE\": ");
     ddtopo_json_str(out, r->opts->topo_file);
     fprintf(out, "}\n}\n");
 }

@@ -46,7 +46,7 @@ typedef struct dd_backend dd_backend_t;
 /** An operation in flight, defined by the module. */
 typedef struct dd_backend_request dd_backend_request_t;
 
-/** Log levels of dd_backend_services_t::log, as DD_LOG_LEVEL names them. */
+/** Log levels of dd_backend_services_t::log, as DREAMDDP_LOG_LEVEL names them. */
 typedef enum {
     DD_BACKEND_LOG_ERROR = 0,
     DD_BACKEND_LOG_WARN,
@@ -68,7 +68,7 @@ typedef struct dd_backend_services {
     int world_size;       /**< ranks in the communicator: the whole job */
     int local_rank;       /**< rank among the ranks on this host */
     int local_size;       /**< ranks on this host */
-    double timeout_s;     /**< bound of every wait (DD_TIMEOUT_S) */
+    double timeout_s;     /**< bound of every wait (DREAMDDP_TIMEOUT_S) */
     /** Network interface the topology chose (e.g. "eth0"), or NULL when
      *  none was chosen: the backend then uses its own default. */
     const char *ifname;
@@ -161,7 +161,7 @@ typedef dd_status_t (*dd_backend_op_fn_t)(dd_backend_t *backend,
 typedef struct dd_backend_ops {
     uint32_t abi_version; /**< DD_BACKEND_ABI_VERSION the module was built
                                against */
-    const char *name;     /**< "ucx": DD_BACKENDS and logs use it */
+    const char *name;     /**< "ucx": DREAMDDP_BACKENDS and logs use it */
     unsigned mem_types;   /**< DD_BACKEND_MEM() bits it may support */
     unsigned caps;        /**< DD_BACKEND_CAP_* bits */
 

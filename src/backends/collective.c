@@ -1,6 +1,6 @@
 /*
  * The public blocking collectives: check the arguments, pick the backend by
- * score, start the operation and wait for it within DD_TIMEOUT_S. Errors of
+ * score, start the operation and wait for it within DREAMDDP_TIMEOUT_S. Errors of
  * the operation itself are reported by the backend; this file reports bad
  * arguments only.
  */

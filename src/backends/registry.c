@@ -1,7 +1,7 @@
 /*
- * The backend registry: lists dd_backend_<name>.so modules in DD_BACKEND_PATH,
+ * The backend registry: lists dd_backend_<name>.so modules in DREAMDDP_BACKEND_PATH,
  * the install directory and the directory of this library, applies
- * DD_BACKENDS, dlopens them, agrees with every rank on the set that all can
+ * DREAMDDP_BACKENDS, dlopens them, agrees with every rank on the set that all can
  * run, and initializes them with the services they need. It must not link
  * any backend's library, and modules must reach the core only through
  * dd_backend_services_t.
@@ -32,7 +32,7 @@ typedef struct {
 typedef struct {
     char name[DD_BACKEND_NAME_MAX];
     char path[PATH_MAX];
-    int explicit_request; /* named in DD_BACKENDS */
+    int explicit_request; /* named in DREAMDDP_BACKENDS */
     void *dl;
     const dd_backend_ops_t *ops;
     dd_backend_t *instance;
@@ -46,7 +46,7 @@ struct dd_backends {
     dd_backend_slot_t slot[DD_BACKENDS_MAX];
 };
 
-/* The parsed DD_BACKENDS. */
+/* The parsed DREAMDDP_BACKENDS. */
 typedef struct {
     int set;
     int exclude;
@@ -57,7 +57,7 @@ typedef struct {
 static dd_status_t dd_backends_spec_error(const char *spec)
 {
     return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BACKEND,
-                    "invalid value DD_BACKENDS='%s': expected a comma-"
+                    "invalid value DREAMDDP_BACKENDS='%s': expected a comma-"
                     "separated list of backend names such as gloo,ucx, or ^ "
                     "followed by such a list (^nccl)",
                     spec);
@@ -136,7 +136,7 @@ static void dd_backends_scan_dir(dd_backends_t *b, const char *dir)
     closedir(d);
 }
 
-/* DD_BACKEND_PATH, the install directory, then this library's directory
+/* DREAMDDP_BACKEND_PATH, the install directory, then this library's directory
  * (which, in a build tree, holds the modules beside it). */
 static void dd_backends_scan(dd_backends_t *b, const char *path)
 {
@@ -163,7 +163,7 @@ static void dd_backends_scan(dd_backends_t *b, const char *path)
     }
 }
 
-/* Keeps the modules DD_BACKENDS allows, in its order when it lists them. */
+/* Keeps the modules DREAMDDP_BACKENDS allows, in its order when it lists them. */
 static dd_status_t dd_backends_filter(dd_backends_t *b,
                                       const dd_backends_spec_t *spec,
                                       const char *value, const char *path)
@@ -192,8 +192,8 @@ static dd_status_t dd_backends_filter(dd_backends_t *b,
             if (!found) {
                 free(kept);
                 return dd_error(DD_ERR_NOT_FOUND, DD_SUBSYS_BACKEND,
-                                "DD_BACKENDS='%s' names backend %s, but no "
-                                "module %s%s.so is in DD_BACKEND_PATH (%s), "
+                                "DREAMDDP_BACKENDS='%s' names backend %s, but no "
+                                "module %s%s.so is in DREAMDDP_BACKEND_PATH (%s), "
                                 "%s or beside the library",
                                 value, spec->names[j], DD_BACKEND_PREFIX,
                                 spec->names[j], path ? path : "unset",
@@ -250,7 +250,7 @@ static dd_status_t dd_backends_open(dd_backends_t *b)
         }
         if (s->explicit_request && status == DD_OK) {
             status = dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
-                              "backend %s (DD_BACKENDS) is unavailable: %s",
+                              "backend %s (DREAMDDP_BACKENDS) is unavailable: %s",
                               s->name, why);
         } else {
             dd_log_info(DD_SUBSYS_BACKEND, "backend %s is unavailable: %s",
@@ -286,7 +286,7 @@ static dd_status_t dd_backends_agree(dd_context_h ctx, dd_backends_t *b,
     for (int r = 0; status == DD_OK && local == DD_OK && r < world; r++) {
         if (all[(size_t)r * sizeof(mine)] == '!') {
             status = dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
-                              "rank %d cannot use the backends DD_BACKENDS "
+                              "rank %d cannot use the backends DREAMDDP_BACKENDS "
                               "asks for (its log says why)",
                               r);
         }
@@ -303,7 +303,7 @@ static dd_status_t dd_backends_agree(dd_context_h ctx, dd_backends_t *b,
         }
         if (missing[i] >= 0 && b->slot[i].explicit_request) {
             status = dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
-                              "backend %s (DD_BACKENDS) is unavailable on "
+                              "backend %s (DREAMDDP_BACKENDS) is unavailable on "
                               "rank %d",
                               b->slot[i].name, missing[i]);
         }
@@ -411,7 +411,7 @@ static void dd_backend_services_fill(dd_context_h ctx, dd_backend_slot_t *s,
     svc->ifname = ctx->net.name[0] != '\0' ? ctx->net.name : NULL;
     svc->rdma =
         svc->ifname != NULL && ctx->net.rdma[0] != '\0' ? ctx->net.rdma : NULL;
-    /* Modules log their info and debug lines only where DD_LOG_SUBSYS lets
+    /* Modules log their info and debug lines only where DREAMDDP_LOG_SUBSYS lets
      * the backend subsystem speak. */
     svc->log_level = dd_log_enabled(DD_LOG_INFO, DD_SUBSYS_BACKEND)
                          ? dd_log_level_g
@@ -474,7 +474,7 @@ static dd_status_t dd_backends_init(dd_context_h ctx, dd_backends_t *b,
         dd_status_t status = s->ops->init(&s->services, &s->instance);
         if (status != DD_OK) {
             dd_error(status, DD_SUBSYS_BACKEND,
-                     "backend %s failed to start (%s); DD_BACKENDS=^%s "
+                     "backend %s failed to start (%s); DREAMDDP_BACKENDS=^%s "
                      "leaves it out",
                      s->name, dd_status_string(status), s->name);
             b->n = i;
@@ -585,7 +585,7 @@ dd_status_t dd_backends_pick(dd_backends_t *backends, dd_coll_t coll,
     if (best < 0) {
         return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
                         "no backend runs %s on %s memory (%d loaded; "
-                        "DD_BACKENDS and the info log say which)",
+                        "DREAMDDP_BACKENDS and the info log say which)",
                         dd_coll_name(coll), dd_mem_type_name(mem_type),
                         backends ? backends->n : 0);
     }

@@ -1,6 +1,6 @@
 /*
  * The backend registry: finds dd_backend_<name>.so modules, loads the ones
- * DD_BACKENDS allows and every rank can run, initializes them with the
+ * DREAMDDP_BACKENDS allows and every rank can run, initializes them with the
  * services they need, and picks one per (operation, memory type, size) by
  * score. The core links no backend library; everything goes through dlopen.
  */

@@ -1,6 +1,6 @@
 /*
  * The bootstrap's configuration table. Declares variables only; the launcher
- * conventions that are not DD_* (torchrun, Open MPI, Slurm, PMI) are read by
+ * conventions that are not DREAMDDP_* (torchrun, Open MPI, Slurm, PMI) are read by
  * env.c.
  */
 #include "boot/boot_config.h"
@@ -11,36 +11,36 @@
 const char *const dd_role_names[] = {"worker", "aggregator", NULL};
 
 static const dd_config_field_t dd_boot_fields[] = {
-    {"DD_RANK", NULL,
+    {"DREAMDDP_RANK", NULL,
      "This process's rank; wins over torchrun, Open MPI, Slurm and PMI "
      "variables.",
      DD_CONFIG_INT, offsetof(dd_boot_opts_t, rank), 0, INT_MAX, NULL},
-    {"DD_WORLD_SIZE", NULL, "Number of ranks in the job; set with DD_RANK.",
+    {"DREAMDDP_WORLD_SIZE", NULL, "Number of ranks in the job; set with DREAMDDP_RANK.",
      DD_CONFIG_INT, offsetof(dd_boot_opts_t, world_size), 1, INT_MAX, NULL},
-    {"DD_LOCAL_RANK", NULL,
+    {"DREAMDDP_LOCAL_RANK", NULL,
      "This process's rank on its host; derived from host names when unset.",
      DD_CONFIG_INT, offsetof(dd_boot_opts_t, local_rank), 0, INT_MAX, NULL},
-    {"DD_LOCAL_SIZE", NULL,
+    {"DREAMDDP_LOCAL_SIZE", NULL,
      "Number of ranks on this host; derived from host names when unset.",
      DD_CONFIG_INT, offsetof(dd_boot_opts_t, local_size), 1, INT_MAX, NULL},
-    {"DD_ROLE", NULL,
-     "This process's role; default worker, or as DD_NUM_AGGREGATORS says.",
+    {"DREAMDDP_ROLE", NULL,
+     "This process's role; default worker, or as DREAMDDP_NUM_AGGREGATORS says.",
      DD_CONFIG_ENUM, offsetof(dd_boot_opts_t, role), 0, 0, dd_role_names},
-    {"DD_NUM_AGGREGATORS", "0",
+    {"DREAMDDP_NUM_AGGREGATORS", "0",
      "The last K ranks are CPU aggregators; the others are workers.",
      DD_CONFIG_INT, offsetof(dd_boot_opts_t, num_aggregators), 0, INT_MAX,
      NULL},
-    {"DD_MASTER_ADDR", NULL,
+    {"DREAMDDP_MASTER_ADDR", NULL,
      "Address of rank 0, which hosts the rendezvous store (else MASTER_ADDR).",
      DD_CONFIG_STRING, offsetof(dd_boot_opts_t, master_addr), 0, 0, NULL},
-    {"DD_MASTER_PORT", NULL,
+    {"DREAMDDP_MASTER_PORT", NULL,
      "TCP port of the rendezvous store (else MASTER_PORT, else 29500).",
      DD_CONFIG_INT, offsetof(dd_boot_opts_t, master_port), 1, 65535, NULL},
-    {"DD_JOB_TOKEN", NULL,
+    {"DREAMDDP_JOB_TOKEN", NULL,
      "Secret every rank presents to the store; derived from the launcher's "
      "job id when unset.",
      DD_CONFIG_STRING, offsetof(dd_boot_opts_t, job_token), 0, 0, NULL},
-    {"DD_STORE", "tcp",
+    {"DREAMDDP_STORE", "tcp",
      "Rendezvous store: tcp (hosted by rank 0) or file:DIR on a shared "
      "directory.",
      DD_CONFIG_STRING, offsetof(dd_boot_opts_t, store), 0, 0, NULL},

@@ -1,7 +1,7 @@
 /*
  * Launcher conventions. The first convention that has any of its variables
  * set is the one used; within it, a missing or inconsistent variable is an
- * error naming the variables. DD_* variables and torchrun's generic names
+ * error naming the variables. DREAMDDP_* variables and torchrun's generic names
  * (RANK, WORLD_SIZE) must agree when both are set. Outer allocation layers
  * (Slurm, MPI) are ignored below a higher convention, since torchrun run by
  * srun legitimately disagrees with them.
@@ -108,14 +108,14 @@ static dd_status_t dd_boot_from_dd(const dd_boot_opts_t *opts,
 {
     dd_status_t status;
 
-    status = dd_boot_check_pair("DD_RANK", opts->rank, "DD_WORLD_SIZE",
+    status = dd_boot_check_pair("DREAMDDP_RANK", opts->rank, "DREAMDDP_WORLD_SIZE",
                                 opts->world_size);
     if (status != DD_OK) {
         return status;
     }
     if (opts->local_rank >= 0 && opts->local_size >= 0) {
-        status = dd_boot_check_pair("DD_LOCAL_RANK", opts->local_rank,
-                                    "DD_LOCAL_SIZE", opts->local_size);
+        status = dd_boot_check_pair("DREAMDDP_LOCAL_RANK", opts->local_rank,
+                                    "DREAMDDP_LOCAL_SIZE", opts->local_size);
         if (status != DD_OK) {
             return status;
         }
@@ -173,7 +173,7 @@ static dd_status_t dd_boot_from(const dd_boot_convention_t *conv,
     return DD_OK;
 }
 
-/* DD_* and torchrun's generic variables must not contradict each other. */
+/* DREAMDDP_* and torchrun's generic variables must not contradict each other. */
 static dd_status_t dd_boot_check_torchrun(const dd_boot_env_t *env,
                                           dd_getenv_fn_t getenv_fn, void *arg)
 {
@@ -185,12 +185,12 @@ static dd_status_t dd_boot_check_torchrun(const dd_boot_env_t *env,
     }
     if (rank >= 0 && rank != env->rank) {
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                        "DD_RANK=%d and RANK=%d disagree: unset one of them",
+                        "DREAMDDP_RANK=%d and RANK=%d disagree: unset one of them",
                         env->rank, rank);
     }
     if (size >= 0 && size != env->world_size) {
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                        "DD_WORLD_SIZE=%d and WORLD_SIZE=%d disagree: unset "
+                        "DREAMDDP_WORLD_SIZE=%d and WORLD_SIZE=%d disagree: unset "
                         "one of them",
                         env->world_size, size);
     }
@@ -280,7 +280,7 @@ dd_status_t dd_boot_env_detect(const dd_boot_opts_t *opts,
         env.local_rank >= env.local_size) {
         status = dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
                           "local rank %d and local size %d disagree (from %s "
-                          "and DD_LOCAL_RANK/DD_LOCAL_SIZE)",
+                          "and DREAMDDP_LOCAL_RANK/DREAMDDP_LOCAL_SIZE)",
                           env.local_rank, env.local_size, env.source);
     }
     if (status == DD_OK) {
@@ -296,7 +296,7 @@ dd_status_t dd_boot_env_detect(const dd_boot_opts_t *opts,
 int dd_boot_env_guess_rank(dd_getenv_fn_t getenv_fn, void *arg)
 {
     static const char *const names[] = {
-        "DD_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"};
+        "DREAMDDP_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"};
 
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         const char *s = dd_boot_get(getenv_fn, arg, names[i]);
@@ -317,11 +317,11 @@ dd_status_t dd_boot_role_resolve(const dd_boot_opts_t *opts, int role_override,
 {
     int k = opts->num_aggregators;
     int asked = role_override >= 0 ? role_override : opts->role;
-    const char *who = role_override >= 0 ? "dd_init's role" : "DD_ROLE";
+    const char *who = role_override >= 0 ? "dd_init's role" : "DREAMDDP_ROLE";
 
     if (k >= world_size) {
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                        "DD_NUM_AGGREGATORS=%d leaves no worker among %d "
+                        "DREAMDDP_NUM_AGGREGATORS=%d leaves no worker among %d "
                         "ranks: expected 0 to %d",
                         k, world_size, world_size - 1);
     }
@@ -333,7 +333,7 @@ dd_status_t dd_boot_role_resolve(const dd_boot_opts_t *opts, int role_override,
         rank >= world_size - k ? DD_ROLE_AGGREGATOR : DD_ROLE_WORKER;
     if (asked >= 0 && (dd_role_t)asked != by_count) {
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                        "%s=%s and DD_NUM_AGGREGATORS=%d disagree: rank %d of "
+                        "%s=%s and DREAMDDP_NUM_AGGREGATORS=%d disagree: rank %d of "
                         "%d is %s by the count",
                         who, dd_role_names[asked], k, rank, world_size,
                         by_count == DD_ROLE_AGGREGATOR ? "an aggregator"

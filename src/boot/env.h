@@ -1,5 +1,5 @@
 /*
- * Rank and world detection from the launcher's environment: DD_* first, then
+ * Rank and world detection from the launcher's environment: DREAMDDP_* first, then
  * torchrun, Open MPI, Slurm and PMI. Reads the environment only through a
  * dd_getenv_fn_t, so tests can feed it any set of variables.
  */
@@ -35,8 +35,8 @@ dd_status_t dd_boot_env_detect(const dd_boot_opts_t *opts,
 int dd_boot_env_guess_rank(dd_getenv_fn_t getenv_fn, void *arg);
 
 /**
- * Resolves this rank's role from DD_ROLE (or the caller's override,
- * role_override >= 0) and DD_NUM_AGGREGATORS.
+ * Resolves this rank's role from DREAMDDP_ROLE (or the caller's override,
+ * role_override >= 0) and DREAMDDP_NUM_AGGREGATORS.
  */
 dd_status_t dd_boot_role_resolve(const dd_boot_opts_t *opts, int role_override,
                                  int rank, int world_size, dd_role_t *role_p);

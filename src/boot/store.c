@@ -90,7 +90,7 @@ static dd_status_t dd_store_missing(dd_store_t *s, const char *what,
         }
     }
     return dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_BOOT,
-                    "%s '%s' timed out after %.0f s (DD_TIMEOUT_S): rank%s %s "
+                    "%s '%s' timed out after %.0f s (DREAMDDP_TIMEOUT_S): rank%s %s "
                     "did not arrive (%d of %d missing)",
                     what, name, s->timeout_s, n_missing > 1 ? "s" : "", ranks,
                     n_missing, s->world_size);

@@ -1,6 +1,6 @@
 /*
  * The file store: one file per key in a job directory on a shared file
- * system (DD_STORE=file:DIR). The job directory is named after the token
+ * system (DREAMDDP_STORE=file:DIR). The job directory is named after the token
  * hash, so ranks of different jobs never see each other's keys. Values are
  * written to a temporary file and renamed, so a reader sees all or nothing;
  * add takes an flock. Waits poll with a growing interval.
@@ -246,7 +246,7 @@ dd_status_t dd_store_file_open(const char *dir, uint64_t token_hash, int rank,
     if (strlen(dir) > 3000) {
         free(f);
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                        "DD_STORE=file:%.40s...: the directory name is too "
+                        "DREAMDDP_STORE=file:%.40s...: the directory name is too "
                         "long",
                         dir);
     }
@@ -255,7 +255,7 @@ dd_status_t dd_store_file_open(const char *dir, uint64_t token_hash, int rank,
     if (mkdir(f->dir, 0700) != 0 && errno != EEXIST) {
         dd_status_t status =
             dd_error(DD_ERR_IO, DD_SUBSYS_BOOT,
-                     "DD_STORE=file:%s: cannot create %s: %m", dir, f->dir);
+                     "DREAMDDP_STORE=file:%s: cannot create %s: %m", dir, f->dir);
         free(f);
         return status;
     }

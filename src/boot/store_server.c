@@ -214,7 +214,7 @@ static int dd_server_hello(dd_store_server_t *srv, dd_server_client_t *c,
                     rank);
         dd_server_reply_text(c, DD_STORE_REPLY_REFUSED,
                              "the job token differs from rank 0's (is "
-                             "another job using this port, or DD_JOB_TOKEN "
+                             "another job using this port, or DREAMDDP_JOB_TOKEN "
                              "set differently?)");
         return -1;
     }
@@ -551,7 +551,7 @@ dd_status_t dd_store_server_start(int port, uint64_t token_hash, int world_size,
         dd_status_t status =
             dd_error(DD_ERR_IO, DD_SUBSYS_NET,
                      "store: rank 0 cannot listen on port %d: %m (is another "
-                     "job using DD_MASTER_PORT?)",
+                     "job using DREAMDDP_MASTER_PORT?)",
                      port);
         free(srv);
         return status;

@@ -310,7 +310,7 @@ dd_status_t dd_store_tcp_connect(const char *addr, int port,
     if (status != DD_OK) {
         status = dd_error(status, DD_SUBSYS_NET,
                           "cannot reach the store master %s:%d within %.0f s "
-                          "(DD_TIMEOUT_S): %s",
+                          "(DREAMDDP_TIMEOUT_S): %s",
                           addr, port, timeout_s, why);
         pthread_mutex_destroy(&t->lock);
         free(t);

@@ -1,5 +1,5 @@
 /*
- * Parsers for DD_* values and the loader that applies a component's table to
+ * Parsers for DREAMDDP_* values and the loader that applies a component's table to
  * its options struct. Parsers only parse; the loader reports errors, naming
  * the variable, the value and what is accepted.
  */

@@ -1,8 +1,8 @@
 /*
- * The configuration table: every DD_* variable is declared once, in its
+ * The configuration table: every DREAMDDP_* variable is declared once, in its
  * component's table (name, default, doc, parser, where it lands in the
  * component's options struct). Tables are parsed once at dd_init; nothing
- * else reads DD_* variables. The same tables print the docs.
+ * else reads DREAMDDP_* variables. The same tables print the docs.
  */
 #ifndef DD_CORE_CONFIG_H
 #define DD_CORE_CONFIG_H
@@ -37,7 +37,7 @@ typedef struct {
 } dd_iflist_t;
 
 typedef struct {
-    const char *name;          /* "DD_TIMEOUT_S" */
+    const char *name;          /* "DREAMDDP_TIMEOUT_S" */
     const char *default_value; /* NULL: unset (ints -1, strings NULL) */
     const char *doc;           /* one sentence, for --config and README */
     dd_config_type_t type;

@@ -8,18 +8,18 @@
 #include <stddef.h>
 
 static const dd_config_field_t dd_core_fields[] = {
-    {"DD_LOG_LEVEL", "warn",
+    {"DREAMDDP_LOG_LEVEL", "warn",
      "Least severe messages printed; errors are always printed.",
      DD_CONFIG_ENUM, offsetof(dd_core_opts_t, log_level), 0, 0,
      dd_log_level_names},
-    {"DD_LOG_SUBSYS", "all",
+    {"DREAMDDP_LOG_SUBSYS", "all",
      "Subsystems whose info, debug and trace messages are printed.",
      DD_CONFIG_FLAGS, offsetof(dd_core_opts_t, log_subsys), 0, 0,
      dd_log_subsys_names},
-    {"DD_LOG_FILE", NULL,
+    {"DREAMDDP_LOG_FILE", NULL,
      "Log to this file instead of stderr; %r in the name becomes the rank.",
      DD_CONFIG_STRING, offsetof(dd_core_opts_t, log_file), 0, 0, NULL},
-    {"DD_TIMEOUT_S", "300s",
+    {"DREAMDDP_TIMEOUT_S", "300s",
      "Longest wait for the store or any peer before an error names who is "
      "missing.",
      DD_CONFIG_DURATION, offsetof(dd_core_opts_t, timeout_s), 0, 0, NULL},

@@ -1,5 +1,5 @@
 /*
- * The core's DD_* variables: logging and the global timeout.
+ * The core's DREAMDDP_* variables: logging and the global timeout.
  */
 #ifndef DD_CORE_CORE_CONFIG_H
 #define DD_CORE_CORE_CONFIG_H

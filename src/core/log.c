@@ -136,7 +136,7 @@ dd_status_t dd_log_configure(int level, unsigned subsys_mask, const char *file,
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
         return dd_error(DD_ERR_IO, DD_SUBSYS_CORE,
-                        "cannot open DD_LOG_FILE %s: %m", path);
+                        "cannot open DREAMDDP_LOG_FILE %s: %m", path);
     }
     dd_log_fd = fd;
     return DD_OK;

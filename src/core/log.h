@@ -1,7 +1,7 @@
 /*
  * Logging: levels, subsystems, a "[rank N]" prefix, an optional file.
  * The level is checked before any formatting. Errors and warnings are always
- * printed; DD_LOG_SUBSYS filters info and below.
+ * printed; DREAMDDP_LOG_SUBSYS filters info and below.
  */
 #ifndef DD_CORE_LOG_H
 #define DD_CORE_LOG_H
@@ -78,7 +78,7 @@ dd_status_t dd_log_configure(int level, unsigned subsys_mask, const char *file,
 
 /**
  * Writes pattern into out with every "%r" replaced by the rank (the
- * convention of DD_LOG_FILE and DD_TIMELINE), truncated to size.
+ * convention of DREAMDDP_LOG_FILE and DREAMDDP_TIMELINE), truncated to size.
  */
 void dd_path_expand_rank(char *out, size_t size, const char *pattern, int rank);
 

@@ -24,7 +24,7 @@
  * would share the link and all finish late; more small ones keep every home
  * busy. */
 #define DD_AGG_WINDOW_CHUNKS 12
-/* A message is cut into pieces of at most DD_CHUNK_BYTES and, when it is
+/* A message is cut into pieces of at most DREAMDDP_CHUNK_BYTES and, when it is
  * small, into DD_AGG_SPREAD pieces per home, down to DD_AGG_MIN_PIECE
  * bytes: so that it still spreads over every home's link, and a home sends
  * back the average of a piece while the next ones arrive. Measured with
@@ -477,7 +477,7 @@ dd_status_t dd_agg_test_msg(void *arg, void *handle, int *busy_p)
         char homes[128];
         dd_agg_pending_homes(a, homes, sizeof(homes));
         dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_AGG,
-                 "no aggregation progress for %.0f s (DD_TIMEOUT_S): "
+                 "no aggregation progress for %.0f s (DREAMDDP_TIMEOUT_S): "
                  "%zu of %zu chunks done; home rank(s) %s never "
                  "answered",
                  a->ctx->core.timeout_s + 5.0, m->done, m->n_chunks, homes);

@@ -448,7 +448,7 @@ static void dd_agg_check_late(dd_agg_server_t *s, dd_agg_slot_t *sl)
     dd_agg_layer_name(s->ctx, sl->hdr.layer, layer, sizeof(layer));
     dd_agg_fail(s, DD_ERR_TIMED_OUT,
                 "worker rank(s) %s did not push chunk %u of layer %s (step "
-                "%llu) within %.0f s (DD_TIMEOUT_S)",
+                "%llu) within %.0f s (DREAMDDP_TIMEOUT_S)",
                 ranks, sl->hdr.chunk, layer, (unsigned long long)sl->hdr.step,
                 timeout);
 }

@@ -3,7 +3,7 @@
  * sums the chunks the workers push and sends the averages back, until every
  * worker has said goodbye (at its dd_finalize). After a failure it keeps
  * answering with the error, so that no worker waits, for up to
- * DD_TIMEOUT_S, then returns the error.
+ * DREAMDDP_TIMEOUT_S, then returns the error.
  */
 #include "core/log.h"
 #include "core/status.h"

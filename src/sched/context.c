@@ -81,7 +81,7 @@ static dd_status_t dd_context_config(dd_context_h ctx)
     return status;
 }
 
-/* The token: DD_JOB_TOKEN, else the launcher's job id, else the store
+/* The token: DREAMDDP_JOB_TOKEN, else the launcher's job id, else the store
  * address and world size (which at least keeps different jobs apart). */
 static uint64_t dd_context_token(dd_context_h ctx, int port)
 {
@@ -107,8 +107,8 @@ static dd_status_t dd_context_store_tcp(dd_context_h ctx)
 
     if (addr[0] == '\0' && env->world_size > 1) {
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                        "rank %d of %d: no store address; set DD_MASTER_ADDR "
-                        "(or MASTER_ADDR) to rank 0's host, or DD_STORE=file:"
+                        "rank %d of %d: no store address; set DREAMDDP_MASTER_ADDR "
+                        "(or MASTER_ADDR) to rank 0's host, or DREAMDDP_STORE=file:"
                         "DIR",
                         env->rank, env->world_size);
     }
@@ -146,7 +146,7 @@ static dd_status_t dd_context_store(dd_context_h ctx)
                                   &ctx->store);
     }
     return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                    "invalid value DD_STORE='%s': expected tcp or file:DIR",
+                    "invalid value DREAMDDP_STORE='%s': expected tcp or file:DIR",
                     store);
 }
 
@@ -221,7 +221,7 @@ static dd_status_t dd_context_roles(dd_context_h ctx, int role_override)
     for (int r = 0; status == DD_OK && r < world; r++) {
         if (all[2 * r + 1] != mine[1]) {
             status = dd_error(DD_ERR_MISMATCH, DD_SUBSYS_BOOT,
-                              "ranks disagree on DD_NUM_AGGREGATORS: rank %d "
+                              "ranks disagree on DREAMDDP_NUM_AGGREGATORS: rank %d "
                               "has %d, rank %d has %d",
                               r, all[2 * r + 1], ctx->env.rank, mine[1]);
         }
@@ -230,7 +230,7 @@ static dd_status_t dd_context_roles(dd_context_h ctx, int role_override)
     }
     if (status == DD_OK && ctx->n_workers == 0) {
         status = dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                          "every rank is an aggregator (DD_ROLE): a job needs "
+                          "every rank is an aggregator (DREAMDDP_ROLE): a job needs "
                           "at least one worker");
     }
     free(all);

@@ -24,13 +24,13 @@ dd_status_t dd_sched_create(struct dd_context *ctx, dd_sched_t **sched_p)
     if (dd_strategy_parse(sched->opts.strategy, &sched->strategy) != DD_OK) {
         free(sched);
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
-                        "invalid value DD_STRATEGY='%s': expected %s",
+                        "invalid value DREAMDDP_STRATEGY='%s': expected %s",
                         ctx->sched_opts.strategy, DD_STRATEGY_ACCEPTED);
     }
     if (sched->opts.adaptive_kmin > sched->opts.adaptive_kmax) {
         free(sched);
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
-                        "DD_ADAPTIVE_KMIN=%d and DD_ADAPTIVE_KMAX=%d disagree: "
+                        "DREAMDDP_ADAPTIVE_KMIN=%d and DREAMDDP_ADAPTIVE_KMAX=%d disagree: "
                         "the minimum must not exceed the maximum",
                         ctx->sched_opts.adaptive_kmin,
                         ctx->sched_opts.adaptive_kmax);
@@ -38,7 +38,7 @@ dd_status_t dd_sched_create(struct dd_context *ctx, dd_sched_t **sched_p)
     if (sched->opts.chunk_bytes < 64 || sched->opts.chunk_bytes % 8 != 0) {
         free(sched);
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
-                        "invalid value DD_CHUNK_BYTES=%zu: expected a "
+                        "invalid value DREAMDDP_CHUNK_BYTES=%zu: expected a "
                         "multiple of 8 bytes, at least 64",
                         ctx->sched_opts.chunk_bytes);
     }
@@ -62,7 +62,7 @@ void dd_sched_quiesce(dd_sched_t *sched)
                sched->ctx->n_workers < sched->ctx->env.world_size &&
                !sched->said_goodbye) {
         /* A worker that never synced through the aggregators (no commit,
-         * or DD_ROUTE=allreduce) still ends their service. */
+         * or DREAMDDP_ROUTE=allreduce) still ends their service. */
         dd_agg_goodbye_all(sched->ctx);
     }
     sched->said_goodbye = 1;
@@ -262,7 +262,7 @@ static dd_status_t dd_sched_gather_tables(dd_sched_t *sched, char **tables)
         if (status == DD_ERR_TIMED_OUT) {
             return dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_SCHED,
                             "dd_model_commit: worker rank %d did not commit "
-                            "its layer table within %.0f s (DD_TIMEOUT_S)",
+                            "its layer table within %.0f s (DREAMDDP_TIMEOUT_S)",
                             r, ctx->core.timeout_s);
         }
         if (status != DD_OK) {
@@ -363,7 +363,7 @@ static dd_status_t dd_sched_broadcast_params(dd_sched_t *sched)
 static const dd_sync_pipe_t dd_agg_pipe = {dd_agg_msg_start, dd_agg_test_msg};
 
 /* Workers learn the aggregators here: with any, syncs go to the homes
- * unless DD_ROUTE says otherwise. */
+ * unless DREAMDDP_ROUTE says otherwise. */
 static dd_status_t dd_sched_choose_route(dd_sched_t *sched)
 {
     struct dd_context *ctx = sched->ctx;
@@ -413,7 +413,7 @@ dd_status_t dd_model_commit(dd_context_h ctx)
             return status;
         }
     }
-    /* adaptive starts every layer at DD_ADAPTIVE_KSTART: from K_MIN, a
+    /* adaptive starts every layer at DREAMDDP_ADAPTIVE_KSTART: from K_MIN, a
      * steady gradient norm (no ratio past either threshold) would keep it
      * syncing every step for good. */
     const dd_sched_opts_t *o = &sched->opts;

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The engine waits this much longer than DD_TIMEOUT_S for the backend,
+/* The engine waits this much longer than DREAMDDP_TIMEOUT_S for the backend,
  * which times out by itself, before declaring the engine stuck. */
 #define DD_ENGINE_GRACE_S 10.0
 

@@ -9,57 +9,57 @@
 const char *const dd_route_names[] = {"auto", "allreduce", "aggregate", NULL};
 
 static const dd_config_field_t dd_sched_fields[] = {
-    {"DD_STRATEGY", "ddp",
+    {"DREAMDDP_STRATEGY", "ddp",
      "Synchronization strategy: ddp, localsgd:H, plsgd:H, dreamddp:H or "
      "adaptive.",
      DD_CONFIG_STRING, offsetof(dd_sched_opts_t, strategy), 0, 0, NULL},
-    {"DD_BUCKET_BYTES", "25M",
+    {"DREAMDDP_BUCKET_BYTES", "25M",
      "ddp: gradient bucket size after the first bucket.", DD_CONFIG_SIZE,
      offsetof(dd_sched_opts_t, bucket_bytes), 0, 0, NULL},
-    {"DD_FIRST_BUCKET_BYTES", "1M",
+    {"DREAMDDP_FIRST_BUCKET_BYTES", "1M",
      "ddp: size of the first gradient bucket, launched early in backward.",
      DD_CONFIG_SIZE, offsetof(dd_sched_opts_t, first_bucket_bytes), 0, 0, NULL},
-    {"DD_FUSION_BYTES", "1M",
+    {"DREAMDDP_FUSION_BYTES", "1M",
      "Parameter syncs of small layers are fused into messages up to this "
      "size.",
      DD_CONFIG_SIZE, offsetof(dd_sched_opts_t, fusion_bytes), 0, 0, NULL},
-    {"DD_PROFILE_STEPS", "5",
+    {"DREAMDDP_PROFILE_STEPS", "5",
      "Steps measured before dreamddp plans (every layer is synced once "
      "meanwhile).",
      DD_CONFIG_INT, offsetof(dd_sched_opts_t, profile_steps), 1, 1000000, NULL},
-    {"DD_REPLAN_DRIFT", "0.2",
+    {"DREAMDDP_REPLAN_DRIFT", "0.2",
      "dreamddp re-plans when measured times drift this much from the plan.",
      DD_CONFIG_FLOAT, offsetof(dd_sched_opts_t, replan_drift), 0, 100, NULL},
-    {"DD_TIMELINE", NULL,
+    {"DREAMDDP_TIMELINE", NULL,
      "Write a Chrome-trace JSON of backward marks and syncs to this file "
      "(%r: rank).",
      DD_CONFIG_STRING, offsetof(dd_sched_opts_t, timeline), 0, 0, NULL},
-    {"DD_ADAPTIVE_KMIN", "1", "adaptive: shortest sync period, in steps.",
+    {"DREAMDDP_ADAPTIVE_KMIN", "1", "adaptive: shortest sync period, in steps.",
      DD_CONFIG_INT, offsetof(dd_sched_opts_t, adaptive_kmin), 1, 1024, NULL},
-    {"DD_ADAPTIVE_KMAX", "16", "adaptive: longest sync period, in steps.",
+    {"DREAMDDP_ADAPTIVE_KMAX", "16", "adaptive: longest sync period, in steps.",
      DD_CONFIG_INT, offsetof(dd_sched_opts_t, adaptive_kmax), 1, 1024, NULL},
-    {"DD_ADAPTIVE_KSTART", "4",
+    {"DREAMDDP_ADAPTIVE_KSTART", "4",
      "adaptive: every layer's period at the start, in steps (kept within "
      "KMIN..KMAX).",
      DD_CONFIG_INT, offsetof(dd_sched_opts_t, adaptive_kstart), 1, 1024, NULL},
-    {"DD_ADAPTIVE_HIGH", "1.3",
+    {"DREAMDDP_ADAPTIVE_HIGH", "1.3",
      "adaptive: a layer's period shortens when its gradient-norm EMA grew "
      "by more than this ratio.",
      DD_CONFIG_FLOAT, offsetof(dd_sched_opts_t, adaptive_high), 1, 100, NULL},
-    {"DD_ADAPTIVE_LOW", "0.8",
+    {"DREAMDDP_ADAPTIVE_LOW", "0.8",
      "adaptive: a layer's period lengthens when its gradient-norm EMA fell "
      "below this ratio.",
      DD_CONFIG_FLOAT, offsetof(dd_sched_opts_t, adaptive_low), 0, 1, NULL},
-    {"DD_ADAPTIVE_INTERVAL", "8",
+    {"DREAMDDP_ADAPTIVE_INTERVAL", "8",
      "adaptive: steps between period updates (periods move by one step at "
      "most per update).",
      DD_CONFIG_INT, offsetof(dd_sched_opts_t, adaptive_interval), 1, 100000,
      NULL},
-    {"DD_ROUTE", "auto",
+    {"DREAMDDP_ROUTE", "auto",
      "How syncs travel: auto (aggregate when the job has aggregators), "
      "allreduce among workers, or aggregate through aggregators.",
      DD_CONFIG_ENUM, offsetof(dd_sched_opts_t, route), 0, 0, dd_route_names},
-    {"DD_CHUNK_BYTES", "1M",
+    {"DREAMDDP_CHUNK_BYTES", "1M",
      "Aggregation cuts messages into chunks of at most this size, each "
      "with one home (smaller messages into 16 per home, from 64K).",
      DD_CONFIG_SIZE, offsetof(dd_sched_opts_t, chunk_bytes), 0, 0, NULL},

@@ -1,5 +1,5 @@
 /*
- * The scheduler's DD_* variables.
+ * The scheduler's DREAMDDP_* variables.
  */
 #ifndef DD_SCHED_SCHED_CONFIG_H
 #define DD_SCHED_SCHED_CONFIG_H

@@ -1,5 +1,5 @@
 /*
- * DD_TIMELINE: a Chrome-trace JSON (the array form, which Perfetto and
+ * DREAMDDP_TIMELINE: a Chrome-trace JSON (the array form, which Perfetto and
  * chrome://tracing open) of each rank's backward marks and syncs. Written
  * by the application thread only, at dd_layer_ready and dd_step_end.
  */
@@ -30,7 +30,7 @@ dd_status_t dd_timeline_open(const char *pattern, int rank,
     if (t->file == NULL) {
         free(t);
         return dd_error(DD_ERR_IO, DD_SUBSYS_SCHED,
-                        "cannot open DD_TIMELINE file %s: %m", path);
+                        "cannot open DREAMDDP_TIMELINE file %s: %m", path);
     }
     t->rank = rank;
     t->t0 = dd_time_now();

@@ -1,5 +1,5 @@
 /*
- * The interface choice of one rank: DD_NET_IFNAME filters, then the default
+ * The interface choice of one rank: DREAMDDP_NET_IFNAME filters, then the default
  * order (kind, speed, nearness to the rank's GPU) ranks, and ties are shared
  * out so that each GPU of a DGX-like node gets its own NIC. Each interface
  * gets a sentence saying why it was or was not chosen. Pure: no I/O beyond
@@ -242,7 +242,7 @@ static int dd_topo_filter(const dd_topo_t *topo, const dd_topo_opts_t *opts,
         cands[i].nic = i;
         if (!dd_iflist_match(&opts->ifname, topo->nics[i].name)) {
             snprintf(cands[i].why, sizeof(cands[i].why),
-                     "excluded by DD_NET_IFNAME=%.160s", list);
+                     "excluded by DREAMDDP_NET_IFNAME=%.160s", list);
             continue;
         }
         n_matched++;
@@ -292,14 +292,14 @@ static dd_status_t dd_topo_choose_error(const dd_topo_t *topo,
     if (n_matched == 0) {
         dd_topo_list_text(topo, cands, 0, names, sizeof(names));
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_TOPO,
-                        "DD_NET_IFNAME='%s' matches no interface; this host "
+                        "DREAMDDP_NET_IFNAME='%s' matches no interface; this host "
                         "has %s",
                         list, names);
     }
     dd_topo_list_text(topo, cands, 1, names, sizeof(names));
     if (opts->ifname.n > 0) {
         return dd_error(DD_ERR_NO_DEVICE, DD_SUBSYS_TOPO,
-                        "DD_NET_IFNAME='%s' leaves no usable interface: %s",
+                        "DREAMDDP_NET_IFNAME='%s' leaves no usable interface: %s",
                         list, names);
     }
     return dd_error(DD_ERR_NO_DEVICE, DD_SUBSYS_TOPO,
@@ -330,7 +330,7 @@ void dd_topo_choice_fill(const dd_topo_t *topo, const dd_topo_opts_t *opts,
     if (opts->ifname.n > 0) {
         dd_topo_iflist_text(&opts->ifname, list, sizeof(list));
         o = (size_t)snprintf(choice->reason, sizeof(choice->reason),
-                             "DD_NET_IFNAME=%s allows it; ", list);
+                             "DREAMDDP_NET_IFNAME=%s allows it; ", list);
     }
     dd_topo_describe(topo, cands[pick].nic, gpu, desc, sizeof(desc));
     if (n_usable == 1) {

@@ -1,5 +1,5 @@
 /*
- * Which interface a rank uses, and why: DD_NET_IFNAME, the default order of
+ * Which interface a rank uses, and why: DREAMDDP_NET_IFNAME, the default order of
  * kinds and speeds, nearness to the rank's GPU, then what every host can
  * reach. Pure functions of a probed dd_topo_t, so fixtures test them.
  */
@@ -11,7 +11,7 @@
 /* One interface's place in a rank's order. */
 typedef struct {
     int nic;       /* index in topo->nics */
-    int usable;    /* can carry traffic and DD_NET_IFNAME allows it */
+    int usable;    /* can carry traffic and DREAMDDP_NET_IFNAME allows it */
     int order;     /* 1-based place among the usable ones; 0 if not usable */
     char why[192]; /* why not usable, or how it ranks against the chosen */
 } dd_topo_cand_t;
@@ -43,12 +43,12 @@ void dd_topo_iflist_text(const dd_iflist_t *list, char *buf, size_t size);
 
 /**
  * Orders topo's interfaces for one rank and chooses the first: usable ones
- * first (DD_NET_IFNAME allows it, not down, has an address), by kind
+ * first (DREAMDDP_NET_IFNAME allows it, not down, has an address), by kind
  * (InfiniBand/RoCE, Ethernet, others, virtual, loopback), then speed, then
  * nearness to gpu; interfaces tied on all three are shared out, the k-th GPU
  * of those that find the same tie (or local rank k without a GPU) taking the
  * k-th. cands gets topo->n_nics entries in that order.
- * @return DD_OK; DD_ERR_INVALID_CONFIG when DD_NET_IFNAME matches no
+ * @return DD_OK; DD_ERR_INVALID_CONFIG when DREAMDDP_NET_IFNAME matches no
  *         interface (naming the value and the interfaces that exist);
  *         DD_ERR_NO_DEVICE when none is usable (naming each and why).
  *         Errors are reported with dd_error.
@@ -62,7 +62,7 @@ void dd_topo_choice_fill(const dd_topo_t *topo, const dd_topo_opts_t *opts,
                          const dd_topo_cand_t *cands, int pick, int gpu,
                          int local_size, dd_topo_choice_t *choice);
 
-/* The stream count for a chosen NIC: DD_NUM_STREAMS when set (override > 0),
+/* The stream count for a chosen NIC: DREAMDDP_NUM_STREAMS when set (override > 0),
  * else the table in streams.c. */
 int dd_topo_streams(const dd_topo_t *topo, const dd_topo_nic_t *nic,
                     int local_size, int override);

@@ -1,6 +1,6 @@
 /*
  * dd_topo_probe: lists the interfaces from sysfs, adds addresses, and lets
- * hwloc add CPU structure and PCI locality (this machine, or DD_TOPO_FILE).
+ * hwloc add CPU structure and PCI locality (this machine, or DREAMDDP_TOPO_FILE).
  * The combination used is written into topo->source, so every report says
  * how much it could see. Nothing here chooses.
  */
@@ -56,7 +56,7 @@ static dd_status_t dd_topo_probe_sysfs(const char *root, dd_topo_t *topo)
     if (status == DD_ERR_IO) {
         return dd_error(DD_ERR_IO, DD_SUBSYS_TOPO,
                         "cannot list %s/sys/class/net: %m%s", root,
-                        root[0] ? " (check DD_SYSFS_ROOT)" : "");
+                        root[0] ? " (check DREAMDDP_SYSFS_ROOT)" : "");
     }
     if (status != DD_OK) {
         return status;
@@ -104,7 +104,7 @@ static void dd_topo_describe_source(const dd_topo_opts_t *opts, int use_hwloc,
                  root ? root : "/");
     } else {
         snprintf(topo->source, sizeof(topo->source),
-                 "sysfs under %s only (DD_SYSFS_ROOT without DD_TOPO_FILE: "
+                 "sysfs under %s only (DREAMDDP_SYSFS_ROOT without DREAMDDP_TOPO_FILE: "
                  "hwloc not used)",
                  root);
     }

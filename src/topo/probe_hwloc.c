@@ -188,13 +188,13 @@ static dd_status_t dd_topo_hwloc_load(const dd_topo_opts_t *opts,
         hwloc_topology_set_xml(t, opts->topo_file) != 0) {
         hwloc_topology_destroy(t);
         return dd_error(DD_ERR_IO, DD_SUBSYS_TOPO,
-                        "cannot read DD_TOPO_FILE='%s': %m", opts->topo_file);
+                        "cannot read DREAMDDP_TOPO_FILE='%s': %m", opts->topo_file);
     }
     if (hwloc_topology_load(t) != 0) {
         hwloc_topology_destroy(t);
         if (opts->topo_file != NULL) {
             return dd_error(DD_ERR_IO, DD_SUBSYS_TOPO,
-                            "DD_TOPO_FILE='%s' is not an hwloc XML topology",
+                            "DREAMDDP_TOPO_FILE='%s' is not an hwloc XML topology",
                             opts->topo_file);
         }
         return dd_error(DD_ERR_IO, DD_SUBSYS_TOPO, "hwloc cannot probe: %m");
@@ -214,7 +214,7 @@ dd_status_t dd_topo_hwloc_probe(const dd_topo_opts_t *opts, dd_topo_t *topo)
     if (opts->dump_file != NULL &&
         hwloc_topology_export_xml(t, opts->dump_file, 0) != 0) {
         status = dd_error(DD_ERR_IO, DD_SUBSYS_TOPO,
-                          "cannot write DD_TOPO_DUMP_FILE='%s': %m",
+                          "cannot write DREAMDDP_TOPO_DUMP_FILE='%s': %m",
                           opts->dump_file);
         goto out_destroy;
     }
@@ -246,8 +246,8 @@ dd_status_t dd_topo_hwloc_probe(const dd_topo_opts_t *opts, dd_topo_t *topo)
         return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_TOPO,
                         "%s needs hwloc, and this build has none (configure "
                         "--with-hwloc)",
-                        opts->topo_file != NULL ? "DD_TOPO_FILE"
-                                                : "DD_TOPO_DUMP_FILE");
+                        opts->topo_file != NULL ? "DREAMDDP_TOPO_FILE"
+                                                : "DREAMDDP_TOPO_DUMP_FILE");
     }
     return DD_ERR_UNSUPPORTED;
 }

@@ -12,7 +12,7 @@
  * An unknown speed counts as DD_TOPO_DEFAULT_SPEED_MBPS. The local ranks of
  * a host spread over the usable NICs of the chosen one's kind and speed, so
  * the count is divided by ceil(local ranks / such NICs), and is at least 1.
- * DD_NUM_STREAMS overrides all of it. Pure arithmetic, no probing.
+ * DREAMDDP_NUM_STREAMS overrides all of it. Pure arithmetic, no probing.
  */
 #include "topo/ifchoice.h"
 

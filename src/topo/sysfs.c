@@ -1,7 +1,7 @@
 /*
  * sysfs readers: the kind, state, speed, MTU and locality of network
  * interfaces, NVIDIA GPUs on the PCI bus, and CPU counts. Every path starts
- * with the root given by DD_SYSFS_ROOT. Nothing here decides anything: a
+ * with the root given by DREAMDDP_SYSFS_ROOT. Nothing here decides anything: a
  * missing or unreadable file leaves the field unknown.
  */
 #include "topo/sysfs.h"

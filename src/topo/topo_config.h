@@ -1,5 +1,5 @@
 /*
- * The topology module's DD_* variables: interface choice, stream count,
+ * The topology module's DREAMDDP_* variables: interface choice, stream count,
  * and where probing reads from (fixture trees, another machine's XML).
  */
 #ifndef DD_TOPO_TOPO_CONFIG_H
@@ -8,7 +8,7 @@
 #include "core/config.h"
 
 typedef struct {
-    dd_iflist_t ifname; /* DD_NET_IFNAME; unset matches every interface */
+    dd_iflist_t ifname; /* DREAMDDP_NET_IFNAME; unset matches every interface */
     int num_streams;    /* -1: from the table in streams.c */
     char *sysfs_root;   /* NULL: the real /sys */
     char *topo_file;    /* NULL: probe this machine */

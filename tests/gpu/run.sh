@@ -8,6 +8,6 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$here}" && pwd)
 make -C "$build" -j"$(nproc)" all tests/mp_coll tests/mp_nccl >/dev/null
 export top_srcdir="$here" top_builddir="$build" DDRUN="$build/tools/ddrun"
-export DD_BACKEND_PATH="$build/.libs"
+export DREAMDDP_BACKEND_PATH="$build/.libs"
 nvidia-smi -L || true
 sh "$here/tests/test_coll_nccl.sh"

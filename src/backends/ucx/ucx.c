@@ -296,7 +296,7 @@ static dd_status_t dd_ucx_wireup(dd_backend_t *b)
         if (ucs == UCS_INPROGRESS) {
             return dd_coll_error(svc, DD_ERR_TIMED_OUT,
                                  "connecting to rank %d took over %.0f s "
-                                 "(DD_TIMEOUT_S)",
+                                 "(DREAMDDP_TIMEOUT_S)",
                                  r, svc->timeout_s);
         }
         if (ucs != UCS_OK) {
@@ -335,7 +335,7 @@ static dd_status_t dd_ucx_wireup_wait(dd_backend_t *b, double deadline)
         if (dd_time_now() > deadline) {
             status = dd_coll_error(svc, DD_ERR_TIMED_OUT,
                                    "not every rank connected within %.0f s "
-                                   "(DD_TIMEOUT_S)",
+                                   "(DREAMDDP_TIMEOUT_S)",
                                    svc->timeout_s);
             break;
         }

@@ -10,10 +10,10 @@
  *   mp_agg malformed              worker 1 sends a header with bad magic
  *   mp_agg duplicate              worker 1 replays its first push header
  */
-#include "backends/coll/reduce.h"
+#include "agg/wire.h"
+#include "api/context.h"
+#include "core/reduce.h"
 #include "core/time.h"
-#include "sched/agg_impl.h"
-#include "sched/context.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -127,7 +127,7 @@ static int run_check(dd_context_h ctx, dd_dtype_t dt, size_t *sizes, int n)
 static void inject(dd_context_h ctx, const dd_agg_hdr_t *h)
 {
     dd_agg_transport_t t;
-    if (dd_agg_transport_init(ctx, &t) != DD_OK) {
+    if (dd_agg_transport_init(&ctx->agg_env, &t) != DD_OK) {
         return;
     }
     for (int r = 0; r < dd_world_size(ctx); r++) {

@@ -1,8 +1,8 @@
 /*
  * mp_coll: a multi-rank test of the public collectives through one backend
- * (DREAMDDP_BACKENDS, as set by the caller). Every rank runs every operation, dtype,
- * reduction and size, and checks its result against a reference computed in
- * double from every rank's input. Run it under ddrun:
+ * (DREAMDDP_BACKENDS, as set by the caller). Every rank runs every operation,
+ * dtype, reduction and size, and checks its result against a reference computed
+ * in double from every rank's input. Run it under ddrun:
  *
  *   mp_coll [--sizes 0,1,7] [--large N] [--mismatch count|dtype|op]
  *           [--exit-mid]
@@ -13,7 +13,7 @@
  */
 #include <dreamddp.h>
 
-#include "backends/coll/reduce.h"
+#include "core/reduce.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  */
 #include <dreamddp.h>
 
-#include "backends/coll/reduce.h"
+#include "core/reduce.h"
 
 #include <cuda_runtime.h>
 #include <math.h>

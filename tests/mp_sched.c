@@ -6,6 +6,9 @@
  * was synced at least once in every window.
  *
  *   mp_sched STRATEGY STEPS   check the strategy
+ *   mp_sched collective STRATEGY STEPS
+ *                             the same, with dd_allreduce and dd_broadcast
+ *                             called in the middle of every backward
  *   mp_sched mismatch         rank 1 registers a different table
  *   mp_sched misuse           calls out of order must fail cleanly
  */
@@ -19,6 +22,7 @@
 #define N_LAYERS 5
 static const size_t sizes[N_LAYERS] = {1, 7, 4099, 70000, 33};
 static int rank, world;
+static int user_coll; /* collectives inside the open step */
 
 #define CHECK(cond, ...)                                                       \
     do {                                                                       \
@@ -91,6 +95,30 @@ static int setup(dd_context_h ctx, layer_t *L, int mismatch)
     return 0;
 }
 
+/* A collective of the application while layers' syncs are in flight: the
+ * same size as layer 3, so that a sum paired with a layer's shows. */
+static int collectives(dd_context_h ctx, long step)
+{
+    enum { N = 70000 };
+    static float buf[N];
+    for (size_t i = 0; i < N; i++) {
+        buf[i] = (float)(rank + 1) * (float)(i % 3 + step % 2);
+    }
+    CHECK(dd_allreduce(ctx, buf, buf, N, DD_DTYPE_F32, DD_REDUCE_SUM,
+                       DD_MEM_HOST) == DD_OK,
+          "allreduce in step %ld: %s", step, dd_last_error());
+    float ranks = (float)world * (float)(world + 1) / 2;
+    for (size_t i = 0; i < N; i++) {
+        CHECK(buf[i] == ranks * (float)(i % 3 + step % 2),
+              "allreduce in step %ld: element %zu is %g", step, i, buf[i]);
+    }
+    double root = rank == 0 ? 42.0 + (double)step : -1.0;
+    CHECK(dd_broadcast(ctx, &root, 1, DD_DTYPE_F64, 0, DD_MEM_HOST) == DD_OK,
+          "broadcast in step %ld: %s", step, dd_last_error());
+    CHECK(root == 42.0 + (double)step, "broadcast in step %ld: %g", step, root);
+    return 0;
+}
+
 static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
 {
     int grads = strcmp(strategy, "ddp") == 0;
@@ -116,6 +144,9 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
             before[l] = st.syncs;
             CHECK(dd_layer_ready(ctx, L[l].h) == DD_OK, "ready: %s",
                   dd_last_error());
+            if (user_coll && l == 2 && collectives(ctx, s) != 0) {
+                return 1;
+            }
         }
         dd_step_stats_t ss;
         CHECK(dd_step_end(ctx, &ss) == DD_OK, "end: %s", dd_last_error());
@@ -156,8 +187,9 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
         CHECK(is_average(&L[l], l, 99, 0), "sync_all: layer %d", l);
     }
     if (rank == 0) {
-        printf("mp_sched: %s: %ld steps correct on %d ranks\n", strategy, steps,
-               world);
+        printf("mp_sched: %s: %ld steps correct on %d ranks%s\n", strategy,
+               steps, world,
+               user_coll ? ", with collectives inside every step" : "");
     }
     return 0;
 }
@@ -198,6 +230,11 @@ int main(int argc, char **argv)
     dd_context_h ctx;
     layer_t L[N_LAYERS];
 
+    if (argc > 2 && strcmp(argv[1], "collective") == 0) {
+        user_coll = 1;
+        argv++;
+        argc--;
+    }
     if (argc < 2 || dd_init(NULL, &ctx) != DD_OK) {
         fprintf(stderr, "mp_sched: usage or dd_init: %s\n", dd_last_error());
         return 2;

@@ -3,8 +3,8 @@
  * exercises the job's store with real processes: counters, allgather,
  * barriers, and the role table. Exits non-zero on any wrong value.
  */
+#include "api/context.h"
 #include "boot/store.h"
-#include "sched/context.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,8 +7,8 @@
 
 #include <cmocka.h>
 
-#include "backends/coll/reduce.h"
-#include "sched/agg_impl.h"
+#include "agg/wire.h"
+#include "core/reduce.h"
 
 #include <math.h>
 #include <string.h>

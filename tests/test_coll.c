@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "backends/coll/coll.h"
-#include "backends/coll/reduce.h"
+#include "core/reduce.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,7 @@
-/* The progress engine with a fake route: order, fusion packing, in-place
- * single buffers, and cancellation after a failure; and with a fake pipe:
- * two jobs at once at most, finished in order with the channel's times. */
+/* The progress engine with a fake one-at-a-time pipe: order, fusion
+ * packing, in-place single buffers, and cancellation after a failure; with
+ * a fake overlapping pipe: two jobs at once at most, finished in order with
+ * the channel's times; and a call waited for alone, in its turn. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,11 +21,13 @@ typedef struct {
     int fail_at; /* call index that fails, or -1 */
 } fake_t;
 
-/* "Averaging" doubles every element, so packing mistakes show. */
-static dd_status_t fake_route(void *arg, const dd_sync_job_t *job, void *buf,
-                              size_t count, dd_dtype_t dtype, dd_mem_type_t mem)
+/* "Averaging" doubles every element, so packing mistakes show; it is done
+ * when it starts, as a one-at-a-time route. */
+static dd_status_t fake_start(void *arg, dd_sync_job_t *job, void *buf,
+                              size_t count, void **handle_p)
 {
     fake_t *f = arg;
+    *handle_p = NULL;
     int call = f->calls++;
     f->counts[call] = count;
     if (call == f->fail_at) {
@@ -34,6 +37,17 @@ static dd_status_t fake_route(void *arg, const dd_sync_job_t *job, void *buf,
         ((float *)buf)[i] *= 2;
     }
     return DD_OK;
+}
+
+static dd_status_t done_test(void *arg, void *handle, int *busy_p)
+{
+    *busy_p = 1;
+    return DD_OK;
+}
+
+static dd_sync_pipe_t route(fake_t *f)
+{
+    return (dd_sync_pipe_t){fake_start, done_test, 1, f};
 }
 
 static dd_sync_job_t *job(float **bufs, const size_t *counts, size_t n)
@@ -61,7 +75,8 @@ static void test_fused_and_single(void **state)
     size_t fused_n[] = {3, 2}, single_n[] = {4};
     dd_sync_job_t *done = NULL;
 
-    assert_int_equal(dd_engine_start(fake_route, NULL, &f, &e), DD_OK);
+    dd_sync_pipe_t r = route(&f);
+    assert_int_equal(dd_engine_start(&r, &e), DD_OK);
     dd_engine_submit(e, job(fused, fused_n, 2));
     dd_engine_submit(e, job(single, single_n, 1));
     assert_int_equal(dd_engine_drain(e, 5.0, &done), DD_OK);
@@ -92,7 +107,8 @@ static void test_failure_cancels_the_rest(void **state)
     size_t one[] = {1};
     dd_sync_job_t *done = NULL;
 
-    assert_int_equal(dd_engine_start(fake_route, NULL, &f, &e), DD_OK);
+    dd_sync_pipe_t r = route(&f);
+    assert_int_equal(dd_engine_start(&r, &e), DD_OK);
     dd_engine_submit(e, job(ja, one, 1));
     dd_engine_submit(e, job(jb, one, 1));
     assert_int_equal(dd_engine_drain(e, 5.0, &done), DD_OK);
@@ -104,8 +120,8 @@ static void test_failure_cancels_the_rest(void **state)
     dd_engine_stop(e);
 }
 
-static dd_status_t slow_route(void *arg, const dd_sync_job_t *job, void *buf,
-                              size_t count, dd_dtype_t dtype, dd_mem_type_t mem)
+static dd_status_t slow_start(void *arg, dd_sync_job_t *job, void *buf,
+                              size_t count, void **handle_p)
 {
     struct timespec ts = {0, 300 * 1000 * 1000};
     nanosleep(&ts, NULL);
@@ -120,7 +136,8 @@ static void test_drain_times_out(void **state)
     size_t one[] = {1};
     dd_sync_job_t *done = NULL;
 
-    assert_int_equal(dd_engine_start(slow_route, NULL, NULL, &e), DD_OK);
+    dd_sync_pipe_t slow = {slow_start, done_test, 1, NULL};
+    assert_int_equal(dd_engine_start(&slow, &e), DD_OK);
     dd_engine_submit(e, job(ja, one, 1));
     assert_int_equal(dd_engine_drain(e, 0.05, &done), DD_ERR_TIMED_OUT);
     assert_int_equal(dd_engine_drain(e, 5.0, &done), DD_OK);
@@ -139,9 +156,8 @@ typedef struct {
     } msg[8];
 } fake_pipe_t;
 
-static dd_status_t pipe_start(void *arg, const dd_sync_job_t *job, void *buf,
-                              size_t count, dd_dtype_t dtype, dd_mem_type_t mem,
-                              void **handle_p)
+static dd_status_t pipe_start(void *arg, dd_sync_job_t *job, void *buf,
+                              size_t count, void **handle_p)
 {
     fake_pipe_t *p = arg;
     int i = p->started++;
@@ -173,7 +189,10 @@ static dd_status_t pipe_test(void *arg, void *handle, int *busy_p)
     return DD_OK;
 }
 
-static const dd_sync_pipe_t fake_pipe = {pipe_start, pipe_test};
+static dd_sync_pipe_t fake_pipe(fake_pipe_t *p)
+{
+    return (dd_sync_pipe_t){pipe_start, pipe_test, DD_ENGINE_DEPTH, p};
+}
 
 static void test_pipe_overlaps_two_in_order(void **state)
 {
@@ -184,7 +203,8 @@ static void test_pipe_overlaps_two_in_order(void **state)
     size_t fused_n[] = {3, 2}, one[] = {1};
     dd_sync_job_t *done = NULL;
 
-    assert_int_equal(dd_engine_start(NULL, &fake_pipe, &p, &e), DD_OK);
+    dd_sync_pipe_t fp = fake_pipe(&p);
+    assert_int_equal(dd_engine_start(&fp, &e), DD_OK);
     dd_engine_submit(e, job(fused, fused_n, 2));
     dd_engine_submit(e, job(jc, one, 1));
     dd_engine_submit(e, job(jd, one, 1));
@@ -219,7 +239,8 @@ static void test_pipe_failure_cancels_the_rest(void **state)
     size_t one[] = {1};
     dd_sync_job_t *done = NULL;
 
-    assert_int_equal(dd_engine_start(NULL, &fake_pipe, &p, &e), DD_OK);
+    dd_sync_pipe_t fp = fake_pipe(&p);
+    assert_int_equal(dd_engine_start(&fp, &e), DD_OK);
     dd_engine_submit(e, job(ja, one, 1));
     dd_engine_submit(e, job(jb, one, 1));
     assert_int_equal(dd_engine_drain(e, 5.0, &done), DD_OK);
@@ -235,6 +256,41 @@ static void test_pipe_failure_cancels_the_rest(void **state)
     dd_engine_stop(e);
 }
 
+/* A job on a one-at-a-time pipe never overlaps the overlapping route's
+ * jobs, and a call comes back alone, after the jobs submitted before it,
+ * without showing up in the drain. */
+static void test_call_in_its_turn(void **state)
+{
+    fake_pipe_t p = {.fail_msg = -1};
+    fake_t f = {.fail_at = -1};
+    dd_engine_t *e;
+    float a[1] = {1}, b[2] = {3, 4};
+    float *ja[] = {a}, *jb[] = {b};
+    size_t one[] = {1}, two[] = {2};
+    dd_sync_job_t *done = NULL;
+    dd_sync_pipe_t fp = fake_pipe(&p), r = route(&f);
+
+    assert_int_equal(dd_engine_start(&fp, &e), DD_OK);
+    dd_engine_submit(e, job(ja, one, 1));
+    dd_sync_job_t *call = job(jb, two, 2 - 1);
+    call->pipe = &r;
+    assert_int_equal(dd_engine_call(e, call, 5.0), DD_OK);
+    /* The route's job had finished before the call started: one open at a
+     * time, and the call ran after it. */
+    assert_int_equal(p.most_open, 1);
+    assert_true(a[0] == 2.0f);
+    assert_true(b[0] == 6.0f && b[1] == 8.0f);
+    assert_int_equal(f.calls, 1);
+    assert_true(call->t_start >= 0);
+    assert_int_equal(dd_engine_drain(e, 5.0, &done), DD_OK);
+    assert_non_null(done);
+    assert_null(done->next); /* the call is not drained */
+    assert_ptr_equal(done->items[0].buf, a);
+    dd_sync_job_free_list(done);
+    dd_sync_job_free_list(call);
+    dd_engine_stop(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -243,6 +299,7 @@ int main(void)
         cmocka_unit_test(test_drain_times_out),
         cmocka_unit_test(test_pipe_overlaps_two_in_order),
         cmocka_unit_test(test_pipe_failure_cancels_the_rest),
+        cmocka_unit_test(test_call_in_its_turn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

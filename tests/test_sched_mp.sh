@@ -16,6 +16,17 @@ for n in 1 2 3 4; do
     done
 done
 
+# dd_allreduce and dd_broadcast called while a step's syncs are in flight
+# run in their turn among them, on both routes: exact sums, exact layers.
+for s in ddp dreamddp:2; do
+    if "$DDRUN" -n 3 --timeout 120 -- "$MP" collective $s 6 >"$TMP/uc" 2>&1 &&
+       DREAMDDP_NUM_AGGREGATORS=2 "$DDRUN" -n 5 --timeout 120 -- "$MP" collective $s 6 >>"$TMP/uc" 2>&1; then
+        expect_grep "$TMP/uc" "mp_sched: $s: 6 steps correct on 3 ranks, with collectives inside every step" "$s: collectives inside an open step"
+    else
+        fail "$s: collectives inside an open step"; cat "$TMP/uc"
+    fi
+done
+
 # Small fusion and bucket limits exercise multi-layer messages.
 if DREAMDDP_FUSION_BYTES=64 DREAMDDP_FIRST_BUCKET_BYTES=100 DREAMDDP_BUCKET_BYTES=20000 \
     "$DDRUN" -n 3 --timeout 120 -- "$MP" ddp 5 >"$TMP/fuse" 2>&1 &&

@@ -6,10 +6,10 @@
  * time, the bus bandwidth and, given the link rate, the time the BytePS
  * model predicts; every worker checks the average.
  */
+#include "agg/agg.h"
+#include "api/context.h"
 #include "core/config.h"
 #include "ddbench.h"
-#include "sched/agg.h"
-#include "sched/context.h"
 #include "sched/sched.h"
 
 #include <getopt.h>

@@ -8,8 +8,8 @@
  * syncs against the exact average, and that every layer is synced once per
  * window.
  */
+#include "api/context.h"
 #include "ddbench.h"
-#include "sched/context.h"
 #include "sched/plan.h"
 #include "sched/profile.h"
 #include "sched/sched.h"

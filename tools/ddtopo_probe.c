@@ -9,9 +9,9 @@
  */
 #include "ddtopo.h"
 
+#include "api/context.h"
 #include "core/log.h"
 #include "core/time.h"
-#include "sched/context.h"
 #include "topo/addrs.h"
 #include "topo/agree.h"
 

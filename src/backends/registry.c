@@ -1,14 +1,14 @@
 /*
- * The backend registry: lists dd_backend_<name>.so modules in DREAMDDP_BACKEND_PATH,
- * the install directory and the directory of this library, applies
- * DREAMDDP_BACKENDS, dlopens them, agrees with every rank on the set that all can
- * run, and initializes them with the services they need. It must not link
- * any backend's library, and modules must reach the core only through
- * dd_backend_services_t.
+ * The backend registry: lists dd_backend_<name>.so modules in
+ * DREAMDDP_BACKEND_PATH, the install directory and the directory of this
+ * library, applies DREAMDDP_BACKENDS, dlopens them, agrees with every rank on
+ * the set that all can run, and initializes them with the services they need.
+ * It must not link any backend's library, and modules must reach the core only
+ * through dd_backend_services_t.
  */
 #include "backends/registry.h"
+#include "boot/store.h"
 #include "core/log.h"
-#include "sched/context.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -24,7 +24,7 @@
 
 /* What a module's services point back to. */
 typedef struct {
-    dd_context_h ctx;
+    const dd_backends_env_t *env;
     const char *name;
     char prefix[64]; /* of the module's store keys */
 } dd_backend_svc_arg_t;
@@ -41,6 +41,7 @@ typedef struct {
 } dd_backend_slot_t;
 
 struct dd_backends {
+    dd_backends_env_t env; /* what the modules' services point to */
     int n;
     int owns_dl; /* a group's instances borrow the job's modules */
     dd_backend_slot_t slot[DD_BACKENDS_MAX];
@@ -163,7 +164,8 @@ static void dd_backends_scan(dd_backends_t *b, const char *path)
     }
 }
 
-/* Keeps the modules DREAMDDP_BACKENDS allows, in its order when it lists them. */
+/* Keeps the modules DREAMDDP_BACKENDS allows, in its order when it lists them.
+ */
 static dd_status_t dd_backends_filter(dd_backends_t *b,
                                       const dd_backends_spec_t *spec,
                                       const char *value, const char *path)
@@ -191,16 +193,17 @@ static dd_status_t dd_backends_filter(dd_backends_t *b,
             }
             if (!found) {
                 free(kept);
-                return dd_error(DD_ERR_NOT_FOUND, DD_SUBSYS_BACKEND,
-                                "DREAMDDP_BACKENDS='%s' names backend %s, but no "
-                                "module %s%s.so is in DREAMDDP_BACKEND_PATH (%s), "
-                                "%s or beside the library",
-                                value, spec->names[j], DD_BACKEND_PREFIX,
-                                spec->names[j], path ? path : "unset",
-                                DD_PKGLIBDIR);
+                return dd_error(
+                    DD_ERR_NOT_FOUND, DD_SUBSYS_BACKEND,
+                    "DREAMDDP_BACKENDS='%s' names backend %s, but no "
+                    "module %s%s.so is in DREAMDDP_BACKEND_PATH (%s), "
+                    "%s or beside the library",
+                    value, spec->names[j], DD_BACKEND_PREFIX, spec->names[j],
+                    path ? path : "unset", DD_PKGLIBDIR);
             }
         }
     }
+    kept->env = b->env;
     *b = *kept;
     free(kept);
     return DD_OK;
@@ -249,9 +252,10 @@ static dd_status_t dd_backends_open(dd_backends_t *b)
             continue;
         }
         if (s->explicit_request && status == DD_OK) {
-            status = dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
-                              "backend %s (DREAMDDP_BACKENDS) is unavailable: %s",
-                              s->name, why);
+            status =
+                dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
+                         "backend %s (DREAMDDP_BACKENDS) is unavailable: %s",
+                         s->name, why);
         } else {
             dd_log_info(DD_SUBSYS_BACKEND, "backend %s is unavailable: %s",
                         s->name, why);
@@ -263,10 +267,10 @@ static dd_status_t dd_backends_open(dd_backends_t *b)
 
 /* Every rank says which backends it can run (or that it failed); only
  * those every rank can run are used. */
-static dd_status_t dd_backends_agree(dd_context_h ctx, dd_backends_t *b,
-                                     dd_status_t local)
+static dd_status_t dd_backends_agree(const dd_backends_env_t *env,
+                                     dd_backends_t *b, dd_status_t local)
 {
-    int world = ctx->env.world_size, kept = 0;
+    int world = env->world_size, kept = 0;
     char mine[DD_BACKENDS_LIST_BYTES] = ",";
     char *all = calloc((size_t)world, sizeof(mine));
     dd_status_t status;
@@ -282,13 +286,14 @@ static dd_status_t dd_backends_agree(dd_context_h ctx, dd_backends_t *b,
         strcpy(mine, "!");
     }
     status =
-        dd_store_allgather(ctx->store, "backends", mine, sizeof(mine), all);
+        dd_store_allgather(env->store, "backends", mine, sizeof(mine), all);
     for (int r = 0; status == DD_OK && local == DD_OK && r < world; r++) {
         if (all[(size_t)r * sizeof(mine)] == '!') {
-            status = dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
-                              "rank %d cannot use the backends DREAMDDP_BACKENDS "
-                              "asks for (its log says why)",
-                              r);
+            status =
+                dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
+                         "rank %d cannot use the backends DREAMDDP_BACKENDS "
+                         "asks for (its log says why)",
+                         r);
         }
     }
     int missing[DD_BACKENDS_MAX];
@@ -302,10 +307,11 @@ static dd_status_t dd_backends_agree(dd_context_h ctx, dd_backends_t *b,
             }
         }
         if (missing[i] >= 0 && b->slot[i].explicit_request) {
-            status = dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
-                              "backend %s (DREAMDDP_BACKENDS) is unavailable on "
-                              "rank %d",
-                              b->slot[i].name, missing[i]);
+            status =
+                dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
+                         "backend %s (DREAMDDP_BACKENDS) is unavailable on "
+                         "rank %d",
+                         b->slot[i].name, missing[i]);
         }
     }
     for (int i = 0; status == DD_OK && local == DD_OK && i < b->n; i++) {
@@ -332,7 +338,7 @@ static dd_status_t dd_backend_svc_set(void *arg, const char *key,
     char full[512];
 
     snprintf(full, sizeof(full), "%s/%s", a->prefix, key);
-    return dd_store_set(a->ctx->store, full, value, len);
+    return dd_store_set(a->env->store, full, value, len);
 }
 
 static dd_status_t dd_backend_svc_get(void *arg, const char *key,
@@ -342,7 +348,7 @@ static dd_status_t dd_backend_svc_get(void *arg, const char *key,
     char full[512];
 
     snprintf(full, sizeof(full), "%s/%s", a->prefix, key);
-    return dd_store_get(a->ctx->store, full, value_p, len_p);
+    return dd_store_get(a->env->store, full, value_p, len_p);
 }
 
 static dd_status_t dd_backend_svc_wait(void *arg, const char *const *keys,
@@ -361,8 +367,8 @@ static dd_status_t dd_backend_svc_wait(void *arg, const char *const *keys,
         snprintf(full[i], size, "%s/%s", a->prefix, keys[i]);
     }
     if (full != NULL && i == n) {
-        status = a->ctx->store->ops->wait(
-            a->ctx->store, (const char *const *)full, n, timeout_s, NULL);
+        status = a->env->store->ops->wait(
+            a->env->store, (const char *const *)full, n, timeout_s, NULL);
     }
     for (int j = 0; full != NULL && j < n; j++) {
         free(full[j]);
@@ -392,12 +398,13 @@ static dd_status_t dd_backend_svc_error(void *arg, dd_status_t status,
 
 /* A module instance's view: the job (group NULL), or a group of ranks in
  * which this process is rank `rank` of `size`. */
-static void dd_backend_services_fill(dd_context_h ctx, dd_backend_slot_t *s,
-                                     const char *group, int rank, int size)
+static void dd_backend_services_fill(const dd_backends_env_t *env,
+                                     dd_backend_slot_t *s, const char *group,
+                                     int rank, int size)
 {
     dd_backend_services_t *svc = &s->services;
 
-    s->arg.ctx = ctx;
+    s->arg.env = env;
     s->arg.name = s->name;
     snprintf(s->arg.prefix, sizeof(s->arg.prefix), "backend/%s%s%s",
              group ? group : "", group ? "/" : "", s->name);
@@ -405,14 +412,13 @@ static void dd_backend_services_fill(dd_context_h ctx, dd_backend_slot_t *s,
     svc->abi_version = DD_BACKEND_ABI_VERSION;
     svc->rank = rank;
     svc->world_size = size;
-    svc->local_rank = ctx->env.local_rank;
-    svc->local_size = ctx->env.local_size;
-    svc->timeout_s = ctx->core.timeout_s;
-    svc->ifname = ctx->net.name[0] != '\0' ? ctx->net.name : NULL;
-    svc->rdma =
-        svc->ifname != NULL && ctx->net.rdma[0] != '\0' ? ctx->net.rdma : NULL;
-    /* Modules log their info and debug lines only where DREAMDDP_LOG_SUBSYS lets
-     * the backend subsystem speak. */
+    svc->local_rank = env->local_rank;
+    svc->local_size = env->local_size;
+    svc->timeout_s = env->timeout_s;
+    svc->ifname = env->ifname;
+    svc->rdma = svc->ifname != NULL ? env->rdma : NULL;
+    /* Modules log their info and debug lines only where DREAMDDP_LOG_SUBSYS
+     * lets the backend subsystem speak. */
     svc->log_level = dd_log_enabled(DD_LOG_INFO, DD_SUBSYS_BACKEND)
                          ? dd_log_level_g
                          : DD_LOG_WARN;
@@ -463,14 +469,14 @@ static void dd_backends_log_choice(dd_backends_t *b)
     }
 }
 
-static dd_status_t dd_backends_init(dd_context_h ctx, dd_backends_t *b,
-                                    const char *group, int rank, int size)
+static dd_status_t dd_backends_init(dd_backends_t *b, const char *group,
+                                    int rank, int size)
 {
     char names[DD_BACKENDS_LIST_BYTES] = "";
 
     for (int i = 0; i < b->n; i++) {
         dd_backend_slot_t *s = &b->slot[i];
-        dd_backend_services_fill(ctx, s, group, rank, size);
+        dd_backend_services_fill(&b->env, s, group, rank, size);
         dd_status_t status = s->ops->init(&s->services, &s->instance);
         if (status != DD_OK) {
             dd_error(status, DD_SUBSYS_BACKEND,
@@ -491,9 +497,10 @@ static dd_status_t dd_backends_init(dd_context_h ctx, dd_backends_t *b,
     return DD_OK;
 }
 
-dd_status_t dd_backends_load(dd_context_h ctx, dd_backends_t **backends_p)
+dd_status_t dd_backends_load(const dd_backends_env_t *env,
+                             dd_backends_t **backends_p)
 {
-    const dd_backend_opts_t *opts = &ctx->backend;
+    const dd_backend_opts_t *opts = env->opts;
     dd_backends_spec_t spec;
     dd_status_t status;
 
@@ -503,6 +510,7 @@ dd_status_t dd_backends_load(dd_context_h ctx, dd_backends_t **backends_p)
                         "no memory for the backend registry");
     }
     b->owns_dl = 1;
+    b->env = *env;
     status = dd_backends_spec_parse(opts->backends, &spec);
     if (status == DD_OK) {
         dd_backends_scan(b, opts->path);
@@ -514,10 +522,9 @@ dd_status_t dd_backends_load(dd_context_h ctx, dd_backends_t **backends_p)
     if (status == DD_OK) {
         status = dd_backends_open(b);
     }
-    status = dd_backends_agree(ctx, b, status);
+    status = dd_backends_agree(env, b, status);
     if (status == DD_OK) {
-        status =
-            dd_backends_init(ctx, b, NULL, ctx->env.rank, ctx->env.world_size);
+        status = dd_backends_init(b, NULL, env->rank, env->world_size);
     }
     if (status != DD_OK) {
         dd_backends_unload(b);
@@ -527,8 +534,8 @@ dd_status_t dd_backends_load(dd_context_h ctx, dd_backends_t **backends_p)
     return DD_OK;
 }
 
-dd_status_t dd_backends_load_group(dd_context_h ctx, const dd_backends_t *job,
-                                   const char *group, int rank, int size,
+dd_status_t dd_backends_load_group(const dd_backends_t *job, const char *group,
+                                   int rank, int size,
                                    dd_backends_t **backends_p)
 {
     dd_backends_t *b = calloc(1, sizeof(*b));
@@ -538,11 +545,12 @@ dd_status_t dd_backends_load_group(dd_context_h ctx, const dd_backends_t *job,
                         "no memory for the %s backends", group);
     }
     b->n = job->n;
+    b->env = job->env;
     for (int i = 0; i < job->n; i++) {
         b->slot[i] = job->slot[i];
         b->slot[i].instance = NULL;
     }
-    dd_status_t status = dd_backends_init(ctx, b, group, rank, size);
+    dd_status_t status = dd_backends_init(b, group, rank, size);
     if (status != DD_OK) {
         dd_backends_unload(b);
         return status;
@@ -568,9 +576,9 @@ void dd_backends_unload(dd_backends_t *backends)
     free(backends);
 }
 
-dd_status_t dd_backends_pick(dd_backends_t *backends, dd_coll_t coll,
-                             dd_mem_type_t mem_type, size_t bytes,
-                             dd_backend_ref_t *ref_p)
+int dd_backends_find(dd_backends_t *backends, dd_coll_t coll,
+                     dd_mem_type_t mem_type, size_t bytes,
+                     dd_backend_ref_t *ref_p)
 {
     int top = 0, best = -1;
 
@@ -583,13 +591,23 @@ dd_status_t dd_backends_pick(dd_backends_t *backends, dd_coll_t coll,
         }
     }
     if (best < 0) {
+        return 0;
+    }
+    ref_p->ops = backends->slot[best].ops;
+    ref_p->instance = backends->slot[best].instance;
+    return 1;
+}
+
+dd_status_t dd_backends_pick(dd_backends_t *backends, dd_coll_t coll,
+                             dd_mem_type_t mem_type, size_t bytes,
+                             dd_backend_ref_t *ref_p)
+{
+    if (!dd_backends_find(backends, coll, mem_type, bytes, ref_p)) {
         return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
                         "no backend runs %s on %s memory (%d loaded; "
                         "DREAMDDP_BACKENDS and the info log say which)",
                         dd_coll_name(coll), dd_mem_type_name(mem_type),
                         backends ? backends->n : 0);
     }
-    ref_p->ops = backends->slot[best].ops;
-    ref_p->instance = backends->slot[best].instance;
     return DD_OK;
 }

@@ -10,8 +10,24 @@
 #include <dreamddp/backend.h>
 
 #include "backends/backend_config.h"
+#include "boot/store.h"
 
 typedef struct dd_backends dd_backends_t;
+
+/**
+ * What the registry is handed: its options, the job's geometry, the store
+ * the modules rendezvous through, and the interface the topology chose
+ * (NULL when none was), which goes to every module in its services.
+ */
+typedef struct {
+    const dd_backend_opts_t *opts;
+    dd_store_t *store;
+    int rank, world_size;
+    int local_rank, local_size;
+    double timeout_s;
+    const char *ifname; /* NULL: each backend's own default */
+    const char *rdma;   /* the interface's RDMA device, or NULL */
+} dd_backends_env_t;
 
 /** One loaded, initialized backend. */
 typedef struct {
@@ -20,11 +36,12 @@ typedef struct {
 } dd_backend_ref_t;
 
 /**
- * Loads and initializes the backends for ctx (after the store and roles are
- * up). An explicitly requested backend that cannot be used is an error
- * naming it and why; others are skipped with an info message.
+ * Loads and initializes the backends (after the store and roles are up). An
+ * explicitly requested backend that cannot be used is an error naming it and
+ * why; others are skipped with an info message.
  */
-dd_status_t dd_backends_load(dd_context_h ctx, dd_backends_t **backends_p);
+dd_status_t dd_backends_load(const dd_backends_env_t *env,
+                             dd_backends_t **backends_p);
 
 /** Finalizes and unloads every backend. NULL is allowed. */
 /**
@@ -34,8 +51,8 @@ dd_status_t dd_backends_load(dd_context_h ctx, dd_backends_t **backends_p);
  * Only the group's members call it. The modules stay the job's: unload the
  * group before the job.
  */
-dd_status_t dd_backends_load_group(dd_context_h ctx, const dd_backends_t *job,
-                                   const char *group, int rank, int size,
+dd_status_t dd_backends_load_group(const dd_backends_t *job, const char *group,
+                                   int rank, int size,
                                    dd_backends_t **backends_p);
 
 void dd_backends_unload(dd_backends_t *backends);
@@ -47,5 +64,34 @@ void dd_backends_unload(dd_backends_t *backends);
 dd_status_t dd_backends_pick(dd_backends_t *backends, dd_coll_t coll,
                              dd_mem_type_t mem_type, size_t bytes,
                              dd_backend_ref_t *ref_p);
+
+/** The same without reporting: whether one was found. */
+int dd_backends_find(dd_backends_t *backends, dd_coll_t coll,
+                     dd_mem_type_t mem_type, size_t bytes,
+                     dd_backend_ref_t *ref_p);
+
+/** A collective started on the backend that scores best for it. */
+typedef struct {
+    dd_backend_ref_t ref;
+    dd_backend_request_t *req;
+} dd_backends_op_t;
+
+/**
+ * Starts coll with args on the best backend for bytes (the largest buffer)
+ * of args->mem_type memory; never blocks on peers. On DD_OK, op must be
+ * tested or waited for until a final status, or canceled.
+ */
+dd_status_t dd_backends_op_start(dd_backends_t *backends, dd_coll_t coll,
+                                 const dd_backend_args_t *args, size_t bytes,
+                                 dd_backends_op_t *op);
+
+/** DD_INPROGRESS, or the final status, which releases the request. */
+dd_status_t dd_backends_op_test(dd_backends_op_t *op);
+
+/** Waits up to timeout_s; DD_ERR_TIMED_OUT (reported) cancels it. */
+dd_status_t dd_backends_op_wait(dd_backends_op_t *op, double timeout_s);
+
+/** Releases a request not yet released. */
+void dd_backends_op_cancel(dd_backends_op_t *op);
 
 #endif

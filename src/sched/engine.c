@@ -25,10 +25,8 @@ struct dd_engine {
     dd_sync_job_t *done, **done_tail;   /* ran, not yet drained */
     size_t pending;                     /* submitted, not yet run */
     int stopping;
-    dd_status_t failed; /* after one failure the rest are canceled */
-    dd_sync_route_fn_t route;
-    dd_sync_pipe_t pipe; /* start is NULL without one */
-    void *route_arg;
+    dd_status_t failed;   /* after one failure the rest are canceled */
+    dd_sync_pipe_t route; /* the pipe of jobs that name none */
     void *staging[DD_ENGINE_DEPTH]; /* one per job started at once */
     size_t staging_size[DD_ENGINE_DEPTH];
     uint64_t n_started;
@@ -53,6 +51,11 @@ static dd_status_t dd_engine_pack(dd_engine_t *e, dd_sync_job_t *job, int i,
         return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_SCHED,
                         "%zu %s buffers in one job: only host buffers fuse",
                         job->n_items, dd_mem_type_name(job->mem_type));
+    }
+    if (job->n_items == 0) { /* a collective: its op names the buffers */
+        *buf_p = NULL;
+        *count_p = 0;
+        return DD_OK;
     }
     if (!dd_engine_fused(job)) {
         *buf_p = job->items[0].buf;
@@ -93,34 +96,6 @@ static void dd_engine_unpack(dd_engine_t *e, dd_sync_job_t *job, int i)
     }
 }
 
-/* Runs one job through the route: each buffer in place, or a fused job as
- * one message through staging slot 0. */
-static dd_status_t dd_engine_run(dd_engine_t *e, dd_sync_job_t *job)
-{
-    if (!dd_engine_fused(job)) {
-        for (size_t i = 0; i < job->n_items; i++) {
-            dd_status_t status =
-                e->route(e->route_arg, job, job->items[i].buf,
-                         job->items[i].count, job->dtype, job->mem_type);
-            if (status != DD_OK) {
-                return status;
-            }
-        }
-        return DD_OK;
-    }
-    void *buf;
-    size_t count;
-    dd_status_t status = dd_engine_pack(e, job, 0, &buf, &count);
-    if (status == DD_OK) {
-        status =
-            e->route(e->route_arg, job, buf, count, job->dtype, job->mem_type);
-    }
-    if (status == DD_OK) {
-        dd_engine_unpack(e, job, 0);
-    }
-    return status;
-}
-
 /* Hands a finished job to the application thread; under the lock. */
 static void dd_engine_finish(dd_engine_t *e, dd_sync_job_t *job)
 {
@@ -143,10 +118,19 @@ static void dd_engine_finish(dd_engine_t *e, dd_sync_job_t *job)
         }
     }
     job->next = NULL;
-    *e->done_tail = job;
-    e->done_tail = &job->next;
+    if (!job->waited) {
+        *e->done_tail = job;
+        e->done_tail = &job->next;
+    }
+    job->finished = 2; /* handed back */
     e->pending--;
     pthread_cond_broadcast(&e->cond);
+}
+
+static const dd_sync_pipe_t *dd_engine_pipe(const dd_engine_t *e,
+                                            const dd_sync_job_t *job)
+{
+    return job->pipe != NULL ? job->pipe : &e->route;
 }
 
 /* Starts a job through the pipe, in staging slot i. */
@@ -162,8 +146,8 @@ static void dd_engine_pipe_start(dd_engine_t *e, dd_sync_job_t *job, int i)
         job->status = dd_engine_pack(e, job, i, &buf, &count);
     }
     if (job->status == DD_OK) {
-        job->status = e->pipe.start(e->route_arg, job, buf, count, job->dtype,
-                                    job->mem_type, &job->handle);
+        const dd_sync_pipe_t *pipe = dd_engine_pipe(e, job);
+        job->status = pipe->start(pipe->arg, job, buf, count, &job->handle);
     }
     if (job->status != DD_OK) {
         job->finished = 1;
@@ -171,10 +155,36 @@ static void dd_engine_pipe_start(dd_engine_t *e, dd_sync_job_t *job, int i)
     }
 }
 
-/* The thread with a pipe: up to DD_ENGINE_DEPTH jobs started, tested in
- * turn, finished in order. */
-static void dd_engine_pipe_main(dd_engine_t *e)
+/* The depth a set of jobs allows: the least of their pipes'. */
+static int dd_engine_depth(const dd_engine_t *e, dd_sync_job_t *const *jobs,
+                           int n, int depth)
 {
+    for (int j = 0; j < n; j++) {
+        int d = dd_engine_pipe(e, jobs[j])->depth;
+        depth = d < depth ? d : depth;
+    }
+    return depth < 1 ? 1 : depth;
+}
+
+/* Whether the next job may start beside the n_fly in flight and the
+ * n_take about to start: no pipe among them, nor its own, overlaps
+ * fewer. */
+static int dd_engine_room(const dd_engine_t *e, dd_sync_job_t *const *fly,
+                          int n_fly, dd_sync_job_t *const *take, int n_take,
+                          const dd_sync_job_t *next)
+{
+    int depth = dd_engine_pipe(e, next)->depth;
+
+    depth = dd_engine_depth(e, fly, n_fly, depth);
+    depth = dd_engine_depth(e, take, n_take, depth);
+    return n_fly + n_take < (depth > DD_ENGINE_DEPTH ? DD_ENGINE_DEPTH : depth);
+}
+
+/* The thread: jobs started as their pipes allow, tested in turn, finished
+ * in order. */
+static void *dd_engine_main(void *arg)
+{
+    dd_engine_t *e = arg;
     dd_sync_job_t *fly[DD_ENGINE_DEPTH];
     int slot[DD_ENGINE_DEPTH];
     int n = 0;
@@ -190,7 +200,8 @@ static void dd_engine_pipe_main(dd_engine_t *e)
         }
         dd_sync_job_t *take[DD_ENGINE_DEPTH];
         int n_take = 0;
-        while (n + n_take < DD_ENGINE_DEPTH && e->queue != NULL) {
+        while (e->queue != NULL &&
+               dd_engine_room(e, fly, n, take, n_take, e->queue)) {
             take[n_take++] = e->queue;
             e->queue = e->queue->next;
             if (e->queue == NULL) {
@@ -213,8 +224,8 @@ static void dd_engine_pipe_main(dd_engine_t *e)
             if (job->finished) {
                 continue;
             }
-            dd_status_t status =
-                e->pipe.test(e->route_arg, job->handle, &moved);
+            const dd_sync_pipe_t *pipe = dd_engine_pipe(e, job);
+            dd_status_t status = pipe->test(pipe->arg, job->handle, &moved);
             busy |= moved;
             if (status != DD_INPROGRESS) {
                 job->status = status;
@@ -246,62 +257,10 @@ static void dd_engine_pipe_main(dd_engine_t *e)
         pthread_mutex_lock(&e->lock);
     }
     pthread_mutex_unlock(&e->lock);
-}
-
-static void *dd_engine_main(void *arg)
-{
-    dd_engine_t *e = arg;
-
-    if (e->pipe.start != NULL) {
-        dd_engine_pipe_main(e);
-        return NULL;
-    }
-
-    pthread_mutex_lock(&e->lock);
-    while (1) {
-        while (e->queue == NULL && !e->stopping) {
-            pthread_cond_wait(&e->cond, &e->lock);
-        }
-        if (e->queue == NULL) {
-            break;
-        }
-        dd_sync_job_t *job = e->queue;
-        e->queue = job->next;
-        if (e->queue == NULL) {
-            e->queue_tail = &e->queue;
-        }
-        pthread_mutex_unlock(&e->lock);
-
-        job->next = NULL;
-        job->t_start = dd_time_now();
-        /* Once a sync failed the workers no longer agree on what runs
-         * next: later jobs are canceled rather than each waiting out the
-         * timeout. */
-        job->status = e->failed ? DD_ERR_CANCELED : dd_engine_run(e, job);
-        job->t_end = dd_time_now();
-        if (job->status != DD_OK) {
-            /* The message is in this thread's last error; the application
-             * thread reports it. */
-            snprintf(job->why, sizeof(job->why), "%s",
-                     e->failed ? "an earlier sync failed" : dd_last_error());
-        }
-
-        pthread_mutex_lock(&e->lock);
-        if (job->status != DD_OK && e->failed == DD_OK) {
-            e->failed = job->status;
-        }
-        *e->done_tail = job;
-        e->done_tail = &job->next;
-        e->pending--;
-        pthread_cond_broadcast(&e->cond);
-    }
-    pthread_mutex_unlock(&e->lock);
     return NULL;
 }
 
-dd_status_t dd_engine_start(dd_sync_route_fn_t route,
-                            const dd_sync_pipe_t *pipe, void *route_arg,
-                            dd_engine_t **engine_p)
+dd_status_t dd_engine_start(const dd_sync_pipe_t *route, dd_engine_t **engine_p)
 {
     dd_engine_t *e = calloc(1, sizeof(*e));
     pthread_condattr_t attr;
@@ -309,11 +268,7 @@ dd_status_t dd_engine_start(dd_sync_route_fn_t route,
     if (e == NULL) {
         return DD_ERR_NO_MEMORY;
     }
-    e->route = route;
-    if (pipe != NULL) {
-        e->pipe = *pipe;
-    }
-    e->route_arg = route_arg;
+    e->route = *route;
     e->queue_tail = &e->queue;
     e->done_tail = &e->done;
     pthread_mutex_init(&e->lock, NULL);
@@ -330,6 +285,18 @@ dd_status_t dd_engine_start(dd_sync_route_fn_t route,
     }
     *engine_p = e;
     return DD_OK;
+}
+
+/* The monotonic time timeout_s from now. */
+static void dd_engine_deadline(struct timespec *ts, double timeout_s)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += (time_t)timeout_s;
+    ts->tv_nsec += (long)((timeout_s - (double)(time_t)timeout_s) * 1e9);
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
 }
 
 void dd_engine_submit(dd_engine_t *e, dd_sync_job_t *job)
@@ -350,13 +317,7 @@ dd_status_t dd_engine_drain(dd_engine_t *e, double timeout_s,
     struct timespec ts;
     dd_status_t status = DD_OK;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)timeout_s;
-    ts.tv_nsec += (long)((timeout_s - (double)(time_t)timeout_s) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    dd_engine_deadline(&ts, timeout_s);
     pthread_mutex_lock(&e->lock);
     while (e->pending > 0) {
         if (pthread_cond_timedwait(&e->cond, &e->lock, &ts) == ETIMEDOUT) {
@@ -371,6 +332,29 @@ dd_status_t dd_engine_drain(dd_engine_t *e, double timeout_s,
     }
     pthread_mutex_unlock(&e->lock);
     return status;
+}
+
+dd_status_t dd_engine_call(dd_engine_t *e, dd_sync_job_t *job, double timeout_s)
+{
+    struct timespec ts;
+    dd_status_t status = DD_OK;
+
+    job->waited = 1;
+    dd_engine_submit(e, job);
+    dd_engine_deadline(&ts, timeout_s);
+    pthread_mutex_lock(&e->lock);
+    while (job->finished != 2) {
+        if (pthread_cond_timedwait(&e->cond, &e->lock, &ts) == ETIMEDOUT) {
+            status = DD_ERR_TIMED_OUT;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (status == DD_OK && job->status != DD_OK) {
+        /* The engine thread's message, as this thread's last error. */
+        dd_last_error_set(job->why);
+    }
+    return status == DD_OK ? job->status : status;
 }
 
 void dd_sync_job_free_list(dd_sync_job_t *job)

@@ -1,12 +1,12 @@
 /*
  * The progress engine: one thread that runs sync jobs in the order they are
- * submitted (backward order), one at a time, like the single FIFO channel of
- * the planner's cost model, while the application keeps computing. A route
- * that can (the aggregators') overlaps the tail of one job with the head of
- * the next; the times recorded keep the channel's order (a job starts no
- * earlier than the previous one ends). It knows nothing of strategies: a job
- * is a list of buffers to average, and the route (backend allreduce or
- * aggregators) is given to it.
+ * submitted (backward order), like the single FIFO channel of the planner's
+ * cost model, while the application keeps computing. Every route is a pipe
+ * (start, test); one that can (the aggregators') overlaps the tail of one
+ * job with the head of the next, and the times recorded keep the channel's
+ * order (a job starts no earlier than the previous one ends). It knows
+ * nothing of strategies: a job is a list of buffers to average, or a
+ * collective the application asked for, and the pipe is given to it.
  */
 #ifndef DD_SCHED_ENGINE_H
 #define DD_SCHED_ENGINE_H
@@ -18,26 +18,21 @@
 
 struct dd_sync_job;
 
-/** Averages count elements in buf across the workers, in place; job says
- *  which step and layers buf belongs to (for headers and messages). */
-typedef dd_status_t (*dd_sync_route_fn_t)(void *arg,
-                                          const struct dd_sync_job *job,
-                                          void *buf, size_t count,
-                                          dd_dtype_t dtype,
-                                          dd_mem_type_t mem_type);
-
 /**
- * A route that overlaps consecutive jobs (the aggregators'): start takes a
- * job's buffer and returns at once; test moves every started job and
- * returns DD_OK once the given one is done, DD_INPROGRESS before, or its
- * error; *busy_p says whether anything moved. The engine keeps at most
- * DD_ENGINE_DEPTH jobs started and finishes them in order.
+ * How jobs travel: every route (the backends' allreduce among workers, the
+ * aggregators) is one non-blocking pipe. start takes a job's wire buffer
+ * (the job's own buffer, or its items packed) and returns at once; test
+ * moves every started job and returns DD_OK once the given one is done,
+ * DD_INPROGRESS before, or its error; *busy_p says whether anything moved.
+ * A pipe overlaps up to depth jobs (1 to DD_ENGINE_DEPTH); the engine
+ * finishes them in order.
  */
 typedef struct {
-    dd_status_t (*start)(void *arg, const struct dd_sync_job *job, void *buf,
-                         size_t count, dd_dtype_t dtype, dd_mem_type_t mem_type,
-                         void **handle_p);
+    dd_status_t (*start)(void *arg, struct dd_sync_job *job, void *buf,
+                         size_t count, void **handle_p);
     dd_status_t (*test)(void *arg, void *handle, int *busy_p);
+    int depth;
+    void *arg;
 } dd_sync_pipe_t;
 
 #define DD_ENGINE_DEPTH 2
@@ -57,6 +52,10 @@ typedef struct dd_sync_job {
     dd_sync_item_t *items;
     size_t n_layers;
     size_t *layers; /* indices of the layers the job syncs */
+    /* The pipe it travels through; NULL: the engine's route. */
+    const dd_sync_pipe_t *pipe;
+    const void *op; /* what the pipe does; NULL: average in place */
+    int waited;     /* dd_engine_call waits for it: not drained */
     double t_submit, t_start, t_end;
     void *handle; /* the pipe's, while started */
     int finished; /* the pipe is done with it */
@@ -66,9 +65,8 @@ typedef struct dd_sync_job {
 
 typedef struct dd_engine dd_engine_t;
 
-/** Starts the thread; pipe, when not NULL, is used instead of route. */
-dd_status_t dd_engine_start(dd_sync_route_fn_t route,
-                            const dd_sync_pipe_t *pipe, void *route_arg,
+/** Starts the thread; route is the pipe of jobs that name none. */
+dd_status_t dd_engine_start(const dd_sync_pipe_t *route,
                             dd_engine_t **engine_p);
 
 /** Hands job to the engine; it comes back from dd_engine_drain. */
@@ -81,6 +79,15 @@ void dd_engine_submit(dd_engine_t *engine, dd_sync_job_t *job);
  */
 dd_status_t dd_engine_drain(dd_engine_t *engine, double timeout_s,
                             dd_sync_job_t **done_p);
+
+/**
+ * Runs job in its turn and waits for it alone (a collective the
+ * application asked for, ordered with the layers' syncs): returns its
+ * status, or DD_ERR_TIMED_OUT after timeout_s, when the job stays with the
+ * engine. The caller keeps and frees job.
+ */
+dd_status_t dd_engine_call(dd_engine_t *engine, dd_sync_job_t *job,
+                           double timeout_s);
 
 /** Frees a job list. */
 void dd_sync_job_free_list(dd_sync_job_t *job);

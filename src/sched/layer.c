@@ -4,43 +4,42 @@
  * replicas equal and starts the engine.
  */
 #include "core/log.h"
-#include "sched/agg.h"
-#include "sched/context.h"
 #include "sched/sched.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-dd_status_t dd_sched_create(struct dd_context *ctx, dd_sched_t **sched_p)
+dd_status_t dd_sched_create(const dd_sched_env_t *env, dd_sched_t **sched_p)
 {
     dd_sched_t *sched = calloc(1, sizeof(*sched));
 
     if (sched == NULL) {
         return DD_ERR_NO_MEMORY;
     }
-    sched->ctx = ctx;
-    sched->opts = ctx->sched_opts;
+    sched->env = *env;
+    sched->opts = *env->opts;
+    dd_sched_pipes_init(sched);
     if (dd_strategy_parse(sched->opts.strategy, &sched->strategy) != DD_OK) {
         free(sched);
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
                         "invalid value DREAMDDP_STRATEGY='%s': expected %s",
-                        ctx->sched_opts.strategy, DD_STRATEGY_ACCEPTED);
+                        env->opts->strategy, DD_STRATEGY_ACCEPTED);
     }
     if (sched->opts.adaptive_kmin > sched->opts.adaptive_kmax) {
         free(sched);
-        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
-                        "DREAMDDP_ADAPTIVE_KMIN=%d and DREAMDDP_ADAPTIVE_KMAX=%d disagree: "
-                        "the minimum must not exceed the maximum",
-                        ctx->sched_opts.adaptive_kmin,
-                        ctx->sched_opts.adaptive_kmax);
+        return dd_error(
+            DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
+            "DREAMDDP_ADAPTIVE_KMIN=%d and DREAMDDP_ADAPTIVE_KMAX=%d disagree: "
+            "the minimum must not exceed the maximum",
+            env->opts->adaptive_kmin, env->opts->adaptive_kmax);
     }
     if (sched->opts.chunk_bytes < 64 || sched->opts.chunk_bytes % 8 != 0) {
         free(sched);
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
                         "invalid value DREAMDDP_CHUNK_BYTES=%zu: expected a "
                         "multiple of 8 bytes, at least 64",
-                        ctx->sched_opts.chunk_bytes);
+                        env->opts->chunk_bytes);
     }
     dd_strategy_format(&sched->strategy, sched->strategy_name,
                        sizeof(sched->strategy_name));
@@ -58,12 +57,11 @@ void dd_sched_quiesce(dd_sched_t *sched)
     if (sched->agg != NULL) {
         dd_agg_destroy(sched->agg);
         sched->agg = NULL;
-    } else if (sched->ctx->role == DD_ROLE_WORKER &&
-               sched->ctx->n_workers < sched->ctx->env.world_size &&
-               !sched->said_goodbye) {
+    } else if (sched->env.job->role == DD_ROLE_WORKER &&
+               sched->env.agg != NULL && !sched->said_goodbye) {
         /* A worker that never synced through the aggregators (no commit,
          * or DREAMDDP_ROUTE=allreduce) still ends their service. */
-        dd_agg_goodbye_all(sched->ctx);
+        dd_agg_goodbye_all(sched->env.agg);
     }
     sched->said_goodbye = 1;
 }
@@ -122,14 +120,13 @@ static dd_status_t dd_layer_check(dd_sched_t *sched, const char *name,
     return DD_OK;
 }
 
-dd_status_t dd_layer_register(dd_context_h ctx, const char *name,
-                              const dd_tensor_t *tensors, size_t n_tensors,
-                              dd_layer_h *layer_p)
+dd_status_t dd_sched_layer_register(dd_sched_t *sched, const char *name,
+                                    const dd_tensor_t *tensors,
+                                    size_t n_tensors, dd_layer_h *layer_p)
 {
-    dd_sched_t *sched = ctx->sched;
     dd_status_t status;
 
-    if (ctx->role != DD_ROLE_WORKER || sched->committed) {
+    if (sched->env.job->role != DD_ROLE_WORKER || sched->committed) {
         return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED, "dd_layer_register: %s",
                         sched->committed ? "the model is already committed"
                                          : "aggregators hold no layers");
@@ -171,9 +168,8 @@ dd_status_t dd_layer_register(dd_context_h ctx, const char *name,
     return DD_OK;
 }
 
-dd_status_t dd_strategy_set(dd_context_h ctx, const char *strategy)
+dd_status_t dd_sched_strategy_set(dd_sched_t *sched, const char *strategy)
 {
-    dd_sched_t *sched = ctx->sched;
     dd_strategy_t parsed;
 
     if (sched->committed) {
@@ -189,11 +185,6 @@ dd_status_t dd_strategy_set(dd_context_h ctx, const char *strategy)
     dd_strategy_format(&parsed, sched->strategy_name,
                        sizeof(sched->strategy_name));
     return DD_OK;
-}
-
-const char *dd_strategy_name(dd_context_h ctx)
-{
-    return ctx->sched->strategy_name;
 }
 
 /* One line per layer: "name count:dtype,count:dtype". */
@@ -247,23 +238,24 @@ static size_t dd_sched_first_diff(const char *a, const char *b, char *la,
 /* Waits for the table of every worker; tables[r] is NULL for aggregators. */
 static dd_status_t dd_sched_gather_tables(dd_sched_t *sched, char **tables)
 {
-    struct dd_context *ctx = sched->ctx;
-    int world = ctx->env.world_size;
+    const dd_job_t *job = sched->env.job;
+    int world = job->world_size;
     char key[64];
 
     for (int r = 0; r < world; r++) {
-        if (ctx->roles[r] != DD_ROLE_WORKER) {
+        if (job->roles[r] != DD_ROLE_WORKER) {
             continue;
         }
         snprintf(key, sizeof(key), "dd/layers/%d", r);
         size_t len;
         dd_status_t status =
-            dd_store_get(ctx->store, key, (void **)&tables[r], &len);
+            dd_store_get(job->store, key, (void **)&tables[r], &len);
         if (status == DD_ERR_TIMED_OUT) {
-            return dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_SCHED,
-                            "dd_model_commit: worker rank %d did not commit "
-                            "its layer table within %.0f s (DREAMDDP_TIMEOUT_S)",
-                            r, ctx->core.timeout_s);
+            return dd_error(
+                DD_ERR_TIMED_OUT, DD_SUBSYS_SCHED,
+                "dd_model_commit: worker rank %d did not commit "
+                "its layer table within %.0f s (DREAMDDP_TIMEOUT_S)",
+                r, job->timeout_s);
         }
         if (status != DD_OK) {
             return status;
@@ -276,8 +268,7 @@ static dd_status_t dd_sched_gather_tables(dd_sched_t *sched, char **tables)
  * differing layer and every rank that differs. */
 static dd_status_t dd_sched_compare_tables(dd_sched_t *sched, char **tables)
 {
-    struct dd_context *ctx = sched->ctx;
-    int world = ctx->env.world_size, ref = -1, worst = -1;
+    int world = sched->env.job->world_size, ref = -1, worst = -1;
     size_t first = (size_t)-1;
     char ranks[256] = "", la[256], lb[256], wa[256] = "", wb[256] = "";
 
@@ -315,16 +306,16 @@ static dd_status_t dd_sched_compare_tables(dd_sched_t *sched, char **tables)
 
 dd_status_t dd_sched_check_tables(dd_sched_t *sched)
 {
-    struct dd_context *ctx = sched->ctx;
-    int world = ctx->env.world_size;
+    const dd_job_t *job = sched->env.job;
+    int world = job->world_size;
     char key[64];
     char *mine = dd_sched_table_text(sched);
     char **tables = calloc((size_t)world, sizeof(char *));
     dd_status_t status = DD_ERR_NO_MEMORY;
 
     if (mine != NULL && tables != NULL) {
-        snprintf(key, sizeof(key), "dd/layers/%d", ctx->env.rank);
-        status = dd_store_set(ctx->store, key, mine, strlen(mine));
+        snprintf(key, sizeof(key), "dd/layers/%d", job->rank);
+        status = dd_store_set(job->store, key, mine, strlen(mine));
     }
     if (status == DD_OK) {
         status = dd_sched_gather_tables(sched, tables);
@@ -346,9 +337,15 @@ static dd_status_t dd_sched_broadcast_params(dd_sched_t *sched)
     for (size_t i = 0; i < sched->n_layers; i++) {
         struct dd_layer *l = sched->layers[i];
         for (size_t t = 0; t < l->n_tensors; t++) {
-            dd_status_t status = dd_broadcast(
-                sched->ctx, l->tensors[t].param, l->tensors[t].count,
-                l->tensors[t].dtype, 0, l->tensors[t].mem_type);
+            const dd_tensor_t *x = &l->tensors[t];
+            dd_sched_coll_t bcast = {.coll = DD_COLL_BROADCAST,
+                                     .args = {.sendbuf = x->param,
+                                              .recvbuf = x->param,
+                                              .count = x->count,
+                                              .dtype = x->dtype,
+                                              .root = 0,
+                                              .mem_type = x->mem_type}};
+            dd_status_t status = dd_sched_collective(sched, &bcast);
             if (status != DD_OK) {
                 return dd_error(status, DD_SUBSYS_SCHED,
                                 "dd_model_commit: broadcasting layer '%s' "
@@ -360,38 +357,32 @@ static dd_status_t dd_sched_broadcast_params(dd_sched_t *sched)
     return DD_OK;
 }
 
-static const dd_sync_pipe_t dd_agg_pipe = {dd_agg_msg_start, dd_agg_test_msg};
-
 /* Workers learn the aggregators here: with any, syncs go to the homes
  * unless DREAMDDP_ROUTE says otherwise. */
 static dd_status_t dd_sched_choose_route(dd_sched_t *sched)
 {
-    struct dd_context *ctx = sched->ctx;
-    int k = ctx->env.world_size - ctx->n_workers;
     int route = sched->opts.route;
 
     if (route == DD_ROUTE_AUTO) {
-        route = k > 0 ? DD_ROUTE_AGGREGATE : DD_ROUTE_ALLREDUCE;
+        route =
+            sched->env.agg != NULL ? DD_ROUTE_AGGREGATE : DD_ROUTE_ALLREDUCE;
     }
     if (route == DD_ROUTE_ALLREDUCE) {
-        sched->route = dd_sched_route_allreduce;
-        sched->route_arg = ctx;
         return DD_OK;
     }
-    dd_status_t status = dd_agg_create(ctx, &sched->agg);
-    if (status == DD_OK) {
-        sched->route = dd_agg_route;
-        sched->route_arg = sched->agg;
+    if (sched->env.agg == NULL) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
+                        "DREAMDDP_ROUTE=aggregate, but the job has no "
+                        "aggregator ranks (DREAMDDP_NUM_AGGREGATORS)");
     }
-    return status;
+    return dd_agg_create(sched->env.agg, &sched->agg);
 }
 
-dd_status_t dd_model_commit(dd_context_h ctx)
+dd_status_t dd_sched_commit(dd_sched_t *sched)
 {
-    dd_sched_t *sched = ctx->sched;
     dd_status_t status;
 
-    if (ctx->role != DD_ROLE_WORKER || sched->committed) {
+    if (sched->env.job->role != DD_ROLE_WORKER || sched->committed) {
         return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED, "dd_model_commit: %s",
                         sched->committed ? "called twice"
                                          : "aggregators hold no model");
@@ -403,11 +394,14 @@ dd_status_t dd_model_commit(dd_context_h ctx)
     if ((status = dd_sched_check_tables(sched)) != DD_OK ||
         (status = dd_sched_broadcast_params(sched)) != DD_OK ||
         (status = dd_sched_choose_route(sched)) != DD_OK ||
+        (status =
+             dd_engine_start(sched->agg ? &sched->agg_pipe : &sched->coll_pipe,
+                             &sched->engine)) != DD_OK ||
         (status = dd_sched_fit_network(sched)) != DD_OK) {
         return status;
     }
     if (sched->opts.timeline != NULL) {
-        status = dd_timeline_open(sched->opts.timeline, ctx->env.rank,
+        status = dd_timeline_open(sched->opts.timeline, sched->env.job->rank,
                                   &sched->timeline);
         if (status != DD_OK) {
             return status;
@@ -427,11 +421,6 @@ dd_status_t dd_model_commit(dd_context_h ctx)
                         : (int)sched->strategy.window;
         l->stats.period = l->period;
     }
-    status = dd_engine_start(sched->route, sched->agg ? &dd_agg_pipe : NULL,
-                             sched->route_arg, &sched->engine);
-    if (status != DD_OK) {
-        return status;
-    }
     sched->committed = 1;
     dd_log_info(DD_SUBSYS_SCHED,
                 "committed %zu layers, strategy %s, route %s, network %.1f "
@@ -447,20 +436,10 @@ const char *dd_layer_name(dd_layer_h layer)
     return layer->name;
 }
 
-size_t dd_num_layers(dd_context_h ctx)
+dd_status_t dd_sched_layer_stats(dd_sched_t *sched, dd_layer_h layer,
+                                 dd_layer_stats_t *stats_p)
 {
-    return ctx->sched->n_layers;
-}
-
-dd_layer_h dd_layer_at(dd_context_h ctx, size_t i)
-{
-    return i < ctx->sched->n_layers ? ctx->sched->layers[i] : NULL;
-}
-
-dd_status_t dd_layer_stats(dd_context_h ctx, dd_layer_h layer,
-                           dd_layer_stats_t *stats_p)
-{
-    if (layer == NULL || layer->sched != ctx->sched || stats_p == NULL) {
+    if (layer == NULL || layer->sched != sched || stats_p == NULL) {
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
                         "dd_layer_stats: not a layer of this context");
     }

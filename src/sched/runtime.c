@@ -7,24 +7,11 @@
  */
 #include "core/log.h"
 #include "core/time.h"
-#include "sched/context.h"
 #include "sched/sched.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The engine waits this much longer than DREAMDDP_TIMEOUT_S for the backend,
- * which times out by itself, before declaring the engine stuck. */
-#define DD_ENGINE_GRACE_S 10.0
-
-dd_status_t dd_sched_route_allreduce(void *arg, const dd_sync_job_t *job,
-                                     void *buf, size_t count, dd_dtype_t dtype,
-                                     dd_mem_type_t mem_type)
-{
-    return dd_allreduce((dd_context_h)arg, buf, buf, count, dtype,
-                        DD_REDUCE_AVG, mem_type);
-}
 
 int dd_sched_layer_syncs(dd_sched_t *sched, const struct dd_layer *layer)
 {
@@ -61,9 +48,8 @@ static dd_status_t dd_sched_check_open(dd_sched_t *sched, const char *what)
     return DD_OK;
 }
 
-dd_status_t dd_step_begin(dd_context_h ctx)
+dd_status_t dd_sched_step_begin(dd_sched_t *sched)
 {
-    dd_sched_t *sched = ctx->sched;
     dd_status_t status = dd_sched_check_open(sched, "dd_step_begin");
 
     if (status != DD_OK) {
@@ -211,9 +197,8 @@ static double dd_sched_grad_norm2(const struct dd_layer *layer)
     return sum;
 }
 
-dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer)
+dd_status_t dd_sched_layer_ready(dd_sched_t *sched, dd_layer_h layer)
 {
-    dd_sched_t *sched = ctx->sched;
 
     if (layer == NULL || layer->sched != sched) {
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
@@ -316,8 +301,8 @@ static dd_status_t dd_sched_finish(dd_sched_t *sched, dd_step_stats_t *st)
     double t0 = dd_time_now();
 
     dd_sched_flush(sched);
-    dd_status_t status = dd_engine_drain(
-        sched->engine, sched->ctx->core.timeout_s + DD_ENGINE_GRACE_S, &done);
+    dd_status_t status =
+        dd_engine_drain(sched->engine, dd_sched_engine_timeout(sched), &done);
     st->wait_s += dd_time_now() - t0;
     if (status != DD_OK) {
         sched->failed = status;
@@ -325,7 +310,7 @@ static dd_status_t dd_sched_finish(dd_sched_t *sched, dd_step_stats_t *st)
                         "step %llu: the progress engine did not finish its "
                         "syncs within %.0f s",
                         (unsigned long long)sched->step,
-                        sched->ctx->core.timeout_s + DD_ENGINE_GRACE_S);
+                        dd_sched_engine_timeout(sched));
     }
     status = dd_sched_report(sched, done);
     if (status == DD_OK) {
@@ -336,9 +321,8 @@ static dd_status_t dd_sched_finish(dd_sched_t *sched, dd_step_stats_t *st)
     return status;
 }
 
-dd_status_t dd_step_end(dd_context_h ctx, dd_step_stats_t *stats_p)
+dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p)
 {
-    dd_sched_t *sched = ctx->sched;
     dd_step_stats_t st = {.step = sched->step};
     dd_status_t status;
 
@@ -372,9 +356,8 @@ dd_status_t dd_step_end(dd_context_h ctx, dd_step_stats_t *stats_p)
     return status;
 }
 
-dd_status_t dd_sync_all(dd_context_h ctx)
+dd_status_t dd_sched_sync_all(dd_sched_t *sched)
 {
-    dd_sched_t *sched = ctx->sched;
     dd_step_stats_t st = {0};
     dd_status_t status = dd_sched_check_open(sched, "dd_sync_all");
 

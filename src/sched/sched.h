@@ -1,12 +1,14 @@
 /*
  * The scheduler's state: the layer table, the strategy and its schedule,
  * the step in progress, the profiler's measurements and the engine. Shared
- * by layer.c, runtime.c, profiler.c and timeline.c; nothing outside
- * src/sched uses it.
+ * by the files of src/sched and by src/api, which owns the scheduler.
  */
 #ifndef DD_SCHED_SCHED_H
 #define DD_SCHED_SCHED_H
 
+#include "agg/agg.h"
+#include "backends/registry.h"
+#include "boot/job.h"
 #include "sched/engine.h"
 #include "sched/plan.h"
 #include "sched/sched_config.h"
@@ -36,8 +38,27 @@ struct dd_layer {
 
 typedef struct dd_timeline dd_timeline_t;
 
+/**
+ * What the scheduler is handed by src/api: the job, its options, the
+ * backends that run collectives among the workers, and aggregation's
+ * environment when the job has aggregators (NULL otherwise). They outlive
+ * the scheduler.
+ */
+typedef struct {
+    const dd_job_t *job;
+    const dd_sched_opts_t *opts;
+    dd_backends_t *coll;
+    const dd_agg_env_t *agg; /* NULL: no aggregators in the job */
+} dd_sched_env_t;
+
+/** A collective the scheduler or the application asks for. */
+typedef struct {
+    dd_coll_t coll;
+    dd_backend_args_t args; /* root as a worker index */
+} dd_sched_coll_t;
+
 typedef struct dd_sched {
-    struct dd_context *ctx;
+    dd_sched_env_t env;
     dd_sched_opts_t opts;
     dd_strategy_t strategy;
     char strategy_name[32];
@@ -61,15 +82,21 @@ typedef struct dd_sched {
     int buckets_done; /* ddp: buckets launched this step */
     dd_engine_t *engine;
     dd_timeline_t *timeline;
-    /* How syncs travel: the backend's allreduce, or the homes. */
-    dd_sync_route_fn_t route;
-    void *route_arg;
-    struct dd_agg *agg;
+    /* How syncs travel: the workers' collectives, or the homes. */
+    dd_sync_pipe_t coll_pipe, agg_pipe;
+    struct dd_agg *agg; /* the route is agg_pipe when set */
     int said_goodbye;
 } dd_sched_t;
 
 /* layer.c */
-dd_status_t dd_sched_create(struct dd_context *ctx, dd_sched_t **sched_p);
+dd_status_t dd_sched_create(const dd_sched_env_t *env, dd_sched_t **sched_p);
+dd_status_t dd_sched_layer_register(dd_sched_t *sched, const char *name,
+                                    const dd_tensor_t *tensors, size_t n,
+                                    dd_layer_h *layer_p);
+dd_status_t dd_sched_strategy_set(dd_sched_t *sched, const char *strategy);
+dd_status_t dd_sched_commit(dd_sched_t *sched);
+dd_status_t dd_sched_layer_stats(dd_sched_t *sched, dd_layer_h layer,
+                                 dd_layer_stats_t *stats_p);
 void dd_sched_destroy(dd_sched_t *sched);
 /* Stops the engine and says goodbye to the aggregators; dd_finalize calls
  * it before the last barrier, which the aggregators join once every worker
@@ -78,12 +105,20 @@ void dd_sched_quiesce(dd_sched_t *sched);
 dd_status_t dd_sched_check_tables(dd_sched_t *sched);
 
 /* runtime.c */
-dd_status_t dd_sched_route_allreduce(void *arg, const dd_sync_job_t *job,
-                                     void *buf, size_t count, dd_dtype_t dtype,
-                                     dd_mem_type_t mem_type);
+dd_status_t dd_sched_step_begin(dd_sched_t *sched);
+dd_status_t dd_sched_layer_ready(dd_sched_t *sched, dd_layer_h layer);
+dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p);
+dd_status_t dd_sched_sync_all(dd_sched_t *sched);
 int dd_sched_layer_syncs(dd_sched_t *sched, const struct dd_layer *layer);
 
-/* profiler.c */
+/* route.c */
+void dd_sched_pipes_init(dd_sched_t *sched);
+/* Runs a collective among the workers, through the engine once it runs. */
+dd_status_t dd_sched_collective(dd_sched_t *sched, const dd_sched_coll_t *c);
+/* How long the application waits for the engine. */
+double dd_sched_engine_timeout(const dd_sched_t *sched);
+
+/* measure.c */
 dd_status_t dd_sched_fit_network(dd_sched_t *sched);
 void dd_sched_record_backward(dd_sched_t *sched);
 void dd_sched_record_syncs(dd_sched_t *sched, const dd_sync_job_t *done);

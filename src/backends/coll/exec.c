@@ -6,7 +6,7 @@
  * timeouts, naming the step and peer it was waiting for.
  */
 #include "backends/coll/coll.h"
-#include "backends/coll/reduce.h"
+#include "core/reduce.h"
 #include "core/time.h"
 
 #include <stdlib.h>

@@ -12,7 +12,7 @@
 
 extern "C" {
 #include "backends/coll/coll.h"
-#include "backends/coll/reduce.h"
+#include "core/reduce.h"
 #include "core/time.h"
 }
 

@@ -10,7 +10,7 @@
 #include <dreamddp/backend.h>
 
 #include "backends/coll/coll.h"
-#include "backends/coll/reduce.h"
+#include "core/reduce.h"
 #include "core/time.h"
 
 #include <poll.h>

@@ -8,10 +8,9 @@
  * answers every chunk with that error, so no worker waits and none writes a
  * wrong sum.
  */
+#include "agg/wire.h"
 #include "core/log.h"
 #include "core/time.h"
-#include "sched/agg_impl.h"
-#include "sched/context.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -45,7 +44,7 @@ typedef struct {
 } dd_agg_slot_t;
 
 struct dd_agg_server {
-    struct dd_context *ctx;
+    const dd_agg_env_t *env;
     dd_agg_transport_t *t;
     int n;                 /* workers */
     int local;             /* this process's worker index, or -1 */
@@ -82,11 +81,11 @@ static void dd_agg_fail(dd_agg_server_t *s, dd_status_t status, const char *fmt,
     vsnprintf(s->why, sizeof(s->why), fmt, ap);
     va_end(ap);
     s->failed = status;
-    dd_error(status, DD_SUBSYS_AGG, "home rank %d: %s", s->ctx->env.rank,
+    dd_error(status, DD_SUBSYS_AGG, "home rank %d: %s", s->env->job->rank,
              s->why);
 }
 
-dd_status_t dd_agg_server_create(struct dd_context *ctx,
+dd_status_t dd_agg_server_create(const dd_agg_env_t *env,
                                  dd_agg_transport_t *transport,
                                  int local_worker, dd_agg_server_t **server_p)
 {
@@ -94,11 +93,11 @@ dd_status_t dd_agg_server_create(struct dd_context *ctx,
     if (s == NULL) {
         return DD_ERR_NO_MEMORY;
     }
-    s->ctx = ctx;
+    s->env = env;
     s->t = transport;
-    s->n = ctx->n_workers;
+    s->n = env->job->n_workers;
     s->local = local_worker;
-    s->cap = ctx->sched_opts.chunk_bytes;
+    s->cap = env->chunk_bytes;
     s->inbox = calloc((size_t)s->n * DD_AGG_INBOX, sizeof(dd_agg_inbox_t));
     s->last_seq = calloc((size_t)s->n, sizeof(uint64_t));
     s->has_pushed = calloc((size_t)s->n, sizeof(int));
@@ -127,7 +126,7 @@ dd_status_t dd_agg_server_create(struct dd_context *ctx,
 /* Keeps a header receive posted in every free inbox buffer. */
 static void dd_agg_post_headers(dd_agg_server_t *s, int w)
 {
-    int peer = s->ctx->worker_ranks[w];
+    int peer = s->env->job->worker_ranks[w];
     for (int i = 0; i < DD_AGG_INBOX; i++) {
         dd_agg_inbox_t *in = dd_agg_inbox(s, w, i);
         if (in->state != IN_FREE) {
@@ -147,7 +146,7 @@ static void dd_agg_post_headers(dd_agg_server_t *s, int w)
 /* A push header arrived: check it, then receive its data. */
 static void dd_agg_on_header(dd_agg_server_t *s, int w, dd_agg_inbox_t *in)
 {
-    int peer = s->ctx->worker_ranks[w];
+    int peer = s->env->job->worker_ranks[w];
     size_t esize = dd_dtype_size((dd_dtype_t)in->hdr.dtype);
     char why[128];
     int valid =
@@ -183,7 +182,7 @@ static void dd_agg_on_header(dd_agg_server_t *s, int w, dd_agg_inbox_t *in)
     }
     if (s->has_pushed[w] && in->hdr.seq <= s->last_seq[w]) {
         char layer[96];
-        dd_agg_layer_name(s->ctx, in->hdr.layer, layer, sizeof(layer));
+        dd_agg_layer_name(s->env, in->hdr.layer, layer, sizeof(layer));
         in->state = IN_BYE;
         dd_agg_fail(s, DD_ERR_MESSAGE,
                     "rejected a duplicate of chunk %u of layer %s (step "
@@ -228,7 +227,7 @@ static int dd_agg_poll_inbox(dd_agg_server_t *s, int w)
         if (st != DD_OK) {
             in->state = IN_BYE;
             dd_agg_fail(s, DD_ERR_PEER_LOST, "lost worker rank %d: %s",
-                        s->ctx->worker_ranks[w], dd_status_string(st));
+                        s->env->job->worker_ranks[w], dd_status_string(st));
         } else if (in->state == IN_HDR) {
             s->handled[w]++;
             dd_agg_on_header(s, w, in);
@@ -301,7 +300,7 @@ static void dd_agg_answer(dd_agg_server_t *s, dd_agg_slot_t *sl)
 
     *r = sl->hdr;
     r->kind = DD_AGG_RESULT;
-    r->sender = s->ctx->env.rank;
+    r->sender = s->env->job->rank;
     r->n_workers = (uint32_t)s->n;
     r->status = s->failed;
     snprintf(r->why, sizeof(r->why), "%s", s->failed ? s->why : "");
@@ -317,7 +316,7 @@ static void dd_agg_answer(dd_agg_server_t *s, dd_agg_slot_t *sl)
         }
     }
     for (int w = 0; w < s->n; w++) {
-        int peer = s->ctx->worker_ranks[w];
+        int peer = s->env->job->worker_ranks[w];
         dd_agg_req_t **q = &sl->sends[2 * w];
         q[0] = q[1] = NULL;
         if (w == s->local) {
@@ -405,7 +404,7 @@ static void dd_agg_admit(dd_agg_server_t *s, const dd_agg_hdr_t *hdr,
     if (sl != NULL) {
         if (!dd_agg_same_chunk(&sl->hdr, hdr)) {
             char layer[96];
-            dd_agg_layer_name(s->ctx, hdr->layer, layer, sizeof(layer));
+            dd_agg_layer_name(s->env, hdr->layer, layer, sizeof(layer));
             dd_agg_fail(s, DD_ERR_MISMATCH,
                         "rank %d pushed chunk %u of layer %s (step %llu, "
                         "%llu elements) where rank %d pushed another chunk: "
@@ -431,7 +430,7 @@ static void dd_agg_admit(dd_agg_server_t *s, const dd_agg_hdr_t *hdr,
 /* Names the workers whose copy of a late chunk never came. */
 static void dd_agg_check_late(dd_agg_server_t *s, dd_agg_slot_t *sl)
 {
-    double timeout = s->ctx->core.timeout_s;
+    double timeout = s->env->job->timeout_s;
     if (sl->answering || dd_time_now() - sl->started < timeout) {
         return;
     }
@@ -442,10 +441,10 @@ static void dd_agg_check_late(dd_agg_server_t *s, dd_agg_slot_t *sl)
         if (dd_agg_copy(s, sl, w, &in, &loc) == NULL) {
             size_t o = strlen(ranks);
             snprintf(ranks + o, sizeof(ranks) - o, "%s%d", o ? ", " : "",
-                     s->ctx->worker_ranks[w]);
+                     s->env->job->worker_ranks[w]);
         }
     }
-    dd_agg_layer_name(s->ctx, sl->hdr.layer, layer, sizeof(layer));
+    dd_agg_layer_name(s->env, sl->hdr.layer, layer, sizeof(layer));
     dd_agg_fail(s, DD_ERR_TIMED_OUT,
                 "worker rank(s) %s did not push chunk %u of layer %s (step "
                 "%llu) within %.0f s (DREAMDDP_TIMEOUT_S)",
@@ -466,13 +465,13 @@ dd_status_t dd_agg_server_progress(dd_agg_server_t *s, int *busy_p)
         for (int i = 0; i < DD_AGG_INBOX; i++) {
             dd_agg_inbox_t *in = dd_agg_inbox(s, w, i);
             if (in->state == IN_READY) {
-                dd_agg_admit(s, &in->hdr, s->ctx->worker_ranks[w]);
+                dd_agg_admit(s, &in->hdr, s->env->job->worker_ranks[w]);
             }
         }
     }
     for (int i = 0; i < DD_AGG_WINDOW; i++) {
         if (s->locals[i] != NULL && !s->locals[i]->done) {
-            dd_agg_admit(s, &s->locals[i]->hdr, s->ctx->env.rank);
+            dd_agg_admit(s, &s->locals[i]->hdr, s->env->job->rank);
         }
     }
     for (int i = 0; i < DD_AGG_SLOTS; i++) {
@@ -514,7 +513,7 @@ dd_status_t dd_agg_server_local(dd_agg_server_t *s, dd_agg_local_t *local)
     /* A worker has at most DD_AGG_WINDOW pieces in flight. */
     return dd_error(DD_ERR_STATE, DD_SUBSYS_AGG,
                     "home rank %d: more than %d of its own pieces at once",
-                    s->ctx->env.rank, DD_AGG_WINDOW);
+                    s->env->job->rank, DD_AGG_WINDOW);
 }
 
 const char *dd_agg_server_why(const dd_agg_server_t *s)

@@ -1,41 +1,34 @@
 /*
- * dd_aggregator_serve: what an aggregator rank does. It holds no model: it
- * sums the chunks the workers push and sends the averages back, until every
- * worker has said goodbye (at its dd_finalize). After a failure it keeps
- * answering with the error, so that no worker waits, for up to
- * DREAMDDP_TIMEOUT_S, then returns the error.
+ * An aggregator rank's loop: it holds no model; it sums the chunks the
+ * workers push and sends the averages back, until every worker has said
+ * goodbye (at its dd_finalize). After a failure it keeps answering with
+ * the error, so that no worker waits, for up to DREAMDDP_TIMEOUT_S, then
+ * returns the error.
  */
+#include "agg/wire.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "core/time.h"
-#include "sched/agg_impl.h"
-#include "sched/context.h"
 
 #include <unistd.h>
 
-dd_status_t dd_aggregator_serve(dd_context_h ctx)
+dd_status_t dd_agg_serve(const dd_agg_env_t *env)
 {
     dd_agg_transport_t t;
     dd_agg_server_t *s;
     dd_status_t status;
 
-    if (ctx == NULL || ctx->role != DD_ROLE_AGGREGATOR) {
-        return dd_error(DD_ERR_STATE, DD_SUBSYS_AGG,
-                        "dd_aggregator_serve: rank %d is a worker, not an "
-                        "aggregator",
-                        ctx ? ctx->env.rank : -1);
-    }
-    if ((status = dd_agg_transport_init(ctx, &t)) != DD_OK ||
-        (status = dd_agg_server_create(ctx, &t, -1, &s)) != DD_OK) {
+    if ((status = dd_agg_transport_init(env, &t)) != DD_OK ||
+        (status = dd_agg_server_create(env, &t, -1, &s)) != DD_OK) {
         return status;
     }
     dd_log_info(DD_SUBSYS_AGG, "aggregator rank %d serving %d workers",
-                ctx->env.rank, ctx->n_workers);
+                env->job->rank, env->job->n_workers);
     double nap = 20e-6, failed_at = 0;
     while (1) {
         int busy = 0;
         status = dd_agg_server_progress(s, &busy);
-        if (dd_agg_server_byes(s) == ctx->n_workers &&
+        if (dd_agg_server_byes(s) == env->job->n_workers &&
             dd_agg_server_idle(s, UINT64_MAX)) {
             break;
         }
@@ -45,7 +38,7 @@ dd_status_t dd_aggregator_serve(dd_context_h ctx)
         if (status != DD_OK && failed_at == 0) {
             failed_at = dd_time_now();
         }
-        if (failed_at > 0 && dd_time_now() - failed_at > ctx->core.timeout_s) {
+        if (failed_at > 0 && dd_time_now() - failed_at > env->job->timeout_s) {
             break;
         }
         if (busy) {
@@ -63,7 +56,7 @@ dd_status_t dd_aggregator_serve(dd_context_h ctx)
     dd_agg_server_destroy(s);
     if (status == DD_OK) {
         dd_log_info(DD_SUBSYS_AGG, "aggregator rank %d: every worker left",
-                    ctx->env.rank);
+                    env->job->rank);
     }
     return status;
 }

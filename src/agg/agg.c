@@ -2,11 +2,8 @@
  * Aggregation's shared pieces: the BytePS load split, the choice of homes,
  * the transport over the job's point-to-point backend, and header checks.
  */
-#include "backends/registry.h"
+#include "agg/wire.h"
 #include "core/log.h"
-#include "sched/agg_impl.h"
-#include "sched/context.h"
-#include "sched/sched.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,22 +58,19 @@ uint64_t dd_agg_tag(int kind, uint64_t seq)
     return (1ull << 46) | ((uint64_t)kind << 40) | (seq & ((1ull << 40) - 1));
 }
 
-dd_status_t dd_agg_transport_init(struct dd_context *ctx, dd_agg_transport_t *t)
+dd_status_t dd_agg_transport_init(const dd_agg_env_t *env,
+                                  dd_agg_transport_t *t)
 {
-    dd_backend_ref_t ref;
-    dd_status_t status = dd_backends_pick(ctx->backends, DD_COLL_SEND,
-                                          DD_MEM_HOST, 4u << 20, &ref);
-    if (status != DD_OK) {
-        return dd_error(status, DD_SUBSYS_AGG,
+    if (env->ops == NULL) {
+        return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_AGG,
                         "aggregation needs a point-to-point backend (ucx or "
-                        "gloo): %s",
-                        dd_status_string(status));
+                        "gloo), and none is loaded");
     }
-    t->ctx = ctx;
-    t->ops = ref.ops;
-    t->backend = ref.instance;
-    t->token = ctx->token_hash;
-    dd_log_debug(DD_SUBSYS_AGG, "aggregation over %s", ref.ops->name);
+    t->env = env;
+    t->ops = env->ops;
+    t->backend = env->backend;
+    t->token = env->job->token_hash;
+    dd_log_debug(DD_SUBSYS_AGG, "aggregation over %s", env->ops->name);
     return DD_OK;
 }
 
@@ -141,22 +135,20 @@ int dd_agg_hdr_valid(const dd_agg_transport_t *t, const dd_agg_hdr_t *h,
     return 0;
 }
 
-void dd_agg_layer_name(struct dd_context *ctx, uint32_t layer, char *buf,
+void dd_agg_layer_name(const dd_agg_env_t *env, uint32_t layer, char *buf,
                        size_t size)
 {
-    /* Workers know their table; an aggregator reads the first worker's
-     * from the store, where dd_model_commit left it. */
-    if (ctx->sched != NULL && layer < ctx->sched->n_layers) {
-        snprintf(buf, size, "'%s'", ctx->sched->layers[layer]->name);
-        return;
-    }
+    /* Only error messages name layers: read the first worker's table from
+     * the store, where dd_model_commit left it, on workers and aggregators
+     * alike. */
+    const dd_job_t *job = env->job;
     char key[64], *table = NULL;
     size_t len;
     int exists = 0;
     snprintf(key, sizeof(key), "dd/layers/%d",
-             ctx->n_workers > 0 ? ctx->worker_ranks[0] : 0);
-    if (dd_store_check(ctx->store, key, &exists) == DD_OK && exists &&
-        dd_store_get(ctx->store, key, (void **)&table, &len) == DD_OK) {
+             job->n_workers > 0 ? job->worker_ranks[0] : 0);
+    if (dd_store_check(job->store, key, &exists) == DD_OK && exists &&
+        dd_store_get(job->store, key, (void **)&table, &len) == DD_OK) {
         const char *line = table;
         for (uint32_t i = 0; i < layer && line != NULL; i++) {
             line = strchr(line, '\n');

@@ -1,14 +1,18 @@
 /*
  * The context behind dd_context_h: configuration, place in the job, roles
- * and the rendezvous store. Later subsystems hang their state here.
+ * and the rendezvous store, the backends and the scheduler. Only src/api
+ * knows it; the layers below are handed the parts they need (the job,
+ * their options, the backends) in structs of their own.
  */
-#ifndef DD_SCHED_CONTEXT_H
-#define DD_SCHED_CONTEXT_H
+#ifndef DD_API_CONTEXT_H
+#define DD_API_CONTEXT_H
 
+#include "agg/agg.h"
 #include "backends/backend_config.h"
 #include "backends/registry.h"
 #include "boot/boot_config.h"
 #include "boot/env.h"
+#include "boot/job.h"
 #include "boot/store.h"
 #include "core/core_config.h"
 #include "sched/sched_config.h"
@@ -32,6 +36,10 @@ struct dd_context {
     dd_backends_t *worker_backends;
     int *worker_ranks; /* job rank of each worker, in order */
     dd_sched_opts_t sched_opts;
+    /* What the layers below are handed, pointing into the fields above. */
+    dd_job_t job;
+    dd_backends_env_t backends_env;
+    dd_agg_env_t agg_env;
     struct dd_sched *sched; /* layers, strategy, steps */
 };
 

@@ -4,8 +4,8 @@
  * the CPU's F16C conversions where it has them (checked at run time), the
  * portable conversions otherwise; bf16 is a shift. No I/O here.
  */
-#include "backends/coll/reduce.h"
-#include "sched/agg_impl.h"
+#include "agg/wire.h"
+#include "core/reduce.h"
 
 #include <string.h>
 

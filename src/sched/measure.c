@@ -7,7 +7,6 @@
  */
 #include "core/log.h"
 #include "core/time.h"
-#include "sched/context.h"
 #include "sched/sched.h"
 
 #include <math.h>
@@ -24,20 +23,27 @@ static void dd_sched_ema(double *avg, double sample, int first)
         first ? sample : (1 - DD_PROFILE_EMA) * *avg + DD_PROFILE_EMA * sample;
 }
 
-/* Times one allreduce of count floats, best of reps. */
+/* Times one sync of count floats on the route, best of reps, as the
+ * engine times the layers' syncs. */
 static dd_status_t dd_sched_time_allreduce(dd_sched_t *sched, float *buf,
                                            size_t count, int reps,
                                            double *best_p)
 {
     double best = INFINITY;
+    dd_sync_item_t item = {buf, count};
     for (int r = 0; r < reps; r++) {
-        double t0 = dd_time_now();
-        dd_status_t status = sched->route(sched->route_arg, NULL, buf, count,
-                                          DD_DTYPE_F32, DD_MEM_HOST);
+        dd_sync_job_t job = {.step = sched->step,
+                             .dtype = DD_DTYPE_F32,
+                             .mem_type = DD_MEM_HOST,
+                             .bytes = count * sizeof(float),
+                             .n_items = 1,
+                             .items = &item};
+        dd_status_t status =
+            dd_engine_call(sched->engine, &job, dd_sched_engine_timeout(sched));
         if (status != DD_OK) {
             return status;
         }
-        double t = dd_time_now() - t0;
+        double t = job.t_end - job.t_start;
         best = t < best ? t : best;
     }
     *best_p = best;
@@ -119,10 +125,18 @@ void dd_sched_record_syncs(dd_sched_t *sched, const dd_sync_job_t *done)
  * it (an allreduce alone need not be bitwise equal everywhere). */
 static dd_status_t dd_sched_agree(dd_sched_t *sched, double *v, size_t n)
 {
-    dd_status_t status = dd_allreduce(sched->ctx, v, v, n, DD_DTYPE_F64,
-                                      DD_REDUCE_AVG, DD_MEM_HOST);
+    dd_sched_coll_t c = {.coll = DD_COLL_ALLREDUCE,
+                         .args = {.sendbuf = v,
+                                  .recvbuf = v,
+                                  .count = n,
+                                  .dtype = DD_DTYPE_F64,
+                                  .op = DD_REDUCE_AVG,
+                                  .mem_type = DD_MEM_HOST}};
+    dd_status_t status = dd_sched_collective(sched, &c);
     if (status == DD_OK) {
-        status = dd_broadcast(sched->ctx, v, n, DD_DTYPE_F64, 0, DD_MEM_HOST);
+        c.coll = DD_COLL_BROADCAST;
+        c.args.root = 0;
+        status = dd_sched_collective(sched, &c);
     }
     return status;
 }

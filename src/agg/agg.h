@@ -19,15 +19,29 @@
  * accumulator, then divides by n; so the result is the same on every run
  * and, for f32, equals that sum computed in that order.
  */
-#ifndef DD_SCHED_AGG_H
-#define DD_SCHED_AGG_H
+#ifndef DD_AGG_AGG_H
+#define DD_AGG_AGG_H
+
+#include "boot/job.h"
 
 #include <dreamddp.h>
+#include <dreamddp/backend.h>
 
 #include <stddef.h>
 #include <stdint.h>
 
-struct dd_context;
+/**
+ * What aggregation is handed by src/api: the job, the chunk size
+ * (DREAMDDP_CHUNK_BYTES) and the point-to-point backend it runs over. It
+ * must outlive every aggregation object made from it.
+ */
+typedef struct {
+    const dd_job_t *job;
+    size_t chunk_bytes;
+    const dd_backend_ops_t *ops; /* NULL: no point-to-point backend */
+    dd_backend_t *backend;
+} dd_agg_env_t;
+
 typedef struct dd_agg dd_agg_t;
 typedef struct dd_agg_server dd_agg_server_t;
 
@@ -47,33 +61,35 @@ int dd_agg_pick_home(const double *weight, double *load, int n_homes,
                      size_t bytes);
 
 /** Sets up the worker side (client and its own home); workers only. */
-dd_status_t dd_agg_create(struct dd_context *ctx, dd_agg_t **agg_p);
-
-struct dd_sync_job;
-
-/** Averages buf across workers through the homes, and returns when done. */
-dd_status_t dd_agg_route(void *arg, const struct dd_sync_job *job, void *buf,
-                         size_t count, dd_dtype_t dtype,
-                         dd_mem_type_t mem_type);
+dd_status_t dd_agg_create(const dd_agg_env_t *env, dd_agg_t **agg_p);
 
 /**
- * The same in two halves, so that the engine overlaps consecutive messages:
- * the next one's pushes go out while the last averages of the previous one
- * come back. dd_agg_msg_start takes the message; dd_agg_test_msg moves every
- * started message and returns DD_OK once *handle's averages are in place,
- * DD_INPROGRESS before, or the error. *busy_p: something moved.
+ * Averages a message across the workers through the homes, in two halves,
+ * so that the engine overlaps consecutive messages: the next one's pushes
+ * go out while the last averages of the previous one come back.
+ * dd_agg_msg_start takes the message (step and first layer go into every
+ * header); dd_agg_test_msg moves every started message and returns DD_OK
+ * once *handle's averages are in place, DD_INPROGRESS before, or the
+ * error. *busy_p: something moved.
  */
-dd_status_t dd_agg_msg_start(void *arg, const struct dd_sync_job *job,
+dd_status_t dd_agg_msg_start(dd_agg_t *agg, uint64_t step, uint32_t layer,
                              void *buf, size_t count, dd_dtype_t dtype,
                              dd_mem_type_t mem_type, void **handle_p);
-dd_status_t dd_agg_test_msg(void *arg, void *handle, int *busy_p);
+dd_status_t dd_agg_test_msg(dd_agg_t *agg, void *handle, int *busy_p);
 
 /** Tells every aggregator this worker is done, and frees. */
 void dd_agg_destroy(dd_agg_t *agg);
 
 /** Tells every aggregator this worker is done, for a worker that never
  *  created its aggregation side. */
-void dd_agg_goodbye_all(struct dd_context *ctx);
+void dd_agg_goodbye_all(const dd_agg_env_t *env);
+
+/**
+ * What an aggregator rank does: sums the chunks the workers push and sends
+ * the averages back until every worker has said goodbye; after a failure
+ * it keeps answering with the error for up to the timeout, then returns it.
+ */
+dd_status_t dd_agg_serve(const dd_agg_env_t *env);
 
 /* ---- the summation of one home (agg_server.c) ---- */
 
@@ -85,7 +101,7 @@ typedef struct dd_agg_transport dd_agg_transport_t;
  * this process's worker index when it is a worker (its own copy is added
  * with dd_agg_server_local), or -1 on an aggregator.
  */
-dd_status_t dd_agg_server_create(struct dd_context *ctx,
+dd_status_t dd_agg_server_create(const dd_agg_env_t *env,
                                  dd_agg_transport_t *transport,
                                  int local_worker, dd_agg_server_t **server_p);
 

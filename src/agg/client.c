@@ -7,19 +7,17 @@
  * chunks in flight and the staging memory. An average is written in place
  * only after its header has been checked.
  */
+#include "agg/wire.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "core/time.h"
-#include "sched/agg_impl.h"
-#include "sched/context.h"
-#include "sched/engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* In flight at once: at most DD_AGG_WINDOW pieces (agg_impl.h) and
+/* In flight at once: at most DD_AGG_WINDOW pieces (wire.h) and
  * DD_AGG_WINDOW_CHUNKS chunks' worth of bytes. More large pieces at once
  * would share the link and all finish late; more small ones keep every home
  * busy. */
@@ -42,7 +40,8 @@
 
 typedef struct {
     int in_use;
-    const dd_sync_job_t *job;
+    uint64_t step;
+    uint32_t layer;
     char *buf;
     size_t count;
     dd_dtype_t dtype;
@@ -67,7 +66,7 @@ typedef struct {
 } dd_agg_flight_t;
 
 struct dd_agg {
-    struct dd_context *ctx;
+    const dd_agg_env_t *env;
     dd_agg_transport_t t;
     dd_agg_server_t *server;
     int n, k, n_homes;
@@ -89,7 +88,7 @@ struct dd_agg {
 
 static dd_status_t dd_agg_homes(dd_agg_t *a)
 {
-    struct dd_context *ctx = a->ctx;
+    const dd_job_t *job = a->env->job;
     double x = dd_agg_share(a->n, a->k);
 
     a->n_homes = a->k + a->n;
@@ -100,14 +99,14 @@ static dd_status_t dd_agg_homes(dd_agg_t *a)
         return DD_ERR_NO_MEMORY;
     }
     int h = 0;
-    for (int r = 0; r < ctx->env.world_size; r++) {
-        if (ctx->roles[r] == DD_ROLE_AGGREGATOR) {
+    for (int r = 0; r < job->world_size; r++) {
+        if (job->roles[r] == DD_ROLE_AGGREGATOR) {
             a->home_rank[h] = r;
             a->weight[h++] = x / a->k;
         }
     }
     for (int w = 0; w < a->n; w++) {
-        a->home_rank[h] = ctx->worker_ranks[w];
+        a->home_rank[h] = job->worker_ranks[w];
         a->weight[h++] = (1.0 - x) / a->n;
     }
     a->n_active = x < 1.0 ? a->n_homes : a->k;
@@ -118,7 +117,7 @@ static dd_status_t dd_agg_homes(dd_agg_t *a)
     return DD_OK;
 }
 
-dd_status_t dd_agg_create(struct dd_context *ctx, dd_agg_t **agg_p)
+dd_status_t dd_agg_create(const dd_agg_env_t *env, dd_agg_t **agg_p)
 {
     dd_agg_t *a = calloc(1, sizeof(*a));
     dd_status_t status;
@@ -126,14 +125,14 @@ dd_status_t dd_agg_create(struct dd_context *ctx, dd_agg_t **agg_p)
     if (a == NULL) {
         return DD_ERR_NO_MEMORY;
     }
-    a->ctx = ctx;
-    a->n = ctx->n_workers;
-    a->k = ctx->env.world_size - ctx->n_workers;
-    a->chunk_bytes = ctx->sched_opts.chunk_bytes;
-    if ((status = dd_agg_transport_init(ctx, &a->t)) != DD_OK ||
+    a->env = env;
+    a->n = env->job->n_workers;
+    a->k = dd_job_n_aggregators(env->job);
+    a->chunk_bytes = env->chunk_bytes;
+    if ((status = dd_agg_transport_init(env, &a->t)) != DD_OK ||
         (status = dd_agg_homes(a)) != DD_OK ||
         (status = dd_agg_server_create(
-             ctx, &a->t, dd_context_worker_index(ctx, ctx->env.rank),
+             env, &a->t, dd_job_worker_index(env->job, env->job->rank),
              &a->server)) != DD_OK) {
         dd_agg_destroy(a);
         return status;
@@ -146,7 +145,6 @@ dd_status_t dd_agg_create(struct dd_context *ctx, dd_agg_t **agg_p)
 static dd_status_t dd_agg_launch(dd_agg_t *a, dd_agg_flight_t *f,
                                  dd_agg_msg_t *m, size_t c)
 {
-    const dd_sync_job_t *job = m->job;
     char *buf = m->buf;
     dd_dtype_t dtype = m->dtype;
     size_t esize = dd_dtype_size(dtype);
@@ -161,20 +159,19 @@ static dd_status_t dd_agg_launch(dd_agg_t *a, dd_agg_flight_t *f,
                         .kind = DD_AGG_PUSH,
                         .token = a->t.token,
                         .seq = a->next_seq++,
-                        .step = job ? job->step : 0,
-                        .layer =
-                            job && job->n_layers ? (uint32_t)job->layers[0] : 0,
+                        .step = m->step,
+                        .layer = m->layer,
                         .chunk = (uint32_t)c,
                         .offset = off,
                         .count = n,
                         .dtype = (uint32_t)dtype,
-                        .sender = a->ctx->env.rank};
+                        .sender = a->env->job->rank};
     f->busy = 1;
     f->msg = m;
     f->chunk = c;
     f->home = a->home_rank[h];
     f->got_reply = 0;
-    f->is_local = f->home == a->ctx->env.rank;
+    f->is_local = f->home == a->env->job->rank;
     if (f->is_local) {
         f->local.hdr = *p;
         f->local.data = buf + off * esize;
@@ -211,7 +208,7 @@ static dd_status_t dd_agg_chunk_error(dd_agg_t *a, dd_agg_flight_t *f,
                                       dd_status_t status, const char *why)
 {
     char layer[96];
-    dd_agg_layer_name(a->ctx, f->push.layer, layer, sizeof(layer));
+    dd_agg_layer_name(a->env, f->push.layer, layer, sizeof(layer));
     return dd_error(status, DD_SUBSYS_AGG,
                     "layer %s chunk %zu (step %llu) through home rank %d: %s",
                     layer, f->chunk, (unsigned long long)f->push.step, f->home,
@@ -379,11 +376,10 @@ static dd_status_t dd_agg_give_up(dd_agg_t *a, dd_status_t status)
     return status;
 }
 
-dd_status_t dd_agg_msg_start(void *arg, const dd_sync_job_t *job, void *buf,
-                             size_t count, dd_dtype_t dtype,
+dd_status_t dd_agg_msg_start(dd_agg_t *a, uint64_t step, uint32_t layer,
+                             void *buf, size_t count, dd_dtype_t dtype,
                              dd_mem_type_t mem_type, void **handle_p)
 {
-    dd_agg_t *a = arg;
     size_t esize = dd_dtype_size(dtype);
     dd_agg_msg_t *m = NULL;
 
@@ -412,7 +408,8 @@ dd_status_t dd_agg_msg_start(void *arg, const dd_sync_job_t *job, void *buf,
         per = spread > least ? spread : least < per ? least : per;
     }
     *m = (dd_agg_msg_t){.in_use = 1,
-                        .job = job,
+                        .step = step,
+                        .layer = layer,
                         .buf = buf,
                         .count = count,
                         .dtype = dtype,
@@ -452,9 +449,8 @@ static dd_status_t dd_agg_fail(dd_agg_t *a, dd_agg_msg_t *m, dd_status_t status)
     return a->failed;
 }
 
-dd_status_t dd_agg_test_msg(void *arg, void *handle, int *busy_p)
+dd_status_t dd_agg_test_msg(dd_agg_t *a, void *handle, int *busy_p)
 {
-    dd_agg_t *a = arg;
     dd_agg_msg_t *m = handle;
     int busy = 0;
 
@@ -473,42 +469,17 @@ dd_status_t dd_agg_test_msg(void *arg, void *handle, int *busy_p)
     }
     if (busy) {
         a->idle_since = dd_time_now();
-    } else if (dd_time_now() - a->idle_since > a->ctx->core.timeout_s + 5.0) {
+    } else if (dd_time_now() - a->idle_since > a->env->job->timeout_s + 5.0) {
         char homes[128];
         dd_agg_pending_homes(a, homes, sizeof(homes));
         dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_AGG,
                  "no aggregation progress for %.0f s (DREAMDDP_TIMEOUT_S): "
                  "%zu of %zu chunks done; home rank(s) %s never "
                  "answered",
-                 a->ctx->core.timeout_s + 5.0, m->done, m->n_chunks, homes);
+                 a->env->job->timeout_s + 5.0, m->done, m->n_chunks, homes);
         return dd_agg_fail(a, m, DD_ERR_TIMED_OUT);
     }
     return DD_INPROGRESS;
-}
-
-dd_status_t dd_agg_route(void *arg, const dd_sync_job_t *job, void *buf,
-                         size_t count, dd_dtype_t dtype, dd_mem_type_t mem_type)
-{
-    void *handle;
-    double nap = 20e-6;
-    dd_status_t status =
-        dd_agg_msg_start(arg, job, buf, count, dtype, mem_type, &handle);
-
-    while (status == DD_OK) {
-        int busy = 0;
-        status = dd_agg_test_msg(arg, handle, &busy);
-        if (status != DD_INPROGRESS) {
-            return status;
-        }
-        status = DD_OK;
-        if (busy) {
-            nap = 20e-6;
-            continue;
-        }
-        usleep((useconds_t)(nap * 1e6));
-        nap = nap * 2 < 1e-3 ? nap * 2 : 1e-3;
-    }
-    return status;
 }
 
 /* Goodbye to every aggregator, so that their serve loops end; with an
@@ -518,7 +489,7 @@ static void dd_agg_goodbye(dd_agg_t *a, dd_status_t status, const char *why)
     dd_agg_hdr_t bye = {.magic = DD_AGG_MAGIC,
                         .kind = DD_AGG_BYE,
                         .token = a->t.token,
-                        .sender = a->ctx->env.rank,
+                        .sender = a->env->job->rank,
                         .status = status};
 
     if (a->said_goodbye) {
@@ -532,7 +503,7 @@ static void dd_agg_goodbye(dd_agg_t *a, dd_status_t status, const char *why)
                         &bye, sizeof(bye), &req) != DD_OK) {
             continue;
         }
-        double deadline = dd_time_now() + a->ctx->core.timeout_s;
+        double deadline = dd_time_now() + a->env->job->timeout_s;
         while (dd_agg_test(&a->t, req) == DD_INPROGRESS) {
             if (dd_time_now() > deadline) {
                 dd_agg_cancel(&a->t, req);
@@ -543,19 +514,19 @@ static void dd_agg_goodbye(dd_agg_t *a, dd_status_t status, const char *why)
     }
 }
 
-void dd_agg_goodbye_all(struct dd_context *ctx)
+void dd_agg_goodbye_all(const dd_agg_env_t *env)
 {
-    dd_agg_t a = {.ctx = ctx,
-                  .n = ctx->n_workers,
-                  .k = ctx->env.world_size - ctx->n_workers};
+    dd_agg_t a = {.env = env,
+                  .n = env->job->n_workers,
+                  .k = dd_job_n_aggregators(env->job)};
     int h = 0;
 
-    if (dd_agg_transport_init(ctx, &a.t) != DD_OK) {
+    if (dd_agg_transport_init(env, &a.t) != DD_OK) {
         return;
     }
     a.home_rank = calloc((size_t)a.k, sizeof(int));
-    for (int r = 0; a.home_rank != NULL && r < ctx->env.world_size; r++) {
-        if (ctx->roles[r] == DD_ROLE_AGGREGATOR) {
+    for (int r = 0; a.home_rank != NULL && r < env->job->world_size; r++) {
+        if (env->job->roles[r] == DD_ROLE_AGGREGATOR) {
             a.home_rank[h++] = r;
         }
     }

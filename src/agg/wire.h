@@ -1,7 +1,7 @@
 /*
  * What the aggregation files share: the message header, the tags, and the
  * transport over the job's point-to-point backend (UCX by score). Private
- * to agg.c, agg_client.c, agg_server.c, agg_sum.c and aggregator.c.
+ * to the files of src/agg.
  *
  * A push is two messages from a worker to a home: a header on the sender's
  * header stream (one tag, so headers arrive in the order sent), then the
@@ -10,17 +10,17 @@
  * Every worker numbers chunks the same way (it syncs the same messages in
  * the same order), so a sequence number names one chunk job-wide.
  */
-#ifndef DD_SCHED_AGG_IMPL_H
-#define DD_SCHED_AGG_IMPL_H
+#ifndef DD_AGG_WIRE_H
+#define DD_AGG_WIRE_H
 
-#include "sched/agg.h"
+#include "agg/agg.h"
 
 #include <dreamddp/backend.h>
 
 #define DD_AGG_MAGIC 0x47414444u /* "DDAG" */
 #define DD_AGG_WHY 184
-/* Pieces a worker has in flight at once (agg_client.c); its own home takes
- * as many of them (agg_server.c), so it never turns one away. */
+/* Pieces a worker has in flight at once (client.c); its own home takes
+ * as many of them (server.c), so it never turns one away. */
 #define DD_AGG_WINDOW 24
 
 enum { DD_AGG_PUSH = 1, DD_AGG_RESULT = 2, DD_AGG_BYE = 3 };
@@ -50,7 +50,7 @@ typedef struct {
 } dd_agg_hdr_t;
 
 struct dd_agg_transport {
-    struct dd_context *ctx;
+    const dd_agg_env_t *env;
     const dd_backend_ops_t *ops;
     dd_backend_t *backend;
     uint64_t token;
@@ -58,7 +58,7 @@ struct dd_agg_transport {
 
 typedef dd_backend_request_t dd_agg_req_t;
 
-dd_status_t dd_agg_transport_init(struct dd_context *ctx,
+dd_status_t dd_agg_transport_init(const dd_agg_env_t *env,
                                   dd_agg_transport_t *t);
 uint64_t dd_agg_tag(int kind, uint64_t seq);
 dd_status_t dd_agg_send(dd_agg_transport_t *t, int peer, uint64_t tag,
@@ -95,7 +95,7 @@ typedef struct {
 dd_status_t dd_agg_server_local(dd_agg_server_t *s, dd_agg_local_t *local);
 
 /* Names a layer for messages: its name when the table is known. */
-void dd_agg_layer_name(struct dd_context *ctx, uint32_t layer, char *buf,
+void dd_agg_layer_name(const dd_agg_env_t *env, uint32_t layer, char *buf,
                        size_t size);
 
 #endif

@@ -3,7 +3,7 @@
  * place in the job, join the rendezvous store and agree on roles. Every
  * failure is reported where it is detected, with the facts a user needs.
  */
-#include "sched/context.h"
+#include "api/context.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "sched/sched.h"
@@ -106,11 +106,12 @@ static dd_status_t dd_context_store_tcp(dd_context_h ctx)
     dd_status_t status;
 
     if (addr[0] == '\0' && env->world_size > 1) {
-        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                        "rank %d of %d: no store address; set DREAMDDP_MASTER_ADDR "
-                        "(or MASTER_ADDR) to rank 0's host, or DREAMDDP_STORE=file:"
-                        "DIR",
-                        env->rank, env->world_size);
+        return dd_error(
+            DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+            "rank %d of %d: no store address; set DREAMDDP_MASTER_ADDR "
+            "(or MASTER_ADDR) to rank 0's host, or DREAMDDP_STORE=file:"
+            "DIR",
+            env->rank, env->world_size);
     }
     if (addr[0] == '\0') {
         addr = "127.0.0.1"; /* a single rank: a private store, any port */
@@ -145,9 +146,9 @@ static dd_status_t dd_context_store(dd_context_h ctx)
                                   ctx->env.world_size, ctx->core.timeout_s,
                                   &ctx->store);
     }
-    return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                    "invalid value DREAMDDP_STORE='%s': expected tcp or file:DIR",
-                    store);
+    return dd_error(
+        DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+        "invalid value DREAMDDP_STORE='%s': expected tcp or file:DIR", store);
 }
 
 /* What identifies a host: its name and network namespace, since emulated
@@ -220,18 +221,20 @@ static dd_status_t dd_context_roles(dd_context_h ctx, int role_override)
     ctx->n_workers = 0;
     for (int r = 0; status == DD_OK && r < world; r++) {
         if (all[2 * r + 1] != mine[1]) {
-            status = dd_error(DD_ERR_MISMATCH, DD_SUBSYS_BOOT,
-                              "ranks disagree on DREAMDDP_NUM_AGGREGATORS: rank %d "
-                              "has %d, rank %d has %d",
-                              r, all[2 * r + 1], ctx->env.rank, mine[1]);
+            status =
+                dd_error(DD_ERR_MISMATCH, DD_SUBSYS_BOOT,
+                         "ranks disagree on DREAMDDP_NUM_AGGREGATORS: rank %d "
+                         "has %d, rank %d has %d",
+                         r, all[2 * r + 1], ctx->env.rank, mine[1]);
         }
         ctx->roles[r] = (dd_role_t)all[2 * r];
         ctx->n_workers += ctx->roles[r] == DD_ROLE_WORKER;
     }
     if (status == DD_OK && ctx->n_workers == 0) {
-        status = dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                          "every rank is an aggregator (DREAMDDP_ROLE): a job needs "
-                          "at least one worker");
+        status =
+            dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                     "every rank is an aggregator (DREAMDDP_ROLE): a job needs "
+                     "at least one worker");
     }
     free(all);
     return status;
@@ -239,12 +242,7 @@ static dd_status_t dd_context_roles(dd_context_h ctx, int role_override)
 
 int dd_context_worker_index(dd_context_h ctx, int rank)
 {
-    for (int i = 0; i < ctx->n_workers; i++) {
-        if (ctx->worker_ranks[i] == rank) {
-            return i;
-        }
-    }
-    return -1;
+    return dd_job_worker_index(&ctx->job, rank);
 }
 
 dd_backends_t *dd_context_coll_backends(dd_context_h ctx)
@@ -266,12 +264,67 @@ static dd_status_t dd_context_worker_group(dd_context_h ctx)
             ctx->worker_ranks[n++] = r;
         }
     }
+    ctx->job.worker_ranks = ctx->worker_ranks;
     if (n == ctx->env.world_size || ctx->role != DD_ROLE_WORKER) {
         return DD_OK;
     }
-    return dd_backends_load_group(ctx, ctx->backends, "workers",
+    return dd_backends_load_group(ctx->backends, "workers",
                                   dd_context_worker_index(ctx, ctx->env.rank),
                                   n, &ctx->worker_backends);
+}
+
+/* The job as the layers below see it, once the roles are agreed. */
+static void dd_context_job(dd_context_h ctx)
+{
+    ctx->job = (dd_job_t){.rank = ctx->env.rank,
+                          .world_size = ctx->env.world_size,
+                          .local_rank = ctx->env.local_rank,
+                          .local_size = ctx->env.local_size,
+                          .role = ctx->role,
+                          .roles = ctx->roles,
+                          .n_workers = ctx->n_workers,
+                          .worker_ranks = ctx->worker_ranks,
+                          .timeout_s = ctx->core.timeout_s,
+                          .token_hash = ctx->token_hash,
+                          .store = ctx->store};
+}
+
+static dd_status_t dd_context_backends(dd_context_h ctx)
+{
+    dd_context_job(ctx);
+    ctx->backends_env = (dd_backends_env_t){
+        .opts = &ctx->backend,
+        .store = ctx->store,
+        .rank = ctx->env.rank,
+        .world_size = ctx->env.world_size,
+        .local_rank = ctx->env.local_rank,
+        .local_size = ctx->env.local_size,
+        .timeout_s = ctx->core.timeout_s,
+        .ifname = ctx->net.name[0] != '\0' ? ctx->net.name : NULL,
+        .rdma = ctx->net.rdma[0] != '\0' ? ctx->net.rdma : NULL};
+    return dd_backends_load(&ctx->backends_env, &ctx->backends);
+}
+
+/* The scheduler, and aggregation's environment when the job has
+ * aggregators: over the point-to-point backend that scores best. */
+static dd_status_t dd_context_sched(dd_context_h ctx)
+{
+    dd_sched_env_t env = {.job = &ctx->job,
+                          .opts = &ctx->sched_opts,
+                          .coll = dd_context_coll_backends(ctx)};
+
+    ctx->agg_env = (dd_agg_env_t){.job = &ctx->job,
+                                  .chunk_bytes = ctx->sched_opts.chunk_bytes};
+    if (ctx->n_workers < ctx->env.world_size) {
+        dd_backend_ref_t ref;
+        if (dd_backends_find(ctx->backends, DD_COLL_SEND, DD_MEM_HOST, 4u << 20,
+                             &ref)) {
+            ctx->agg_env.ops = ref.ops;
+            ctx->agg_env.backend = ref.instance;
+        }
+        env.agg = &ctx->agg_env;
+    }
+    return dd_sched_create(&env, &ctx->sched);
 }
 
 static void dd_context_free(dd_context_h ctx)
@@ -321,9 +374,9 @@ dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p)
         (status = dd_context_roles(ctx, role_override)) != DD_OK ||
         (status = dd_topo_setup(ctx->store, ctx->env.local_rank,
                                 ctx->env.local_size, &ctx->net)) != DD_OK ||
-        (status = dd_backends_load(ctx, &ctx->backends)) != DD_OK ||
+        (status = dd_context_backends(ctx)) != DD_OK ||
         (status = dd_context_worker_group(ctx)) != DD_OK ||
-        (status = dd_sched_create(ctx, &ctx->sched)) != DD_OK ||
+        (status = dd_context_sched(ctx)) != DD_OK ||
         (status = dd_store_barrier(ctx->store, "init")) != DD_OK) {
         dd_context_free(ctx);
         return status;

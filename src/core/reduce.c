@@ -3,7 +3,7 @@
  * are computed on unsigned types, so the wrap is defined behaviour); NaN
  * propagates through max and min as it does through sum.
  */
-#include "backends/coll/reduce.h"
+#include "core/reduce.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,12 +1,15 @@
 /*
- * The public blocking collectives: check the arguments, pick the backend by
- * score, start the operation and wait for it within DREAMDDP_TIMEOUT_S. Errors of
- * the operation itself are reported by the backend; this file reports bad
- * arguments only.
+ * The public blocking collectives: check the arguments and hand the
+ * operation to the scheduler, which runs it through the progress engine in
+ * its turn among the layers' syncs (so that every rank starts them in the
+ * same order, and one thread at a time calls a backend), or directly
+ * before the model is committed. Errors of the operation itself are
+ * reported by the backend; this file reports bad arguments only.
  */
+#include "api/context.h"
 #include "backends/registry.h"
 #include "core/log.h"
-#include "sched/context.h"
+#include "sched/sched.h"
 
 #include <stdint.h>
 
@@ -58,54 +61,18 @@ static dd_status_t dd_coll_check(dd_context_h ctx, dd_coll_t coll,
     return DD_OK;
 }
 
-/* Bytes of the largest buffer of the operation, which selection uses. */
-static size_t dd_coll_bytes(dd_context_h ctx, dd_coll_t coll,
-                            const dd_backend_args_t *args)
-{
-    size_t bytes = args->count * dd_dtype_size(args->dtype);
-
-    if (coll == DD_COLL_REDUCE_SCATTER || coll == DD_COLL_ALLGATHER) {
-        bytes *= (size_t)ctx->n_workers;
-    }
-    return bytes;
-}
-
 static dd_status_t dd_coll_run(dd_context_h ctx, dd_coll_t coll,
                                const dd_backend_args_t *args)
 {
-    dd_backend_ref_t ref;
-    dd_backend_request_t *req;
     dd_status_t status = dd_coll_check(ctx, coll, args);
 
     if (status != DD_OK) {
         return status;
     }
-    size_t bytes = dd_coll_bytes(ctx, coll, args);
-    status = dd_backends_pick(dd_context_coll_backends(ctx), coll,
-                              args->mem_type, bytes, &ref);
-    if (status != DD_OK) {
-        return status;
-    }
-    dd_backend_op_fn_t start = coll == DD_COLL_ALLREDUCE   ? ref.ops->allreduce
-                               : coll == DD_COLL_BROADCAST ? ref.ops->broadcast
-                               : coll == DD_COLL_REDUCE_SCATTER
-                                   ? ref.ops->reduce_scatter
-                                   : ref.ops->allgather;
-    dd_log_trace(DD_SUBSYS_BACKEND, "%s of %zu bytes through %s",
-                 dd_coll_name(coll), bytes, ref.ops->name);
     /* The workers' instances number the workers from 0. */
-    dd_backend_args_t mapped = *args;
-    mapped.root = dd_context_worker_index(ctx, args->root);
-    status = start(ref.instance, &mapped, &req);
-    if (status != DD_OK) {
-        return status;
-    }
-    status = ref.ops->wait(ref.instance, req, ctx->core.timeout_s);
-    if (status == DD_INPROGRESS) { /* reported by the backend */
-        ref.ops->cancel(ref.instance, req);
-        status = DD_ERR_TIMED_OUT;
-    }
-    return status;
+    dd_sched_coll_t c = {.coll = coll, .args = *args};
+    c.args.root = dd_context_worker_index(ctx, args->root);
+    return dd_sched_collective(ctx->sched, &c);
 }
 
 dd_status_t dd_allreduce(dd_context_h ctx, const void *sendbuf, void *recvbuf,

@@ -5,7 +5,7 @@
  * chunks match whatever order they arrive in.
  */
 #include "backends/coll/coll.h"
-#include "backends/coll/reduce.h"
+#include "core/reduce.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,18 @@
+/*
+ * dd_aggregator_serve: the public entry of an aggregator rank. It checks
+ * the role and hands the loop (src/agg/serve.c) what it needs.
+ */
+#include "agg/agg.h"
+#include "api/context.h"
+#include "core/log.h"
+
+dd_status_t dd_aggregator_serve(dd_context_h ctx)
+{
+    if (ctx == NULL || ctx->role != DD_ROLE_AGGREGATOR) {
+        return dd_error(DD_ERR_STATE, DD_SUBSYS_AGG,
+                        "dd_aggregator_serve: rank %d is a worker, not an "
+                        "aggregator",
+                        ctx ? ctx->env.rank : -1);
+    }
+    return dd_agg_serve(&ctx->agg_env);
+}

@@ -1,0 +1,96 @@
+/*
+ * The public calls of the layer table and the step: each checks its
+ * context and hands the scheduler (src/sched) what it asked for. Nothing
+ * here decides what syncs.
+ */
+#include "api/context.h"
+#include "core/log.h"
+#include "sched/sched.h"
+
+static dd_status_t dd_api_check(dd_context_h ctx, const char *what)
+{
+    if (ctx == NULL) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                        "%s: ctx is NULL", what);
+    }
+    return DD_OK;
+}
+
+dd_status_t dd_layer_register(dd_context_h ctx, const char *name,
+                              const dd_tensor_t *tensors, size_t n_tensors,
+                              dd_layer_h *layer_p)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_layer_register");
+
+    return status != DD_OK ? status
+                           : dd_sched_layer_register(ctx->sched, name, tensors,
+                                                     n_tensors, layer_p);
+}
+
+dd_status_t dd_strategy_set(dd_context_h ctx, const char *strategy)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_strategy_set");
+
+    return status != DD_OK ? status
+                           : dd_sched_strategy_set(ctx->sched, strategy);
+}
+
+const char *dd_strategy_name(dd_context_h ctx)
+{
+    return ctx != NULL ? ctx->sched->strategy_name : NULL;
+}
+
+dd_status_t dd_model_commit(dd_context_h ctx)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_model_commit");
+
+    return status != DD_OK ? status : dd_sched_commit(ctx->sched);
+}
+
+size_t dd_num_layers(dd_context_h ctx)
+{
+    return ctx != NULL ? ctx->sched->n_layers : 0;
+}
+
+dd_layer_h dd_layer_at(dd_context_h ctx, size_t i)
+{
+    return ctx != NULL && i < ctx->sched->n_layers ? ctx->sched->layers[i]
+                                                   : NULL;
+}
+
+dd_status_t dd_layer_stats(dd_context_h ctx, dd_layer_h layer,
+                           dd_layer_stats_t *stats_p)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_layer_stats");
+
+    return status != DD_OK ? status
+                           : dd_sched_layer_stats(ctx->sched, layer, stats_p);
+}
+
+dd_status_t dd_step_begin(dd_context_h ctx)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_step_begin");
+
+    return status != DD_OK ? status : dd_sched_step_begin(ctx->sched);
+}
+
+dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_layer_ready");
+
+    return status != DD_OK ? status : dd_sched_layer_ready(ctx->sched, layer);
+}
+
+dd_status_t dd_step_end(dd_context_h ctx, dd_step_stats_t *stats_p)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_step_end");
+
+    return status != DD_OK ? status : dd_sched_step_end(ctx->sched, stats_p);
+}
+
+dd_status_t dd_sync_all(dd_context_h ctx)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_sync_all");
+
+    return status != DD_OK ? status : dd_sched_sync_all(ctx->sched);
+}

@@ -1,0 +1,45 @@
+#!/bin/sh
+# The layers of src/ call only downwards, as DESIGN.md draws them: nothing
+# below src/api includes a header of src/sched or src/api; src/topo probes
+# and chooses and never talks to the store (no src/boot header); src/core
+# includes nothing above it. Read from the #include lines.
+. "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
+cd "$top_srcdir/src" || exit 1
+
+# Prints "file: header" for every quoted include of a file under $1 whose
+# header starts with one of the prefixes that follow.
+includes_of() {
+    dir=$1
+    shift
+    for f in $(find "$dir" -name '*.c' -o -name '*.h' -o -name '*.cc' | sort); do
+        sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" |
+            while read -r h; do
+                for p in "$@"; do
+                    case $h in "$p"/*) echo "$f: $h" ;; esac
+                done
+            done
+    done
+}
+
+check() {
+    what=$1
+    shift
+    bad=$(includes_of "$@")
+    if [ -z "$bad" ]; then
+        pass "$what"
+    else
+        fail "$what:"
+        echo "$bad"
+    fi
+}
+
+for d in backends topo core compress agg device; do
+    [ -d "$d" ] || continue
+    check "src/$d includes nothing of src/sched or src/api" "$d" sched api
+done
+check "src/topo includes no src/boot header" topo boot
+check "src/core includes nothing above it" core boot topo backends device \
+    compress agg sched api
+check "src/boot includes only src/core" boot topo backends device compress \
+    agg sched api
+finish

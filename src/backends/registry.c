@@ -409,8 +409,8 @@ static void dd_backend_services_fill(dd_context_h ctx, dd_backend_slot_t *s,
     svc->local_size = ctx->env.local_size;
     svc->timeout_s = ctx->core.timeout_s;
     svc->ifname = ctx->net.name[0] != '\0' ? ctx->net.name : NULL;
-    svc->rdma =
-        svc->ifname != NULL && ctx->net.rdma[0] != '\0' ? ctx->net.rdma : NULL;
+    svc->rdma = dd_topo_choice_rdma(&ctx->net);
+    svc->rdma_port = svc->rdma != NULL ? ctx->net.rdma_port : 0;
     /* Modules log their info and debug lines only where DREAMDDP_LOG_SUBSYS lets
      * the backend subsystem speak. */
     svc->log_level = dd_log_enabled(DD_LOG_INFO, DD_SUBSYS_BACKEND)

@@ -348,6 +348,16 @@ void dd_topo_choice_fill(const dd_topo_t *topo, const dd_topo_opts_t *opts,
     }
 }
 
+const char *dd_topo_choice_rdma(const dd_topo_choice_t *choice)
+{
+    int rdma_kind = choice->kind == DD_TOPO_KIND_INFINIBAND ||
+                    choice->kind == DD_TOPO_KIND_ROCE;
+
+    return choice->name[0] != '\0' && choice->rdma[0] != '\0' && rdma_kind
+               ? choice->rdma
+               : NULL;
+}
+
 /* Fills order and the why of every usable candidate against the chosen. */
 static void dd_topo_explain(const dd_topo_t *topo, int gpu, int group,
                             dd_topo_cand_t *cands, int n_usable)

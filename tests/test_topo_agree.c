@@ -132,10 +132,15 @@ static void test_setup_one_rank(void **state)
     unsetenv("DREAMDDP_NET_IFNAME");
     unsetenv("DREAMDDP_TOPO_FILE");
     unsetenv("UCX_NET_DEVICES");
+    unsetenv("GLOO_SOCKET_IFNAME");
+    unsetenv("NCCL_SOCKET_IFNAME");
     assert_int_equal(dd_topo_setup(store, 0, 1, &c), DD_OK);
     assert_string_equal(c.name, "ens3f0");
     assert_int_equal(c.streams, 3);
-    assert_string_equal(getenv("UCX_NET_DEVICES"), "ens3f0");
+    /* the choice reaches backends through their services, not variables */
+    assert_null(getenv("UCX_NET_DEVICES"));
+    assert_null(getenv("GLOO_SOCKET_IFNAME"));
+    assert_null(getenv("NCCL_SOCKET_IFNAME"));
 
     setenv("DREAMDDP_NET_IFNAME", "=nosuchif0", 1);
     assert_int_equal(dd_topo_setup(store, 0, 1, &c), DD_ERR_INVALID_CONFIG);

@@ -7,8 +7,8 @@
 
 #include <cmocka.h>
 
+#include "api/net_agree.h"
 #include "core/log.h"
-#include "topo/agree.h"
 #include "topo/export.h"
 #include "topo_fixture.h"
 

@@ -9,11 +9,11 @@
  */
 #include "ddtopo.h"
 
+#include "api/net_agree.h"
 #include "core/log.h"
 #include "core/time.h"
 #include "sched/context.h"
 #include "topo/addrs.h"
-#include "topo/agree.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -4,8 +4,8 @@
  * a variable set here. The choice and its reason are logged once.
  */
 #include "topo/export.h"
+#include "api/net_agree.h"
 #include "core/log.h"
-#include "topo/agree.h"
 
 #include <stdio.h>
 #include <stdlib.h>

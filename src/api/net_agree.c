@@ -4,7 +4,7 @@
  * store dump can be read by a person. Only subnets decide reachability;
  * loopback and link-local addresses reach nothing off the host.
  */
-#include "topo/agree.h"
+#include "api/net_agree.h"
 #include "core/log.h"
 #include "topo/addrs.h"
 

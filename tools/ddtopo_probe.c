@@ -430,7 +430,7 @@ static dd_status_t ddtopo_probe_local(dd_context_h ctx, ddtopo_server_t *server,
                        : DD_ERR_NO_MEMORY;
     }
     if (status == DD_OK) {
-        dd_topo_host_id(mine->host, sizeof(mine->host));
+        dd_net_host_id(mine->host, sizeof(mine->host));
         ddtopo_listen(topo, cands, server, mine);
     }
     free(cands);

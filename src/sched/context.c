@@ -4,10 +4,10 @@
  * failure is reported where it is detected, with the facts a user needs.
  */
 #include "sched/context.h"
+#include "api/net_agree.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "sched/sched.h"
-#include "topo/export.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -319,8 +319,8 @@ dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p)
     if ((status = dd_context_store(ctx)) != DD_OK ||
         (status = dd_context_locality(ctx)) != DD_OK ||
         (status = dd_context_roles(ctx, role_override)) != DD_OK ||
-        (status = dd_topo_setup(ctx->store, ctx->env.local_rank,
-                                ctx->env.local_size, &ctx->net)) != DD_OK ||
+        (status = dd_net_setup(ctx->store, ctx->env.local_rank,
+                               ctx->env.local_size, &ctx->net)) != DD_OK ||
         (status = dd_backends_load(ctx, &ctx->backends)) != DD_OK ||
         (status = dd_context_worker_group(ctx)) != DD_OK ||
         (status = dd_sched_create(ctx, &ctx->sched)) != DD_OK ||

@@ -1,7 +1,7 @@
 /* The interface choice on fixture machines: default order, ties shared out
  * so that local rank r of a DGX-like node takes the NIC nearest GPU r,
- * DREAMDDP_NET_IFNAME, its errors, CUDA_VISIBLE_DEVICES, the stream table and the
- * backend environment. */
+ * DREAMDDP_NET_IFNAME, its errors, CUDA_VISIBLE_DEVICES, the stream table and
+ * what the backends are told. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
+#include "backends/netdev.h"
 #include "core/log.h"
-#include "topo/export.h"
 #include "topo_fixture.h"
 
 /* Probes machine and chooses for a local rank; returns the status. */
@@ -186,34 +186,41 @@ static void test_streams_table(void **state)
     topo_opts_release(&opts);
 }
 
-static void test_backend_env(void **state)
+/* What the modules are told of a choice: the RDMA device only on
+ * InfiniBand and RoCE, formatted as ddtopo shows it. */
+static void test_backend_settings(void **state)
 {
     dd_topo_choice_t c;
-    dd_topo_env_t env[DD_TOPO_ENV_MAX];
+    dd_netdev_setting_t s[DD_NETDEV_MAX];
 
     assert_int_equal(choose("dgx", 0, NULL, 3, 8, NULL, &c), DD_OK);
-    assert_int_equal(dd_topo_backend_env(&c, env), 4);
-    assert_string_equal(env[0].name, "UCX_NET_DEVICES");
-    assert_string_equal(env[0].value, "mlx5_3:1");
-    assert_string_equal(env[1].name, "GLOO_SOCKET_IFNAME");
-    assert_string_equal(env[1].value, "ib3");
-    assert_string_equal(env[2].name, "NCCL_SOCKET_IFNAME");
-    assert_string_equal(env[2].value, "=ib3");
-    assert_string_equal(env[3].name, "NCCL_IB_HCA");
-    assert_string_equal(env[3].value, "=mlx5_3:1");
+    assert_string_equal(dd_topo_choice_rdma(&c), "mlx5_3");
+    assert_int_equal(
+        dd_netdev_settings(c.name, dd_topo_choice_rdma(&c), c.rdma_port, s), 4);
+    assert_string_equal(s[0].name, "UCX_NET_DEVICES");
+    assert_string_equal(s[0].value, "mlx5_3:1");
+    assert_string_equal(s[1].name, "GLOO_SOCKET_IFNAME");
+    assert_string_equal(s[1].value, "ib3");
+    assert_string_equal(s[2].name, "NCCL_SOCKET_IFNAME");
+    assert_string_equal(s[2].value, "=ib3");
+    assert_string_equal(s[3].name, "NCCL_IB_HCA");
+    assert_string_equal(s[3].value, "=mlx5_3:1");
 
     assert_int_equal(choose("cpu2s", 0, NULL, 0, 1, NULL, &c), DD_OK);
-    assert_int_equal(dd_topo_backend_env(&c, env), 3);
-    assert_string_equal(env[0].value, "ens3f0");
+    assert_null(dd_topo_choice_rdma(&c));
+    assert_int_equal(
+        dd_netdev_settings(c.name, dd_topo_choice_rdma(&c), c.rdma_port, s), 3);
+    assert_string_equal(s[0].value, "ens3f0");
 
-    /* export keeps what the user set */
-    setenv("GLOO_SOCKET_IFNAME", "mine0", 1);
-    unsetenv("UCX_NET_DEVICES");
-    unsetenv("NCCL_SOCKET_IFNAME");
-    assert_int_equal(dd_topo_export(&c), DD_OK);
-    assert_string_equal(getenv("UCX_NET_DEVICES"), "ens3f0");
-    assert_string_equal(getenv("NCCL_SOCKET_IFNAME"), "=ens3f0");
-    assert_string_equal(getenv("GLOO_SOCKET_IFNAME"), "mine0");
+    /* a soft RDMA device on a virtual interface stays on TCP */
+    snprintf(c.rdma, sizeof(c.rdma), "rxe0");
+    c.rdma_port = 1;
+    c.kind = DD_TOPO_KIND_VIRTUAL;
+    assert_null(dd_topo_choice_rdma(&c));
+    c.kind = DD_TOPO_KIND_ROCE;
+    assert_string_equal(dd_topo_choice_rdma(&c), "rxe0");
+    c.name[0] = '\0';
+    assert_null(dd_topo_choice_rdma(&c));
 }
 
 static void test_iflist_text(void **state)
@@ -242,7 +249,7 @@ int main(void)
         cmocka_unit_test(test_laptop_and_thismachine),
         cmocka_unit_test(test_reasons_per_interface),
         cmocka_unit_test(test_streams_table),
-        cmocka_unit_test(test_backend_env),
+        cmocka_unit_test(test_backend_settings),
         cmocka_unit_test(test_iflist_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,6 @@
 /* dd_init and dd_finalize in one process: a single rank, bad DREAMDDP_* values,
- * roles, the file store, and the printed configuration. */
+ * roles, the file store, the printed configuration, and the backend
+ * libraries' variables, which dd_init leaves alone. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -101,6 +102,87 @@ static void test_file_store(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* The backend libraries' own variables: dd_init leaves them as it found
+ * them, since the modules hear of the interface through their services
+ * struct. Only NCCL's module sets its two, having no other way in. */
+static const char *const backend_vars[] = {"UCX_NET_DEVICES",
+                                           "GLOO_SOCKET_IFNAME",
+                                           "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA"};
+#define N_BACKEND_VARS (sizeof(backend_vars) / sizeof(backend_vars[0]))
+
+static void unset_backend_vars(void)
+{
+    for (size_t i = 0; i < N_BACKEND_VARS; i++) {
+        unsetenv(backend_vars[i]);
+    }
+}
+
+/* Fails naming the first variable of backend_vars[from..] that is set. */
+static void expect_unset_from(size_t from, const char *when)
+{
+    for (size_t i = from; i < N_BACKEND_VARS; i++) {
+        const char *value = getenv(backend_vars[i]);
+        if (value != NULL) {
+            fail_msg("%s set %s=%s", when, backend_vars[i], value);
+        }
+    }
+}
+
+static void test_init_sets_no_backend_variable(void **state)
+{
+    dd_context_h ctx = NULL;
+
+    unset_backend_vars();
+    setenv("DREAMDDP_BACKENDS", "^nccl", 1);
+    assert_int_equal(dd_init(NULL, &ctx), DD_OK);
+    expect_unset_from(0, "dd_init");
+    assert_int_equal(dd_barrier(ctx), DD_OK);
+    assert_int_equal(dd_finalize(ctx), DD_OK);
+    expect_unset_from(0, "dd_finalize");
+
+    /* what the user set stays as it was */
+    setenv("UCX_NET_DEVICES", "all", 1);
+    setenv("GLOO_SOCKET_IFNAME", "lo", 1);
+    assert_int_equal(dd_init(NULL, &ctx), DD_OK);
+    assert_string_equal(getenv("UCX_NET_DEVICES"), "all");
+    assert_string_equal(getenv("GLOO_SOCKET_IFNAME"), "lo");
+    expect_unset_from(2, "dd_init");
+    assert_int_equal(dd_finalize(ctx), DD_OK);
+    unset_backend_vars();
+    unsetenv("DREAMDDP_BACKENDS");
+}
+
+/* Where a GPU is: the NCCL module sets NCCL_SOCKET_IFNAME (an exact match)
+ * and, without RDMA, not NCCL_IB_HCA, and keeps a value the user set. */
+static void test_nccl_sets_its_own(void **state)
+{
+    dd_context_h ctx = NULL;
+
+    unset_backend_vars();
+    setenv("DREAMDDP_BACKENDS", "nccl", 1);
+    setenv("DREAMDDP_NET_IFNAME", "=lo", 1);
+    dd_status_t status = dd_init(NULL, &ctx);
+    if (status != DD_OK) {
+        print_message("no NCCL here: %s\n", dd_last_error());
+        unsetenv("DREAMDDP_BACKENDS");
+        unsetenv("DREAMDDP_NET_IFNAME");
+        skip();
+    }
+    assert_string_equal(getenv("NCCL_SOCKET_IFNAME"), "=lo");
+    expect_unset_from(3, "the NCCL module");
+    assert_null(getenv("UCX_NET_DEVICES"));
+    assert_null(getenv("GLOO_SOCKET_IFNAME"));
+    assert_int_equal(dd_finalize(ctx), DD_OK);
+
+    setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+    assert_int_equal(dd_init(NULL, &ctx), DD_OK);
+    assert_string_equal(getenv("NCCL_SOCKET_IFNAME"), "lo");
+    assert_int_equal(dd_finalize(ctx), DD_OK);
+    unset_backend_vars();
+    unsetenv("DREAMDDP_BACKENDS");
+    unsetenv("DREAMDDP_NET_IFNAME");
+}
+
 static void test_config_print(void **state)
 {
     char *buf = NULL;
@@ -131,6 +213,8 @@ int main(void)
         cmocka_unit_test_setup(test_role_override, clean_env),
         cmocka_unit_test_setup(test_file_store, clean_env),
         cmocka_unit_test_setup(test_config_print, clean_env),
+        cmocka_unit_test_setup(test_init_sets_no_backend_variable, clean_env),
+        cmocka_unit_test_setup(test_nccl_sets_its_own, clean_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,10 +10,10 @@
 #include "ddtopo.h"
 
 #include "api/context.h"
+#include "api/net_agree.h"
 #include "core/log.h"
 #include "core/time.h"
 #include "topo/addrs.h"
-#include "topo/agree.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -430,7 +430,7 @@ static dd_status_t ddtopo_probe_local(dd_context_h ctx, ddtopo_server_t *server,
                        : DD_ERR_NO_MEMORY;
     }
     if (status == DD_OK) {
-        dd_topo_host_id(mine->host, sizeof(mine->host));
+        dd_net_host_id(mine->host, sizeof(mine->host));
         ddtopo_listen(topo, cands, server, mine);
     }
     free(cands);

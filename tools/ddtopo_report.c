@@ -2,13 +2,14 @@
  * ddtopo's report, for a person (text) or a program (one JSON object). Both
  * show the same facts: machine, NICs in the rank's order with the reason
  * for each, GPUs with their nearest NIC, the stream count, the backends and
- * compressors that could be loaded, the backend environment and the topology
- * configuration. Printing only: every fact was computed before.
+ * compressors that could be loaded, what each backend is told of the
+ * interface (src/backends/netdev.h, the modules' own formatting) and the
+ * topology configuration. Printing only: every fact was computed before.
  */
 #include "ddtopo.h"
 
+#include "backends/netdev.h"
 #include "topo/addrs.h"
-#include "topo/export.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -194,12 +195,22 @@ static void ddtopo_text_modules(FILE *out)
                 ")");
 }
 
+/* What the backend modules make of the choice, each named by the variable
+ * with which a user overrides it. */
+static int ddtopo_backend_settings(const dd_topo_choice_t *c,
+                                   dd_netdev_setting_t env[DD_NETDEV_MAX])
+{
+    return dd_netdev_settings(c->name[0] != '\0' ? c->name : NULL,
+                              dd_topo_choice_rdma(c), c->rdma_port, env);
+}
+
 static void ddtopo_text_env(FILE *out, const ddtopo_report_t *r)
 {
-    dd_topo_env_t env[DD_TOPO_ENV_MAX];
-    int n = dd_topo_backend_env(r->choice, env);
+    dd_netdev_setting_t env[DD_NETDEV_MAX];
+    int n = ddtopo_backend_settings(r->choice, env);
 
-    fprintf(out, "\nbackend environment (set by dd_init where unset):\n");
+    fprintf(out, "\nbackend settings (each module's own, unless the user set "
+                 "the variable):\n");
     for (int i = 0; i < n; i++) {
         fprintf(out, "  %s=%s\n", env[i].name, env[i].value);
     }
@@ -370,8 +381,8 @@ static void ddtopo_json_modules(FILE *out)
 static void ddtopo_json_choice(FILE *out, const ddtopo_report_t *r)
 {
     const dd_topo_choice_t *c = r->choice;
-    dd_topo_env_t env[DD_TOPO_ENV_MAX];
-    int n = dd_topo_backend_env(c, env);
+    dd_netdev_setting_t env[DD_NETDEV_MAX];
+    int n = ddtopo_backend_settings(c, env);
 
     fprintf(out, "  \"chosen\": {\"name\": ");
     ddtopo_json_str(out, c->name);

@@ -29,7 +29,7 @@ extern "C" {
  * Version of this ABI. The core refuses a module whose table carries
  * another version. Bump it on any change to the structs or slots below.
  */
-#define DD_BACKEND_ABI_VERSION 2u
+#define DD_BACKEND_ABI_VERSION 3u
 
 /** Name of the function every module exports (dd_backend_entry_fn_t). */
 #define DD_BACKEND_ENTRY "dd_backend_ops_get"
@@ -72,9 +72,14 @@ typedef struct dd_backend_services {
     /** Network interface the topology chose (e.g. "eth0"), or NULL when
      *  none was chosen: the backend then uses its own default. */
     const char *ifname;
-    /** That interface's RDMA device (e.g. "mlx5_0"), or NULL when it has
-     *  none or no interface was chosen. */
+    /** That interface's RDMA device (e.g. "mlx5_0") when it is InfiniBand
+     *  or RoCE, or NULL when it has none or no interface was chosen. The
+     *  module turns ifname and rdma into its own library's setting, unless
+     *  the user set that library's variable (UCX_NET_DEVICES,
+     *  GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, NCCL_IB_HCA); the core sets
+     *  no other library's variable. */
     const char *rdma;
+    int rdma_port; /**< rdma's port (1-based); 0 when rdma is NULL */
     int log_level; /**< dd_backend_log_level_t in force for the job */
     void *arg;     /**< first argument of every function below */
 

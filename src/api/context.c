@@ -4,10 +4,10 @@
  * failure is reported where it is detected, with the facts a user needs.
  */
 #include "api/context.h"
+#include "api/net_agree.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "sched/sched.h"
-#include "topo/export.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -301,7 +301,8 @@ static dd_status_t dd_context_backends(dd_context_h ctx)
         .local_size = ctx->env.local_size,
         .timeout_s = ctx->core.timeout_s,
         .ifname = ctx->net.name[0] != '\0' ? ctx->net.name : NULL,
-        .rdma = ctx->net.rdma[0] != '\0' ? ctx->net.rdma : NULL};
+        .rdma = dd_topo_choice_rdma(&ctx->net),
+        .rdma_port = ctx->net.rdma_port};
     return dd_backends_load(&ctx->backends_env, &ctx->backends);
 }
 
@@ -372,8 +373,8 @@ dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p)
     if ((status = dd_context_store(ctx)) != DD_OK ||
         (status = dd_context_locality(ctx)) != DD_OK ||
         (status = dd_context_roles(ctx, role_override)) != DD_OK ||
-        (status = dd_topo_setup(ctx->store, ctx->env.local_rank,
-                                ctx->env.local_size, &ctx->net)) != DD_OK ||
+        (status = dd_net_setup(ctx->store, ctx->env.local_rank,
+                               ctx->env.local_size, &ctx->net)) != DD_OK ||
         (status = dd_context_backends(ctx)) != DD_OK ||
         (status = dd_context_worker_group(ctx)) != DD_OK ||
         (status = dd_context_sched(ctx)) != DD_OK ||

@@ -417,6 +417,7 @@ static void dd_backend_services_fill(const dd_backends_env_t *env,
     svc->timeout_s = env->timeout_s;
     svc->ifname = env->ifname;
     svc->rdma = svc->ifname != NULL ? env->rdma : NULL;
+    svc->rdma_port = svc->rdma != NULL ? env->rdma_port : 0;
     /* Modules log their info and debug lines only where DREAMDDP_LOG_SUBSYS
      * lets the backend subsystem speak. */
     svc->log_level = dd_log_enabled(DD_LOG_INFO, DD_SUBSYS_BACKEND)

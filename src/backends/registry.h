@@ -27,6 +27,7 @@ typedef struct {
     double timeout_s;
     const char *ifname; /* NULL: each backend's own default */
     const char *rdma;   /* the interface's RDMA device, or NULL */
+    int rdma_port;      /* its port, with rdma */
 } dd_backends_env_t;
 
 /** One loaded, initialized backend. */

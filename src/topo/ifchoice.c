@@ -242,7 +242,7 @@ static int dd_topo_filter(const dd_topo_t *topo, const dd_topo_opts_t *opts,
         cands[i].nic = i;
         if (!dd_iflist_match(&opts->ifname, topo->nics[i].name)) {
             snprintf(cands[i].why, sizeof(cands[i].why),
-                     "excluded by DREAMDDP_NET_IFNAME=%.160s", list);
+                     "excluded by DREAMDDP_NET_IFNAME=%.150s", list);
             continue;
         }
         n_matched++;
@@ -346,6 +346,16 @@ void dd_topo_choice_fill(const dd_topo_t *topo, const dd_topo_opts_t *opts,
                  "reach every host",
                  cands[pick].order, n_usable, desc);
     }
+}
+
+const char *dd_topo_choice_rdma(const dd_topo_choice_t *choice)
+{
+    int rdma_kind = choice->kind == DD_TOPO_KIND_INFINIBAND ||
+                    choice->kind == DD_TOPO_KIND_ROCE;
+
+    return choice->name[0] != '\0' && choice->rdma[0] != '\0' && rdma_kind
+               ? choice->rdma
+               : NULL;
 }
 
 /* Fills order and the why of every usable candidate against the chosen. */

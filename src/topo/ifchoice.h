@@ -62,6 +62,11 @@ void dd_topo_choice_fill(const dd_topo_t *topo, const dd_topo_opts_t *opts,
                          const dd_topo_cand_t *cands, int pick, int gpu,
                          int local_size, dd_topo_choice_t *choice);
 
+/* The RDMA device backends are told of: the choice's, when it is
+ * InfiniBand or RoCE (a soft RDMA device on another kind of interface is
+ * not worth leaving TCP for); NULL otherwise, and when nothing was chosen. */
+const char *dd_topo_choice_rdma(const dd_topo_choice_t *choice);
+
 /* The stream count for a chosen NIC: DREAMDDP_NUM_STREAMS when set (override > 0),
  * else the table in streams.c. */
 int dd_topo_streams(const dd_topo_t *topo, const dd_topo_nic_t *nic,

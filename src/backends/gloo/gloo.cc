@@ -4,14 +4,17 @@
  * dd_status_t (Gloo's timeouts into DD_ERR_TIMED_OUT). Gloo's collectives
  * block, so they run in order on one thread per instance and requests wait
  * for them there. Rendezvous goes through dd's store (a
- * gloo::rendezvous::Store adapter over the services), and the TCP transport
- * binds GLOO_SOCKET_IFNAME, else the topology's interface, else the host
- * name's address (loopback when every rank is on this host).
+ * gloo::rendezvous::Store adapter over the services), and the TCP device's
+ * iface attribute is the user's GLOO_SOCKET_IFNAME, else the topology's
+ * interface (services->ifname); without either the device binds the host
+ * name's address (loopback when every rank is on this host). It never
+ * sets a variable.
  */
 #include <dreamddp/backend.h>
 
 extern "C" {
 #include "backends/coll/coll.h"
+#include "backends/netdev.h"
 #include "core/reduce.h"
 #include "core/time.h"
 }
@@ -201,11 +204,15 @@ dd_status_t dd_gloo_enqueue(dd_backend_t *b, dd_backend_request *req,
 gloo::transport::tcp::attr dd_gloo_attr(const dd_backend_services_t *svc)
 {
     gloo::transport::tcp::attr attr;
-    const char *ifname = getenv("GLOO_SOCKET_IFNAME");
+    const char *ifname = svc->ifname;
     char host[256] = "";
 
-    if (ifname == nullptr) {
-        ifname = svc->ifname;
+    /* Gloo itself reads no variable: GLOO_SOCKET_IFNAME is the name
+     * PyTorch gave this setting, and users expect it to win. */
+    if (dd_netdev_user_set("GLOO_SOCKET_IFNAME")) {
+        ifname = getenv("GLOO_SOCKET_IFNAME");
+        dd_coll_log(svc, DD_BACKEND_LOG_DEBUG,
+                    "GLOO_SOCKET_IFNAME=%s kept as the user set it", ifname);
     }
     if (ifname != nullptr) {
         attr.iface = ifname;

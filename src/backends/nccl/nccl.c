@@ -3,12 +3,15 @@
  * passed through the store, operations queued on the caller's CUDA stream
  * (or the module's own) with an event marking their end. Waiting polls the
  * event and ncclCommGetAsyncError, and aborts the communicator on timeout.
- * CUDA memory only; f16 and bf16 are reduced natively. It must not call the
- * core, and only this module links CUDA and NCCL.
+ * CUDA memory only; f16 and bf16 are reduced natively. NCCL has no API for
+ * its interface, so this module (and only it) sets NCCL_SOCKET_IFNAME and
+ * NCCL_IB_HCA from the services struct where the user has not. It must not
+ * call the core, and only this module links CUDA and NCCL.
  */
 #include <dreamddp/backend.h>
 
 #include "backends/coll/coll.h"
+#include "backends/netdev.h"
 #include "core/reduce.h"
 #include "core/time.h"
 
@@ -69,6 +72,42 @@ static dd_status_t dd_nccl_cuda_fail(const dd_backend_services_t *svc,
                          cudaGetErrorString(err));
 }
 
+/* Sets one of NCCL's variables unless the user did. */
+static dd_status_t dd_nccl_setenv(const dd_backend_services_t *svc,
+                                  const char *name, const char *value)
+{
+    if (dd_netdev_user_set(name)) {
+        dd_coll_log(svc, DD_BACKEND_LOG_DEBUG, "%s=%s kept as the user set it",
+                    name, getenv(name));
+        return DD_OK;
+    }
+    if (setenv(name, value, 1) != 0) {
+        return dd_coll_error(svc, DD_ERR_NO_MEMORY, "cannot set %s: %m", name);
+    }
+    dd_coll_log(svc, DD_BACKEND_LOG_DEBUG, "set %s=%s", name, value);
+    return DD_OK;
+}
+
+/* The topology's interface, before NCCL first reads its variables (in
+ * ncclGetUniqueId and ncclCommInitRank; it keeps what it read for the
+ * rest of the process). */
+static dd_status_t dd_nccl_net_env(const dd_backend_services_t *svc)
+{
+    char value[DD_NETDEV_VALUE_MAX];
+    dd_status_t status;
+
+    if (svc->ifname == NULL) {
+        return DD_OK;
+    }
+    dd_netdev_nccl_socket(svc->ifname, value, sizeof(value));
+    status = dd_nccl_setenv(svc, "NCCL_SOCKET_IFNAME", value);
+    if (status == DD_OK && dd_netdev_nccl_ib_hca(svc->rdma, svc->rdma_port,
+                                                 value, sizeof(value))) {
+        status = dd_nccl_setenv(svc, "NCCL_IB_HCA", value);
+    }
+    return status;
+}
+
 /* Rank 0 makes the id; everyone reads it from the store. */
 static dd_status_t dd_nccl_unique_id(const dd_backend_services_t *svc,
                                      ncclUniqueId *id)
@@ -122,7 +161,10 @@ static dd_status_t dd_nccl_init(const dd_backend_services_t *svc,
         status = dd_nccl_cuda_fail(svc, "cannot set up the CUDA device", err);
         goto err_free;
     }
-    status = dd_nccl_unique_id(svc, &id);
+    status = dd_nccl_net_env(svc);
+    if (status == DD_OK) {
+        status = dd_nccl_unique_id(svc, &id);
+    }
     if (status != DD_OK) {
         goto err_destroy_stream;
     }

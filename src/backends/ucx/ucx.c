@@ -3,13 +3,16 @@
  * addresses exchanged through the store, tagged non-blocking send and recv,
  * and the shared point-to-point collectives on top. Host memory always;
  * CUDA memory for send and recv where UCX reports it can move it. The
- * network devices are UCX's own choice (UCX_NET_DEVICES), or the topology's
- * interface when one was chosen and UCX_NET_DEVICES is unset. It must not
- * call the core: everything comes through the services struct.
+ * network devices are the user's (UCX_NET_DEVICES), else the topology's
+ * interface (its RDMA device and port on InfiniBand and RoCE), given to UCX
+ * through ucp_config_modify, else UCX's own choice. It must not call the
+ * core or set UCX's variables: everything comes through the services
+ * struct.
  */
 #include <dreamddp/backend.h>
 
 #include "backends/coll/coll.h"
+#include "backends/netdev.h"
 #include "core/reduce.h"
 #include "core/time.h"
 
@@ -141,6 +144,27 @@ static dd_status_t dd_ucx_query(char *why, size_t size)
     return DD_OK;
 }
 
+/* The topology's device, as UCX_NET_DEVICES would give it, unless the
+ * user set that variable (ucp_config_read has read it then). */
+static ucs_status_t dd_ucx_net_devices(const dd_backend_services_t *svc,
+                                       ucp_config_t *config)
+{
+    char value[DD_NETDEV_VALUE_MAX];
+
+    if (svc->ifname == NULL) {
+        return UCS_OK;
+    }
+    if (dd_netdev_user_set("UCX_NET_DEVICES")) {
+        dd_coll_log(svc, DD_BACKEND_LOG_DEBUG,
+                    "UCX_NET_DEVICES=%s kept as the user set it",
+                    getenv("UCX_NET_DEVICES"));
+        return UCS_OK;
+    }
+    dd_netdev_ucx(svc->ifname, svc->rdma, svc->rdma_port, value, sizeof(value));
+    dd_coll_log(svc, DD_BACKEND_LOG_DEBUG, "network devices %s", value);
+    return ucp_config_modify(config, "NET_DEVICES", value);
+}
+
 static dd_status_t dd_ucx_create_context(dd_backend_t *b)
 {
     const dd_backend_services_t *svc = b->svc;
@@ -154,8 +178,12 @@ static dd_status_t dd_ucx_create_context(dd_backend_t *b)
                              "cannot read the UCX configuration: %s",
                              ucs_status_string(ucs));
     }
-    if (svc->ifname != NULL && getenv("UCX_NET_DEVICES") == NULL) {
-        ucp_config_modify(config, "NET_DEVICES", svc->ifname);
+    ucs = dd_ucx_net_devices(svc, config);
+    if (ucs != UCS_OK) {
+        ucp_config_release(config);
+        return dd_coll_error(svc, DD_ERR_BACKEND,
+                             "cannot give UCX the network device: %s",
+                             ucs_status_string(ucs));
     }
     /* Over TCP, a rendezvous needs the receiver to progress before any
      * data moves, and a receiver busy in backward or summing does not: so

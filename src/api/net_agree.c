@@ -1,19 +1,23 @@
 /*
- * Agreement across ranks on which interfaces reach each other. A record is
- * text ("host ID", "error MSG", "if NAME KIND SUBNET,SUBNET") so that a
- * store dump can be read by a person. Only subnets decide reachability;
- * loopback and link-local addresses reach nothing off the host.
+ * The network step of dd_init: the topology probes and chooses this rank's
+ * interface, then the ranks agree through the store on which interfaces
+ * reach each other (src/topo never talks to the store). A record is text
+ * ("host ID", "error MSG", "if NAME KIND SUBNET,SUBNET") so that a store
+ * dump can be read by a person. Only subnets decide reachability; loopback
+ * and link-local addresses reach nothing off the host. Backends learn the
+ * outcome from their services struct, never from a variable set here.
  */
-#include "topo/agree.h"
+#include "api/net_agree.h"
 #include "core/log.h"
 #include "topo/addrs.h"
+#include "topo/topo_config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-void dd_topo_host_id(char *buf, size_t size)
+void dd_net_host_id(char *buf, size_t size)
 {
     char host[256] = "", ns[64] = "";
 
@@ -23,15 +27,14 @@ void dd_topo_host_id(char *buf, size_t size)
     snprintf(buf, size, "%s|%s", host, ns);
 }
 
-static size_t dd_topo_encode_if(const dd_topo_nic_t *nic, char *buf,
-                                size_t size)
+static size_t dd_net_encode_if(const dd_topo_nic_t *nic, char *buf, size_t size)
 {
     char subnet[64];
     int n = 0;
     size_t o = (size_t)snprintf(buf, size, "if %s %s ", nic->name,
                                 dd_topo_kind_name(nic->kind));
 
-    for (int i = 0; i < nic->n_addrs && n < DD_TOPO_PEER_SUBNETS; i++) {
+    for (int i = 0; i < nic->n_addrs && n < DD_NET_PEER_SUBNETS; i++) {
         if (dd_topo_addr_is_local(&nic->addrs[i]) ||
             dd_topo_addr_subnet(&nic->addrs[i], subnet, sizeof(subnet)) != 0) {
             continue;
@@ -44,9 +47,9 @@ static size_t dd_topo_encode_if(const dd_topo_nic_t *nic, char *buf,
     return o;
 }
 
-void dd_topo_peer_encode(const char *host, const dd_topo_t *topo,
-                         const dd_topo_cand_t *cands, const char *error,
-                         char *buf, size_t size)
+void dd_net_peer_encode(const char *host, const dd_topo_t *topo,
+                        const dd_topo_cand_t *cands, const char *error,
+                        char *buf, size_t size)
 {
     char line[512];
     size_t o;
@@ -58,10 +61,9 @@ void dd_topo_peer_encode(const char *host, const dd_topo_t *topo,
         return;
     }
     for (int i = 0, n = 0;
-         i < topo->n_nics && cands[i].usable && n < DD_TOPO_PEER_IFS;
-         i++, n++) {
+         i < topo->n_nics && cands[i].usable && n < DD_NET_PEER_IFS; i++, n++) {
         size_t len =
-            dd_topo_encode_if(&topo->nics[cands[i].nic], line, sizeof(line));
+            dd_net_encode_if(&topo->nics[cands[i].nic], line, sizeof(line));
         if (o + len >= size) {
             break; /* the rest of the order: never reached in practice */
         }
@@ -70,15 +72,15 @@ void dd_topo_peer_encode(const char *host, const dd_topo_t *topo,
     }
 }
 
-static dd_status_t dd_topo_decode_if(char *line, dd_topo_peer_t *peer)
+static dd_status_t dd_net_decode_if(char *line, dd_net_peer_t *peer)
 {
     char name[DD_TOPO_NAME_MAX], kind[16], subnets[512];
 
-    if (peer->n == DD_TOPO_PEER_IFS ||
+    if (peer->n == DD_NET_PEER_IFS ||
         sscanf(line, "if %63s %15s %511s", name, kind, subnets) != 3) {
         return DD_ERR_MESSAGE;
     }
-    dd_topo_peer_if_t *pif = &peer->ifs[peer->n++];
+    dd_net_peer_if_t *pif = &peer->ifs[peer->n++];
     memset(pif, 0, sizeof(*pif));
     snprintf(pif->name, sizeof(pif->name), "%s", name);
     snprintf(pif->kind, sizeof(pif->kind), "%s", kind);
@@ -86,7 +88,7 @@ static dd_status_t dd_topo_decode_if(char *line, dd_topo_peer_t *peer)
         return DD_OK;
     }
     for (char *save, *s = strtok_r(subnets, ",", &save);
-         s != NULL && pif->n_subnets < DD_TOPO_PEER_SUBNETS;
+         s != NULL && pif->n_subnets < DD_NET_PEER_SUBNETS;
          s = strtok_r(NULL, ",", &save)) {
         snprintf(pif->subnets[pif->n_subnets++], sizeof(pif->subnets[0]), "%s",
                  s);
@@ -94,8 +96,8 @@ static dd_status_t dd_topo_decode_if(char *line, dd_topo_peer_t *peer)
     return DD_OK;
 }
 
-dd_status_t dd_topo_peer_decode(const char *buf, size_t size,
-                                dd_topo_peer_t *peer)
+dd_status_t dd_net_peer_decode(const char *buf, size_t size,
+                               dd_net_peer_t *peer)
 {
     char *text = strndup(buf, size);
     dd_status_t status = DD_OK;
@@ -111,7 +113,7 @@ dd_status_t dd_topo_peer_decode(const char *buf, size_t size,
         } else if (strncmp(line, "error ", 6) == 0) {
             snprintf(peer->error, sizeof(peer->error), "%s", line + 6);
         } else {
-            status = dd_topo_decode_if(line, peer);
+            status = dd_net_decode_if(line, peer);
         }
     }
     free(text);
@@ -121,8 +123,7 @@ dd_status_t dd_topo_peer_decode(const char *buf, size_t size,
     return status;
 }
 
-static int dd_topo_if_meets(const dd_topo_peer_if_t *a,
-                            const dd_topo_peer_if_t *b)
+static int dd_net_if_meets(const dd_net_peer_if_t *a, const dd_net_peer_if_t *b)
 {
     for (int i = 0; i < a->n_subnets; i++) {
         for (int j = 0; j < b->n_subnets; j++) {
@@ -136,13 +137,13 @@ static int dd_topo_if_meets(const dd_topo_peer_if_t *a,
 
 /* Whether interface pif of rank me meets some interface of every rank on
  * another host. */
-static int dd_topo_if_reaches_all(const dd_topo_peer_t *peers, int world,
-                                  int me, const dd_topo_peer_if_t *pif)
+static int dd_net_if_reaches_all(const dd_net_peer_t *peers, int world, int me,
+                                 const dd_net_peer_if_t *pif)
 {
     for (int r = 0; r < world; r++) {
         int met = strcmp(peers[r].host, peers[me].host) == 0;
         for (int j = 0; j < peers[r].n && !met; j++) {
-            met = dd_topo_if_meets(pif, &peers[r].ifs[j]);
+            met = dd_net_if_meets(pif, &peers[r].ifs[j]);
         }
         if (!met) {
             return 0;
@@ -152,8 +153,8 @@ static int dd_topo_if_reaches_all(const dd_topo_peer_t *peers, int world,
 }
 
 /* "rank 0 on h|ns has eth0 10.0.0.0/24, lo -; rank 1 ..." */
-static void dd_topo_peers_text(const dd_topo_peer_t *peers, int world,
-                               char *buf, size_t size)
+static void dd_net_peers_text(const dd_net_peer_t *peers, int world, char *buf,
+                              size_t size)
 {
     size_t o = 0;
 
@@ -165,7 +166,7 @@ static void dd_topo_peers_text(const dd_topo_peer_t *peers, int world,
         o += (size_t)snprintf(buf + o, size - o, "%srank %d on %s has",
                               r ? "; " : "", r, peers[r].host);
         for (int j = 0; j < peers[r].n && o < size; j++) {
-            const dd_topo_peer_if_t *pif = &peers[r].ifs[j];
+            const dd_net_peer_if_t *pif = &peers[r].ifs[j];
             o += (size_t)snprintf(buf + o, size - o, "%s %s %s", j ? "," : "",
                                   pif->name,
                                   pif->n_subnets ? pif->subnets[0] : "-");
@@ -176,8 +177,8 @@ static void dd_topo_peers_text(const dd_topo_peer_t *peers, int world,
     }
 }
 
-dd_status_t dd_topo_agree_pick(const dd_topo_peer_t *peers, int world, int me,
-                               int *pick_p)
+dd_status_t dd_net_agree_pick(const dd_net_peer_t *peers, int world, int me,
+                              int *pick_p)
 {
     char text[2048];
 
@@ -190,40 +191,40 @@ dd_status_t dd_topo_agree_pick(const dd_topo_peer_t *peers, int world, int me,
         }
     }
     for (int i = 0; i < peers[me].n; i++) {
-        if (dd_topo_if_reaches_all(peers, world, me, &peers[me].ifs[i])) {
+        if (dd_net_if_reaches_all(peers, world, me, &peers[me].ifs[i])) {
             *pick_p = i;
             return DD_OK;
         }
     }
-    dd_topo_peers_text(peers, world, text, sizeof(text));
+    dd_net_peers_text(peers, world, text, sizeof(text));
     return dd_error(DD_ERR_NOT_FOUND, DD_SUBSYS_TOPO,
                     "no network interface of rank %d shares a subnet with "
                     "every other host: %s",
                     me, text);
 }
 
-dd_status_t dd_topo_agree(dd_store_t *store, const dd_topo_t *topo,
-                          const dd_topo_opts_t *opts,
-                          const dd_topo_cand_t *cands, dd_status_t local_status,
-                          int local_size, dd_topo_choice_t *choice)
+dd_status_t dd_net_agree(dd_store_t *store, const dd_topo_t *topo,
+                         const dd_topo_opts_t *opts,
+                         const dd_topo_cand_t *cands, dd_status_t local_status,
+                         int local_size, dd_topo_choice_t *choice)
 {
     int world = store->world_size, me = store->rank, pick = 0;
-    char host[320], mine[DD_TOPO_RECORD_SIZE];
-    char *all = malloc((size_t)world * DD_TOPO_RECORD_SIZE);
-    dd_topo_peer_t *peers = calloc((size_t)world, sizeof(*peers));
+    char host[320], mine[DD_NET_RECORD_SIZE];
+    char *all = malloc((size_t)world * DD_NET_RECORD_SIZE);
+    dd_net_peer_t *peers = calloc((size_t)world, sizeof(*peers));
     dd_status_t status = DD_ERR_NO_MEMORY;
 
     if (all == NULL || peers == NULL) {
         goto out_free;
     }
-    dd_topo_host_id(host, sizeof(host));
-    dd_topo_peer_encode(host, topo, cands,
-                        local_status == DD_OK ? NULL : dd_last_error(), mine,
-                        sizeof(mine));
+    dd_net_host_id(host, sizeof(host));
+    dd_net_peer_encode(host, topo, cands,
+                       local_status == DD_OK ? NULL : dd_last_error(), mine,
+                       sizeof(mine));
     status = dd_store_allgather(store, "topo", mine, sizeof(mine), all);
     for (int r = 0; r < world && status == DD_OK; r++) {
-        status = dd_topo_peer_decode(all + (size_t)r * DD_TOPO_RECORD_SIZE,
-                                     DD_TOPO_RECORD_SIZE, &peers[r]);
+        status = dd_net_peer_decode(all + (size_t)r * DD_NET_RECORD_SIZE,
+                                    DD_NET_RECORD_SIZE, &peers[r]);
         if (status != DD_OK) {
             status =
                 dd_error(status, DD_SUBSYS_TOPO,
@@ -233,7 +234,7 @@ dd_status_t dd_topo_agree(dd_store_t *store, const dd_topo_t *topo,
     if (status == DD_OK && local_status != DD_OK) {
         status = local_status;
     } else if (status == DD_OK) {
-        status = dd_topo_agree_pick(peers, world, me, &pick);
+        status = dd_net_agree_pick(peers, world, me, &pick);
     }
     if (status == DD_OK && pick > 0) {
         dd_topo_choice_fill(topo, opts, cands, pick, choice->gpu, local_size,
@@ -242,5 +243,58 @@ dd_status_t dd_topo_agree(dd_store_t *store, const dd_topo_t *topo,
 out_free:
     free(peers);
     free(all);
+    return status;
+}
+
+static dd_status_t dd_net_setup_local(const dd_topo_opts_t *opts,
+                                      int local_rank, int local_size,
+                                      dd_topo_t **topo_p,
+                                      dd_topo_cand_t **cands_p,
+                                      dd_topo_choice_t *choice)
+{
+    dd_status_t status = dd_topo_probe(opts, topo_p);
+
+    if (status != DD_OK) {
+        return status;
+    }
+    dd_log_info(DD_SUBSYS_TOPO, "topology from %s", (*topo_p)->source);
+    *cands_p = calloc((size_t)(*topo_p)->n_nics + 1, sizeof(**cands_p));
+    if (*cands_p == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    int gpu =
+        dd_topo_rank_gpu(*topo_p, local_rank, getenv("CUDA_VISIBLE_DEVICES"));
+    return dd_topo_choose(*topo_p, opts, gpu, local_rank, local_size, *cands_p,
+                          choice);
+}
+
+dd_status_t dd_net_setup(dd_store_t *store, int local_rank, int local_size,
+                         dd_topo_choice_t *choice_p)
+{
+    dd_topo_opts_t opts;
+    dd_topo_t *topo = NULL;
+    dd_topo_cand_t *cands = NULL;
+    dd_topo_choice_t choice;
+    dd_status_t status =
+        dd_config_load(&dd_topo_config_table, &opts, dd_config_getenv, NULL);
+
+    if (status != DD_OK) {
+        return status;
+    }
+    memset(&choice, 0, sizeof(choice));
+    dd_status_t local = dd_net_setup_local(&opts, local_rank, local_size, &topo,
+                                           &cands, &choice);
+    status =
+        dd_net_agree(store, topo, &opts, cands, local, local_size, &choice);
+    if (status == DD_OK) {
+        dd_log_info(DD_SUBSYS_TOPO,
+                    "network interface %s (%s), %d stream%s: %s", choice.name,
+                    dd_topo_kind_name(choice.kind), choice.streams,
+                    choice.streams == 1 ? "" : "s", choice.reason);
+        *choice_p = choice;
+    }
+    free(cands);
+    dd_topo_free(topo);
+    dd_config_release(&dd_topo_config_table, &opts);
     return status;
 }

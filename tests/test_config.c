@@ -7,13 +7,19 @@
 
 #include <cmocka.h>
 
+#include "backends/backend_config.h"
+#include "boot/boot_config.h"
 #include "core/config.h"
+#include "core/core_config.h"
 #include "core/log.h"
 #include "fake_env.h"
+#include "sched/sched_config.h"
+#include "topo/topo_config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void test_bool(void **state)
 {
@@ -267,6 +273,117 @@ static void test_print(void **state)
     free(buf);
 }
 
+/* The library's own tables, so that suggestions are the ones users see. */
+static const dd_config_table_t *const real_tables[] = {
+    &dd_core_config_table, &dd_boot_config_table, &dd_topo_config_table,
+    &dd_backend_config_table, &dd_sched_config_table};
+#define N_REAL (sizeof(real_tables) / sizeof(real_tables[0]))
+
+static void assert_unknown(const char *entry, const char *expected)
+{
+    char msg[256] = "";
+    int unknown =
+        dd_config_unknown_message(real_tables, N_REAL, entry, msg, sizeof(msg));
+    if (expected == NULL) {
+        assert_int_equal(unknown, 0);
+        assert_string_equal(msg, "");
+    } else {
+        assert_int_equal(unknown, 1);
+        assert_string_equal(msg, expected);
+    }
+}
+
+static void test_unknown_suggests_nearest(void **state)
+{
+    assert_unknown("DREAMDDP_STRATGY=ddp", "DREAMDDP_STRATGY is not a dreamddp "
+                                           "variable; did you mean "
+                                           "DREAMDDP_STRATEGY?");
+    assert_unknown("DREAMDDP_TIMEOUT=30", "DREAMDDP_TIMEOUT is not a dreamddp "
+                                          "variable; did you mean "
+                                          "DREAMDDP_TIMEOUT_S?");
+    assert_unknown("DREAMDDP_ROEL=worker", "DREAMDDP_ROEL is not a dreamddp "
+                                           "variable; did you mean "
+                                           "DREAMDDP_ROLE?");
+    assert_unknown("DREAMDDP_log_level=info", "DREAMDDP_log_level is not a "
+                                              "dreamddp variable; did you "
+                                              "mean DREAMDDP_LOG_LEVEL?");
+    assert_unknown("DREAMDDP_STRATGY", "DREAMDDP_STRATGY is not a dreamddp "
+                                       "variable; did you mean "
+                                       "DREAMDDP_STRATEGY?");
+}
+
+static void test_unknown_far_off(void **state)
+{
+    assert_unknown("DREAMDDP_FOO=1", "DREAMDDP_FOO is not a dreamddp variable "
+                                     "(ddtopo --config lists them)");
+    assert_unknown("DREAMDDP_NOTHING_LIKE_THIS=1",
+                   "DREAMDDP_NOTHING_LIKE_THIS is not a dreamddp variable "
+                   "(ddtopo --config lists them)");
+    assert_unknown("DREAMDDP_TEST_FOO=1", "DREAMDDP_TEST_FOO is not a "
+                                          "dreamddp variable (ddtopo "
+                                          "--config lists them)");
+    assert_unknown("DREAMDDP_=1", "DREAMDDP_ is not a dreamddp variable "
+                                  "(ddtopo --config lists them)");
+
+    /* Past the length the distance looks at: no suggestion, no overrun. */
+    char entry[200];
+    memset(entry, 'X', sizeof(entry));
+    memcpy(entry, "DREAMDDP_STRATEGY", 17);
+    entry[sizeof(entry) - 1] = '\0';
+    char msg[64];
+    assert_int_equal(
+        dd_config_unknown_message(real_tables, N_REAL, entry, msg, sizeof(msg)),
+        1);
+    assert_int_equal(strncmp(msg, "DREAMDDP_STRATEGYXXX", 20), 0);
+    assert_null(strstr(msg, "did you mean"));
+}
+
+static void test_unknown_ignores_others(void **state)
+{
+    assert_unknown("DREAMDDP_STRATEGY=ddp", NULL);
+    assert_unknown("DREAMDDP_TIMEOUT_S=", NULL);
+    assert_unknown("DD_LOG_LEVEL=warning", NULL);
+    assert_unknown("DD_STRATEGY=bogus", NULL);
+    assert_unknown("PATH=/usr/bin:/bin", NULL);
+    assert_unknown("DDTEST_PROFILES=/tmp", NULL);
+    assert_unknown("dreamddp_strategy=ddp", NULL); /* not our prefix */
+}
+
+/* dd_config_warn_unknown logs one warning per unknown name, and only those. */
+static void test_warn_unknown_logs(void **state)
+{
+    char path[] = "/tmp/dd-test-config.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+
+    char *env[] = {"PATH=/bin",       "DD_LOG_LEVEL=warning",
+                   "DREAMDDP_RANK=0", "DREAMDDP_STRATGY=ddp",
+                   "DREAMDDP_FOO=1",  NULL};
+    assert_int_equal(dd_log_configure(DD_LOG_WARN, ~0u, path, 0), DD_OK);
+    assert_int_equal(dd_config_warn_unknown(real_tables, N_REAL, env), 2);
+    char *quiet[] = {"PATH=/bin", "DD_LOG_LEVEL=warning", "DREAMDDP_RANK=0",
+                     NULL};
+    assert_int_equal(dd_config_warn_unknown(real_tables, N_REAL, quiet), 0);
+    assert_int_equal(dd_config_warn_unknown(real_tables, N_REAL, NULL), 0);
+    dd_log_close();
+
+    char buf[1024] = "";
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    unlink(path);
+    assert_non_null(strstr(buf, "WARN core: DREAMDDP_STRATGY is not a dreamddp "
+                                "variable; did you mean DREAMDDP_STRATEGY?\n"));
+    assert_non_null(strstr(buf, "WARN core: DREAMDDP_FOO is not a dreamddp "
+                                "variable (ddtopo --config lists them)\n"));
+    assert_null(strstr(buf, "DD_LOG_LEVEL"));
+    assert_null(strstr(buf, "PATH"));
+    assert_null(strstr(buf, "DREAMDDP_RANK"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +397,10 @@ int main(void)
         cmocka_unit_test(test_load_defaults_and_values),
         cmocka_unit_test(test_load_bad_value_names_everything),
         cmocka_unit_test(test_print),
+        cmocka_unit_test(test_unknown_suggests_nearest),
+        cmocka_unit_test(test_unknown_far_off),
+        cmocka_unit_test(test_unknown_ignores_others),
+        cmocka_unit_test(test_warn_unknown_logs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

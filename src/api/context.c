@@ -370,6 +370,9 @@ dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p)
         free(ctx);
         return status;
     }
+    if (ctx->env.rank == 0) {
+        dd_config_warn_unknown(dd_config_tables, dd_config_n_tables, environ);
+    }
     if ((status = dd_context_store(ctx)) != DD_OK ||
         (status = dd_context_locality(ctx)) != DD_OK ||
         (status = dd_context_roles(ctx, role_override)) != DD_OK ||

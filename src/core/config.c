@@ -1,6 +1,6 @@
 /*
- * Parsers for DREAMDDP_* values and the loader that applies a component's table to
- * its options struct. Parsers only parse; the loader reports errors, naming
+ * Parsers for DREAMDDP_* values and the loader that applies a component's table
+ * to its options struct. Parsers only parse; the loader reports errors, naming
  * the variable, the value and what is accepted.
  */
 #include "core/config.h"
@@ -513,4 +513,127 @@ dd_status_t dd_config_print_tables(FILE *stream,
         return DD_ERR_IO;
     }
     return DD_OK;
+}
+
+#define DD_CONFIG_PREFIX "DREAMDDP_"
+#define DD_CONFIG_NAME_MAX 64 /* longer names are compared on this much */
+
+/* The optimal-string-alignment distance (Levenshtein plus transpositions of
+ * neighbours), ignoring case, on at most DD_CONFIG_NAME_MAX characters. */
+static int dd_config_distance(const char *a, size_t la, const char *b,
+                              size_t lb)
+{
+    int rows[3][DD_CONFIG_NAME_MAX + 1];
+    int *prev2 = rows[0], *prev = rows[1], *cur = rows[2];
+
+    la = la < DD_CONFIG_NAME_MAX ? la : DD_CONFIG_NAME_MAX;
+    lb = lb < DD_CONFIG_NAME_MAX ? lb : DD_CONFIG_NAME_MAX;
+    for (size_t j = 0; j <= lb; j++) {
+        prev[j] = (int)j;
+    }
+    for (size_t i = 1; i <= la; i++) {
+        int ca = toupper((unsigned char)a[i - 1]);
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int cb = toupper((unsigned char)b[j - 1]);
+            int d = prev[j - 1] + (ca != cb);
+            d = prev[j] + 1 < d ? prev[j] + 1 : d;
+            d = cur[j - 1] + 1 < d ? cur[j - 1] + 1 : d;
+            if (i > 1 && j > 1 && ca == toupper((unsigned char)b[j - 2]) &&
+                cb == toupper((unsigned char)a[i - 2]) &&
+                prev2[j - 2] + 1 < d) {
+                d = prev2[j - 2] + 1;
+            }
+            cur[j] = d;
+        }
+        int *t = prev2;
+        prev2 = prev;
+        prev = cur;
+        cur = t;
+    }
+    return prev[lb];
+}
+
+/* Whether the len characters at name are a declared name. */
+static int dd_config_declared(const dd_config_table_t *const *tables,
+                              size_t n_tables, const char *name, size_t len)
+{
+    for (size_t t = 0; t < n_tables; t++) {
+        for (size_t i = 0; i < tables[t]->n_fields; i++) {
+            const char *known = tables[t]->fields[i].name;
+            if (strncmp(known, name, len) == 0 && known[len] == '\0') {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The declared DREAMDDP_ name nearest to the len characters at name, both
+ * compared after the prefix, or NULL when none is close. Ties go to the first
+ * declared. */
+static const char *dd_config_nearest(const dd_config_table_t *const *tables,
+                                     size_t n_tables, const char *name,
+                                     size_t len)
+{
+    const size_t skip = sizeof(DD_CONFIG_PREFIX) - 1;
+    size_t rest = len - skip;
+    size_t cap = rest < DD_CONFIG_NAME_MAX ? rest : DD_CONFIG_NAME_MAX;
+    /* Two edits, or one in three characters for longer names. */
+    int best_dist = cap / 3 > 2 ? (int)(cap / 3) : 2;
+    const char *best = NULL;
+
+    for (size_t t = 0; t < n_tables; t++) {
+        for (size_t i = 0; i < tables[t]->n_fields; i++) {
+            const char *known = tables[t]->fields[i].name;
+            if (strncmp(known, DD_CONFIG_PREFIX, skip) != 0) {
+                continue;
+            }
+            int d = dd_config_distance(name + skip, rest, known + skip,
+                                       strlen(known) - skip);
+            if (d < best_dist || (best == NULL && d == best_dist)) {
+                best = known;
+                best_dist = d;
+            }
+        }
+    }
+    return best;
+}
+
+int dd_config_unknown_message(const dd_config_table_t *const *tables,
+                              size_t n_tables, const char *entry, char *msg,
+                              size_t size)
+{
+    size_t len = strcspn(entry, "=");
+
+    if (strncmp(entry, DD_CONFIG_PREFIX, sizeof(DD_CONFIG_PREFIX) - 1) != 0 ||
+        dd_config_declared(tables, n_tables, entry, len)) {
+        return 0;
+    }
+    const char *near = dd_config_nearest(tables, n_tables, entry, len);
+    if (near != NULL) {
+        snprintf(msg, size, "%.*s is not a dreamddp variable; did you mean %s?",
+                 (int)len, entry, near);
+    } else {
+        snprintf(msg, size,
+                 "%.*s is not a dreamddp variable (ddtopo --config lists them)",
+                 (int)len, entry);
+    }
+    return 1;
+}
+
+int dd_config_warn_unknown(const dd_config_table_t *const *tables,
+                           size_t n_tables, char *const *env)
+{
+    char msg[256];
+    int n = 0;
+
+    for (size_t i = 0; env != NULL && env[i] != NULL; i++) {
+        if (dd_config_unknown_message(tables, n_tables, env[i], msg,
+                                      sizeof(msg))) {
+            dd_log_warn(DD_SUBSYS_CORE, "%s", msg);
+            n++;
+        }
+    }
+    return n;
 }

@@ -99,6 +99,23 @@ dd_status_t dd_config_print_tables(FILE *stream,
                                    size_t n_tables, unsigned flags,
                                    dd_getenv_fn_t getenv_fn, void *arg);
 
+/**
+ * Writes into msg the warning for one environment entry ("NAME=value") whose
+ * name starts with DREAMDDP_ but is declared in none of tables, naming the
+ * nearest declared name when one is close. Returns 1 when it wrote a warning,
+ * 0 when the name is declared or not a DREAMDDP_ name (msg is then untouched).
+ */
+int dd_config_unknown_message(const dd_config_table_t *const *tables,
+                              size_t n_tables, const char *entry, char *msg,
+                              size_t size);
+
+/**
+ * Logs that warning (core subsystem, warn level) for every entry of env, a
+ * NULL-terminated array like environ. Returns how many it logged.
+ */
+int dd_config_warn_unknown(const dd_config_table_t *const *tables,
+                           size_t n_tables, char *const *env);
+
 #define DD_CONFIG_FIELDS_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 #endif

@@ -6,8 +6,8 @@
  */
 #include "core/json_write.h"
 #include "ddbench.h"
+#include "profile_read.h"
 #include "sched/plan.h"
-#include "sched/profile.h"
 
 #include <getopt.h>
 #include <stdio.h>

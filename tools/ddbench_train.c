@@ -10,9 +10,9 @@
  */
 #include "core/json_write.h"
 #include "ddbench.h"
+#include "profile_read.h"
 #include "sched/context.h"
 #include "sched/plan.h"
-#include "sched/profile.h"
 #include "sched/sched.h"
 
 #include <getopt.h>

@@ -7,6 +7,8 @@
  */
 #include "ddbench.h"
 
+#include "core/json_write.h"
+
 #include <dreamddp.h>
 
 #include <getopt.h>
@@ -413,6 +415,44 @@ static int ddbench_coll_loop(ddbench_coll_t *b, double *times, int *correct_p)
     return 0;
 }
 
+/* The report as one line of JSON. */
+static void ddbench_coll_json(const ddbench_coll_t *b, const char *backend,
+                              double t, int correct)
+{
+    const ddbench_coll_opts_t *o = b->o;
+    double algbw = t > 0 ? (double)o->bytes / t / 1e6 : 0;
+    dd_json_writer_t w;
+
+    dd_json_writer_init(&w, stdout, 0);
+    dd_json_object_begin(&w, DD_JSON_COMPACT);
+    dd_json_key(&w, "op");
+    dd_json_string(&w, dd_coll_name(o->coll));
+    dd_json_key(&w, "backend");
+    dd_json_string(&w, backend);
+    dd_json_key(&w, "bytes");
+    dd_json_uint(&w, o->bytes);
+    dd_json_key(&w, "count");
+    dd_json_uint(&w, b->count);
+    dd_json_key(&w, "dtype");
+    dd_json_string(&w, dd_dtype_name(o->dtype));
+    dd_json_key(&w, "reduce");
+    dd_json_string(&w, dd_reduce_op_name(o->op));
+    dd_json_key(&w, "world");
+    dd_json_int(&w, b->world);
+    dd_json_key(&w, "iters");
+    dd_json_int(&w, o->iters);
+    dd_json_key(&w, "time_s");
+    dd_json_fixed(&w, t, 9);
+    dd_json_key(&w, "algbw_MBps");
+    dd_json_fixed(&w, algbw, 3);
+    dd_json_key(&w, "busbw_MBps");
+    dd_json_fixed(&w, algbw * ddbench_bus_factor(o->coll, b->world), 3);
+    dd_json_key(&w, "correct");
+    dd_json_bool(&w, correct);
+    dd_json_object_end(&w);
+    putchar('\n');
+}
+
 static void ddbench_coll_report(const ddbench_coll_t *b, const char *backend,
                                 double t, int correct)
 {
@@ -429,13 +469,7 @@ static void ddbench_coll_report(const ddbench_coll_t *b, const char *backend,
     printf("  %14zu %12zu %5s %12.6f %13.2f %13.2f %8s\n", o->bytes, b->count,
            dd_dtype_name(o->dtype), t, algbw, busbw, correct ? "yes" : "NO");
     if (o->json) {
-        printf("{\"op\":\"%s\",\"backend\":\"%s\",\"bytes\":%zu,\"count\":%zu,"
-               "\"dtype\":\"%s\",\"reduce\":\"%s\",\"world\":%d,\"iters\":%d,"
-               "\"time_s\":%.9f,\"algbw_MBps\":%.3f,\"busbw_MBps\":%.3f,"
-               "\"correct\":%s}\n",
-               dd_coll_name(o->coll), backend, o->bytes, b->count,
-               dd_dtype_name(o->dtype), dd_reduce_op_name(o->op), b->world,
-               o->iters, t, algbw, busbw, correct ? "true" : "false");
+        ddbench_coll_json(b, backend, t, correct);
     }
     fflush(stdout);
 }

@@ -4,9 +4,10 @@
  * per iteration of S-SGD, full Local SGD, uniform partial Local SGD and
  * dreamddp. The JSON form is accepted by schedsim.py as a schedule.
  */
+#include "core/json_write.h"
 #include "ddbench.h"
+#include "profile_read.h"
 #include "sched/plan.h"
-#include "sched/profile.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -66,31 +67,78 @@ static dd_status_t ddbench_plan_model(const dd_plan_input_t *in, unsigned h,
     return status;
 }
 
-/* A layer's slots: its primary slot first, then the extra ones. */
-static void ddbench_plan_slots(const dd_plan_t *plan, size_t l, char *buf,
-                               size_t size, int json)
+/* A layer's slots: its primary slot first, then the extra ones; n is
+ * their number (at most max). */
+static int ddbench_plan_slots(const dd_plan_t *plan, size_t l, unsigned *slots,
+                              int max)
 {
-    size_t o = 0;
     int n = 0;
-    unsigned slots[1024];
 
     slots[n++] = plan->slot[l];
-    for (unsigned it = 0; it < plan->window && n < 1024; it++) {
+    for (unsigned it = 0; it < plan->window && n < max; it++) {
         if (it != plan->slot[l] && dd_plan_syncs(plan, it, l)) {
             slots[n++] = it;
         }
     }
-    if (n == 1) {
-        snprintf(buf, size, "%u", slots[0]);
-        return;
+    return n;
+}
+
+/* The JSON form: {"H":h,"schedule":{layer:slot or [slots]},"modeled":...}. */
+static void ddbench_plan_json(const dd_profile_t *p, const dd_plan_t *plan,
+                              unsigned h, const ddbench_modeled_t *m)
+{
+    unsigned slots[1024];
+    dd_json_writer_t w;
+
+    dd_json_writer_init(&w, stdout, 0);
+    dd_json_object_begin(&w, DD_JSON_COMPACT);
+    dd_json_key(&w, "H");
+    dd_json_uint(&w, h);
+    dd_json_key(&w, "schedule");
+    dd_json_object_begin(&w, DD_JSON_COMPACT);
+    for (size_t l = 0; l < p->num_layers; l++) {
+        int n = ddbench_plan_slots(plan, l, slots, 1024);
+        dd_json_key(&w, p->names[l]);
+        if (n == 1) {
+            dd_json_uint(&w, slots[0]);
+            continue;
+        }
+        dd_json_array_begin(&w, DD_JSON_COMPACT);
+        for (int i = 0; i < n; i++) {
+            dd_json_uint(&w, slots[i]);
+        }
+        dd_json_array_end(&w);
     }
-    o += (size_t)snprintf(buf, size, "%s", json ? "[" : "");
+    dd_json_object_end(&w);
+    dd_json_key(&w, "modeled");
+    dd_json_object_begin(&w, DD_JSON_COMPACT);
+    dd_json_key(&w, "ssgd");
+    dd_json_fixed(&w, m->ssgd, 6);
+    dd_json_key(&w, "flsgd");
+    dd_json_fixed(&w, m->flsgd, 6);
+    dd_json_key(&w, "plsgd");
+    dd_json_fixed(&w, m->plsgd, 6);
+    dd_json_key(&w, "dreamddp");
+    dd_json_fixed(&w, m->dreamddp, 6);
+    dd_json_object_end(&w);
+    dd_json_object_end(&w);
+    putchar('\n');
+}
+
+/* A layer's slots for the table: "3", or "3,7 (extra)". */
+static void ddbench_plan_slots_text(const dd_plan_t *plan, size_t l, char *buf,
+                                    size_t size)
+{
+    unsigned slots[1024];
+    int n = ddbench_plan_slots(plan, l, slots, 1024);
+    size_t o = 0;
+
     for (int i = 0; i < n && o < size; i++) {
         o +=
             (size_t)snprintf(buf + o, size - o, "%s%u", i ? "," : "", slots[i]);
     }
-    if (o < size) {
-        snprintf(buf + o, size - o, "%s", json ? "]" : " (extra)");
+    if (n > 1 && o < size) {
+        snprintf(buf + o, size - o, " (extra)");
     }
 }
 
@@ -100,21 +148,14 @@ static void ddbench_plan_print(const dd_profile_t *p, const dd_plan_t *plan,
     char slots[4096];
 
     if (json) {
-        printf("{\"H\":%u,\"schedule\":{", h);
-        for (size_t l = 0; l < p->num_layers; l++) {
-            ddbench_plan_slots(plan, l, slots, sizeof(slots), 1);
-            printf("%s\"%s\":%s", l ? "," : "", p->names[l], slots);
-        }
-        printf("},\"modeled\":{\"ssgd\":%.6f,\"flsgd\":%.6f,\"plsgd\":%.6f,"
-               "\"dreamddp\":%.6f}}\n",
-               m->ssgd, m->flsgd, m->plsgd, m->dreamddp);
+        ddbench_plan_json(p, plan, h, m);
         return;
     }
     printf("# dreamddp schedule, H = %u, %zu layers (backward order)\n", h,
            p->num_layers);
     printf("%-40s %10s %10s  %s\n", "layer", "bp_ms", "comm_ms", "slot");
     for (size_t l = p->num_layers; l-- > 0;) {
-        ddbench_plan_slots(plan, l, slots, sizeof(slots), 0);
+        ddbench_plan_slots_text(plan, l, slots, sizeof(slots));
         printf("%-40s %10.3f %10.3f  %s\n", p->names[l], p->bp_s[l] * 1e3,
                p->comm_s[l] * 1e3, slots);
     }

@@ -9,6 +9,7 @@
 #include "agg/agg.h"
 #include "api/context.h"
 #include "core/config.h"
+#include "core/json_write.h"
 #include "ddbench.h"
 #include "sched/sched.h"
 
@@ -164,13 +165,29 @@ static int ddbench_sync_worker(dd_context_h ctx, const ddbench_sync_opts_t *o)
                                         o->link_gbps * 1e9 / 8)
                        : NAN;
     if (dd_rank(ctx) == 0 && o->json) {
-        printf("{\"route\":\"%s\",\"bytes\":%.0f,\"workers\":%d,"
-               "\"aggregators\":%d,\"iters\":%d,\"time_s\":%.6f,"
-               "\"busbw_MBps\":%.1f,",
-               route, bytes, w, k, o->iters, med, busbw);
-        isnan(model) ? printf("\"modeled_s\":null,")
-                     : printf("\"modeled_s\":%.6f,", model);
-        printf("\"correct\":%s}\n", correct ? "true" : "false");
+        dd_json_writer_t jw;
+        dd_json_writer_init(&jw, stdout, 0);
+        dd_json_object_begin(&jw, DD_JSON_COMPACT);
+        dd_json_key(&jw, "route");
+        dd_json_string(&jw, route);
+        dd_json_key(&jw, "bytes");
+        dd_json_fixed(&jw, bytes, 0);
+        dd_json_key(&jw, "workers");
+        dd_json_int(&jw, w);
+        dd_json_key(&jw, "aggregators");
+        dd_json_int(&jw, k);
+        dd_json_key(&jw, "iters");
+        dd_json_int(&jw, o->iters);
+        dd_json_key(&jw, "time_s");
+        dd_json_fixed(&jw, med, 6);
+        dd_json_key(&jw, "busbw_MBps");
+        dd_json_fixed(&jw, busbw, 1);
+        dd_json_key(&jw, "modeled_s");
+        dd_json_fixed(&jw, model, 6);
+        dd_json_key(&jw, "correct");
+        dd_json_bool(&jw, correct);
+        dd_json_object_end(&jw);
+        putchar('\n');
     } else if (dd_rank(ctx) == 0) {
         printf("sync of %.1f MB: %d workers, %d aggregators, route %s\n"
                "  median %.4f s over %d, bus bandwidth %.1f MB/s",

@@ -9,9 +9,10 @@
  * window.
  */
 #include "api/context.h"
+#include "core/json_write.h"
 #include "ddbench.h"
+#include "profile_read.h"
 #include "sched/plan.h"
-#include "sched/profile.h"
 #include "sched/sched.h"
 
 #include <getopt.h>
@@ -368,6 +369,46 @@ static int ddbench_loop(ddbench_sim_t *s, const ddbench_train_opts_t *o,
     return 0;
 }
 
+/* The report as one line of JSON. */
+static void ddbench_train_json(const ddbench_sim_t *s,
+                               const ddbench_train_opts_t *o,
+                               const ddbench_result_t *r, const char *name,
+                               size_t bytes)
+{
+    dd_json_writer_t w;
+
+    dd_json_writer_init(&w, stdout, 0);
+    dd_json_object_begin(&w, DD_JSON_COMPACT);
+    dd_json_key(&w, "strategy");
+    dd_json_string(&w, name);
+    dd_json_key(&w, "workers");
+    dd_json_int(&w, s->workers);
+    dd_json_key(&w, "layers");
+    dd_json_uint(&w, s->n);
+    dd_json_key(&w, "model_bytes");
+    dd_json_uint(&w, bytes);
+    dd_json_key(&w, "scale");
+    dd_json_double(&w, o->scale);
+    dd_json_key(&w, "time_scale");
+    dd_json_double(&w, o->time_scale);
+    dd_json_key(&w, "iters");
+    dd_json_int(&w, o->iters);
+    dd_json_key(&w, "mean_iter_s");
+    dd_json_fixed(&w, r->mean_iter_s, 6);
+    dd_json_key(&w, "modeled_iter_s");
+    dd_json_fixed(&w, r->modeled_s, 6);
+    dd_json_key(&w, "wait_s");
+    dd_json_fixed(&w, r->wait_s, 6);
+    dd_json_key(&w, "synced_bytes_per_iter");
+    dd_json_uint(&w, r->bytes_per_iter);
+    if (o->check && !s->none) {
+        dd_json_key(&w, "correct");
+        dd_json_bool(&w, r->correct);
+    }
+    dd_json_object_end(&w);
+    putchar('\n');
+}
+
 static void ddbench_train_report(ddbench_sim_t *s,
                                  const ddbench_train_opts_t *o,
                                  const ddbench_result_t *r)
@@ -378,22 +419,7 @@ static void ddbench_train_report(ddbench_sim_t *s,
     }
     const char *name = s->none ? "none" : dd_strategy_name(s->ctx);
     if (o->json) {
-        printf("{\"strategy\":\"%s\",\"workers\":%d,\"layers\":%zu,"
-               "\"model_bytes\":%zu,\"scale\":%g,\"time_scale\":%g,"
-               "\"iters\":%ld,\"mean_iter_s\":%.6f,",
-               name, s->workers, s->n, bytes, o->scale, o->time_scale, o->iters,
-               r->mean_iter_s);
-        if (isnan(r->modeled_s)) {
-            printf("\"modeled_iter_s\":null,");
-        } else {
-            printf("\"modeled_iter_s\":%.6f,", r->modeled_s);
-        }
-        printf("\"wait_s\":%.6f,\"synced_bytes_per_iter\":%zu", r->wait_s,
-               r->bytes_per_iter);
-        if (o->check && !s->none) {
-            printf(",\"correct\":%s", r->correct ? "true" : "false");
-        }
-        printf("}\n");
+        ddbench_train_json(s, o, r, name, bytes);
         return;
     }
     printf("train-sim %s: %d workers, %zu layers, %.1f MB (scale %g, "

@@ -9,6 +9,7 @@
 #include "ddtopo.h"
 
 #include "backends/netdev.h"
+#include "core/json_write.h"
 #include "topo/addrs.h"
 
 #include <dirent.h>
@@ -262,177 +263,193 @@ void ddtopo_print_text(FILE *out, const ddtopo_report_t *r)
 
 /* ---- JSON --------------------------------------------------------------- */
 
-static void ddtopo_json_str(FILE *out, const char *s)
-{
-    if (s == NULL) {
-        fputs("null", out);
-        return;
-    }
-    fputc('"', out);
-    for (; *s != '\0'; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') {
-            fprintf(out, "\\%c", ch);
-        } else if (ch < 0x20) {
-            fprintf(out, "\\u%04x", ch);
-        } else {
-            fputc(ch, out);
-        }
-    }
-    fputc('"', out);
-}
+/* The layout the goldens keep: the top object and the lists of NICs, GPUs
+ * and backends one entry a line, everything else inline. */
 
-static void ddtopo_json_int_or_null(FILE *out, int v)
+static void ddtopo_json_int_or_null(dd_json_writer_t *w, int v)
 {
     if (v >= 0) {
-        fprintf(out, "%d", v);
+        dd_json_int(w, v);
     } else {
-        fputs("null", out);
+        dd_json_null(w);
     }
 }
 
-static void ddtopo_json_nic(FILE *out, const ddtopo_report_t *r,
+static void ddtopo_json_str_member(dd_json_writer_t *w, const char *key,
+                                   const char *value)
+{
+    dd_json_key(w, key);
+    dd_json_string(w, value);
+}
+
+static void ddtopo_json_int_member(dd_json_writer_t *w, const char *key, int v)
+{
+    dd_json_key(w, key);
+    dd_json_int(w, v);
+}
+
+static void ddtopo_json_nic(dd_json_writer_t *w, const ddtopo_report_t *r,
                             const dd_topo_cand_t *c)
 {
     const dd_topo_nic_t *nic = &r->topo->nics[c->nic];
     char rdma[DD_TOPO_NAME_MAX + 16];
 
-    fprintf(out, "    {\"name\": ");
-    ddtopo_json_str(out, nic->name);
-    fprintf(out, ", \"kind\": ");
-    ddtopo_json_str(out, dd_topo_kind_name(nic->kind));
-    fprintf(out, ", \"detail\": ");
-    ddtopo_json_str(out, nic->detail[0] ? nic->detail : NULL);
     snprintf(rdma, sizeof(rdma), "%s:%d", nic->rdma, nic->rdma_port);
-    fprintf(out, ", \"rdma\": ");
-    ddtopo_json_str(out, nic->rdma[0] ? rdma : NULL);
-    fprintf(out, ", \"state\": ");
-    ddtopo_json_str(out, nic->state);
-    fprintf(out, ", \"speed_mbps\": %d, \"speed_known\": %s, \"mtu\": ",
-            nic->speed_mbps, nic->speed_known ? "true" : "false");
-    ddtopo_json_int_or_null(out, nic->mtu > 0 ? nic->mtu : -1);
-    fprintf(out, ", \"numa\": ");
-    ddtopo_json_int_or_null(out, nic->loc.numa);
-    fprintf(out, ", \"pci\": ");
-    ddtopo_json_str(out, nic->loc.pci[0] ? nic->loc.pci : NULL);
-    fprintf(out, ", \"addrs\": [");
+    dd_json_object_begin(w, DD_JSON_INLINE);
+    ddtopo_json_str_member(w, "name", nic->name);
+    ddtopo_json_str_member(w, "kind", dd_topo_kind_name(nic->kind));
+    ddtopo_json_str_member(w, "detail", nic->detail[0] ? nic->detail : NULL);
+    ddtopo_json_str_member(w, "rdma", nic->rdma[0] ? rdma : NULL);
+    ddtopo_json_str_member(w, "state", nic->state);
+    ddtopo_json_int_member(w, "speed_mbps", nic->speed_mbps);
+    dd_json_key(w, "speed_known");
+    dd_json_bool(w, nic->speed_known);
+    dd_json_key(w, "mtu");
+    ddtopo_json_int_or_null(w, nic->mtu > 0 ? nic->mtu : -1);
+    dd_json_key(w, "numa");
+    ddtopo_json_int_or_null(w, nic->loc.numa);
+    ddtopo_json_str_member(w, "pci", nic->loc.pci[0] ? nic->loc.pci : NULL);
+    dd_json_key(w, "addrs");
+    dd_json_array_begin(w, DD_JSON_INLINE);
     for (int i = 0; i < nic->n_addrs; i++) {
         char a[DD_TOPO_ADDR_MAX + 8];
         snprintf(a, sizeof(a), "%s/%d", nic->addrs[i].text,
                  nic->addrs[i].prefix);
-        fprintf(out, "%s", i ? ", " : "");
-        ddtopo_json_str(out, a);
+        dd_json_string(w, a);
     }
-    fprintf(out,
-            "], \"usable\": %s, \"order\": ", c->usable ? "true" : "false");
-    ddtopo_json_int_or_null(out, c->order > 0 ? c->order : -1);
-    fprintf(out, ", \"why\": ");
-    ddtopo_json_str(out, c->why);
-    fprintf(out, "}");
+    dd_json_array_end(w);
+    dd_json_key(w, "usable");
+    dd_json_bool(w, c->usable);
+    dd_json_key(w, "order");
+    ddtopo_json_int_or_null(w, c->order > 0 ? c->order : -1);
+    ddtopo_json_str_member(w, "why", c->why);
+    dd_json_object_end(w);
 }
 
-static void ddtopo_json_gpus(FILE *out, const ddtopo_report_t *r)
+static void ddtopo_json_gpus(dd_json_writer_t *w, const ddtopo_report_t *r)
 {
-    fprintf(out, "  \"gpus\": [");
+    dd_json_key(w, "gpus");
+    dd_json_array_begin(w, DD_JSON_BLOCK);
     for (int g = 0; g < r->topo->n_gpus; g++) {
         const dd_topo_gpu_t *gpu = &r->topo->gpus[g];
-        fprintf(out, "%s\n    {\"index\": %d, \"model\": ", g ? "," : "",
-                gpu->index);
-        ddtopo_json_str(out, gpu->model);
-        fprintf(out, ", \"pci\": ");
-        ddtopo_json_str(out, gpu->loc.pci[0] ? gpu->loc.pci : NULL);
-        fprintf(out, ", \"numa\": ");
-        ddtopo_json_int_or_null(out, gpu->loc.numa);
-        fprintf(out, ", \"nearest_nic\": ");
-        ddtopo_json_str(
-            out, r->gpu_nic[g] >= 0 ? r->topo->nics[r->gpu_nic[g]].name : NULL);
-        fprintf(out, "}");
+        dd_json_object_begin(w, DD_JSON_INLINE);
+        ddtopo_json_int_member(w, "index", gpu->index);
+        ddtopo_json_str_member(w, "model", gpu->model);
+        ddtopo_json_str_member(w, "pci", gpu->loc.pci[0] ? gpu->loc.pci : NULL);
+        dd_json_key(w, "numa");
+        ddtopo_json_int_or_null(w, gpu->loc.numa);
+        ddtopo_json_str_member(
+            w, "nearest_nic",
+            r->gpu_nic[g] >= 0 ? r->topo->nics[r->gpu_nic[g]].name : NULL);
+        dd_json_object_end(w);
     }
-    fprintf(out, "%s],\n", r->topo->n_gpus ? "\n  " : "");
+    dd_json_array_end(w);
 }
 
-static void ddtopo_json_modules(FILE *out)
+static void ddtopo_json_modules(dd_json_writer_t *w)
 {
     char why[600], names[16][64];
 
-    fprintf(out, "  \"backends\": [");
+    dd_json_key(w, "backends");
+    dd_json_array_begin(w, DD_JSON_BLOCK);
     for (int i = 0; ddtopo_backends[i] != NULL; i++) {
         int ok = ddtopo_backend(ddtopo_backends[i], why, sizeof(why));
-        fprintf(out,
-                "%s\n    {\"name\": \"%s\", \"available\": %s, "
-                "\"reason\": ",
-                i ? "," : "", ddtopo_backends[i], ok ? "true" : "false");
-        ddtopo_json_str(out, why);
-        fprintf(out, "}");
+        dd_json_object_begin(w, DD_JSON_INLINE);
+        ddtopo_json_str_member(w, "name", ddtopo_backends[i]);
+        dd_json_key(w, "available");
+        dd_json_bool(w, ok);
+        ddtopo_json_str_member(w, "reason", why);
+        dd_json_object_end(w);
     }
+    dd_json_array_end(w);
     int n = ddtopo_compressors(names, 16);
-    fprintf(out, "\n  ],\n  \"compressors\": [");
+    dd_json_key(w, "compressors");
+    dd_json_array_begin(w, DD_JSON_INLINE);
     for (int i = 0; i < n; i++) {
-        fprintf(out, "%s{\"name\": ", i ? ", " : "");
-        ddtopo_json_str(out, names[i]);
-        fprintf(out, ", \"available\": true}");
+        dd_json_object_begin(w, DD_JSON_INLINE);
+        ddtopo_json_str_member(w, "name", names[i]);
+        dd_json_key(w, "available");
+        dd_json_bool(w, 1);
+        dd_json_object_end(w);
     }
-    fprintf(out, "],\n  \"compressors_note\": ");
-    ddtopo_json_str(
-        out, n ? NULL : "not built yet: no dd_compress_*.so in " DD_PKGLIBDIR);
-    fprintf(out, ",\n");
+    dd_json_array_end(w);
+    ddtopo_json_str_member(
+        w, "compressors_note",
+        n ? NULL : "not built yet: no dd_compress_*.so in " DD_PKGLIBDIR);
 }
 
-static void ddtopo_json_choice(FILE *out, const ddtopo_report_t *r)
+static void ddtopo_json_choice(dd_json_writer_t *w, const ddtopo_report_t *r)
 {
     const dd_topo_choice_t *c = r->choice;
     dd_netdev_setting_t env[DD_NETDEV_MAX];
     int n = ddtopo_backend_settings(c, env);
 
-    fprintf(out, "  \"chosen\": {\"name\": ");
-    ddtopo_json_str(out, c->name);
-    fprintf(out, ", \"kind\": ");
-    ddtopo_json_str(out, dd_topo_kind_name(c->kind));
-    fprintf(out, ", \"speed_mbps\": %d, \"gpu\": ", c->speed_mbps);
-    ddtopo_json_int_or_null(out, c->gpu);
-    fprintf(out, ", \"reason\": ");
-    ddtopo_json_str(out, c->reason);
-    fprintf(out, "},\n  \"streams\": %d,\n  \"streams_source\": \"%s\",\n",
-            c->streams, r->opts->num_streams > 0 ? "DREAMDDP_NUM_STREAMS" : "table");
-    fprintf(out, "  \"backend_env\": {");
+    dd_json_key(w, "chosen");
+    dd_json_object_begin(w, DD_JSON_INLINE);
+    ddtopo_json_str_member(w, "name", c->name);
+    ddtopo_json_str_member(w, "kind", dd_topo_kind_name(c->kind));
+    ddtopo_json_int_member(w, "speed_mbps", c->speed_mbps);
+    dd_json_key(w, "gpu");
+    ddtopo_json_int_or_null(w, c->gpu);
+    ddtopo_json_str_member(w, "reason", c->reason);
+    dd_json_object_end(w);
+    ddtopo_json_int_member(w, "streams", c->streams);
+    ddtopo_json_str_member(w, "streams_source",
+                           r->opts->num_streams > 0 ? "DREAMDDP_NUM_STREAMS"
+                                                    : "table");
+    dd_json_key(w, "backend_env");
+    dd_json_object_begin(w, DD_JSON_INLINE);
     for (int i = 0; i < n; i++) {
-        fprintf(out, "%s\"%s\": ", i ? ", " : "", env[i].name);
-        ddtopo_json_str(out, env[i].value);
+        ddtopo_json_str_member(w, env[i].name, env[i].value);
     }
-    fprintf(out, "},\n");
+    dd_json_object_end(w);
+}
+
+static void ddtopo_json_config(dd_json_writer_t *w, const ddtopo_report_t *r)
+{
+    char list[256];
+
+    dd_topo_iflist_text(&r->opts->ifname, list, sizeof(list));
+    dd_json_key(w, "config");
+    dd_json_object_begin(w, DD_JSON_INLINE);
+    ddtopo_json_str_member(w, "DREAMDDP_NET_IFNAME",
+                           r->opts->ifname.n ? list : NULL);
+    dd_json_key(w, "DREAMDDP_NUM_STREAMS");
+    ddtopo_json_int_or_null(w, r->opts->num_streams);
+    ddtopo_json_str_member(w, "DREAMDDP_SYSFS_ROOT", r->opts->sysfs_root);
+    ddtopo_json_str_member(w, "DREAMDDP_TOPO_FILE", r->opts->topo_file);
+    dd_json_object_end(w);
 }
 
 void ddtopo_print_json(FILE *out, const ddtopo_report_t *r)
 {
     const dd_topo_t *topo = r->topo;
-    char list[256];
+    dd_json_writer_t w;
 
-    fprintf(out, "{\n  \"source\": ");
-    ddtopo_json_str(out, topo->source);
-    fprintf(out, ",\n  \"hwloc\": %s,\n", topo->hwloc ? "true" : "false");
-    fprintf(out,
-            "  \"machine\": {\"packages\": %d, \"numa_nodes\": %d, "
-            "\"cores\": %d, \"pus\": %d},\n",
-            topo->packages, topo->numa_nodes, topo->cores, topo->pus);
-    fprintf(out, "  \"local_rank\": %d,\n  \"local_size\": %d,\n",
-            r->local_rank, r->local_size);
-    fprintf(out, "  \"nics\": [");
+    dd_json_writer_init(&w, out, 2);
+    dd_json_object_begin(&w, DD_JSON_BLOCK);
+    ddtopo_json_str_member(&w, "source", topo->source);
+    dd_json_key(&w, "hwloc");
+    dd_json_bool(&w, topo->hwloc);
+    dd_json_key(&w, "machine");
+    dd_json_object_begin(&w, DD_JSON_INLINE);
+    ddtopo_json_int_member(&w, "packages", topo->packages);
+    ddtopo_json_int_member(&w, "numa_nodes", topo->numa_nodes);
+    ddtopo_json_int_member(&w, "cores", topo->cores);
+    ddtopo_json_int_member(&w, "pus", topo->pus);
+    dd_json_object_end(&w);
+    ddtopo_json_int_member(&w, "local_rank", r->local_rank);
+    ddtopo_json_int_member(&w, "local_size", r->local_size);
+    dd_json_key(&w, "nics");
+    dd_json_array_begin(&w, DD_JSON_BLOCK);
     for (int i = 0; i < topo->n_nics; i++) {
-        fprintf(out, "%s\n", i ? "," : "");
-        ddtopo_json_nic(out, r, &r->cands[i]);
+        ddtopo_json_nic(&w, r, &r->cands[i]);
     }
-    fprintf(out, "\n  ],\n");
-    ddtopo_json_choice(out, r);
-    ddtopo_json_gpus(out, r);
-    ddtopo_json_modules(out);
-    dd_topo_iflist_text(&r->opts->ifname, list, sizeof(list));
-    fprintf(out, "  \"config\": {\"DREAMDDP_NET_IFNAME\": ");
-    ddtopo_json_str(out, r->opts->ifname.n ? list : NULL);
-    fprintf(out, ", \"DREAMDDP_NUM_STREAMS\": ");
-    ddtopo_json_int_or_null(out, r->opts->num_streams);
-    fprintf(out, ", \"DREAMDDP_SYSFS_ROOT\": ");
-    ddtopo_json_str(out, r->opts->sysfs_root);
-    fprintf(out, ", \"DREAMDDP_TOPO_FILE\": ");
-    ddtopo_json_str(out, r->opts->topo_file);
-    fprintf(out, "}\n}\n");
+    dd_json_array_end(&w);
+    ddtopo_json_choice(&w, r);
+    ddtopo_json_gpus(&w, r);
+    ddtopo_json_modules(&w);
+    ddtopo_json_config(&w, r);
+    dd_json_object_end(&w);
+    fputc('\n', out);
 }

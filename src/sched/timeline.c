@@ -3,6 +3,7 @@
  * chrome://tracing open) of each rank's backward marks and syncs. Written
  * by the application thread only, at dd_layer_ready and dd_step_end.
  */
+#include "core/json_write.h"
 #include "core/log.h"
 #include "core/time.h"
 #include "sched/sched.h"
@@ -12,9 +13,13 @@
 
 struct dd_timeline {
     FILE *file;
+    dd_json_writer_t json; /* the top array, one event a line */
     int rank;
     double t0;
 };
+
+/* Layer names are at most 200 bytes (dd_layer_register checks). */
+#define DD_TIMELINE_NAME_MAX 256
 
 dd_status_t dd_timeline_open(const char *pattern, int rank,
                              dd_timeline_t **timeline_p)
@@ -34,10 +39,23 @@ dd_status_t dd_timeline_open(const char *pattern, int rank,
     }
     t->rank = rank;
     t->t0 = dd_time_now();
-    fprintf(t->file,
-            "[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,"
-            "\"args\":{\"name\":\"rank %d\"}}",
-            rank, rank);
+    char name[32];
+    snprintf(name, sizeof(name), "rank %d", rank);
+    dd_json_writer_init(&t->json, t->file, 0);
+    dd_json_array_begin(&t->json, DD_JSON_BLOCK);
+    dd_json_object_begin(&t->json, DD_JSON_COMPACT);
+    dd_json_key(&t->json, "name");
+    dd_json_string(&t->json, "process_name");
+    dd_json_key(&t->json, "ph");
+    dd_json_string(&t->json, "M");
+    dd_json_key(&t->json, "pid");
+    dd_json_int(&t->json, rank);
+    dd_json_key(&t->json, "args");
+    dd_json_object_begin(&t->json, DD_JSON_COMPACT);
+    dd_json_key(&t->json, "name");
+    dd_json_string(&t->json, name);
+    dd_json_object_end(&t->json);
+    dd_json_object_end(&t->json);
     *timeline_p = t;
     return DD_OK;
 }
@@ -47,31 +65,74 @@ static double dd_timeline_us(const dd_timeline_t *t, double at)
     return (at - t->t0) * 1e6;
 }
 
+/* The members every event starts with. */
+static void dd_timeline_event(dd_timeline_t *t, const char *name,
+                              const char *cat, const char *ph)
+{
+    dd_json_object_begin(&t->json, DD_JSON_COMPACT);
+    dd_json_key(&t->json, "name");
+    dd_json_string(&t->json, name);
+    dd_json_key(&t->json, "cat");
+    dd_json_string(&t->json, cat);
+    dd_json_key(&t->json, "ph");
+    dd_json_string(&t->json, ph);
+}
+
 void dd_timeline_mark(dd_timeline_t *t, const char *layer, double at)
 {
-    fprintf(t->file,
-            ",\n{\"name\":\"backward %s\",\"cat\":\"backward\",\"ph\":\"i\","
-            "\"s\":\"t\",\"pid\":%d,\"tid\":0,\"ts\":%.1f}",
-            layer, t->rank, dd_timeline_us(t, at));
+    char name[DD_TIMELINE_NAME_MAX];
+
+    snprintf(name, sizeof(name), "backward %s", layer);
+    dd_timeline_event(t, name, "backward", "i");
+    dd_json_key(&t->json, "s");
+    dd_json_string(&t->json, "t");
+    dd_json_key(&t->json, "pid");
+    dd_json_int(&t->json, t->rank);
+    dd_json_key(&t->json, "tid");
+    dd_json_int(&t->json, 0);
+    dd_json_key(&t->json, "ts");
+    dd_json_fixed(&t->json, dd_timeline_us(t, at), 1);
+    dd_json_object_end(&t->json);
 }
 
 void dd_timeline_sync(dd_timeline_t *t, const dd_sched_t *sched,
                       const dd_sync_job_t *job)
 {
-    const char *first = sched->layers[job->layers[0]]->name;
-    fprintf(t->file,
-            ",\n{\"name\":\"sync %s%s\",\"cat\":\"sync\",\"ph\":\"X\","
-            "\"pid\":%d,\"tid\":1,\"ts\":%.1f,\"dur\":%.1f,\"args\":{"
-            "\"step\":%llu,\"layers\":%zu,\"bytes\":%zu}}",
-            first, job->n_layers > 1 ? "+" : "", t->rank,
-            dd_timeline_us(t, job->t_start), (job->t_end - job->t_start) * 1e6,
-            (unsigned long long)job->step, job->n_layers, job->bytes);
+    char name[DD_TIMELINE_NAME_MAX];
+
+    snprintf(name, sizeof(name), "sync %s%s",
+             sched->layers[job->layers[0]]->name, job->n_layers > 1 ? "+" : "");
+    dd_timeline_event(t, name, "sync", "X");
+    dd_json_key(&t->json, "pid");
+    dd_json_int(&t->json, t->rank);
+    dd_json_key(&t->json, "tid");
+    dd_json_int(&t->json, 1);
+    dd_json_key(&t->json, "ts");
+    dd_json_fixed(&t->json, dd_timeline_us(t, job->t_start), 1);
+    dd_json_key(&t->json, "dur");
+    dd_json_fixed(&t->json, (job->t_end - job->t_start) * 1e6, 1);
+    dd_json_key(&t->json, "args");
+    dd_json_object_begin(&t->json, DD_JSON_COMPACT);
+    dd_json_key(&t->json, "step");
+    dd_json_uint(&t->json, job->step);
+    dd_json_key(&t->json, "layers");
+    dd_json_uint(&t->json, job->n_layers);
+    dd_json_key(&t->json, "bytes");
+    dd_json_uint(&t->json, job->bytes);
+    dd_json_object_end(&t->json);
+    dd_json_object_end(&t->json);
 }
 
 void dd_timeline_close(dd_timeline_t *t)
 {
     if (t != NULL) {
-        fprintf(t->file, "\n]\n");
+        dd_json_array_end(&t->json);
+        fputc('\n', t->file);
+        if (dd_json_writer_finish(&t->json) != DD_OK) {
+            dd_log_warn(DD_SUBSYS_SCHED,
+                        "the DREAMDDP_TIMELINE trace of rank %d is incomplete",
+                        t->rank);
+        }
         fclose(t->file);
         free(t);
     }

@@ -1,11 +1,13 @@
 /*
  * Reads a layer profile directory in the DreamDDP artifact's format (see
- * ../shared/profiles/README.md) into the arrays the planner takes. It does
- * file I/O and reports errors with dd_error; it must not plan (plan.c does)
- * and must not guess: files that disagree are an error, not a merge.
+ * ../shared/profiles/README.md) into the arrays the planner takes, for
+ * ddbench and the tests (libdd_tools, not installed; libdreamddp neither
+ * holds it nor links json-c). It does file I/O and reports errors with
+ * dd_error; it must not plan (plan.c does) and must not guess: files that
+ * disagree are an error, not a merge.
  */
-#ifndef DD_SCHED_PROFILE_H
-#define DD_SCHED_PROFILE_H
+#ifndef DD_TOOLS_PROFILE_READ_H
+#define DD_TOOLS_PROFILE_READ_H
 
 #include "sched/plan.h"
 
@@ -37,8 +39,9 @@ typedef struct {
  *         DD_ERR_INVALID_PARAM when a pattern matches more than one file;
  *         DD_ERR_MESSAGE for bad JSON, a value that is not a non-negative
  *         number (an integer for sizes), no layers, or files whose layers
- *         differ (naming the first layer that does); DD_ERR_NO_MEMORY.
- *         Every error is logged and left in dd_last_error().
+ *         differ (naming the first layer that does); DD_ERR_NO_MEMORY;
+ *         DD_ERR_UNSUPPORTED when built without json-c. Every error is
+ *         logged and left in dd_last_error().
  */
 dd_status_t dd_profile_read(const char *dir, dd_profile_t **profile_p);
 

@@ -204,14 +204,12 @@ typedef enum {
     DD_MEM_LAST
 } dd_mem_type_t;
 
-/** The operations a backend carries out. */
+/** The collectives an application can run (dd_allreduce() and the rest). */
 typedef enum {
     DD_COLL_ALLREDUCE = 0,
     DD_COLL_BROADCAST,
     DD_COLL_REDUCE_SCATTER,
     DD_COLL_ALLGATHER,
-    DD_COLL_SEND,
-    DD_COLL_RECV,
     DD_COLL_LAST
 } dd_coll_t;
 
@@ -227,8 +225,8 @@ DD_API const char *dd_reduce_op_name(dd_reduce_op_t op);
 /** "host", "cuda"; "?" when invalid. */
 DD_API const char *dd_mem_type_name(dd_mem_type_t mem_type);
 
-/** "allreduce", "broadcast", "reduce_scatter", "allgather", "send",
- *  "recv"; "?" when invalid. */
+/** "allreduce", "broadcast", "reduce_scatter", "allgather"; "?" when
+ *  invalid. Any thread. */
 DD_API const char *dd_coll_name(dd_coll_t coll);
 
 /**

@@ -41,11 +41,19 @@ dd_status_t dd_backends_load_group(dd_context_h ctx, const dd_backends_t *job,
 void dd_backends_unload(dd_backends_t *backends);
 
 /**
- * The backend with the best score for coll on bytes of mem_type memory;
+ * The backend with the best score for op on bytes of mem_type memory;
  * DD_ERR_UNSUPPORTED, reported, when none scores above zero.
  */
+dd_status_t dd_backends_pick_op(dd_backends_t *backends, dd_backend_op_t op,
+                                dd_mem_type_t mem_type, size_t bytes,
+                                dd_backend_ref_t *ref_p);
+
+/** dd_backends_pick_op() for one of the public collectives. */
 dd_status_t dd_backends_pick(dd_backends_t *backends, dd_coll_t coll,
                              dd_mem_type_t mem_type, size_t bytes,
                              dd_backend_ref_t *ref_p);
+
+/** "allreduce", ..., "send", "recv"; "?" when invalid. */
+const char *dd_backend_op_name(dd_backend_op_t op);
 
 #endif

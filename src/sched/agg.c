@@ -64,8 +64,8 @@ uint64_t dd_agg_tag(int kind, uint64_t seq)
 dd_status_t dd_agg_transport_init(struct dd_context *ctx, dd_agg_transport_t *t)
 {
     dd_backend_ref_t ref;
-    dd_status_t status = dd_backends_pick(ctx->backends, DD_COLL_SEND,
-                                          DD_MEM_HOST, 4u << 20, &ref);
+    dd_status_t status = dd_backends_pick_op(ctx->backends, DD_BACKEND_OP_SEND,
+                                             DD_MEM_HOST, 4u << 20, &ref);
     if (status != DD_OK) {
         return dd_error(status, DD_SUBSYS_AGG,
                         "aggregation needs a point-to-point backend (ucx or "

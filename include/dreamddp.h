@@ -7,6 +7,8 @@
 #ifndef DREAMDDP_H
 #define DREAMDDP_H
 
+#include <dreamddp/version.h>
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,11 +23,6 @@ extern "C" {
 #else
 #define DD_API
 #endif
-
-/** Library version, as "major.minor.patch". */
-#define DD_VERSION_MAJOR 0
-#define DD_VERSION_MINOR 1
-#define DD_VERSION_PATCH 0
 
 /**
  * Every status, as X(NAME, value, "description"). DD_OK is zero,
@@ -73,7 +70,10 @@ DD_API const char *dd_status_string(dd_status_t status);
  */
 DD_API const char *dd_last_error(void);
 
-/** The library's version string ("0.1.0"). Any thread. */
+/**
+ * The library's version string: DD_VERSION_MAJOR, DD_VERSION_MINOR and
+ * DD_VERSION_PATCH (dreamddp/version.h) joined with dots. Any thread.
+ */
 DD_API const char *dd_version_string(void);
 
 /** Role of a rank in the job. */

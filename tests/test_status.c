@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/status.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static void test_values(void **state)
@@ -65,6 +66,16 @@ static void test_coll_names(void **state)
     assert_string_equal(dd_backend_op_name(DD_BACKEND_OP_LAST), "?");
 }
 
+/* The version is written once (dreamddp/version.h); the library's string
+ * is those macros, joined with dots. */
+static void test_version(void **state)
+{
+    char want[32];
+    snprintf(want, sizeof(want), "%d.%d.%d", DD_VERSION_MAJOR,
+             DD_VERSION_MINOR, DD_VERSION_PATCH);
+    assert_string_equal(dd_version_string(), want);
+}
+
 static void test_last_error(void **state)
 {
     dd_log_configure(DD_LOG_ERROR, ~0u, "/dev/null", 3);
@@ -84,6 +95,7 @@ int main(void)
         cmocka_unit_test(test_strings),
         cmocka_unit_test(test_strings_distinct),
         cmocka_unit_test(test_coll_names),
+        cmocka_unit_test(test_version),
         cmocka_unit_test(test_last_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -356,8 +356,31 @@ DD_API dd_status_t dd_step_begin(dd_context_h ctx);
  */
 DD_API dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer);
 
+/*
+ * The output structs (dd_step_stats_t, dd_layer_stats_t) start with a
+ * field_mask, as the parameter structs do: the caller sets the bits of the
+ * fields it wants, the library fills those and leaves every other field as
+ * the caller left it. A field added later gets a new bit, so a program built
+ * against an older header keeps working. A bit this library does not know
+ * (a program built against a newer header) is refused with
+ * DD_ERR_INVALID_PARAM, naming the struct, before the call does anything:
+ * the caller never reads a field that was not filled.
+ */
+
+/** Bits of dd_step_stats_t::field_mask. */
+enum {
+    DD_STEP_STATS_FIELD_STEP = 1u << 0,          /**< step */
+    DD_STEP_STATS_FIELD_LAYERS_SYNCED = 1u << 1, /**< layers_synced */
+    DD_STEP_STATS_FIELD_BYTES_SYNCED = 1u << 2,  /**< bytes_synced */
+    DD_STEP_STATS_FIELD_WIRE_S = 1u << 3,        /**< wire_s */
+    DD_STEP_STATS_FIELD_WAIT_S = 1u << 4,        /**< wait_s */
+    DD_STEP_STATS_FIELD_REPLANNED = 1u << 5      /**< replanned */
+};
+
 /** What one step did, returned by dd_step_end. */
 typedef struct {
+    uint64_t field_mask; /**< DD_STEP_STATS_FIELD_* bits: the fields to fill;
+                              set by the caller */
     uint64_t step;       /**< index of the step, from 0 */
     int layers_synced;   /**< layers averaged in this step */
     size_t bytes_synced; /**< bytes averaged in this step (per worker) */
@@ -371,10 +394,13 @@ typedef struct {
  * syncs (bounded by DREAMDDP_TIMEOUT_S) and leaves the averages in place. The
  * application then runs its optimizer step.
  *
- * @param stats_p  filled when not NULL.
- * @return DD_OK; DD_ERR_STATE without a dd_step_begin; the error of a
- *         failed sync (DD_ERR_TIMED_OUT, DD_ERR_PEER_LOST, ...), naming the
- *         layer, on every worker.
+ * @param stats_p  NULL, or the fields its field_mask names are filled (also
+ *                 when a sync failed); the others are left untouched.
+ * @return DD_OK; DD_ERR_INVALID_PARAM, with the step still open, when
+ *         stats_p->field_mask has a bit this library does not know;
+ *         DD_ERR_STATE without a dd_step_begin; the error of a failed sync
+ *         (DD_ERR_TIMED_OUT, DD_ERR_PEER_LOST, ...), naming the layer, on
+ *         every worker.
  */
 DD_API dd_status_t dd_step_end(dd_context_h ctx, dd_step_stats_t *stats_p);
 
@@ -384,8 +410,19 @@ DD_API dd_status_t dd_step_end(dd_context_h ctx, dd_step_stats_t *stats_p);
  */
 DD_API dd_status_t dd_sync_all(dd_context_h ctx);
 
+/** Bits of dd_layer_stats_t::field_mask. */
+enum {
+    DD_LAYER_STATS_FIELD_SYNCS = 1u << 0,  /**< syncs */
+    DD_LAYER_STATS_FIELD_BYTES = 1u << 1,  /**< bytes */
+    DD_LAYER_STATS_FIELD_WIRE_S = 1u << 2, /**< wire_s */
+    DD_LAYER_STATS_FIELD_BP_S = 1u << 3,   /**< bp_s */
+    DD_LAYER_STATS_FIELD_PERIOD = 1u << 4  /**< period */
+};
+
 /** Per-layer totals since dd_model_commit. */
 typedef struct {
+    uint64_t field_mask; /**< DD_LAYER_STATS_FIELD_* bits: the fields to
+                              fill; set by the caller */
     uint64_t syncs; /**< times the layer was averaged */
     uint64_t bytes; /**< bytes averaged */
     double wire_s;  /**< seconds on the wire (a fused sync is shared by
@@ -394,7 +431,13 @@ typedef struct {
     int period;     /**< adaptive: current period K; others: window H */
 } dd_layer_stats_t;
 
-/** Fills stats_p for layer. DD_ERR_INVALID_PARAM for a foreign layer. */
+/**
+ * Fills the fields of stats_p that its field_mask names, for layer; leaves
+ * the others untouched.
+ *
+ * @return DD_OK; DD_ERR_INVALID_PARAM for a foreign layer, a NULL stats_p,
+ *         or a field_mask bit this library does not know.
+ */
 DD_API dd_status_t dd_layer_stats(dd_context_h ctx, dd_layer_h layer,
                                   dd_layer_stats_t *stats_p);
 

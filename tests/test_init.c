@@ -1,5 +1,6 @@
 /* dd_init and dd_finalize in one process: a single rank, bad DREAMDDP_* values,
- * roles, the file store, and the printed configuration. */
+ * roles, the file store, the printed configuration, and the field_mask of
+ * the statistics structs on a single-rank step. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -122,6 +123,99 @@ static void test_config_print(void **state)
     free(buf);
 }
 
+/* A single-rank ddp step with one layer, for the statistics below. */
+static dd_context_h one_step(float *w, float *g, dd_layer_h *layer_p)
+{
+    dd_context_h ctx = NULL;
+    dd_tensor_t t = {w, g, 16, DD_DTYPE_F32, DD_MEM_HOST};
+
+    assert_int_equal(dd_init(NULL, &ctx), DD_OK);
+    assert_int_equal(dd_layer_register(ctx, "fc", &t, 1, layer_p), DD_OK);
+    assert_int_equal(dd_strategy_set(ctx, "ddp"), DD_OK);
+    dd_status_t status = dd_model_commit(ctx);
+    if (status == DD_ERR_UNSUPPORTED) {
+        /* A build without a host backend (UCX, Gloo) cannot commit. */
+        print_message("skipped: %s\n", dd_last_error());
+        dd_finalize(ctx);
+        skip();
+    }
+    assert_int_equal(status, DD_OK);
+    assert_int_equal(dd_step_begin(ctx), DD_OK);
+    assert_int_equal(dd_layer_ready(ctx, *layer_p), DD_OK);
+    return ctx;
+}
+
+/* dd_step_end fills the fields its field_mask names and no other; an
+ * unknown bit is refused, naming the struct, and leaves the step open. */
+static void test_step_stats_mask(void **state)
+{
+    float w[16] = {0}, g[16] = {0};
+    dd_layer_h layer;
+    dd_context_h ctx = one_step(w, g, &layer);
+    dd_step_stats_t st = {.field_mask = (uint64_t)1 << 40,
+                          .step = 999,
+                          .layers_synced = -7};
+
+    assert_int_equal(dd_step_end(ctx, &st), DD_ERR_INVALID_PARAM);
+    assert_non_null(strstr(dd_last_error(), "dd_step_stats_t"));
+    assert_int_equal(st.step, 999);
+    assert_int_equal(st.layers_synced, -7);
+
+    st = (dd_step_stats_t){
+        .field_mask = DD_STEP_STATS_FIELD_STEP |
+                      DD_STEP_STATS_FIELD_LAYERS_SYNCED |
+                      DD_STEP_STATS_FIELD_BYTES_SYNCED,
+        .step = 999,
+        .layers_synced = -7,
+        .bytes_synced = 12345,
+        .wire_s = -1.5,
+        .wait_s = -2.5,
+        .replanned = 77};
+    assert_int_equal(dd_step_end(ctx, &st), DD_OK);
+    assert_int_equal(st.step, 0);
+    assert_int_equal(st.layers_synced, 1);
+    assert_int_equal(st.bytes_synced, sizeof(w));
+    assert_true(st.wire_s == -1.5);
+    assert_true(st.wait_s == -2.5);
+    assert_int_equal(st.replanned, 77);
+    assert_int_equal(dd_finalize(ctx), DD_OK);
+}
+
+static void test_layer_stats_mask(void **state)
+{
+    float w[16] = {0}, g[16] = {0};
+    dd_layer_h layer;
+    dd_context_h ctx = one_step(w, g, &layer);
+    dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_PERIOD |
+                                         ((uint64_t)1 << 63),
+                           .period = -3};
+
+    assert_int_equal(dd_step_end(ctx, NULL), DD_OK);
+    assert_int_equal(dd_layer_stats(ctx, layer, &st), DD_ERR_INVALID_PARAM);
+    assert_non_null(strstr(dd_last_error(), "dd_layer_stats_t"));
+    assert_int_equal(st.period, -3);
+
+    st = (dd_layer_stats_t){
+        .field_mask = DD_LAYER_STATS_FIELD_SYNCS | DD_LAYER_STATS_FIELD_BYTES,
+        .syncs = 999,
+        .bytes = 999,
+        .wire_s = -1.5,
+        .bp_s = -2.5,
+        .period = -3};
+    assert_int_equal(dd_layer_stats(ctx, layer, &st), DD_OK);
+    assert_int_equal(st.syncs, 1);
+    assert_int_equal(st.bytes, sizeof(w));
+    assert_true(st.wire_s == -1.5);
+    assert_true(st.bp_s == -2.5);
+    assert_int_equal(st.period, -3);
+
+    st.field_mask = 0;
+    st.syncs = 999;
+    assert_int_equal(dd_layer_stats(ctx, layer, &st), DD_OK);
+    assert_int_equal(st.syncs, 999);
+    assert_int_equal(dd_finalize(ctx), DD_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -131,6 +225,8 @@ int main(void)
         cmocka_unit_test_setup(test_role_override, clean_env),
         cmocka_unit_test_setup(test_file_store, clean_env),
         cmocka_unit_test_setup(test_config_print, clean_env),
+        cmocka_unit_test_setup(test_step_stats_mask, clean_env),
+        cmocka_unit_test_setup(test_layer_stats_mask, clean_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -462,9 +462,31 @@ dd_status_t dd_layer_stats(dd_context_h ctx, dd_layer_h layer,
 {
     if (layer == NULL || layer->sched != ctx->sched || stats_p == NULL) {
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
-                        "dd_layer_stats: not a layer of this context");
+                        "dd_layer_stats: %s",
+                        stats_p == NULL ? "stats_p is NULL"
+                                        : "not a layer of this context");
     }
-    *stats_p = layer->stats;
-    stats_p->bp_s = layer->bp_s;
+    uint64_t m = stats_p->field_mask;
+    dd_status_t status = dd_sched_check_fields(
+        "dd_layer_stats", "dd_layer_stats_t", m, DD_SCHED_LAYER_STATS_FIELDS);
+    if (status != DD_OK) {
+        return status;
+    }
+    /* Only the fields the caller asked for: the others stay the caller's. */
+    if (m & DD_LAYER_STATS_FIELD_SYNCS) {
+        stats_p->syncs = layer->stats.syncs;
+    }
+    if (m & DD_LAYER_STATS_FIELD_BYTES) {
+        stats_p->bytes = layer->stats.bytes;
+    }
+    if (m & DD_LAYER_STATS_FIELD_WIRE_S) {
+        stats_p->wire_s = layer->stats.wire_s;
+    }
+    if (m & DD_LAYER_STATS_FIELD_BP_S) {
+        stats_p->bp_s = layer->bp_s;
+    }
+    if (m & DD_LAYER_STATS_FIELD_PERIOD) {
+        stats_p->period = layer->stats.period;
+    }
     return DD_OK;
 }

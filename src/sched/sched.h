@@ -77,7 +77,21 @@ void dd_sched_destroy(dd_sched_t *sched);
 void dd_sched_quiesce(dd_sched_t *sched);
 dd_status_t dd_sched_check_tables(dd_sched_t *sched);
 
+/* Every field of the output structs that this library fills. */
+#define DD_SCHED_STEP_STATS_FIELDS                                             \
+    (DD_STEP_STATS_FIELD_STEP | DD_STEP_STATS_FIELD_LAYERS_SYNCED |            \
+     DD_STEP_STATS_FIELD_BYTES_SYNCED | DD_STEP_STATS_FIELD_WIRE_S |           \
+     DD_STEP_STATS_FIELD_WAIT_S | DD_STEP_STATS_FIELD_REPLANNED)
+#define DD_SCHED_LAYER_STATS_FIELDS                                            \
+    (DD_LAYER_STATS_FIELD_SYNCS | DD_LAYER_STATS_FIELD_BYTES |                 \
+     DD_LAYER_STATS_FIELD_WIRE_S | DD_LAYER_STATS_FIELD_BP_S |                 \
+     DD_LAYER_STATS_FIELD_PERIOD)
+
 /* runtime.c */
+/* DD_ERR_INVALID_PARAM, naming call and type, when field_mask has a bit
+ * outside known. */
+dd_status_t dd_sched_check_fields(const char *call, const char *type,
+                                  uint64_t field_mask, uint64_t known);
 dd_status_t dd_sched_route_allreduce(void *arg, const dd_sync_job_t *job,
                                      void *buf, size_t count, dd_dtype_t dtype,
                                      dd_mem_type_t mem_type);

@@ -24,6 +24,22 @@ extern "C" {
 #define DD_API
 #endif
 
+/*
+ * Threads. Every function below says which threads may call it:
+ *  - "Any thread": at any time, also while other calls on the same context
+ *    run (for a context: between dd_init's return and dd_finalize).
+ *  - "One thread at a time per context": calls so marked on one context
+ *    must not overlap; the application orders them (one training thread,
+ *    or its own lock). The thread may change from call to call: the
+ *    library keeps no per-thread state for a context, only each thread's
+ *    dd_last_error().
+ *  - dd_layer_ready() alone may be called from any thread while other
+ *    dd_layer_ready() calls run (autograd runs hooks on its own threads);
+ *    its own comment says how it fits with the rest of the step.
+ * dd_init() and dd_finalize() are called once per context, from one
+ * thread, while no other call on that context runs.
+ */
+
 /**
  * Every status, as X(NAME, value, "description"). DD_OK is zero,
  * DD_INPROGRESS is one, errors are negative. Generates dd_status_t and
@@ -67,6 +83,7 @@ DD_API const char *dd_status_string(dd_status_t status);
  * The message of the last error that this thread saw inside the library: the
  * same text that was logged, naming the rank, peer, layer, variable or value
  * at fault. Empty when there was none. Valid until the thread's next call.
+ * Any thread: each thread has its own.
  */
 DD_API const char *dd_last_error(void);
 
@@ -112,7 +129,8 @@ typedef struct {
  *         DD_ERR_TIMED_OUT when not every rank joined within DREAMDDP_TIMEOUT_S;
  *         DD_ERR_MISMATCH when ranks disagree on the world size.
  *         dd_last_error() has the details.
- * Call once per job from one thread.
+ * Once per job, from one thread; the context may then be used from other
+ * threads, as each call says.
  */
 DD_API dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p);
 
@@ -123,28 +141,37 @@ DD_API dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p);
  *
  * @return DD_OK, or DD_ERR_TIMED_OUT / DD_ERR_PEER_LOST when some rank never
  *         arrived; the context is freed in every case.
+ * Once, from one thread, after every other call on the context has
+ * returned.
  */
 DD_API dd_status_t dd_finalize(dd_context_h ctx);
 
-/** This process's rank, 0 .. world size - 1. */
+/*
+ * The job's geometry, fixed by dd_init: dd_rank() to dd_num_workers() may
+ * be called from any thread.
+ */
+
+/** This process's rank, 0 .. world size - 1. Any thread. */
 DD_API int dd_rank(dd_context_h ctx);
 
-/** Number of ranks in the job, workers and aggregators together. */
+/** Number of ranks in the job, workers and aggregators together. Any
+ *  thread. */
 DD_API int dd_world_size(dd_context_h ctx);
 
-/** This process's rank among the ranks on its host. */
+/** This process's rank among the ranks on its host. Any thread. */
 DD_API int dd_local_rank(dd_context_h ctx);
 
-/** Number of ranks on this process's host. */
+/** Number of ranks on this process's host. Any thread. */
 DD_API int dd_local_size(dd_context_h ctx);
 
-/** This process's role. */
+/** This process's role. Any thread. */
 DD_API dd_role_t dd_role(dd_context_h ctx);
 
-/** The role of any rank of the job (DD_ROLE_WORKER for an invalid rank). */
+/** The role of any rank of the job (DD_ROLE_WORKER for an invalid rank).
+ *  Any thread. */
 DD_API dd_role_t dd_rank_role(dd_context_h ctx, int rank);
 
-/** Number of worker ranks in the job. */
+/** Number of worker ranks in the job. Any thread. */
 DD_API int dd_num_workers(dd_context_h ctx);
 
 /**
@@ -152,7 +179,7 @@ DD_API int dd_num_workers(dd_context_h ctx);
  *
  * @return DD_OK; DD_ERR_TIMED_OUT naming the ranks that did not arrive within
  *         DREAMDDP_TIMEOUT_S; DD_ERR_PEER_LOST when the store went away.
- * One thread per context at a time.
+ * One thread at a time per context.
  */
 DD_API dd_status_t dd_barrier(dd_context_h ctx);
 
@@ -216,13 +243,14 @@ typedef enum {
 /** Bytes of one element of dtype; 0 for an invalid dtype. Any thread. */
 DD_API size_t dd_dtype_size(dd_dtype_t dtype);
 
-/** "f32", "f64", "f16", "bf16", "i32", "i64", "u8"; "?" when invalid. */
+/** "f32", "f64", "f16", "bf16", "i32", "i64", "u8"; "?" when invalid. Any
+ *  thread. */
 DD_API const char *dd_dtype_name(dd_dtype_t dtype);
 
-/** "sum", "avg", "max", "min"; "?" when invalid. */
+/** "sum", "avg", "max", "min"; "?" when invalid. Any thread. */
 DD_API const char *dd_reduce_op_name(dd_reduce_op_t op);
 
-/** "host", "cuda"; "?" when invalid. */
+/** "host", "cuda"; "?" when invalid. Any thread. */
 DD_API const char *dd_mem_type_name(dd_mem_type_t mem_type);
 
 /** "allreduce", "broadcast", "reduce_scatter", "allgather"; "?" when
@@ -250,7 +278,7 @@ DD_API const char *dd_backend_name(dd_context_h ctx, dd_coll_t coll,
  * different collective see); DD_ERR_PEER_LOST when a peer went away;
  * DD_ERR_MISMATCH when a peer's message does not fit; DD_ERR_BACKEND for
  * another failure of the backend. dd_last_error() names the rank and peer.
- * One thread per context at a time. With CUDA memory the call returns once
+ * One thread at a time per context. With CUDA memory the call returns once
  * the result is in the buffer.
  */
 
@@ -311,6 +339,7 @@ typedef struct {
  * @return DD_OK; DD_ERR_INVALID_PARAM for an empty or duplicate name, a NULL
  *         buffer or an invalid dtype; DD_ERR_STATE after dd_model_commit or
  *         on an aggregator.
+ * One thread at a time per context.
  */
 DD_API dd_status_t dd_layer_register(dd_context_h ctx, const char *name,
                                      const dd_tensor_t *tensors,
@@ -322,10 +351,13 @@ DD_API dd_status_t dd_layer_register(dd_context_h ctx, const char *name,
  *
  * @return DD_OK, DD_ERR_INVALID_PARAM naming what is accepted, or
  *         DD_ERR_STATE after dd_model_commit.
+ * One thread at a time per context.
  */
 DD_API dd_status_t dd_strategy_set(dd_context_h ctx, const char *strategy);
 
-/** The strategy in force ("dreamddp:4"). */
+/** The strategy in force ("dreamddp:4"); the string lives as long as the
+ *  context. One thread at a time per context before dd_model_commit, any
+ *  thread after. */
 DD_API const char *dd_strategy_name(dd_context_h ctx);
 
 /**
@@ -334,7 +366,8 @@ DD_API const char *dd_strategy_name(dd_context_h ctx);
  * DD_ERR_MISMATCH naming the first differing layer and the ranks that
  * differ. Then copies rank 0's parameters to every worker, so that every
  * replica starts equal, and measures the network for the planner.
- * Collective over the workers; aggregators do not call it.
+ * Collective over the workers; aggregators do not call it. One thread at a
+ * time per context.
  */
 DD_API dd_status_t dd_model_commit(dd_context_h ctx);
 
@@ -342,6 +375,7 @@ DD_API dd_status_t dd_model_commit(dd_context_h ctx);
  * Starts a training step (forward and backward follow).
  * @return DD_OK, or DD_ERR_STATE when a step is already open or the model
  *         is not committed.
+ * One thread at a time per context.
  */
 DD_API dd_status_t dd_step_begin(dd_context_h ctx);
 
@@ -350,6 +384,16 @@ DD_API dd_status_t dd_step_begin(dd_context_h ctx);
  * of backward no longer reads its parameters. If the layer syncs in this
  * step, its sync starts now, on the progress engine, while the caller goes
  * on. The caller must not touch the layer's buffers until dd_step_end.
+ *
+ * Any thread, also while other threads mark other layers (autograd runs
+ * hooks on its own threads): the scheduler serializes the calls with a
+ * lock. Each layer is marked at most once per step, after dd_step_begin()
+ * has returned, and every call of a step must have returned before
+ * dd_step_end() is called (the application orders them, as it does when it
+ * waits for backward to finish). The order of the marks decides which
+ * layers are fused and the order of the syncs, so every worker must mark
+ * its layers in the same order: threads that race each other to mark
+ * layers of one step can make workers disagree.
  *
  * @return DD_OK; DD_ERR_STATE outside a step or for a layer marked twice in
  *         one step; DD_ERR_INVALID_PARAM for a layer of another context.
@@ -401,12 +445,15 @@ typedef struct {
  *         DD_ERR_STATE without a dd_step_begin; the error of a failed sync
  *         (DD_ERR_TIMED_OUT, DD_ERR_PEER_LOST, ...), naming the layer, on
  *         every worker.
+ * One thread at a time per context, after this step's dd_layer_ready()
+ * calls have returned.
  */
 DD_API dd_status_t dd_step_end(dd_context_h ctx, dd_step_stats_t *stats_p);
 
 /**
  * Averages every layer's parameters now, whatever the strategy (before a
  * checkpoint or an evaluation). Outside a step; collective over workers.
+ * One thread at a time per context.
  */
 DD_API dd_status_t dd_sync_all(dd_context_h ctx);
 
@@ -437,17 +484,20 @@ typedef struct {
  *
  * @return DD_OK; DD_ERR_INVALID_PARAM for a foreign layer, a NULL stats_p,
  *         or a field_mask bit this library does not know.
+ * One thread at a time per context (dd_step_end() updates the totals).
  */
 DD_API dd_status_t dd_layer_stats(dd_context_h ctx, dd_layer_h layer,
                                   dd_layer_stats_t *stats_p);
 
-/** The layer's name. */
+/** The layer's name; it lives as long as the context. Any thread. */
 DD_API const char *dd_layer_name(dd_layer_h layer);
 
-/** Number of registered layers. */
+/** Number of registered layers. One thread at a time per context before
+ *  dd_model_commit, any thread after. */
 DD_API size_t dd_num_layers(dd_context_h ctx);
 
-/** The i-th registered layer (forward order), or NULL. */
+/** The i-th registered layer (forward order), or NULL. One thread at a
+ *  time per context before dd_model_commit, any thread after. */
 DD_API dd_layer_h dd_layer_at(dd_context_h ctx, size_t i);
 
 /**
@@ -459,6 +509,7 @@ DD_API dd_layer_h dd_layer_at(dd_context_h ctx, size_t i);
  * @return DD_OK when every worker said goodbye; DD_ERR_STATE on a worker;
  *         the error that stopped the service (a lost worker, a malformed or
  *         duplicated message, a timeout), named in dd_last_error().
+ * One thread at a time per context; it blocks until the service ends.
  */
 DD_API dd_status_t dd_aggregator_serve(dd_context_h ctx);
 

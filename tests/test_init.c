@@ -1,6 +1,7 @@
 /* dd_init and dd_finalize in one process: a single rank, bad DREAMDDP_* values,
- * roles, the file store, the printed configuration, and the field_mask of
- * the statistics structs on a single-rank step. */
+ * roles, the file store, the printed configuration, the field_mask of the
+ * statistics structs on a single-rank step, and dd_layer_ready from several
+ * threads. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 
 #include <dreamddp.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +218,76 @@ static void test_layer_stats_mask(void **state)
     assert_int_equal(dd_finalize(ctx), DD_OK);
 }
 
+#define TH_LAYERS 32
+#define TH_THREADS 4
+#define TH_STEPS 100
+
+typedef struct {
+    dd_context_h ctx;
+    dd_layer_h *layers;
+    int first; /* marks layers first, first + TH_THREADS, ... */
+    int failed;
+} marker_t;
+
+static void *mark_layers(void *arg)
+{
+    marker_t *m = arg;
+    for (int l = m->first; l < TH_LAYERS; l += TH_THREADS) {
+        m->failed |= dd_layer_ready(m->ctx, m->layers[l]) != DD_OK;
+    }
+    return NULL;
+}
+
+/* Several threads mark the layers of each step at once, as autograd's
+ * hooks do: every layer is synced once per step, fused or not. */
+static void test_layer_ready_threads(void **state)
+{
+    static float w[TH_LAYERS][64], g[TH_LAYERS][64];
+    dd_layer_h layers[TH_LAYERS];
+    dd_context_h ctx = NULL;
+    char name[16];
+
+    assert_int_equal(dd_init(NULL, &ctx), DD_OK);
+    for (int l = 0; l < TH_LAYERS; l++) {
+        dd_tensor_t t = {w[l], g[l], 64, DD_DTYPE_F32, DD_MEM_HOST};
+        snprintf(name, sizeof(name), "l%d", l);
+        assert_int_equal(dd_layer_register(ctx, name, &t, 1, &layers[l]),
+                         DD_OK);
+    }
+    assert_int_equal(dd_strategy_set(ctx, "ddp"), DD_OK);
+    dd_status_t status = dd_model_commit(ctx);
+    if (status == DD_ERR_UNSUPPORTED) {
+        print_message("skipped: %s\n", dd_last_error());
+        dd_finalize(ctx);
+        skip();
+    }
+    assert_int_equal(status, DD_OK);
+    for (int s = 0; s < TH_STEPS; s++) {
+        pthread_t th[TH_THREADS];
+        marker_t m[TH_THREADS];
+        dd_step_stats_t st = {.field_mask = DD_STEP_STATS_FIELD_LAYERS_SYNCED};
+
+        assert_int_equal(dd_step_begin(ctx), DD_OK);
+        for (int i = 0; i < TH_THREADS; i++) {
+            m[i] = (marker_t){ctx, layers, i, 0};
+            assert_int_equal(pthread_create(&th[i], NULL, mark_layers, &m[i]),
+                             0);
+        }
+        for (int i = 0; i < TH_THREADS; i++) {
+            assert_int_equal(pthread_join(th[i], NULL), 0);
+            assert_false(m[i].failed);
+        }
+        assert_int_equal(dd_step_end(ctx, &st), DD_OK);
+        assert_int_equal(st.layers_synced, TH_LAYERS);
+    }
+    for (int l = 0; l < TH_LAYERS; l++) {
+        dd_layer_stats_t ls = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS};
+        assert_int_equal(dd_layer_stats(ctx, layers[l], &ls), DD_OK);
+        assert_int_equal(ls.syncs, TH_STEPS);
+    }
+    assert_int_equal(dd_finalize(ctx), DD_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +299,7 @@ int main(void)
         cmocka_unit_test_setup(test_config_print, clean_env),
         cmocka_unit_test_setup(test_step_stats_mask, clean_env),
         cmocka_unit_test_setup(test_layer_stats_mask, clean_env),
+        cmocka_unit_test_setup(test_layer_ready_threads, clean_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

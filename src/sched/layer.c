@@ -44,6 +44,7 @@ dd_status_t dd_sched_create(struct dd_context *ctx, dd_sched_t **sched_p)
     }
     dd_strategy_format(&sched->strategy, sched->strategy_name,
                        sizeof(sched->strategy_name));
+    pthread_mutex_init(&sched->ready_lock, NULL);
     *sched_p = sched;
     return DD_OK;
 }
@@ -83,6 +84,7 @@ void dd_sched_destroy(dd_sched_t *sched)
         free(sched->layers[i]);
     }
     free(sched->layers);
+    pthread_mutex_destroy(&sched->ready_lock);
     free(sched);
 }
 

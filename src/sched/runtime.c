@@ -211,14 +211,10 @@ static double dd_sched_grad_norm2(const struct dd_layer *layer)
     return sum;
 }
 
-dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer)
+/* dd_layer_ready's work, under sched->ready_lock. */
+static dd_status_t dd_sched_mark_ready(dd_sched_t *sched,
+                                       struct dd_layer *layer)
 {
-    dd_sched_t *sched = ctx->sched;
-
-    if (layer == NULL || layer->sched != sched) {
-        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
-                        "dd_layer_ready: not a layer of this context");
-    }
     if (!sched->in_step) {
         return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
                         "dd_layer_ready: layer '%s' marked outside a step "
@@ -249,6 +245,20 @@ dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer)
     }
     return dd_sched_enqueue(sched, layer,
                             dd_strategy_syncs_grads(&sched->strategy));
+}
+
+dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer)
+{
+    dd_sched_t *sched = ctx->sched;
+
+    if (layer == NULL || layer->sched != sched) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                        "dd_layer_ready: not a layer of this context");
+    }
+    pthread_mutex_lock(&sched->ready_lock);
+    dd_status_t status = dd_sched_mark_ready(sched, layer);
+    pthread_mutex_unlock(&sched->ready_lock);
+    return status;
 }
 
 /* Local SGD averages everything after the window's last backward. */

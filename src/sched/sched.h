@@ -12,6 +12,7 @@
 #include "sched/sched_config.h"
 #include "sched/strategy.h"
 
+#include <pthread.h>
 #include <stdio.h>
 
 struct dd_layer {
@@ -41,6 +42,12 @@ typedef struct dd_sched {
     dd_sched_opts_t opts;
     dd_strategy_t strategy;
     char strategy_name[32];
+    /* dd_layer_ready comes from any thread (autograd's hooks): this lock
+     * serializes what it writes, the layer's marks, the fusion group
+     * (group, buckets_done), the engine hand-off and the timeline. The
+     * other calls of a step come from one thread, ordered with the marks
+     * by the application. */
+    pthread_mutex_t ready_lock;
     struct dd_layer **layers;
     size_t n_layers, cap_layers;
     int committed;

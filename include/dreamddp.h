@@ -117,18 +117,18 @@ typedef struct {
 } dd_init_params_t;
 
 /**
- * Starts dreamddp in this process: parses every DREAMDDP_* variable, detects rank
- * and world size (DREAMDDP_*, torchrun, Open MPI, Slurm or PMI variables), joins the
- * job's rendezvous store and waits until every rank has joined.
+ * Starts dreamddp in this process: parses every DREAMDDP_* variable, detects
+ * rank and world size (DREAMDDP_*, torchrun, Open MPI, Slurm or PMI variables),
+ * joins the job's rendezvous store and waits until every rank has joined.
  *
  * @param params  optional parameters, or NULL.
  * @param ctx_p   the new context, set only on success.
- * @return DD_OK; DD_ERR_INVALID_CONFIG for a bad DREAMDDP_* value or contradictory
- *         launcher variables; DD_ERR_UNREACHABLE when the store's master
- *         cannot be reached; DD_ERR_REFUSED when it refuses this job's token;
- *         DD_ERR_TIMED_OUT when not every rank joined within DREAMDDP_TIMEOUT_S;
- *         DD_ERR_MISMATCH when ranks disagree on the world size.
- *         dd_last_error() has the details.
+ * @return DD_OK; DD_ERR_INVALID_CONFIG for a bad DREAMDDP_* value or
+ *         contradictory launcher variables; DD_ERR_UNREACHABLE when the
+ *         store's master cannot be reached; DD_ERR_REFUSED when it refuses
+ *         this job's token; DD_ERR_TIMED_OUT when not every rank joined
+ *         within DREAMDDP_TIMEOUT_S; DD_ERR_MISMATCH when ranks disagree on
+ *         the world size. dd_last_error() has the details.
  * Once per job, from one thread; the context may then be used from other
  * threads, as each call says.
  */
@@ -274,8 +274,8 @@ DD_API const char *dd_backend_name(dd_context_h ctx, dd_coll_t coll,
  * same order with the same count, dtype, op and root. Each returns DD_OK;
  * DD_ERR_INVALID_PARAM for a bad argument; DD_ERR_UNSUPPORTED when no
  * backend handles the memory type; DD_ERR_TIMED_OUT when the collective did
- * not complete within DREAMDDP_TIMEOUT_S (which is also what ranks that posted a
- * different collective see); DD_ERR_PEER_LOST when a peer went away;
+ * not complete within DREAMDDP_TIMEOUT_S (which is also what ranks that posted
+ * a different collective see); DD_ERR_PEER_LOST when a peer went away;
  * DD_ERR_MISMATCH when a peer's message does not fit; DD_ERR_BACKEND for
  * another failure of the backend. dd_last_error() names the rank and peer.
  * One thread at a time per context. With CUDA memory the call returns once
@@ -347,7 +347,8 @@ DD_API dd_status_t dd_layer_register(dd_context_h ctx, const char *name,
 
 /**
  * Chooses the synchronization strategy before dd_model_commit, overriding
- * DREAMDDP_STRATEGY: "ddp", "localsgd:H", "plsgd:H", "dreamddp:H" or "adaptive".
+ * DREAMDDP_STRATEGY: "ddp", "localsgd:H", "plsgd:H", "dreamddp:H" or
+ * "adaptive".
  *
  * @return DD_OK, DD_ERR_INVALID_PARAM naming what is accepted, or
  *         DD_ERR_STATE after dd_model_commit.
@@ -470,12 +471,12 @@ enum {
 typedef struct {
     uint64_t field_mask; /**< DD_LAYER_STATS_FIELD_* bits: the fields to
                               fill; set by the caller */
-    uint64_t syncs; /**< times the layer was averaged */
-    uint64_t bytes; /**< bytes averaged */
-    double wire_s;  /**< seconds on the wire (a fused sync is shared by
-                         bytes) */
-    double bp_s;    /**< last measured backward time of the layer */
-    int period;     /**< adaptive: current period K; others: window H */
+    uint64_t syncs;      /**< times the layer was averaged */
+    uint64_t bytes;      /**< bytes averaged */
+    double wire_s;       /**< seconds on the wire (a fused sync is shared by
+                              bytes) */
+    double bp_s;         /**< last measured backward time of the layer */
+    int period;          /**< adaptive: current period K; others: window H */
 } dd_layer_stats_t;
 
 /**

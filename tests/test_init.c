@@ -17,10 +17,16 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const touched[] = {
-    "DREAMDDP_TIMEOUT_S", "DREAMDDP_STORE",      "DREAMDDP_ROLE",      "DREAMDDP_LOG_FILE",
-    "DREAMDDP_RANK",      "DREAMDDP_WORLD_SIZE", "DREAMDDP_LOG_LEVEL", "DREAMDDP_NUM_AGGREGATORS",
-    "RANK",         "WORLD_SIZE"};
+static const char *const touched[] = {"DREAMDDP_TIMEOUT_S",
+                                      "DREAMDDP_STORE",
+                                      "DREAMDDP_ROLE",
+                                      "DREAMDDP_LOG_FILE",
+                                      "DREAMDDP_RANK",
+                                      "DREAMDDP_WORLD_SIZE",
+                                      "DREAMDDP_LOG_LEVEL",
+                                      "DREAMDDP_NUM_AGGREGATORS",
+                                      "RANK",
+                                      "WORLD_SIZE"};
 
 static int clean_env(void **state)
 {
@@ -113,15 +119,17 @@ static void test_config_print(void **state)
     setenv("DREAMDDP_TIMEOUT_S", "45s", 1);
     assert_int_equal(dd_config_print(f, 0), DD_OK);
     fclose(f);
-    const char *vars[] = {
-        "DREAMDDP_LOG_LEVEL",   "DREAMDDP_LOG_SUBSYS",      "DREAMDDP_LOG_FILE",
-        "DREAMDDP_RANK",        "DREAMDDP_WORLD_SIZE",      "DREAMDDP_LOCAL_RANK",
-        "DREAMDDP_ROLE",        "DREAMDDP_NUM_AGGREGATORS", "DREAMDDP_MASTER_ADDR",
-        "DREAMDDP_MASTER_PORT", "DREAMDDP_JOB_TOKEN",       "DREAMDDP_STORE"};
+    const char *vars[] = {"DREAMDDP_LOG_LEVEL",   "DREAMDDP_LOG_SUBSYS",
+                          "DREAMDDP_LOG_FILE",    "DREAMDDP_RANK",
+                          "DREAMDDP_WORLD_SIZE",  "DREAMDDP_LOCAL_RANK",
+                          "DREAMDDP_ROLE",        "DREAMDDP_NUM_AGGREGATORS",
+                          "DREAMDDP_MASTER_ADDR", "DREAMDDP_MASTER_PORT",
+                          "DREAMDDP_JOB_TOKEN",   "DREAMDDP_STORE"};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
         assert_non_null(strstr(buf, vars[i]));
     }
-    assert_non_null(strstr(buf, "DREAMDDP_TIMEOUT_S = 45s (set; default 300s)"));
+    assert_non_null(
+        strstr(buf, "DREAMDDP_TIMEOUT_S = 45s (set; default 300s)"));
     free(buf);
 }
 
@@ -154,25 +162,23 @@ static void test_step_stats_mask(void **state)
     float w[16] = {0}, g[16] = {0};
     dd_layer_h layer;
     dd_context_h ctx = one_step(w, g, &layer);
-    dd_step_stats_t st = {.field_mask = (uint64_t)1 << 40,
-                          .step = 999,
-                          .layers_synced = -7};
+    dd_step_stats_t st = {
+        .field_mask = (uint64_t)1 << 40, .step = 999, .layers_synced = -7};
 
     assert_int_equal(dd_step_end(ctx, &st), DD_ERR_INVALID_PARAM);
     assert_non_null(strstr(dd_last_error(), "dd_step_stats_t"));
     assert_int_equal(st.step, 999);
     assert_int_equal(st.layers_synced, -7);
 
-    st = (dd_step_stats_t){
-        .field_mask = DD_STEP_STATS_FIELD_STEP |
-                      DD_STEP_STATS_FIELD_LAYERS_SYNCED |
-                      DD_STEP_STATS_FIELD_BYTES_SYNCED,
-        .step = 999,
-        .layers_synced = -7,
-        .bytes_synced = 12345,
-        .wire_s = -1.5,
-        .wait_s = -2.5,
-        .replanned = 77};
+    st = (dd_step_stats_t){.field_mask = DD_STEP_STATS_FIELD_STEP |
+                                         DD_STEP_STATS_FIELD_LAYERS_SYNCED |
+                                         DD_STEP_STATS_FIELD_BYTES_SYNCED,
+                           .step = 999,
+                           .layers_synced = -7,
+                           .bytes_synced = 12345,
+                           .wire_s = -1.5,
+                           .wait_s = -2.5,
+                           .replanned = 77};
     assert_int_equal(dd_step_end(ctx, &st), DD_OK);
     assert_int_equal(st.step, 0);
     assert_int_equal(st.layers_synced, 1);
@@ -197,13 +203,13 @@ static void test_layer_stats_mask(void **state)
     assert_non_null(strstr(dd_last_error(), "dd_layer_stats_t"));
     assert_int_equal(st.period, -3);
 
-    st = (dd_layer_stats_t){
-        .field_mask = DD_LAYER_STATS_FIELD_SYNCS | DD_LAYER_STATS_FIELD_BYTES,
-        .syncs = 999,
-        .bytes = 999,
-        .wire_s = -1.5,
-        .bp_s = -2.5,
-        .period = -3};
+    st = (dd_layer_stats_t){.field_mask = DD_LAYER_STATS_FIELD_SYNCS |
+                                          DD_LAYER_STATS_FIELD_BYTES,
+                            .syncs = 999,
+                            .bytes = 999,
+                            .wire_s = -1.5,
+                            .bp_s = -2.5,
+                            .period = -3};
     assert_int_equal(dd_layer_stats(ctx, layer, &st), DD_OK);
     assert_int_equal(st.syncs, 1);
     assert_int_equal(st.bytes, sizeof(w));

@@ -71,8 +71,8 @@ static void test_coll_names(void **state)
 static void test_version(void **state)
 {
     char want[32];
-    snprintf(want, sizeof(want), "%d.%d.%d", DD_VERSION_MAJOR,
-             DD_VERSION_MINOR, DD_VERSION_PATCH);
+    snprintf(want, sizeof(want), "%d.%d.%d", DD_VERSION_MAJOR, DD_VERSION_MINOR,
+             DD_VERSION_PATCH);
     assert_string_equal(dd_version_string(), want);
 }
 

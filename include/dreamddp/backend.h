@@ -47,7 +47,7 @@ typedef struct dd_backend dd_backend_t;
 /** An operation in flight, defined by the module. */
 typedef struct dd_backend_request dd_backend_request_t;
 
-/** Log levels of dd_backend_services_t::log, as DREAMDDP_LOG_LEVEL names them. */
+/** Log levels of dd_backend_services_t::log, named as DREAMDDP_LOG_LEVEL's. */
 typedef enum {
     DD_BACKEND_LOG_ERROR = 0,
     DD_BACKEND_LOG_WARN,

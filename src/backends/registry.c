@@ -1,10 +1,10 @@
 /*
- * The backend registry: lists dd_backend_<name>.so modules in DREAMDDP_BACKEND_PATH,
- * the install directory and the directory of this library, applies
- * DREAMDDP_BACKENDS, dlopens them, agrees with every rank on the set that all can
- * run, and initializes them with the services they need. It must not link
- * any backend's library, and modules must reach the core only through
- * dd_backend_services_t.
+ * The backend registry: lists dd_backend_<name>.so modules in
+ * DREAMDDP_BACKEND_PATH, the install directory and the directory of this
+ * library, applies DREAMDDP_BACKENDS, dlopens them, agrees with every rank on
+ * the set that all can run, and initializes them with the services they need.
+ * It must not link any backend's library, and modules must reach the core only
+ * through dd_backend_services_t.
  */
 #include "backends/registry.h"
 #include "core/log.h"
@@ -163,7 +163,8 @@ static void dd_backends_scan(dd_backends_t *b, const char *path)
     }
 }
 
-/* Keeps the modules DREAMDDP_BACKENDS allows, in its order when it lists them. */
+/* Keeps the modules DREAMDDP_BACKENDS allows, in its order when it lists them.
+ */
 static dd_status_t dd_backends_filter(dd_backends_t *b,
                                       const dd_backends_spec_t *spec,
                                       const char *value, const char *path)
@@ -191,13 +192,13 @@ static dd_status_t dd_backends_filter(dd_backends_t *b,
             }
             if (!found) {
                 free(kept);
-                return dd_error(DD_ERR_NOT_FOUND, DD_SUBSYS_BACKEND,
-                                "DREAMDDP_BACKENDS='%s' names backend %s, but no "
-                                "module %s%s.so is in DREAMDDP_BACKEND_PATH (%s), "
-                                "%s or beside the library",
-                                value, spec->names[j], DD_BACKEND_PREFIX,
-                                spec->names[j], path ? path : "unset",
-                                DD_PKGLIBDIR);
+                return dd_error(
+                    DD_ERR_NOT_FOUND, DD_SUBSYS_BACKEND,
+                    "DREAMDDP_BACKENDS='%s' names backend %s, but no "
+                    "module %s%s.so is in DREAMDDP_BACKEND_PATH (%s), "
+                    "%s or beside the library",
+                    value, spec->names[j], DD_BACKEND_PREFIX, spec->names[j],
+                    path ? path : "unset", DD_PKGLIBDIR);
             }
         }
     }
@@ -249,9 +250,10 @@ static dd_status_t dd_backends_open(dd_backends_t *b)
             continue;
         }
         if (s->explicit_request && status == DD_OK) {
-            status = dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
-                              "backend %s (DREAMDDP_BACKENDS) is unavailable: %s",
-                              s->name, why);
+            status =
+                dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
+                         "backend %s (DREAMDDP_BACKENDS) is unavailable: %s",
+                         s->name, why);
         } else {
             dd_log_info(DD_SUBSYS_BACKEND, "backend %s is unavailable: %s",
                         s->name, why);
@@ -285,10 +287,11 @@ static dd_status_t dd_backends_agree(dd_context_h ctx, dd_backends_t *b,
         dd_store_allgather(ctx->store, "backends", mine, sizeof(mine), all);
     for (int r = 0; status == DD_OK && local == DD_OK && r < world; r++) {
         if (all[(size_t)r * sizeof(mine)] == '!') {
-            status = dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
-                              "rank %d cannot use the backends DREAMDDP_BACKENDS "
-                              "asks for (its log says why)",
-                              r);
+            status =
+                dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
+                         "rank %d cannot use the backends DREAMDDP_BACKENDS "
+                         "asks for (its log says why)",
+                         r);
         }
     }
     int missing[DD_BACKENDS_MAX];
@@ -302,10 +305,11 @@ static dd_status_t dd_backends_agree(dd_context_h ctx, dd_backends_t *b,
             }
         }
         if (missing[i] >= 0 && b->slot[i].explicit_request) {
-            status = dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
-                              "backend %s (DREAMDDP_BACKENDS) is unavailable on "
-                              "rank %d",
-                              b->slot[i].name, missing[i]);
+            status =
+                dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
+                         "backend %s (DREAMDDP_BACKENDS) is unavailable on "
+                         "rank %d",
+                         b->slot[i].name, missing[i]);
         }
     }
     for (int i = 0; status == DD_OK && local == DD_OK && i < b->n; i++) {
@@ -411,8 +415,8 @@ static void dd_backend_services_fill(dd_context_h ctx, dd_backend_slot_t *s,
     svc->ifname = ctx->net.name[0] != '\0' ? ctx->net.name : NULL;
     svc->rdma =
         svc->ifname != NULL && ctx->net.rdma[0] != '\0' ? ctx->net.rdma : NULL;
-    /* Modules log their info and debug lines only where DREAMDDP_LOG_SUBSYS lets
-     * the backend subsystem speak. */
+    /* Modules log their info and debug lines only where DREAMDDP_LOG_SUBSYS
+     * lets the backend subsystem speak. */
     svc->log_level = dd_log_enabled(DD_LOG_INFO, DD_SUBSYS_BACKEND)
                          ? dd_log_level_g
                          : DD_LOG_WARN;
@@ -441,9 +445,9 @@ static void dd_backends_log_choice(dd_backends_t *b)
                 const char *best = "none";
                 int top = 0;
                 for (int k = 0; k < b->n; k++) {
-                    int sc =
-                        b->slot[k].ops->score(b->slot[k].instance, (dd_backend_op_t)c,
-                                              (dd_mem_type_t)m, sizes[i]);
+                    int sc = b->slot[k].ops->score(b->slot[k].instance,
+                                                   (dd_backend_op_t)c,
+                                                   (dd_mem_type_t)m, sizes[i]);
                     if (sc > top) {
                         top = sc;
                         best = b->slot[k].name;
@@ -580,8 +584,8 @@ dd_status_t dd_backends_pick(dd_backends_t *backends, dd_coll_t coll,
                              dd_mem_type_t mem_type, size_t bytes,
                              dd_backend_ref_t *ref_p)
 {
-    return dd_backends_pick_op(backends, (dd_backend_op_t)coll, mem_type,
-                               bytes, ref_p);
+    return dd_backends_pick_op(backends, (dd_backend_op_t)coll, mem_type, bytes,
+                               ref_p);
 }
 
 dd_status_t dd_backends_pick_op(dd_backends_t *backends, dd_backend_op_t op,

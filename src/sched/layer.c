@@ -29,11 +29,11 @@ dd_status_t dd_sched_create(struct dd_context *ctx, dd_sched_t **sched_p)
     }
     if (sched->opts.adaptive_kmin > sched->opts.adaptive_kmax) {
         free(sched);
-        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
-                        "DREAMDDP_ADAPTIVE_KMIN=%d and DREAMDDP_ADAPTIVE_KMAX=%d disagree: "
-                        "the minimum must not exceed the maximum",
-                        ctx->sched_opts.adaptive_kmin,
-                        ctx->sched_opts.adaptive_kmax);
+        return dd_error(
+            DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
+            "DREAMDDP_ADAPTIVE_KMIN=%d and DREAMDDP_ADAPTIVE_KMAX=%d disagree: "
+            "the minimum must not exceed the maximum",
+            ctx->sched_opts.adaptive_kmin, ctx->sched_opts.adaptive_kmax);
     }
     if (sched->opts.chunk_bytes < 64 || sched->opts.chunk_bytes % 8 != 0) {
         free(sched);
@@ -262,10 +262,11 @@ static dd_status_t dd_sched_gather_tables(dd_sched_t *sched, char **tables)
         dd_status_t status =
             dd_store_get(ctx->store, key, (void **)&tables[r], &len);
         if (status == DD_ERR_TIMED_OUT) {
-            return dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_SCHED,
-                            "dd_model_commit: worker rank %d did not commit "
-                            "its layer table within %.0f s (DREAMDDP_TIMEOUT_S)",
-                            r, ctx->core.timeout_s);
+            return dd_error(
+                DD_ERR_TIMED_OUT, DD_SUBSYS_SCHED,
+                "dd_model_commit: worker rank %d did not commit "
+                "its layer table within %.0f s (DREAMDDP_TIMEOUT_S)",
+                r, ctx->core.timeout_s);
         }
         if (status != DD_OK) {
             return status;

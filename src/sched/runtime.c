@@ -393,9 +393,9 @@ dd_status_t dd_step_end(dd_context_h ctx, dd_step_stats_t *stats_p)
     dd_status_t status;
 
     if (stats_p != NULL &&
-        (status = dd_sched_check_fields(
-             "dd_step_end", "dd_step_stats_t", stats_p->field_mask,
-             DD_SCHED_STEP_STATS_FIELDS)) != DD_OK) {
+        (status = dd_sched_check_fields("dd_step_end", "dd_step_stats_t",
+                                        stats_p->field_mask,
+                                        DD_SCHED_STEP_STATS_FIELDS)) != DD_OK) {
         return status;
     }
     if (!sched->in_step) {

@@ -433,7 +433,9 @@ static int train(dd_context_h ctx, const options_t *o)
                "step_ms", "synced", "wait_ms");
     }
     for (int step = 0; step < o->steps; step++) {
-        dd_step_stats_t st;
+        dd_step_stats_t st = {.field_mask = DD_STEP_STATS_FIELD_WAIT_S |
+                                            DD_STEP_STATS_FIELD_BYTES_SYNCED |
+                                            DD_STEP_STATS_FIELD_LAYERS_SYNCED};
         draw(&teacher, &shard, o->batch, B.x, B.y);
         double t0 = now_s();
         if (train_step(ctx, L, &B, o, &loss, &st) != 0) {

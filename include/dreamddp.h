@@ -7,6 +7,8 @@
 #ifndef DREAMDDP_H
 #define DREAMDDP_H
 
+#include <dreamddp/version.h>
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,10 +24,21 @@ extern "C" {
 #define DD_API
 #endif
 
-/** Library version, as "major.minor.patch". */
-#define DD_VERSION_MAJOR 0
-#define DD_VERSION_MINOR 1
-#define DD_VERSION_PATCH 0
+/*
+ * Threads. Every function below says which threads may call it:
+ *  - "Any thread": at any time, also while other calls on the same context
+ *    run (for a context: between dd_init's return and dd_finalize).
+ *  - "One thread at a time per context": calls so marked on one context
+ *    must not overlap; the application orders them (one training thread,
+ *    or its own lock). The thread may change from call to call: the
+ *    library keeps no per-thread state for a context, only each thread's
+ *    dd_last_error().
+ *  - dd_layer_ready() alone may be called from any thread while other
+ *    dd_layer_ready() calls run (autograd runs hooks on its own threads);
+ *    its own comment says how it fits with the rest of the step.
+ * dd_init() and dd_finalize() are called once per context, from one
+ * thread, while no other call on that context runs.
+ */
 
 /**
  * Every status, as X(NAME, value, "description"). DD_OK is zero,
@@ -70,10 +83,14 @@ DD_API const char *dd_status_string(dd_status_t status);
  * The message of the last error that this thread saw inside the library: the
  * same text that was logged, naming the rank, peer, layer, variable or value
  * at fault. Empty when there was none. Valid until the thread's next call.
+ * Any thread: each thread has its own.
  */
 DD_API const char *dd_last_error(void);
 
-/** The library's version string ("0.1.0"). Any thread. */
+/**
+ * The library's version string: DD_VERSION_MAJOR, DD_VERSION_MINOR and
+ * DD_VERSION_PATCH (dreamddp/version.h) joined with dots. Any thread.
+ */
 DD_API const char *dd_version_string(void);
 
 /** Role of a rank in the job. */
@@ -100,19 +117,20 @@ typedef struct {
 } dd_init_params_t;
 
 /**
- * Starts dreamddp in this process: parses every DREAMDDP_* variable, detects rank
- * and world size (DREAMDDP_*, torchrun, Open MPI, Slurm or PMI variables), joins the
- * job's rendezvous store and waits until every rank has joined.
+ * Starts dreamddp in this process: parses every DREAMDDP_* variable, detects
+ * rank and world size (DREAMDDP_*, torchrun, Open MPI, Slurm or PMI variables),
+ * joins the job's rendezvous store and waits until every rank has joined.
  *
  * @param params  optional parameters, or NULL.
  * @param ctx_p   the new context, set only on success.
- * @return DD_OK; DD_ERR_INVALID_CONFIG for a bad DREAMDDP_* value or contradictory
- *         launcher variables; DD_ERR_UNREACHABLE when the store's master
- *         cannot be reached; DD_ERR_REFUSED when it refuses this job's token;
- *         DD_ERR_TIMED_OUT when not every rank joined within DREAMDDP_TIMEOUT_S;
- *         DD_ERR_MISMATCH when ranks disagree on the world size.
- *         dd_last_error() has the details.
- * Call once per job from one thread.
+ * @return DD_OK; DD_ERR_INVALID_CONFIG for a bad DREAMDDP_* value or
+ *         contradictory launcher variables; DD_ERR_UNREACHABLE when the
+ *         store's master cannot be reached; DD_ERR_REFUSED when it refuses
+ *         this job's token; DD_ERR_TIMED_OUT when not every rank joined
+ *         within DREAMDDP_TIMEOUT_S; DD_ERR_MISMATCH when ranks disagree on
+ *         the world size. dd_last_error() has the details.
+ * Once per job, from one thread; the context may then be used from other
+ * threads, as each call says.
  */
 DD_API dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p);
 
@@ -123,28 +141,37 @@ DD_API dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p);
  *
  * @return DD_OK, or DD_ERR_TIMED_OUT / DD_ERR_PEER_LOST when some rank never
  *         arrived; the context is freed in every case.
+ * Once, from one thread, after every other call on the context has
+ * returned.
  */
 DD_API dd_status_t dd_finalize(dd_context_h ctx);
 
-/** This process's rank, 0 .. world size - 1. */
+/*
+ * The job's geometry, fixed by dd_init: dd_rank() to dd_num_workers() may
+ * be called from any thread.
+ */
+
+/** This process's rank, 0 .. world size - 1. Any thread. */
 DD_API int dd_rank(dd_context_h ctx);
 
-/** Number of ranks in the job, workers and aggregators together. */
+/** Number of ranks in the job, workers and aggregators together. Any
+ *  thread. */
 DD_API int dd_world_size(dd_context_h ctx);
 
-/** This process's rank among the ranks on its host. */
+/** This process's rank among the ranks on its host. Any thread. */
 DD_API int dd_local_rank(dd_context_h ctx);
 
-/** Number of ranks on this process's host. */
+/** Number of ranks on this process's host. Any thread. */
 DD_API int dd_local_size(dd_context_h ctx);
 
-/** This process's role. */
+/** This process's role. Any thread. */
 DD_API dd_role_t dd_role(dd_context_h ctx);
 
-/** The role of any rank of the job (DD_ROLE_WORKER for an invalid rank). */
+/** The role of any rank of the job (DD_ROLE_WORKER for an invalid rank).
+ *  Any thread. */
 DD_API dd_role_t dd_rank_role(dd_context_h ctx, int rank);
 
-/** Number of worker ranks in the job. */
+/** Number of worker ranks in the job. Any thread. */
 DD_API int dd_num_workers(dd_context_h ctx);
 
 /**
@@ -152,7 +179,7 @@ DD_API int dd_num_workers(dd_context_h ctx);
  *
  * @return DD_OK; DD_ERR_TIMED_OUT naming the ranks that did not arrive within
  *         DREAMDDP_TIMEOUT_S; DD_ERR_PEER_LOST when the store went away.
- * One thread per context at a time.
+ * One thread at a time per context.
  */
 DD_API dd_status_t dd_barrier(dd_context_h ctx);
 
@@ -204,31 +231,30 @@ typedef enum {
     DD_MEM_LAST
 } dd_mem_type_t;
 
-/** The operations a backend carries out. */
+/** The collectives an application can run (dd_allreduce() and the rest). */
 typedef enum {
     DD_COLL_ALLREDUCE = 0,
     DD_COLL_BROADCAST,
     DD_COLL_REDUCE_SCATTER,
     DD_COLL_ALLGATHER,
-    DD_COLL_SEND,
-    DD_COLL_RECV,
     DD_COLL_LAST
 } dd_coll_t;
 
 /** Bytes of one element of dtype; 0 for an invalid dtype. Any thread. */
 DD_API size_t dd_dtype_size(dd_dtype_t dtype);
 
-/** "f32", "f64", "f16", "bf16", "i32", "i64", "u8"; "?" when invalid. */
+/** "f32", "f64", "f16", "bf16", "i32", "i64", "u8"; "?" when invalid. Any
+ *  thread. */
 DD_API const char *dd_dtype_name(dd_dtype_t dtype);
 
-/** "sum", "avg", "max", "min"; "?" when invalid. */
+/** "sum", "avg", "max", "min"; "?" when invalid. Any thread. */
 DD_API const char *dd_reduce_op_name(dd_reduce_op_t op);
 
-/** "host", "cuda"; "?" when invalid. */
+/** "host", "cuda"; "?" when invalid. Any thread. */
 DD_API const char *dd_mem_type_name(dd_mem_type_t mem_type);
 
-/** "allreduce", "broadcast", "reduce_scatter", "allgather", "send",
- *  "recv"; "?" when invalid. */
+/** "allreduce", "broadcast", "reduce_scatter", "allgather"; "?" when
+ *  invalid. Any thread. */
 DD_API const char *dd_coll_name(dd_coll_t coll);
 
 /**
@@ -248,11 +274,11 @@ DD_API const char *dd_backend_name(dd_context_h ctx, dd_coll_t coll,
  * same order with the same count, dtype, op and root. Each returns DD_OK;
  * DD_ERR_INVALID_PARAM for a bad argument; DD_ERR_UNSUPPORTED when no
  * backend handles the memory type; DD_ERR_TIMED_OUT when the collective did
- * not complete within DREAMDDP_TIMEOUT_S (which is also what ranks that posted a
- * different collective see); DD_ERR_PEER_LOST when a peer went away;
+ * not complete within DREAMDDP_TIMEOUT_S (which is also what ranks that posted
+ * a different collective see); DD_ERR_PEER_LOST when a peer went away;
  * DD_ERR_MISMATCH when a peer's message does not fit; DD_ERR_BACKEND for
  * another failure of the backend. dd_last_error() names the rank and peer.
- * One thread per context at a time. With CUDA memory the call returns once
+ * One thread at a time per context. With CUDA memory the call returns once
  * the result is in the buffer.
  */
 
@@ -313,6 +339,7 @@ typedef struct {
  * @return DD_OK; DD_ERR_INVALID_PARAM for an empty or duplicate name, a NULL
  *         buffer or an invalid dtype; DD_ERR_STATE after dd_model_commit or
  *         on an aggregator.
+ * One thread at a time per context.
  */
 DD_API dd_status_t dd_layer_register(dd_context_h ctx, const char *name,
                                      const dd_tensor_t *tensors,
@@ -320,14 +347,18 @@ DD_API dd_status_t dd_layer_register(dd_context_h ctx, const char *name,
 
 /**
  * Chooses the synchronization strategy before dd_model_commit, overriding
- * DREAMDDP_STRATEGY: "ddp", "localsgd:H", "plsgd:H", "dreamddp:H" or "adaptive".
+ * DREAMDDP_STRATEGY: "ddp", "localsgd:H", "plsgd:H", "dreamddp:H" or
+ * "adaptive".
  *
  * @return DD_OK, DD_ERR_INVALID_PARAM naming what is accepted, or
  *         DD_ERR_STATE after dd_model_commit.
+ * One thread at a time per context.
  */
 DD_API dd_status_t dd_strategy_set(dd_context_h ctx, const char *strategy);
 
-/** The strategy in force ("dreamddp:4"). */
+/** The strategy in force ("dreamddp:4"); the string lives as long as the
+ *  context. One thread at a time per context before dd_model_commit, any
+ *  thread after. */
 DD_API const char *dd_strategy_name(dd_context_h ctx);
 
 /**
@@ -336,7 +367,8 @@ DD_API const char *dd_strategy_name(dd_context_h ctx);
  * DD_ERR_MISMATCH naming the first differing layer and the ranks that
  * differ. Then copies rank 0's parameters to every worker, so that every
  * replica starts equal, and measures the network for the planner.
- * Collective over the workers; aggregators do not call it.
+ * Collective over the workers; aggregators do not call it. One thread at a
+ * time per context.
  */
 DD_API dd_status_t dd_model_commit(dd_context_h ctx);
 
@@ -344,6 +376,7 @@ DD_API dd_status_t dd_model_commit(dd_context_h ctx);
  * Starts a training step (forward and backward follow).
  * @return DD_OK, or DD_ERR_STATE when a step is already open or the model
  *         is not committed.
+ * One thread at a time per context.
  */
 DD_API dd_status_t dd_step_begin(dd_context_h ctx);
 
@@ -353,13 +386,46 @@ DD_API dd_status_t dd_step_begin(dd_context_h ctx);
  * step, its sync starts now, on the progress engine, while the caller goes
  * on. The caller must not touch the layer's buffers until dd_step_end.
  *
+ * Any thread, also while other threads mark other layers (autograd runs
+ * hooks on its own threads): the scheduler serializes the calls with a
+ * lock. Each layer is marked at most once per step, after dd_step_begin()
+ * has returned, and every call of a step must have returned before
+ * dd_step_end() is called (the application orders them, as it does when it
+ * waits for backward to finish). The order of the marks decides which
+ * layers are fused and the order of the syncs, so every worker must mark
+ * its layers in the same order: threads that race each other to mark
+ * layers of one step can make workers disagree.
+ *
  * @return DD_OK; DD_ERR_STATE outside a step or for a layer marked twice in
  *         one step; DD_ERR_INVALID_PARAM for a layer of another context.
  */
 DD_API dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer);
 
+/*
+ * The output structs (dd_step_stats_t, dd_layer_stats_t) start with a
+ * field_mask, as the parameter structs do: the caller sets the bits of the
+ * fields it wants, the library fills those and leaves every other field as
+ * the caller left it. A field added later gets a new bit, so a program built
+ * against an older header keeps working. A bit this library does not know
+ * (a program built against a newer header) is refused with
+ * DD_ERR_INVALID_PARAM, naming the struct, before the call does anything:
+ * the caller never reads a field that was not filled.
+ */
+
+/** Bits of dd_step_stats_t::field_mask. */
+enum {
+    DD_STEP_STATS_FIELD_STEP = 1u << 0,          /**< step */
+    DD_STEP_STATS_FIELD_LAYERS_SYNCED = 1u << 1, /**< layers_synced */
+    DD_STEP_STATS_FIELD_BYTES_SYNCED = 1u << 2,  /**< bytes_synced */
+    DD_STEP_STATS_FIELD_WIRE_S = 1u << 3,        /**< wire_s */
+    DD_STEP_STATS_FIELD_WAIT_S = 1u << 4,        /**< wait_s */
+    DD_STEP_STATS_FIELD_REPLANNED = 1u << 5      /**< replanned */
+};
+
 /** What one step did, returned by dd_step_end. */
 typedef struct {
+    uint64_t field_mask; /**< DD_STEP_STATS_FIELD_* bits: the fields to fill;
+                              set by the caller */
     uint64_t step;       /**< index of the step, from 0 */
     int layers_synced;   /**< layers averaged in this step */
     size_t bytes_synced; /**< bytes averaged in this step (per worker) */
@@ -373,40 +439,66 @@ typedef struct {
  * syncs (bounded by DREAMDDP_TIMEOUT_S) and leaves the averages in place. The
  * application then runs its optimizer step.
  *
- * @param stats_p  filled when not NULL.
- * @return DD_OK; DD_ERR_STATE without a dd_step_begin; the error of a
- *         failed sync (DD_ERR_TIMED_OUT, DD_ERR_PEER_LOST, ...), naming the
- *         layer, on every worker.
+ * @param stats_p  NULL, or the fields its field_mask names are filled (also
+ *                 when a sync failed); the others are left untouched.
+ * @return DD_OK; DD_ERR_INVALID_PARAM, with the step still open, when
+ *         stats_p->field_mask has a bit this library does not know;
+ *         DD_ERR_STATE without a dd_step_begin; the error of a failed sync
+ *         (DD_ERR_TIMED_OUT, DD_ERR_PEER_LOST, ...), naming the layer, on
+ *         every worker.
+ * One thread at a time per context, after this step's dd_layer_ready()
+ * calls have returned.
  */
 DD_API dd_status_t dd_step_end(dd_context_h ctx, dd_step_stats_t *stats_p);
 
 /**
  * Averages every layer's parameters now, whatever the strategy (before a
  * checkpoint or an evaluation). Outside a step; collective over workers.
+ * One thread at a time per context.
  */
 DD_API dd_status_t dd_sync_all(dd_context_h ctx);
 
+/** Bits of dd_layer_stats_t::field_mask. */
+enum {
+    DD_LAYER_STATS_FIELD_SYNCS = 1u << 0,  /**< syncs */
+    DD_LAYER_STATS_FIELD_BYTES = 1u << 1,  /**< bytes */
+    DD_LAYER_STATS_FIELD_WIRE_S = 1u << 2, /**< wire_s */
+    DD_LAYER_STATS_FIELD_BP_S = 1u << 3,   /**< bp_s */
+    DD_LAYER_STATS_FIELD_PERIOD = 1u << 4  /**< period */
+};
+
 /** Per-layer totals since dd_model_commit. */
 typedef struct {
-    uint64_t syncs; /**< times the layer was averaged */
-    uint64_t bytes; /**< bytes averaged */
-    double wire_s;  /**< seconds on the wire (a fused sync is shared by
-                         bytes) */
-    double bp_s;    /**< last measured backward time of the layer */
-    int period;     /**< adaptive: current period K; others: window H */
+    uint64_t field_mask; /**< DD_LAYER_STATS_FIELD_* bits: the fields to
+                              fill; set by the caller */
+    uint64_t syncs;      /**< times the layer was averaged */
+    uint64_t bytes;      /**< bytes averaged */
+    double wire_s;       /**< seconds on the wire (a fused sync is shared by
+                              bytes) */
+    double bp_s;         /**< last measured backward time of the layer */
+    int period;          /**< adaptive: current period K; others: window H */
 } dd_layer_stats_t;
 
-/** Fills stats_p for layer. DD_ERR_INVALID_PARAM for a foreign layer. */
+/**
+ * Fills the fields of stats_p that its field_mask names, for layer; leaves
+ * the others untouched.
+ *
+ * @return DD_OK; DD_ERR_INVALID_PARAM for a foreign layer, a NULL stats_p,
+ *         or a field_mask bit this library does not know.
+ * One thread at a time per context (dd_step_end() updates the totals).
+ */
 DD_API dd_status_t dd_layer_stats(dd_context_h ctx, dd_layer_h layer,
                                   dd_layer_stats_t *stats_p);
 
-/** The layer's name. */
+/** The layer's name; it lives as long as the context. Any thread. */
 DD_API const char *dd_layer_name(dd_layer_h layer);
 
-/** Number of registered layers. */
+/** Number of registered layers. One thread at a time per context before
+ *  dd_model_commit, any thread after. */
 DD_API size_t dd_num_layers(dd_context_h ctx);
 
-/** The i-th registered layer (forward order), or NULL. */
+/** The i-th registered layer (forward order), or NULL. One thread at a
+ *  time per context before dd_model_commit, any thread after. */
 DD_API dd_layer_h dd_layer_at(dd_context_h ctx, size_t i);
 
 /**
@@ -418,6 +510,7 @@ DD_API dd_layer_h dd_layer_at(dd_context_h ctx, size_t i);
  * @return DD_OK when every worker said goodbye; DD_ERR_STATE on a worker;
  *         the error that stopped the service (a lost worker, a malformed or
  *         duplicated message, a timeout), named in dd_last_error().
+ * One thread at a time per context; it blocks until the service ends.
  */
 DD_API dd_status_t dd_aggregator_serve(dd_context_h ctx);
 

@@ -10,9 +10,17 @@
 int main(void)
 {
     dd_context_h ctx;
+    char version[32];
 
     if (strcmp(dd_status_string(DD_ERR_TIMED_OUT), "timed out") != 0) {
         fprintf(stderr, "installcheck: wrong status string\n");
+        return 1;
+    }
+    snprintf(version, sizeof(version), "%d.%d.%d", DD_VERSION_MAJOR,
+             DD_VERSION_MINOR, DD_VERSION_PATCH);
+    if (strcmp(dd_version_string(), version) != 0) {
+        fprintf(stderr, "installcheck: library %s, header %s\n",
+                dd_version_string(), version);
         return 1;
     }
     if (dd_init(NULL, &ctx) != DD_OK) {

@@ -125,7 +125,8 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
     int windowed = strchr(strategy, ':') != NULL;
     long h = windowed ? atol(strchr(strategy, ':') + 1) : 1;
     uint64_t before[N_LAYERS], window_start[N_LAYERS];
-    dd_layer_stats_t st;
+    dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS |
+                                         DD_LAYER_STATS_FIELD_PERIOD};
 
     CHECK(dd_strategy_set(ctx, strategy) == DD_OK, "%s", dd_last_error());
     CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
@@ -148,7 +149,8 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
                 return 1;
             }
         }
-        dd_step_stats_t ss;
+        dd_step_stats_t ss = {.field_mask = DD_STEP_STATS_FIELD_STEP |
+                                            DD_STEP_STATS_FIELD_LAYERS_SYNCED};
         CHECK(dd_step_end(ctx, &ss) == DD_OK, "end: %s", dd_last_error());
         CHECK(ss.step == (uint64_t)s, "step %llu, expected %ld",
               (unsigned long long)ss.step, s);

@@ -1,6 +1,8 @@
 /* dd_init and dd_finalize in one process: a single rank, bad DREAMDDP_* values,
- * roles, the file store, the printed configuration, and the backend
- * libraries' variables, which dd_init leaves alone. */
+ * roles, the file store, the printed configuration, the backend
+ * libraries' variables, which dd_init leaves alone, the field_mask of the
+ * statistics structs on a single-rank step, and dd_layer_ready from several
+ * threads. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,15 +12,22 @@
 
 #include <dreamddp.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static const char *const touched[] = {
-    "DREAMDDP_TIMEOUT_S", "DREAMDDP_STORE",      "DREAMDDP_ROLE",      "DREAMDDP_LOG_FILE",
-    "DREAMDDP_RANK",      "DREAMDDP_WORLD_SIZE", "DREAMDDP_LOG_LEVEL", "DREAMDDP_NUM_AGGREGATORS",
-    "RANK",         "WORLD_SIZE"};
+static const char *const touched[] = {"DREAMDDP_TIMEOUT_S",
+                                      "DREAMDDP_STORE",
+                                      "DREAMDDP_ROLE",
+                                      "DREAMDDP_LOG_FILE",
+                                      "DREAMDDP_RANK",
+                                      "DREAMDDP_WORLD_SIZE",
+                                      "DREAMDDP_LOG_LEVEL",
+                                      "DREAMDDP_NUM_AGGREGATORS",
+                                      "RANK",
+                                      "WORLD_SIZE"};
 
 static int clean_env(void **state)
 {
@@ -192,16 +201,179 @@ static void test_config_print(void **state)
     setenv("DREAMDDP_TIMEOUT_S", "45s", 1);
     assert_int_equal(dd_config_print(f, 0), DD_OK);
     fclose(f);
-    const char *vars[] = {
-        "DREAMDDP_LOG_LEVEL",   "DREAMDDP_LOG_SUBSYS",      "DREAMDDP_LOG_FILE",
-        "DREAMDDP_RANK",        "DREAMDDP_WORLD_SIZE",      "DREAMDDP_LOCAL_RANK",
-        "DREAMDDP_ROLE",        "DREAMDDP_NUM_AGGREGATORS", "DREAMDDP_MASTER_ADDR",
-        "DREAMDDP_MASTER_PORT", "DREAMDDP_JOB_TOKEN",       "DREAMDDP_STORE"};
+    const char *vars[] = {"DREAMDDP_LOG_LEVEL",   "DREAMDDP_LOG_SUBSYS",
+                          "DREAMDDP_LOG_FILE",    "DREAMDDP_RANK",
+                          "DREAMDDP_WORLD_SIZE",  "DREAMDDP_LOCAL_RANK",
+                          "DREAMDDP_ROLE",        "DREAMDDP_NUM_AGGREGATORS",
+                          "DREAMDDP_MASTER_ADDR", "DREAMDDP_MASTER_PORT",
+                          "DREAMDDP_JOB_TOKEN",   "DREAMDDP_STORE"};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
         assert_non_null(strstr(buf, vars[i]));
     }
-    assert_non_null(strstr(buf, "DREAMDDP_TIMEOUT_S = 45s (set; default 300s)"));
+    assert_non_null(
+        strstr(buf, "DREAMDDP_TIMEOUT_S = 45s (set; default 300s)"));
     free(buf);
+}
+
+/* A single-rank ddp step with one layer, for the statistics below. */
+static dd_context_h one_step(float *w, float *g, dd_layer_h *layer_p)
+{
+    dd_context_h ctx = NULL;
+    dd_tensor_t t = {w, g, 16, DD_DTYPE_F32, DD_MEM_HOST};
+
+    assert_int_equal(dd_init(NULL, &ctx), DD_OK);
+    assert_int_equal(dd_layer_register(ctx, "fc", &t, 1, layer_p), DD_OK);
+    assert_int_equal(dd_strategy_set(ctx, "ddp"), DD_OK);
+    dd_status_t status = dd_model_commit(ctx);
+    if (status == DD_ERR_UNSUPPORTED) {
+        /* A build without a host backend (UCX, Gloo) cannot commit. */
+        print_message("skipped: %s\n", dd_last_error());
+        dd_finalize(ctx);
+        skip();
+    }
+    assert_int_equal(status, DD_OK);
+    assert_int_equal(dd_step_begin(ctx), DD_OK);
+    assert_int_equal(dd_layer_ready(ctx, *layer_p), DD_OK);
+    return ctx;
+}
+
+/* dd_step_end fills the fields its field_mask names and no other; an
+ * unknown bit is refused, naming the struct, and leaves the step open. */
+static void test_step_stats_mask(void **state)
+{
+    float w[16] = {0}, g[16] = {0};
+    dd_layer_h layer;
+    dd_context_h ctx = one_step(w, g, &layer);
+    dd_step_stats_t st = {
+        .field_mask = (uint64_t)1 << 40, .step = 999, .layers_synced = -7};
+
+    assert_int_equal(dd_step_end(ctx, &st), DD_ERR_INVALID_PARAM);
+    assert_non_null(strstr(dd_last_error(), "dd_step_stats_t"));
+    assert_int_equal(st.step, 999);
+    assert_int_equal(st.layers_synced, -7);
+
+    st = (dd_step_stats_t){.field_mask = DD_STEP_STATS_FIELD_STEP |
+                                         DD_STEP_STATS_FIELD_LAYERS_SYNCED |
+                                         DD_STEP_STATS_FIELD_BYTES_SYNCED,
+                           .step = 999,
+                           .layers_synced = -7,
+                           .bytes_synced = 12345,
+                           .wire_s = -1.5,
+                           .wait_s = -2.5,
+                           .replanned = 77};
+    assert_int_equal(dd_step_end(ctx, &st), DD_OK);
+    assert_int_equal(st.step, 0);
+    assert_int_equal(st.layers_synced, 1);
+    assert_int_equal(st.bytes_synced, sizeof(w));
+    assert_true(st.wire_s == -1.5);
+    assert_true(st.wait_s == -2.5);
+    assert_int_equal(st.replanned, 77);
+    assert_int_equal(dd_finalize(ctx), DD_OK);
+}
+
+static void test_layer_stats_mask(void **state)
+{
+    float w[16] = {0}, g[16] = {0};
+    dd_layer_h layer;
+    dd_context_h ctx = one_step(w, g, &layer);
+    dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_PERIOD |
+                                         ((uint64_t)1 << 63),
+                           .period = -3};
+
+    assert_int_equal(dd_step_end(ctx, NULL), DD_OK);
+    assert_int_equal(dd_layer_stats(ctx, layer, &st), DD_ERR_INVALID_PARAM);
+    assert_non_null(strstr(dd_last_error(), "dd_layer_stats_t"));
+    assert_int_equal(st.period, -3);
+
+    st = (dd_layer_stats_t){.field_mask = DD_LAYER_STATS_FIELD_SYNCS |
+                                          DD_LAYER_STATS_FIELD_BYTES,
+                            .syncs = 999,
+                            .bytes = 999,
+                            .wire_s = -1.5,
+                            .bp_s = -2.5,
+                            .period = -3};
+    assert_int_equal(dd_layer_stats(ctx, layer, &st), DD_OK);
+    assert_int_equal(st.syncs, 1);
+    assert_int_equal(st.bytes, sizeof(w));
+    assert_true(st.wire_s == -1.5);
+    assert_true(st.bp_s == -2.5);
+    assert_int_equal(st.period, -3);
+
+    st.field_mask = 0;
+    st.syncs = 999;
+    assert_int_equal(dd_layer_stats(ctx, layer, &st), DD_OK);
+    assert_int_equal(st.syncs, 999);
+    assert_int_equal(dd_finalize(ctx), DD_OK);
+}
+
+#define TH_LAYERS 32
+#define TH_THREADS 4
+#define TH_STEPS 100
+
+typedef struct {
+    dd_context_h ctx;
+    dd_layer_h *layers;
+    int first; /* marks layers first, first + TH_THREADS, ... */
+    int failed;
+} marker_t;
+
+static void *mark_layers(void *arg)
+{
+    marker_t *m = arg;
+    for (int l = m->first; l < TH_LAYERS; l += TH_THREADS) {
+        m->failed |= dd_layer_ready(m->ctx, m->layers[l]) != DD_OK;
+    }
+    return NULL;
+}
+
+/* Several threads mark the layers of each step at once, as autograd's
+ * hooks do: every layer is synced once per step, fused or not. */
+static void test_layer_ready_threads(void **state)
+{
+    static float w[TH_LAYERS][64], g[TH_LAYERS][64];
+    dd_layer_h layers[TH_LAYERS];
+    dd_context_h ctx = NULL;
+    char name[16];
+
+    assert_int_equal(dd_init(NULL, &ctx), DD_OK);
+    for (int l = 0; l < TH_LAYERS; l++) {
+        dd_tensor_t t = {w[l], g[l], 64, DD_DTYPE_F32, DD_MEM_HOST};
+        snprintf(name, sizeof(name), "l%d", l);
+        assert_int_equal(dd_layer_register(ctx, name, &t, 1, &layers[l]),
+                         DD_OK);
+    }
+    assert_int_equal(dd_strategy_set(ctx, "ddp"), DD_OK);
+    dd_status_t status = dd_model_commit(ctx);
+    if (status == DD_ERR_UNSUPPORTED) {
+        print_message("skipped: %s\n", dd_last_error());
+        dd_finalize(ctx);
+        skip();
+    }
+    assert_int_equal(status, DD_OK);
+    for (int s = 0; s < TH_STEPS; s++) {
+        pthread_t th[TH_THREADS];
+        marker_t m[TH_THREADS];
+        dd_step_stats_t st = {.field_mask = DD_STEP_STATS_FIELD_LAYERS_SYNCED};
+
+        assert_int_equal(dd_step_begin(ctx), DD_OK);
+        for (int i = 0; i < TH_THREADS; i++) {
+            m[i] = (marker_t){ctx, layers, i, 0};
+            assert_int_equal(pthread_create(&th[i], NULL, mark_layers, &m[i]),
+                             0);
+        }
+        for (int i = 0; i < TH_THREADS; i++) {
+            assert_int_equal(pthread_join(th[i], NULL), 0);
+            assert_false(m[i].failed);
+        }
+        assert_int_equal(dd_step_end(ctx, &st), DD_OK);
+        assert_int_equal(st.layers_synced, TH_LAYERS);
+    }
+    for (int l = 0; l < TH_LAYERS; l++) {
+        dd_layer_stats_t ls = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS};
+        assert_int_equal(dd_layer_stats(ctx, layers[l], &ls), DD_OK);
+        assert_int_equal(ls.syncs, TH_STEPS);
+    }
+    assert_int_equal(dd_finalize(ctx), DD_OK);
 }
 
 int main(void)
@@ -215,6 +387,9 @@ int main(void)
         cmocka_unit_test_setup(test_config_print, clean_env),
         cmocka_unit_test_setup(test_init_sets_no_backend_variable, clean_env),
         cmocka_unit_test_setup(test_nccl_sets_its_own, clean_env),
+        cmocka_unit_test_setup(test_step_stats_mask, clean_env),
+        cmocka_unit_test_setup(test_layer_stats_mask, clean_env),
+        cmocka_unit_test_setup(test_layer_ready_threads, clean_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

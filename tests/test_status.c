@@ -6,9 +6,11 @@
 
 #include <cmocka.h>
 
+#include "backends/registry.h"
 #include "core/log.h"
 #include "core/status.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static void test_values(void **state)
@@ -47,6 +49,33 @@ static void test_strings_distinct(void **state)
     }
 }
 
+/* The public enum names the collectives only; the point-to-point operations
+ * are the backends' and carry on after them. */
+static void test_coll_names(void **state)
+{
+    assert_int_equal(DD_COLL_LAST, 4);
+    assert_string_equal(dd_coll_name(DD_COLL_ALLREDUCE), "allreduce");
+    assert_string_equal(dd_coll_name(DD_COLL_ALLGATHER), "allgather");
+    assert_string_equal(dd_coll_name(DD_COLL_LAST), "?");
+    assert_int_equal(DD_BACKEND_OP_ALLGATHER, DD_COLL_ALLGATHER);
+    assert_int_equal(DD_BACKEND_OP_SEND, DD_COLL_LAST);
+    assert_string_equal(dd_backend_op_name(DD_BACKEND_OP_REDUCE_SCATTER),
+                        "reduce_scatter");
+    assert_string_equal(dd_backend_op_name(DD_BACKEND_OP_SEND), "send");
+    assert_string_equal(dd_backend_op_name(DD_BACKEND_OP_RECV), "recv");
+    assert_string_equal(dd_backend_op_name(DD_BACKEND_OP_LAST), "?");
+}
+
+/* The version is written once (dreamddp/version.h); the library's string
+ * is those macros, joined with dots. */
+static void test_version(void **state)
+{
+    char want[32];
+    snprintf(want, sizeof(want), "%d.%d.%d", DD_VERSION_MAJOR, DD_VERSION_MINOR,
+             DD_VERSION_PATCH);
+    assert_string_equal(dd_version_string(), want);
+}
+
 static void test_last_error(void **state)
 {
     dd_log_configure(DD_LOG_ERROR, ~0u, "/dev/null", 3);
@@ -65,6 +94,8 @@ int main(void)
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_strings),
         cmocka_unit_test(test_strings_distinct),
+        cmocka_unit_test(test_coll_names),
+        cmocka_unit_test(test_version),
         cmocka_unit_test(test_last_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -101,7 +101,8 @@ static int ddbench_is_average(ddbench_sim_t *s, size_t l, long it)
 static int ddbench_verify(ddbench_sim_t *s, long it, const uint64_t *before,
                           unsigned window)
 {
-    dd_layer_stats_t st;
+    dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS |
+                                         DD_LAYER_STATS_FIELD_WIRE_S};
     int ok = 1;
 
     for (size_t l = 0; l < s->n; l++) {
@@ -194,7 +195,8 @@ static double ddbench_modeled(ddbench_sim_t *s, const ddbench_train_opts_t *o)
     double *bp = calloc(s->n, sizeof(double));
     double *comm = calloc(s->n, sizeof(double));
     double result = NAN;
-    dd_layer_stats_t st;
+    dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS |
+                                         DD_LAYER_STATS_FIELD_WIRE_S};
     dd_plan_t *plan = NULL;
     dd_plan_cost_t cost;
 
@@ -325,11 +327,13 @@ static int ddbench_loop(ddbench_sim_t *s, const ddbench_train_opts_t *o,
     uint64_t *before = calloc(s->n, sizeof(uint64_t));
     unsigned window = s->none ? 1 : s->ctx->sched->strategy.window;
     double t0 = 0;
-    dd_layer_stats_t st;
+    dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS |
+                                         DD_LAYER_STATS_FIELD_WIRE_S};
 
     r->correct = 1;
     for (long it = 0; it < warm + o->iters; it++) {
-        dd_step_stats_t ss = {0};
+        dd_step_stats_t ss = {.field_mask = DD_STEP_STATS_FIELD_WAIT_S |
+                                            DD_STEP_STATS_FIELD_BYTES_SYNCED};
         if (it == warm) {
             /* The workers start the timed steps together (a collective
              * among workers: aggregators, serving, join no barrier). */

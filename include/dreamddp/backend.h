@@ -11,7 +11,8 @@
  *
  * Plain C99; the public enums it uses (dd_dtype_t, dd_reduce_op_t,
  * dd_mem_type_t, dd_coll_t) are in dreamddp.h, because applications and the
- * scheduler use them as well.
+ * scheduler use them as well. The point-to-point operations, which only the
+ * core starts, are named here (dd_backend_op_t), not in dreamddp.h.
  */
 #ifndef DREAMDDP_BACKEND_H
 #define DREAMDDP_BACKEND_H
@@ -46,7 +47,7 @@ typedef struct dd_backend dd_backend_t;
 /** An operation in flight, defined by the module. */
 typedef struct dd_backend_request dd_backend_request_t;
 
-/** Log levels of dd_backend_services_t::log, as DREAMDDP_LOG_LEVEL names them. */
+/** Log levels of dd_backend_services_t::log, named as DREAMDDP_LOG_LEVEL's. */
 typedef enum {
     DD_BACKEND_LOG_ERROR = 0,
     DD_BACKEND_LOG_WARN,
@@ -103,6 +104,22 @@ typedef struct dd_backend_services {
      */
     dd_status_t (*error)(void *arg, dd_status_t status, const char *message);
 } dd_backend_services_t;
+
+/**
+ * What score() is asked about: the public collectives, with dd_coll_t's
+ * values, then the point-to-point operations that only the core starts (the
+ * aggregation route), numbered after them. Applications never see the
+ * latter.
+ */
+typedef enum {
+    DD_BACKEND_OP_ALLREDUCE = DD_COLL_ALLREDUCE,
+    DD_BACKEND_OP_BROADCAST = DD_COLL_BROADCAST,
+    DD_BACKEND_OP_REDUCE_SCATTER = DD_COLL_REDUCE_SCATTER,
+    DD_BACKEND_OP_ALLGATHER = DD_COLL_ALLGATHER,
+    DD_BACKEND_OP_SEND = DD_COLL_LAST, /**< dd_backend_ops_t::send */
+    DD_BACKEND_OP_RECV,                /**< dd_backend_ops_t::recv */
+    DD_BACKEND_OP_LAST
+} dd_backend_op_t;
 
 /** Bits of dd_backend_ops_t::mem_types: bit (1u << dd_mem_type_t). */
 #define DD_BACKEND_MEM(mem_type) (1u << (mem_type))
@@ -195,12 +212,12 @@ typedef struct dd_backend_ops {
     void (*finalize)(dd_backend_t *backend);
 
     /**
-     * How well the instance runs coll on bytes bytes of mem_type memory:
+     * How well the instance runs op on bytes bytes of mem_type memory:
      * 0 (or less) when it cannot, higher is better. The core picks the
      * highest score among the allowed backends. Pure and cheap; any thread.
      */
-    int (*score)(dd_backend_t *backend, dd_coll_t coll, dd_mem_type_t mem_type,
-                 size_t bytes);
+    int (*score)(dd_backend_t *backend, dd_backend_op_t op,
+                 dd_mem_type_t mem_type, size_t bytes);
 
     dd_backend_op_fn_t allreduce;      /**< see dd_allreduce() */
     dd_backend_op_fn_t broadcast;      /**< see dd_broadcast() */

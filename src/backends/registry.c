@@ -443,14 +443,14 @@ static void dd_backends_log_choice(dd_backends_t *b)
          m++) {
         size_t len = 0;
         line[0] = '\0';
-        for (int c = 0; c < DD_COLL_LAST; c++) {
+        for (int c = 0; c < DD_BACKEND_OP_LAST; c++) {
             for (int i = 0; i < 2; i++) {
                 const char *best = "none";
                 int top = 0;
                 for (int k = 0; k < b->n; k++) {
-                    int sc =
-                        b->slot[k].ops->score(b->slot[k].instance, (dd_coll_t)c,
-                                              (dd_mem_type_t)m, sizes[i]);
+                    int sc = b->slot[k].ops->score(b->slot[k].instance,
+                                                   (dd_backend_op_t)c,
+                                                   (dd_mem_type_t)m, sizes[i]);
                     if (sc > top) {
                         top = sc;
                         best = b->slot[k].name;
@@ -458,7 +458,7 @@ static void dd_backends_log_choice(dd_backends_t *b)
                 }
                 len += (size_t)snprintf(line + len, sizeof(line) - len,
                                         "%s%s %s %s", len ? ", " : "",
-                                        dd_coll_name((dd_coll_t)c),
+                                        dd_backend_op_name((dd_backend_op_t)c),
                                         i ? "64M" : "4K", best);
                 if (len >= sizeof(line)) {
                     len = sizeof(line) - 1;
@@ -577,7 +577,15 @@ void dd_backends_unload(dd_backends_t *backends)
     free(backends);
 }
 
-int dd_backends_find(dd_backends_t *backends, dd_coll_t coll,
+const char *dd_backend_op_name(dd_backend_op_t op)
+{
+    static const char *const names[DD_BACKEND_OP_LAST] = {
+        "allreduce", "broadcast", "reduce_scatter",
+        "allgather", "send",      "recv"};
+    return (unsigned)op < DD_BACKEND_OP_LAST ? names[op] : "?";
+}
+
+int dd_backends_find(dd_backends_t *backends, dd_backend_op_t op,
                      dd_mem_type_t mem_type, size_t bytes,
                      dd_backend_ref_t *ref_p)
 {
@@ -585,7 +593,7 @@ int dd_backends_find(dd_backends_t *backends, dd_coll_t coll,
 
     for (int i = 0; backends != NULL && i < backends->n; i++) {
         dd_backend_slot_t *s = &backends->slot[i];
-        int sc = s->ops->score(s->instance, coll, mem_type, bytes);
+        int sc = s->ops->score(s->instance, op, mem_type, bytes);
         if (sc > top) {
             top = sc;
             best = i;
@@ -599,16 +607,24 @@ int dd_backends_find(dd_backends_t *backends, dd_coll_t coll,
     return 1;
 }
 
+dd_status_t dd_backends_pick_op(dd_backends_t *backends, dd_backend_op_t op,
+                                dd_mem_type_t mem_type, size_t bytes,
+                                dd_backend_ref_t *ref_p)
+{
+    if (!dd_backends_find(backends, op, mem_type, bytes, ref_p)) {
+        return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
+                        "no backend runs %s on %s memory (%d loaded; "
+                        "DREAMDDP_BACKENDS and the info log say which)",
+                        dd_backend_op_name(op), dd_mem_type_name(mem_type),
+                        backends ? backends->n : 0);
+    }
+    return DD_OK;
+}
+
 dd_status_t dd_backends_pick(dd_backends_t *backends, dd_coll_t coll,
                              dd_mem_type_t mem_type, size_t bytes,
                              dd_backend_ref_t *ref_p)
 {
-    if (!dd_backends_find(backends, coll, mem_type, bytes, ref_p)) {
-        return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
-                        "no backend runs %s on %s memory (%d loaded; "
-                        "DREAMDDP_BACKENDS and the info log say which)",
-                        dd_coll_name(coll), dd_mem_type_name(mem_type),
-                        backends ? backends->n : 0);
-    }
-    return DD_OK;
+    return dd_backends_pick_op(backends, (dd_backend_op_t)coll, mem_type, bytes,
+                               ref_p);
 }

@@ -59,15 +59,20 @@ dd_status_t dd_backends_load_group(const dd_backends_t *job, const char *group,
 void dd_backends_unload(dd_backends_t *backends);
 
 /**
- * The backend with the best score for coll on bytes of mem_type memory;
+ * The backend with the best score for op on bytes of mem_type memory;
  * DD_ERR_UNSUPPORTED, reported, when none scores above zero.
  */
+dd_status_t dd_backends_pick_op(dd_backends_t *backends, dd_backend_op_t op,
+                                dd_mem_type_t mem_type, size_t bytes,
+                                dd_backend_ref_t *ref_p);
+
+/** dd_backends_pick_op() for one of the public collectives. */
 dd_status_t dd_backends_pick(dd_backends_t *backends, dd_coll_t coll,
                              dd_mem_type_t mem_type, size_t bytes,
                              dd_backend_ref_t *ref_p);
 
 /** The same without reporting: whether one was found. */
-int dd_backends_find(dd_backends_t *backends, dd_coll_t coll,
+int dd_backends_find(dd_backends_t *backends, dd_backend_op_t op,
                      dd_mem_type_t mem_type, size_t bytes,
                      dd_backend_ref_t *ref_p);
 
@@ -94,5 +99,8 @@ dd_status_t dd_backends_op_wait(dd_backends_op_t *op, double timeout_s);
 
 /** Releases a request not yet released. */
 void dd_backends_op_cancel(dd_backends_op_t *op);
+
+/** "allreduce", ..., "send", "recv"; "?" when invalid. */
+const char *dd_backend_op_name(dd_backend_op_t op);
 
 #endif

@@ -33,7 +33,6 @@ const char *dd_mem_type_name(dd_mem_type_t mem_type)
 const char *dd_coll_name(dd_coll_t coll)
 {
     static const char *const names[DD_COLL_LAST] = {
-        "allreduce", "broadcast", "reduce_scatter",
-        "allgather", "send",      "recv"};
+        "allreduce", "broadcast", "reduce_scatter", "allgather"};
     return (unsigned)coll < DD_COLL_LAST ? names[coll] : "?";
 }

@@ -43,6 +43,7 @@ dd_status_t dd_sched_create(const dd_sched_env_t *env, dd_sched_t **sched_p)
     }
     dd_strategy_format(&sched->strategy, sched->strategy_name,
                        sizeof(sched->strategy_name));
+    pthread_mutex_init(&sched->ready_lock, NULL);
     *sched_p = sched;
     return DD_OK;
 }
@@ -81,6 +82,7 @@ void dd_sched_destroy(dd_sched_t *sched)
         free(sched->layers[i]);
     }
     free(sched->layers);
+    pthread_mutex_destroy(&sched->ready_lock);
     free(sched);
 }
 
@@ -441,9 +443,31 @@ dd_status_t dd_sched_layer_stats(dd_sched_t *sched, dd_layer_h layer,
 {
     if (layer == NULL || layer->sched != sched || stats_p == NULL) {
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
-                        "dd_layer_stats: not a layer of this context");
+                        "dd_layer_stats: %s",
+                        stats_p == NULL ? "stats_p is NULL"
+                                        : "not a layer of this context");
     }
-    *stats_p = layer->stats;
-    stats_p->bp_s = layer->bp_s;
+    uint64_t m = stats_p->field_mask;
+    dd_status_t status = dd_sched_check_fields(
+        "dd_layer_stats", "dd_layer_stats_t", m, DD_SCHED_LAYER_STATS_FIELDS);
+    if (status != DD_OK) {
+        return status;
+    }
+    /* Only the fields the caller asked for: the others stay the caller's. */
+    if (m & DD_LAYER_STATS_FIELD_SYNCS) {
+        stats_p->syncs = layer->stats.syncs;
+    }
+    if (m & DD_LAYER_STATS_FIELD_BYTES) {
+        stats_p->bytes = layer->stats.bytes;
+    }
+    if (m & DD_LAYER_STATS_FIELD_WIRE_S) {
+        stats_p->wire_s = layer->stats.wire_s;
+    }
+    if (m & DD_LAYER_STATS_FIELD_BP_S) {
+        stats_p->bp_s = layer->bp_s;
+    }
+    if (m & DD_LAYER_STATS_FIELD_PERIOD) {
+        stats_p->period = layer->stats.period;
+    }
     return DD_OK;
 }

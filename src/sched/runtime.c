@@ -197,13 +197,10 @@ static double dd_sched_grad_norm2(const struct dd_layer *layer)
     return sum;
 }
 
-dd_status_t dd_sched_layer_ready(dd_sched_t *sched, dd_layer_h layer)
+/* dd_layer_ready's work, under sched->ready_lock. */
+static dd_status_t dd_sched_mark_ready(dd_sched_t *sched,
+                                       struct dd_layer *layer)
 {
-
-    if (layer == NULL || layer->sched != sched) {
-        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
-                        "dd_layer_ready: not a layer of this context");
-    }
     if (!sched->in_step) {
         return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
                         "dd_layer_ready: layer '%s' marked outside a step "
@@ -234,6 +231,18 @@ dd_status_t dd_sched_layer_ready(dd_sched_t *sched, dd_layer_h layer)
     }
     return dd_sched_enqueue(sched, layer,
                             dd_strategy_syncs_grads(&sched->strategy));
+}
+
+dd_status_t dd_sched_layer_ready(dd_sched_t *sched, dd_layer_h layer)
+{
+    if (layer == NULL || layer->sched != sched) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                        "dd_layer_ready: not a layer of this context");
+    }
+    pthread_mutex_lock(&sched->ready_lock);
+    dd_status_t status = dd_sched_mark_ready(sched, layer);
+    pthread_mutex_unlock(&sched->ready_lock);
+    return status;
 }
 
 /* Local SGD averages everything after the window's last backward. */
@@ -321,11 +330,57 @@ static dd_status_t dd_sched_finish(dd_sched_t *sched, dd_step_stats_t *st)
     return status;
 }
 
+dd_status_t dd_sched_check_fields(const char *call, const char *type,
+                                  uint64_t field_mask, uint64_t known)
+{
+    if (field_mask & ~known) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                        "%s: %s has field_mask bits 0x%llx that this "
+                        "library does not know (it fills 0x%llx); the "
+                        "program was built against a newer dreamddp.h",
+                        call, type, (unsigned long long)(field_mask & ~known),
+                        (unsigned long long)known);
+    }
+    return DD_OK;
+}
+
+/* Copies the fields the caller asked for; the others stay the caller's. */
+static void dd_sched_step_stats_fill(const dd_step_stats_t *st,
+                                     dd_step_stats_t *out)
+{
+    uint64_t m = out->field_mask;
+
+    if (m & DD_STEP_STATS_FIELD_STEP) {
+        out->step = st->step;
+    }
+    if (m & DD_STEP_STATS_FIELD_LAYERS_SYNCED) {
+        out->layers_synced = st->layers_synced;
+    }
+    if (m & DD_STEP_STATS_FIELD_BYTES_SYNCED) {
+        out->bytes_synced = st->bytes_synced;
+    }
+    if (m & DD_STEP_STATS_FIELD_WIRE_S) {
+        out->wire_s = st->wire_s;
+    }
+    if (m & DD_STEP_STATS_FIELD_WAIT_S) {
+        out->wait_s = st->wait_s;
+    }
+    if (m & DD_STEP_STATS_FIELD_REPLANNED) {
+        out->replanned = st->replanned;
+    }
+}
+
 dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p)
 {
     dd_step_stats_t st = {.step = sched->step};
     dd_status_t status;
 
+    if (stats_p != NULL &&
+        (status = dd_sched_check_fields("dd_step_end", "dd_step_stats_t",
+                                        stats_p->field_mask,
+                                        DD_SCHED_STEP_STATS_FIELDS)) != DD_OK) {
+        return status;
+    }
     if (!sched->in_step) {
         return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
                         "dd_step_end: no step is open (dd_step_begin "
@@ -351,7 +406,7 @@ dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p)
     st.replanned = sched->replanned;
     sched->step++;
     if (stats_p != NULL) {
-        *stats_p = st;
+        dd_sched_step_stats_fill(&st, stats_p);
     }
     return status;
 }

@@ -14,6 +14,7 @@
 #include "sched/sched_config.h"
 #include "sched/strategy.h"
 
+#include <pthread.h>
 #include <stdio.h>
 
 struct dd_layer {
@@ -62,6 +63,12 @@ typedef struct dd_sched {
     dd_sched_opts_t opts;
     dd_strategy_t strategy;
     char strategy_name[32];
+    /* dd_layer_ready comes from any thread (autograd's hooks): this lock
+     * serializes what it writes, the layer's marks, the fusion group
+     * (group, buckets_done), the engine hand-off and the timeline. The
+     * other calls of a step come from one thread, ordered with the marks
+     * by the application. */
+    pthread_mutex_t ready_lock;
     struct dd_layer **layers;
     size_t n_layers, cap_layers;
     int committed;
@@ -104,11 +111,25 @@ void dd_sched_destroy(dd_sched_t *sched);
 void dd_sched_quiesce(dd_sched_t *sched);
 dd_status_t dd_sched_check_tables(dd_sched_t *sched);
 
+/* Every field of the output structs that this library fills. */
+#define DD_SCHED_STEP_STATS_FIELDS                                             \
+    (DD_STEP_STATS_FIELD_STEP | DD_STEP_STATS_FIELD_LAYERS_SYNCED |            \
+     DD_STEP_STATS_FIELD_BYTES_SYNCED | DD_STEP_STATS_FIELD_WIRE_S |           \
+     DD_STEP_STATS_FIELD_WAIT_S | DD_STEP_STATS_FIELD_REPLANNED)
+#define DD_SCHED_LAYER_STATS_FIELDS                                            \
+    (DD_LAYER_STATS_FIELD_SYNCS | DD_LAYER_STATS_FIELD_BYTES |                 \
+     DD_LAYER_STATS_FIELD_WIRE_S | DD_LAYER_STATS_FIELD_BP_S |                 \
+     DD_LAYER_STATS_FIELD_PERIOD)
+
 /* runtime.c */
 dd_status_t dd_sched_step_begin(dd_sched_t *sched);
 dd_status_t dd_sched_layer_ready(dd_sched_t *sched, dd_layer_h layer);
 dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p);
 dd_status_t dd_sched_sync_all(dd_sched_t *sched);
+/* DD_ERR_INVALID_PARAM, naming call and type, when field_mask has a bit
+ * outside known. */
+dd_status_t dd_sched_check_fields(const char *call, const char *type,
+                                  uint64_t field_mask, uint64_t known);
 int dd_sched_layer_syncs(dd_sched_t *sched, const struct dd_layer *layer);
 
 /* route.c */

@@ -1,7 +1,8 @@
 /*
  * DREAMDDP_TIMELINE: a Chrome-trace JSON (the array form, which Perfetto and
  * chrome://tracing open) of each rank's backward marks and syncs. Written
- * by the application thread only, at dd_layer_ready and dd_step_end.
+ * by the application's threads, one at a time: at dd_layer_ready, under the
+ * scheduler's ready_lock, and at dd_step_end.
  */
 #include "core/json_write.h"
 #include "core/log.h"

@@ -38,8 +38,7 @@ dd_status_t dd_coll_error(const dd_backend_services_t *services,
 const char *dd_coll_kind_name(dd_coll_t coll)
 {
     static const char *const names[DD_COLL_LAST] = {
-        "allreduce", "broadcast", "reduce_scatter",
-        "allgather", "send",      "recv"};
+        "allreduce", "broadcast", "reduce_scatter", "allgather"};
     return (unsigned)coll < DD_COLL_LAST ? names[coll] : "?";
 }
 

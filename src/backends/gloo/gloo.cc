@@ -423,7 +423,7 @@ static void dd_gloo_finalize(dd_backend_t *b)
     delete b;
 }
 
-static int dd_gloo_score(dd_backend_t *b, dd_coll_t coll,
+static int dd_gloo_score(dd_backend_t *b, dd_backend_op_t op,
                          dd_mem_type_t mem_type, size_t bytes)
 {
     if (mem_type != DD_MEM_HOST) {
@@ -431,7 +431,7 @@ static int dd_gloo_score(dd_backend_t *b, dd_coll_t coll,
     }
     /* Native collectives beat the shared ones over UCX; UCX's tagged
      * messages beat Gloo's for send and recv. */
-    return coll == DD_COLL_SEND || coll == DD_COLL_RECV ? 30 : 50;
+    return op == DD_BACKEND_OP_SEND || op == DD_BACKEND_OP_RECV ? 30 : 50;
 }
 
 static dd_status_t dd_gloo_allreduce(dd_backend_t *b,

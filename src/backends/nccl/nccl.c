@@ -197,7 +197,7 @@ static void dd_nccl_finalize(dd_backend_t *b)
     free(b);
 }
 
-static int dd_nccl_score(dd_backend_t *b, dd_coll_t coll,
+static int dd_nccl_score(dd_backend_t *b, dd_backend_op_t op,
                          dd_mem_type_t mem_type, size_t bytes)
 {
     return mem_type == DD_MEM_CUDA && !b->aborted ? 100 : 0;

@@ -494,10 +494,10 @@ static void dd_ucx_finalize(dd_backend_t *b)
     dd_ucx_free(b);
 }
 
-static int dd_ucx_score(dd_backend_t *b, dd_coll_t coll, dd_mem_type_t mem_type,
-                        size_t bytes)
+static int dd_ucx_score(dd_backend_t *b, dd_backend_op_t op,
+                        dd_mem_type_t mem_type, size_t bytes)
 {
-    int p2p = coll == DD_COLL_SEND || coll == DD_COLL_RECV;
+    int p2p = op == DD_BACKEND_OP_SEND || op == DD_BACKEND_OP_RECV;
 
     if (mem_type == DD_MEM_HOST) {
         return p2p ? 80 : 40;

@@ -58,10 +58,14 @@ static void test_nothing_is_one_rank(void **state)
 
 static void test_dd(void **state)
 {
-    const char *vars[] = {"DREAMDDP_RANK=2",           "DREAMDDP_WORLD_SIZE=4",
-                          "DREAMDDP_LOCAL_RANK=0",     "DREAMDDP_MASTER_ADDR=10.1.2.3",
-                          "DREAMDDP_MASTER_PORT=1234", "SLURM_PROCID=0",
-                          "SLURM_NTASKS=1",      NULL};
+    const char *vars[] = {"DREAMDDP_RANK=2",
+                          "DREAMDDP_WORLD_SIZE=4",
+                          "DREAMDDP_LOCAL_RANK=0",
+                          "DREAMDDP_MASTER_ADDR=10.1.2.3",
+                          "DREAMDDP_MASTER_PORT=1234",
+                          "SLURM_PROCID=0",
+                          "SLURM_NTASKS=1",
+                          NULL};
     dd_boot_env_t env;
     expect(vars, 2, 4, 0, -1, "DD");
     assert_int_equal(detect(vars, &env), DD_OK);
@@ -122,7 +126,8 @@ static void test_torchrun_wins_over_slurm(void **state)
 static void test_partial(void **state)
 {
     const char *a[] = {"DREAMDDP_RANK=1", NULL};
-    expect_error(a, "DREAMDDP_RANK=1 is set but DREAMDDP_WORLD_SIZE is not", NULL);
+    expect_error(a, "DREAMDDP_RANK=1 is set but DREAMDDP_WORLD_SIZE is not",
+                 NULL);
     const char *b[] = {"WORLD_SIZE=4", NULL};
     expect_error(b, "WORLD_SIZE=4 is set but RANK is not", NULL);
     const char *c[] = {"OMPI_COMM_WORLD_RANK=0", NULL};
@@ -133,10 +138,11 @@ static void test_contradictions(void **state)
 {
     const char *a[] = {"DREAMDDP_RANK=4", "DREAMDDP_WORLD_SIZE=4", NULL};
     expect_error(a, "DREAMDDP_RANK=4 and DREAMDDP_WORLD_SIZE=4 disagree", NULL);
-    const char *b[] = {"DREAMDDP_RANK=1", "DREAMDDP_WORLD_SIZE=4", "RANK=2", "WORLD_SIZE=4",
-                       NULL};
+    const char *b[] = {"DREAMDDP_RANK=1", "DREAMDDP_WORLD_SIZE=4", "RANK=2",
+                       "WORLD_SIZE=4", NULL};
     expect_error(b, "DREAMDDP_RANK=1 and RANK=2 disagree", NULL);
-    const char *c[] = {"DREAMDDP_RANK=1", "DREAMDDP_WORLD_SIZE=4", "WORLD_SIZE=8", NULL};
+    const char *c[] = {"DREAMDDP_RANK=1", "DREAMDDP_WORLD_SIZE=4",
+                       "WORLD_SIZE=8", NULL};
     expect_error(c, "DREAMDDP_WORLD_SIZE=4 and WORLD_SIZE=8 disagree", NULL);
     const char *d[] = {"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=3",
                        "LOCAL_WORLD_SIZE=2", NULL};

@@ -1,8 +1,9 @@
 #!/bin/sh
 # The layers of src/ call only downwards, as DESIGN.md draws them: nothing
 # below src/api includes a header of src/sched or src/api; src/topo probes
-# and chooses and never talks to the store (no src/boot header); src/core
-# includes nothing above it. Read from the #include lines.
+# and chooses and never talks to the store (no src/boot header) nor sets
+# another library's variables; src/core includes nothing above it. Read
+# from the #include lines. And no code names a DD_* variable any more.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 cd "$top_srcdir/src" || exit 1
 
@@ -42,4 +43,21 @@ check "src/core includes nothing above it" core boot topo backends device \
     compress agg sched api
 check "src/boot includes only src/core" boot topo backends device compress \
     agg sched api
+if grep -nE '\<(setenv|putenv|unsetenv)\>' topo/*.c topo/*.h >"$TMP/setenv"; then
+    fail "src/topo sets environment variables:"
+    sed 's/^/    /' "$TMP/setenv"
+else
+    pass "src/topo sets no environment variable"
+fi
+
+# Strings that start with DD_ are status names (dd_status_string), never
+# variables: those are DREAMDDP_*.
+cd "$top_srcdir" || exit 1
+if grep -rnoE '"DD_[A-Z0-9_]*' src tools include examples |
+    grep -vE '"DD_(OK|INPROGRESS|ERR_[A-Z_]*|STATUS_UNKNOWN)$' >"$TMP/dd"; then
+    fail "code names DD_* variables:"
+    sed 's/^/    /' "$TMP/dd"
+else
+    pass "no code names a DD_* variable"
+fi
 finish

@@ -8,7 +8,7 @@ sed -n '/<!-- config-table:begin -->/,/<!-- config-table:end -->/p' "$top_srcdir
 if [ ! -s "$TMP/readme" ]; then
     fail "README.md has no config-table section"
 elif cmp -s "$TMP/generated" "$TMP/readme"; then
-    pass "README configuration table matches the library ($(grep -c '^| `DD_' "$TMP/generated") variables)"
+    pass "README configuration table matches the library ($(grep -c '^| `DREAMDDP_' "$TMP/generated") variables)"
 else
     fail "README configuration table differs; regenerate it with: tests/print_config"
     diff "$TMP/readme" "$TMP/generated"

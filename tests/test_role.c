@@ -1,4 +1,5 @@
-/* Role resolution from DREAMDDP_ROLE, DREAMDDP_NUM_AGGREGATORS and dd_init's override. */
+/* Role resolution from DREAMDDP_ROLE, DREAMDDP_NUM_AGGREGATORS and dd_init's
+ * override. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -63,10 +64,12 @@ static void test_last_k_ranks(void **state)
 static void test_conflicts(void **state)
 {
     dd_role_t role;
-    const char *a[] = {"DREAMDDP_NUM_AGGREGATORS=2", "DREAMDDP_ROLE=worker", NULL};
+    const char *a[] = {"DREAMDDP_NUM_AGGREGATORS=2", "DREAMDDP_ROLE=worker",
+                       NULL};
     assert_int_equal(resolve(a, -1, 3, 4, &role), DD_ERR_INVALID_CONFIG);
-    assert_non_null(strstr(dd_last_error(), "DREAMDDP_ROLE=worker and "
-                                            "DREAMDDP_NUM_AGGREGATORS=2 disagree"));
+    assert_non_null(strstr(dd_last_error(),
+                           "DREAMDDP_ROLE=worker and "
+                           "DREAMDDP_NUM_AGGREGATORS=2 disagree"));
     const char *b[] = {"DREAMDDP_NUM_AGGREGATORS=4", NULL};
     assert_int_equal(resolve(b, -1, 0, 4, &role), DD_ERR_INVALID_CONFIG);
     assert_non_null(strstr(dd_last_error(), "leaves no worker among 4"));

@@ -1,5 +1,5 @@
-/* The file store (DREAMDDP_STORE=file:DIR): the shared store cases, and jobs with
- * different tokens kept apart. */
+/* The file store (DREAMDDP_STORE=file:DIR): the shared store cases, and jobs
+ * with different tokens kept apart. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -55,7 +55,8 @@ static void test_unwritable_dir(void **state)
     dd_store_t *s = NULL;
     assert_int_equal(dd_store_file_open("/proc/no-such-dir", 1, 0, 1, 1.0, &s),
                      DD_ERR_IO);
-    assert_non_null(strstr(dd_last_error(), "DREAMDDP_STORE=file:/proc/no-such-dir"));
+    assert_non_null(
+        strstr(dd_last_error(), "DREAMDDP_STORE=file:/proc/no-such-dir"));
 }
 
 static int group_setup(void **state)

@@ -1,9 +1,9 @@
 /*
  * ddrun: starts N ranks of a command on this machine, like
- * `torchrun --standalone`. Gives each rank the DREAMDDP_* variables and a free port
- * for the rendezvous store, prefixes every output line with the rank, stops
- * every rank when one fails, and exits with the first failing rank's status.
- * It links nothing of the library: it only starts processes.
+ * `torchrun --standalone`. Gives each rank the DREAMDDP_* variables and a free
+ * port for the rendezvous store, prefixes every output line with the rank,
+ * stops every rank when one fails, and exits with the first failing rank's
+ * status. It links nothing of the library: it only starts processes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,24 +34,26 @@ static volatile sig_atomic_t ddrun_signal;
 
 static void ddrun_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: ddrun -n N [--aggregators K] [--timeout S] [--] CMD "
-            "[ARGS...]\n"
-            "\n"
-            "Starts N ranks of CMD on this machine with DREAMDDP_RANK, "
-            "DREAMDDP_WORLD_SIZE,\n"
-            "DREAMDDP_LOCAL_RANK, DREAMDDP_LOCAL_SIZE, DREAMDDP_MASTER_ADDR, DREAMDDP_MASTER_PORT "
-            "and\n"
-            "DREAMDDP_JOB_TOKEN set. Output lines are prefixed with the rank. When "
-            "a rank\n"
-            "fails, the others are stopped and ddrun exits with its status.\n"
-            "\n"
-            "  -n, --nproc N        number of ranks (at least 1)\n"
-            "  -a, --aggregators K  the last K ranks are aggregators "
-            "(DREAMDDP_NUM_AGGREGATORS)\n"
-            "  -t, --timeout S      stop every rank after S seconds (exit "
-            "124)\n"
-            "  -h, --help           this text\n");
+    fprintf(
+        out,
+        "usage: ddrun -n N [--aggregators K] [--timeout S] [--] CMD "
+        "[ARGS...]\n"
+        "\n"
+        "Starts N ranks of CMD on this machine with DREAMDDP_RANK, "
+        "DREAMDDP_WORLD_SIZE,\n"
+        "DREAMDDP_LOCAL_RANK, DREAMDDP_LOCAL_SIZE, DREAMDDP_MASTER_ADDR, "
+        "DREAMDDP_MASTER_PORT "
+        "and\n"
+        "DREAMDDP_JOB_TOKEN set. Output lines are prefixed with the rank. When "
+        "a rank\n"
+        "fails, the others are stopped and ddrun exits with its status.\n"
+        "\n"
+        "  -n, --nproc N        number of ranks (at least 1)\n"
+        "  -a, --aggregators K  the last K ranks are aggregators "
+        "(DREAMDDP_NUM_AGGREGATORS)\n"
+        "  -t, --timeout S      stop every rank after S seconds (exit "
+        "124)\n"
+        "  -h, --help           this text\n");
 }
 
 static double ddrun_now(void)

@@ -1,8 +1,8 @@
 /*
  * ddtopo: shows what dreamddp sees of this machine (or of a fixture tree or
  * another machine's hwloc XML) and which network interface it would use,
- * with the reason for every choice; prints the DREAMDDP_* configuration; and, as
- * `ddtopo probe` inside a job, measures the interfaces between ranks. It
+ * with the reason for every choice; prints the DREAMDDP_* configuration; and,
+ * as `ddtopo probe` inside a job, measures the interfaces between ranks. It
  * only reads: it never changes the machine's configuration.
  */
 #include "ddtopo.h"
@@ -20,32 +20,33 @@ enum { DDTOPO_OK = 0, DDTOPO_ERROR = 1, DDTOPO_USAGE = 2 };
 
 static void ddtopo_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: ddtopo [--json] [--topo FILE] [--local-rank N] "
-            "[--local-size N]\n"
-            "       ddtopo --config [--markdown]\n"
-            "       ddtopo probe [--bytes SIZE] [--pings N]   (inside a "
-            "job)\n"
-            "\n"
-            "Shows the machine (packages, NUMA nodes, cores), its network "
-            "interfaces\n"
-            "in the order a rank would prefer them and why, the GPUs with "
-            "their\n"
-            "nearest interface, the stream count, the backends and the "
-            "configuration.\n"
-            "\n"
-            "  --json            one JSON object instead of text\n"
-            "  --topo FILE       read an hwloc XML file (as DREAMDDP_TOPO_FILE)\n"
-            "  --local-rank N    choose as local rank N would (default 0)\n"
-            "  --local-size N    ranks on this host, for the stream count "
-            "(default 1)\n"
-            "  --config          print every DREAMDDP_* variable, its doc and "
-            "value\n"
-            "  --markdown        with --config: a Markdown table\n"
-            "  -h, --help        this text\n"
-            "\n"
-            "Exit status: 0 success, 1 error (the message says why), 2 "
-            "usage.\n");
+    fprintf(
+        out,
+        "usage: ddtopo [--json] [--topo FILE] [--local-rank N] "
+        "[--local-size N]\n"
+        "       ddtopo --config [--markdown]\n"
+        "       ddtopo probe [--bytes SIZE] [--pings N]   (inside a "
+        "job)\n"
+        "\n"
+        "Shows the machine (packages, NUMA nodes, cores), its network "
+        "interfaces\n"
+        "in the order a rank would prefer them and why, the GPUs with "
+        "their\n"
+        "nearest interface, the stream count, the backends and the "
+        "configuration.\n"
+        "\n"
+        "  --json            one JSON object instead of text\n"
+        "  --topo FILE       read an hwloc XML file (as DREAMDDP_TOPO_FILE)\n"
+        "  --local-rank N    choose as local rank N would (default 0)\n"
+        "  --local-size N    ranks on this host, for the stream count "
+        "(default 1)\n"
+        "  --config          print every DREAMDDP_* variable, its doc and "
+        "value\n"
+        "  --markdown        with --config: a Markdown table\n"
+        "  -h, --help        this text\n"
+        "\n"
+        "Exit status: 0 success, 1 error (the message says why), 2 "
+        "usage.\n");
 }
 
 typedef struct {

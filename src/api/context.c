@@ -318,8 +318,8 @@ static dd_status_t dd_context_sched(dd_context_h ctx)
                                   .chunk_bytes = ctx->sched_opts.chunk_bytes};
     if (ctx->n_workers < ctx->env.world_size) {
         dd_backend_ref_t ref;
-        if (dd_backends_find(ctx->backends, DD_BACKEND_OP_SEND, DD_MEM_HOST, 4u << 20,
-                             &ref)) {
+        if (dd_backends_find(ctx->backends, DD_BACKEND_OP_SEND, DD_MEM_HOST,
+                             4u << 20, &ref)) {
             ctx->agg_env.ops = ref.ops;
             ctx->agg_env.backend = ref.instance;
         }

@@ -1,6 +1,6 @@
 /*
- * The backend registry's DREAMDDP_* variables: which modules to use and where to
- * look for them.
+ * The backend registry's DREAMDDP_* variables: which modules to use and where
+ * to look for them.
  */
 #ifndef DD_BACKENDS_BACKEND_CONFIG_H
 #define DD_BACKENDS_BACKEND_CONFIG_H

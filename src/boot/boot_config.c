@@ -1,7 +1,7 @@
 /*
  * The bootstrap's configuration table. Declares variables only; the launcher
- * conventions that are not DREAMDDP_* (torchrun, Open MPI, Slurm, PMI) are read by
- * env.c.
+ * conventions that are not DREAMDDP_* (torchrun, Open MPI, Slurm, PMI) are read
+ * by env.c.
  */
 #include "boot/boot_config.h"
 
@@ -15,8 +15,9 @@ static const dd_config_field_t dd_boot_fields[] = {
      "This process's rank; wins over torchrun, Open MPI, Slurm and PMI "
      "variables.",
      DD_CONFIG_INT, offsetof(dd_boot_opts_t, rank), 0, INT_MAX, NULL},
-    {"DREAMDDP_WORLD_SIZE", NULL, "Number of ranks in the job; set with DREAMDDP_RANK.",
-     DD_CONFIG_INT, offsetof(dd_boot_opts_t, world_size), 1, INT_MAX, NULL},
+    {"DREAMDDP_WORLD_SIZE", NULL,
+     "Number of ranks in the job; set with DREAMDDP_RANK.", DD_CONFIG_INT,
+     offsetof(dd_boot_opts_t, world_size), 1, INT_MAX, NULL},
     {"DREAMDDP_LOCAL_RANK", NULL,
      "This process's rank on its host; derived from host names when unset.",
      DD_CONFIG_INT, offsetof(dd_boot_opts_t, local_rank), 0, INT_MAX, NULL},
@@ -24,7 +25,8 @@ static const dd_config_field_t dd_boot_fields[] = {
      "Number of ranks on this host; derived from host names when unset.",
      DD_CONFIG_INT, offsetof(dd_boot_opts_t, local_size), 1, INT_MAX, NULL},
     {"DREAMDDP_ROLE", NULL,
-     "This process's role; default worker, or as DREAMDDP_NUM_AGGREGATORS says.",
+     "This process's role; default worker, or as DREAMDDP_NUM_AGGREGATORS "
+     "says.",
      DD_CONFIG_ENUM, offsetof(dd_boot_opts_t, role), 0, 0, dd_role_names},
     {"DREAMDDP_NUM_AGGREGATORS", "0",
      "The last K ranks are CPU aggregators; the others are workers.",

@@ -1,5 +1,6 @@
 /*
- * The bootstrap's DREAMDDP_* variables: rank and world, role, the rendezvous store.
+ * The bootstrap's DREAMDDP_* variables: rank and world, role, the rendezvous
+ * store.
  */
 #ifndef DD_BOOT_BOOT_CONFIG_H
 #define DD_BOOT_BOOT_CONFIG_H

@@ -108,8 +108,8 @@ static dd_status_t dd_boot_from_dd(const dd_boot_opts_t *opts,
 {
     dd_status_t status;
 
-    status = dd_boot_check_pair("DREAMDDP_RANK", opts->rank, "DREAMDDP_WORLD_SIZE",
-                                opts->world_size);
+    status = dd_boot_check_pair("DREAMDDP_RANK", opts->rank,
+                                "DREAMDDP_WORLD_SIZE", opts->world_size);
     if (status != DD_OK) {
         return status;
     }
@@ -173,7 +173,8 @@ static dd_status_t dd_boot_from(const dd_boot_convention_t *conv,
     return DD_OK;
 }
 
-/* DREAMDDP_* and torchrun's generic variables must not contradict each other. */
+/* DREAMDDP_* and torchrun's generic variables must not contradict each other.
+ */
 static dd_status_t dd_boot_check_torchrun(const dd_boot_env_t *env,
                                           dd_getenv_fn_t getenv_fn, void *arg)
 {
@@ -184,15 +185,17 @@ static dd_status_t dd_boot_check_torchrun(const dd_boot_env_t *env,
         return DD_ERR_INVALID_CONFIG;
     }
     if (rank >= 0 && rank != env->rank) {
-        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                        "DREAMDDP_RANK=%d and RANK=%d disagree: unset one of them",
-                        env->rank, rank);
+        return dd_error(
+            DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+            "DREAMDDP_RANK=%d and RANK=%d disagree: unset one of them",
+            env->rank, rank);
     }
     if (size >= 0 && size != env->world_size) {
-        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                        "DREAMDDP_WORLD_SIZE=%d and WORLD_SIZE=%d disagree: unset "
-                        "one of them",
-                        env->world_size, size);
+        return dd_error(
+            DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+            "DREAMDDP_WORLD_SIZE=%d and WORLD_SIZE=%d disagree: unset "
+            "one of them",
+            env->world_size, size);
     }
     return DD_OK;
 }
@@ -295,8 +298,9 @@ dd_status_t dd_boot_env_detect(const dd_boot_opts_t *opts,
 
 int dd_boot_env_guess_rank(dd_getenv_fn_t getenv_fn, void *arg)
 {
-    static const char *const names[] = {
-        "DREAMDDP_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"};
+    static const char *const names[] = {"DREAMDDP_RANK", "RANK",
+                                        "OMPI_COMM_WORLD_RANK", "SLURM_PROCID",
+                                        "PMI_RANK"};
 
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         const char *s = dd_boot_get(getenv_fn, arg, names[i]);
@@ -332,12 +336,12 @@ dd_status_t dd_boot_role_resolve(const dd_boot_opts_t *opts, int role_override,
     dd_role_t by_count =
         rank >= world_size - k ? DD_ROLE_AGGREGATOR : DD_ROLE_WORKER;
     if (asked >= 0 && (dd_role_t)asked != by_count) {
-        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                        "%s=%s and DREAMDDP_NUM_AGGREGATORS=%d disagree: rank %d of "
-                        "%d is %s by the count",
-                        who, dd_role_names[asked], k, rank, world_size,
-                        by_count == DD_ROLE_AGGREGATOR ? "an aggregator"
-                                                       : "a worker");
+        return dd_error(
+            DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+            "%s=%s and DREAMDDP_NUM_AGGREGATORS=%d disagree: rank %d of "
+            "%d is %s by the count",
+            who, dd_role_names[asked], k, rank, world_size,
+            by_count == DD_ROLE_AGGREGATOR ? "an aggregator" : "a worker");
     }
     *role_p = by_count;
     return DD_OK;

@@ -1,6 +1,6 @@
 /*
- * Rank and world detection from the launcher's environment: DREAMDDP_* first, then
- * torchrun, Open MPI, Slurm and PMI. Reads the environment only through a
+ * Rank and world detection from the launcher's environment: DREAMDDP_* first,
+ * then torchrun, Open MPI, Slurm and PMI. Reads the environment only through a
  * dd_getenv_fn_t, so tests can feed it any set of variables.
  */
 #ifndef DD_BOOT_ENV_H

@@ -89,11 +89,12 @@ static dd_status_t dd_store_missing(dd_store_t *s, const char *what,
             o += (size_t)snprintf(ranks + o, sizeof(ranks) - o, "...");
         }
     }
-    return dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_BOOT,
-                    "%s '%s' timed out after %.0f s (DREAMDDP_TIMEOUT_S): rank%s %s "
-                    "did not arrive (%d of %d missing)",
-                    what, name, s->timeout_s, n_missing > 1 ? "s" : "", ranks,
-                    n_missing, s->world_size);
+    return dd_error(
+        DD_ERR_TIMED_OUT, DD_SUBSYS_BOOT,
+        "%s '%s' timed out after %.0f s (DREAMDDP_TIMEOUT_S): rank%s %s "
+        "did not arrive (%d of %d missing)",
+        what, name, s->timeout_s, n_missing > 1 ? "s" : "", ranks, n_missing,
+        s->world_size);
 }
 
 /* Publishes this rank's key and waits for every rank's. */

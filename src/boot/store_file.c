@@ -245,17 +245,18 @@ dd_status_t dd_store_file_open(const char *dir, uint64_t token_hash, int rank,
     }
     if (strlen(dir) > 3000) {
         free(f);
-        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                        "DREAMDDP_STORE=file:%.40s...: the directory name is too "
-                        "long",
-                        dir);
+        return dd_error(
+            DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+            "DREAMDDP_STORE=file:%.40s...: the directory name is too "
+            "long",
+            dir);
     }
     snprintf(f->dir, sizeof(f->dir), "%s/dd-%016llx", dir,
              (unsigned long long)token_hash);
     if (mkdir(f->dir, 0700) != 0 && errno != EEXIST) {
-        dd_status_t status =
-            dd_error(DD_ERR_IO, DD_SUBSYS_BOOT,
-                     "DREAMDDP_STORE=file:%s: cannot create %s: %m", dir, f->dir);
+        dd_status_t status = dd_error(
+            DD_ERR_IO, DD_SUBSYS_BOOT,
+            "DREAMDDP_STORE=file:%s: cannot create %s: %m", dir, f->dir);
         free(f);
         return status;
     }

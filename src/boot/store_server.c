@@ -212,10 +212,11 @@ static int dd_server_hello(dd_store_server_t *srv, dd_server_client_t *c,
                     "store: refused a client claiming rank %d: wrong job "
                     "token",
                     rank);
-        dd_server_reply_text(c, DD_STORE_REPLY_REFUSED,
-                             "the job token differs from rank 0's (is "
-                             "another job using this port, or DREAMDDP_JOB_TOKEN "
-                             "set differently?)");
+        dd_server_reply_text(
+            c, DD_STORE_REPLY_REFUSED,
+            "the job token differs from rank 0's (is "
+            "another job using this port, or DREAMDDP_JOB_TOKEN "
+            "set differently?)");
         return -1;
     }
     if (world != srv->world_size || rank < 0 || rank >= world) {

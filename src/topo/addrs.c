@@ -1,8 +1,8 @@
 /*
  * Interface addresses: from getifaddrs on a live system, or from the addrs
- * file of a fixture tree (DREAMDDP_SYSFS_ROOT/addrs: one "IFNAME ADDRESS/PREFIX"
- * a line, '#' starts a comment), so tests see fixed addresses. Only IPv4
- * and IPv6 addresses are kept.
+ * file of a fixture tree (DREAMDDP_SYSFS_ROOT/addrs: one "IFNAME
+ * ADDRESS/PREFIX" a line, '#' starts a comment), so tests see fixed addresses.
+ * Only IPv4 and IPv6 addresses are kept.
  */
 #include "topo/addrs.h"
 

@@ -11,8 +11,8 @@
 #include <stddef.h>
 
 /**
- * Adds the addresses of topo's interfaces: from DREAMDDP_SYSFS_ROOT/addrs when a
- * root is set (none when that file is missing), else from getifaddrs.
+ * Adds the addresses of topo's interfaces: from DREAMDDP_SYSFS_ROOT/addrs when
+ * a root is set (none when that file is missing), else from getifaddrs.
  * @return DD_OK; DD_ERR_IO for a malformed addrs line or a failed
  *         getifaddrs, reported with dd_error.
  */

@@ -1,9 +1,9 @@
 /*
- * The interface choice of one rank: DREAMDDP_NET_IFNAME filters, then the default
- * order (kind, speed, nearness to the rank's GPU) ranks, and ties are shared
- * out so that each GPU of a DGX-like node gets its own NIC. Each interface
- * gets a sentence saying why it was or was not chosen. Pure: no I/O beyond
- * dd_error on failure.
+ * The interface choice of one rank: DREAMDDP_NET_IFNAME filters, then the
+ * default order (kind, speed, nearness to the rank's GPU) ranks, and ties are
+ * shared out so that each GPU of a DGX-like node gets its own NIC. Each
+ * interface gets a sentence saying why it was or was not chosen. Pure: no I/O
+ * beyond dd_error on failure.
  */
 #include "topo/ifchoice.h"
 #include "core/log.h"
@@ -291,16 +291,18 @@ static dd_status_t dd_topo_choose_error(const dd_topo_t *topo,
     dd_topo_iflist_text(&opts->ifname, list, sizeof(list));
     if (n_matched == 0) {
         dd_topo_list_text(topo, cands, 0, names, sizeof(names));
-        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_TOPO,
-                        "DREAMDDP_NET_IFNAME='%s' matches no interface; this host "
-                        "has %s",
-                        list, names);
+        return dd_error(
+            DD_ERR_INVALID_CONFIG, DD_SUBSYS_TOPO,
+            "DREAMDDP_NET_IFNAME='%s' matches no interface; this host "
+            "has %s",
+            list, names);
     }
     dd_topo_list_text(topo, cands, 1, names, sizeof(names));
     if (opts->ifname.n > 0) {
-        return dd_error(DD_ERR_NO_DEVICE, DD_SUBSYS_TOPO,
-                        "DREAMDDP_NET_IFNAME='%s' leaves no usable interface: %s",
-                        list, names);
+        return dd_error(
+            DD_ERR_NO_DEVICE, DD_SUBSYS_TOPO,
+            "DREAMDDP_NET_IFNAME='%s' leaves no usable interface: %s", list,
+            names);
     }
     return dd_error(DD_ERR_NO_DEVICE, DD_SUBSYS_TOPO,
                     "no usable network interface: %s", names);

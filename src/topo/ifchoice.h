@@ -1,6 +1,6 @@
 /*
- * Which interface a rank uses, and why: DREAMDDP_NET_IFNAME, the default order of
- * kinds and speeds, nearness to the rank's GPU, then what every host can
+ * Which interface a rank uses, and why: DREAMDDP_NET_IFNAME, the default order
+ * of kinds and speeds, nearness to the rank's GPU, then what every host can
  * reach. Pure functions of a probed dd_topo_t, so fixtures test them.
  */
 #ifndef DD_TOPO_IFCHOICE_H
@@ -67,8 +67,8 @@ void dd_topo_choice_fill(const dd_topo_t *topo, const dd_topo_opts_t *opts,
  * not worth leaving TCP for); NULL otherwise, and when nothing was chosen. */
 const char *dd_topo_choice_rdma(const dd_topo_choice_t *choice);
 
-/* The stream count for a chosen NIC: DREAMDDP_NUM_STREAMS when set (override > 0),
- * else the table in streams.c. */
+/* The stream count for a chosen NIC: DREAMDDP_NUM_STREAMS when set (override >
+ * 0), else the table in streams.c. */
 int dd_topo_streams(const dd_topo_t *topo, const dd_topo_nic_t *nic,
                     int local_size, int override);
 

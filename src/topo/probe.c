@@ -1,8 +1,8 @@
 /*
  * dd_topo_probe: lists the interfaces from sysfs, adds addresses, and lets
- * hwloc add CPU structure and PCI locality (this machine, or DREAMDDP_TOPO_FILE).
- * The combination used is written into topo->source, so every report says
- * how much it could see. Nothing here chooses.
+ * hwloc add CPU structure and PCI locality (this machine, or
+ * DREAMDDP_TOPO_FILE). The combination used is written into topo->source, so
+ * every report says how much it could see. Nothing here chooses.
  */
 #include "topo/probe.h"
 #include "core/log.h"
@@ -104,7 +104,8 @@ static void dd_topo_describe_source(const dd_topo_opts_t *opts, int use_hwloc,
                  root ? root : "/");
     } else {
         snprintf(topo->source, sizeof(topo->source),
-                 "sysfs under %s only (DREAMDDP_SYSFS_ROOT without DREAMDDP_TOPO_FILE: "
+                 "sysfs under %s only (DREAMDDP_SYSFS_ROOT without "
+                 "DREAMDDP_TOPO_FILE: "
                  "hwloc not used)",
                  root);
     }

@@ -188,14 +188,16 @@ static dd_status_t dd_topo_hwloc_load(const dd_topo_opts_t *opts,
         hwloc_topology_set_xml(t, opts->topo_file) != 0) {
         hwloc_topology_destroy(t);
         return dd_error(DD_ERR_IO, DD_SUBSYS_TOPO,
-                        "cannot read DREAMDDP_TOPO_FILE='%s': %m", opts->topo_file);
+                        "cannot read DREAMDDP_TOPO_FILE='%s': %m",
+                        opts->topo_file);
     }
     if (hwloc_topology_load(t) != 0) {
         hwloc_topology_destroy(t);
         if (opts->topo_file != NULL) {
-            return dd_error(DD_ERR_IO, DD_SUBSYS_TOPO,
-                            "DREAMDDP_TOPO_FILE='%s' is not an hwloc XML topology",
-                            opts->topo_file);
+            return dd_error(
+                DD_ERR_IO, DD_SUBSYS_TOPO,
+                "DREAMDDP_TOPO_FILE='%s' is not an hwloc XML topology",
+                opts->topo_file);
         }
         return dd_error(DD_ERR_IO, DD_SUBSYS_TOPO, "hwloc cannot probe: %m");
     }

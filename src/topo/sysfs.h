@@ -1,7 +1,7 @@
 /*
  * What sysfs says about NICs, GPUs and CPUs. Every path is prefixed with the
- * root (DREAMDDP_SYSFS_ROOT, "" for the real /sys), so tests run on fixture trees.
- * Readers never fail on a missing file: the field stays unknown.
+ * root (DREAMDDP_SYSFS_ROOT, "" for the real /sys), so tests run on fixture
+ * trees. Readers never fail on a missing file: the field stays unknown.
  */
 #ifndef DD_TOPO_SYSFS_H
 #define DD_TOPO_SYSFS_H

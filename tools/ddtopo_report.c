@@ -2,17 +2,17 @@
  * ddtopo's report, for a person (text) or a program (one JSON object). Both
  * show the same facts: machine, NICs in the rank's order with the reason
  * for each, GPUs with their nearest NIC, the stream count, the backends and
- * compressors that could be loaded, what each backend is told of the
+ * codecs built in, what each backend is told of the
  * interface (src/backends/netdev.h, the modules' own formatting) and the
  * topology configuration. Printing only: every fact was computed before.
  */
 #include "ddtopo.h"
 
 #include "backends/netdev.h"
+#include "compress/codec.h"
 #include "core/json_write.h"
 #include "topo/addrs.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,22 +40,16 @@ static int ddtopo_backend(const char *name, char *why, size_t size)
     return 0;
 }
 
-/* Compressor modules (dd_compress_*.so) next to the backends. */
+/* The codecs built into the library, from its registry. */
 static int ddtopo_compressors(char names[][64], int max)
 {
-    DIR *dir = opendir(DD_PKGLIBDIR);
-    struct dirent *de;
+    char list[1024];
     int n = 0;
 
-    while (dir != NULL && (de = readdir(dir)) != NULL && n < max) {
-        size_t len = strlen(de->d_name);
-        if (strncmp(de->d_name, "dd_compress_", 12) == 0 && len > 15 &&
-            len < 64 + 12 && strcmp(de->d_name + len - 3, ".so") == 0) {
-            snprintf(names[n++], 64, "%.*s", (int)(len - 15), de->d_name + 12);
-        }
-    }
-    if (dir != NULL) {
-        closedir(dir);
+    dd_codec_names(list, sizeof(list));
+    for (char *p = strtok(list, ", "); p != NULL && n < max;
+         p = strtok(NULL, ", ")) {
+        snprintf(names[n++], 64, "%s", p);
     }
     return n;
 }
@@ -190,10 +184,7 @@ static void ddtopo_text_modules(FILE *out)
     for (int i = 0; i < n; i++) {
         fprintf(out, " %s", names[i]);
     }
-    fprintf(out, "%s\n",
-            n ? ""
-              : " none (not built yet: no dd_compress_*.so in " DD_PKGLIBDIR
-                ")");
+    fprintf(out, " (built in)\n");
 }
 
 /* What the backend modules make of the choice, each named by the variable
@@ -373,9 +364,6 @@ static void ddtopo_json_modules(dd_json_writer_t *w)
         dd_json_object_end(w);
     }
     dd_json_array_end(w);
-    ddtopo_json_str_member(
-        w, "compressors_note",
-        n ? NULL : "not built yet: no dd_compress_*.so in " DD_PKGLIBDIR);
 }
 
 static void ddtopo_json_choice(dd_json_writer_t *w, const ddtopo_report_t *r)

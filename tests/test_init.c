@@ -216,6 +216,21 @@ static void test_config_print(void **state)
 }
 
 /* A single-rank ddp step with one layer, for the statistics below. */
+
+/* Commits under ddp, or skips the test in a build without a host backend
+ * (UCX, Gloo), which cannot commit. */
+static void commit_ddp_or_skip(dd_context_h ctx)
+{
+    assert_int_equal(dd_strategy_set(ctx, "ddp"), DD_OK);
+    dd_status_t status = dd_model_commit(ctx);
+    if (status == DD_ERR_UNSUPPORTED) {
+        print_message("skipped: %s\n", dd_last_error());
+        dd_finalize(ctx);
+        skip();
+    }
+    assert_int_equal(status, DD_OK);
+}
+
 static dd_context_h one_step(float *w, float *g, dd_layer_h *layer_p)
 {
     dd_context_h ctx = NULL;
@@ -223,15 +238,7 @@ static dd_context_h one_step(float *w, float *g, dd_layer_h *layer_p)
 
     assert_int_equal(dd_init(NULL, &ctx), DD_OK);
     assert_int_equal(dd_layer_register(ctx, "fc", &t, 1, layer_p), DD_OK);
-    assert_int_equal(dd_strategy_set(ctx, "ddp"), DD_OK);
-    dd_status_t status = dd_model_commit(ctx);
-    if (status == DD_ERR_UNSUPPORTED) {
-        /* A build without a host backend (UCX, Gloo) cannot commit. */
-        print_message("skipped: %s\n", dd_last_error());
-        dd_finalize(ctx);
-        skip();
-    }
-    assert_int_equal(status, DD_OK);
+    commit_ddp_or_skip(ctx);
     assert_int_equal(dd_step_begin(ctx), DD_OK);
     assert_int_equal(dd_layer_ready(ctx, *layer_p), DD_OK);
     return ctx;
@@ -342,14 +349,7 @@ static void test_layer_ready_threads(void **state)
         assert_int_equal(dd_layer_register(ctx, name, &t, 1, &layers[l]),
                          DD_OK);
     }
-    assert_int_equal(dd_strategy_set(ctx, "ddp"), DD_OK);
-    dd_status_t status = dd_model_commit(ctx);
-    if (status == DD_ERR_UNSUPPORTED) {
-        print_message("skipped: %s\n", dd_last_error());
-        dd_finalize(ctx);
-        skip();
-    }
-    assert_int_equal(status, DD_OK);
+    commit_ddp_or_skip(ctx);
     for (int s = 0; s < TH_STEPS; s++) {
         pthread_t th[TH_THREADS];
         marker_t m[TH_THREADS];

@@ -33,9 +33,9 @@ extern "C" {
  *    or its own lock). The thread may change from call to call: the
  *    library keeps no per-thread state for a context, only each thread's
  *    dd_last_error().
- *  - dd_layer_ready() alone may be called from any thread while other
- *    dd_layer_ready() calls run (autograd runs hooks on its own threads);
- *    its own comment says how it fits with the rest of the step.
+ *  - dd_layer_ready() and dd_layer_unused() alone may be called from any
+ *    thread while other such calls run (autograd runs hooks on its own
+ *    threads); their comments say how they fit with the rest of the step.
  * dd_init() and dd_finalize() are called once per context, from one
  * thread, while no other call on that context runs.
  */

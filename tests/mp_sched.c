@@ -216,6 +216,7 @@ static int misuse(dd_context_h ctx, layer_t *L)
     CHECK(dd_layer_register(ctx, "late", &t, 1, NULL) == DD_ERR_STATE,
           "register after commit accepted");
     CHECK(dd_layer_ready(ctx, L[0].h) == DD_ERR_STATE, "ready outside step");
+    CHECK(dd_layer_unused(ctx, L[0].h) == DD_ERR_STATE, "unused outside step");
     CHECK(dd_step_end(ctx, NULL) == DD_ERR_STATE, "end without begin");
     CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());
     CHECK(dd_step_begin(ctx) == DD_ERR_STATE, "begin twice");
@@ -223,7 +224,12 @@ static int misuse(dd_context_h ctx, layer_t *L)
     CHECK(dd_layer_ready(ctx, L[1].h) == DD_ERR_STATE, "ready twice");
     CHECK(strstr(dd_last_error(), "layer 'layer1' marked twice") != NULL,
           "message: %s", dd_last_error());
+    CHECK(dd_layer_unused(ctx, L[1].h) == DD_ERR_STATE, "unused after ready");
+    CHECK(strstr(dd_last_error(),
+                 "dd_layer_unused: layer 'layer1' marked twice") != NULL,
+          "message: %s", dd_last_error());
     CHECK(dd_layer_ready(ctx, NULL) == DD_ERR_INVALID_PARAM, "NULL layer");
+    CHECK(dd_layer_unused(ctx, NULL) == DD_ERR_INVALID_PARAM, "NULL layer");
     for (int l = N_LAYERS - 1; l >= 0; l--) {
         if (l != 1) {
             CHECK(dd_layer_ready(ctx, L[l].h) == DD_OK, "ready");

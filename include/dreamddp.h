@@ -33,9 +33,9 @@ extern "C" {
  *    or its own lock). The thread may change from call to call: the
  *    library keeps no per-thread state for a context, only each thread's
  *    dd_last_error().
- *  - dd_layer_ready() alone may be called from any thread while other
- *    dd_layer_ready() calls run (autograd runs hooks on its own threads);
- *    its own comment says how it fits with the rest of the step.
+ *  - dd_layer_ready() and dd_layer_unused() alone may be called from any
+ *    thread while other such calls run (autograd runs hooks on its own
+ *    threads); their comments say how they fit with the rest of the step.
  * dd_init() and dd_finalize() are called once per context, from one
  * thread, while no other call on that context runs.
  */
@@ -319,9 +319,20 @@ DD_API dd_status_t dd_allgather(dd_context_h ctx, const void *sendbuf,
 typedef struct dd_layer *dd_layer_h;
 
 /**
- * One tensor of a layer: its parameters and, for gradient strategies (ddp,
- * adaptive), its gradients, both count elements of dtype in mem_type memory.
- * grad may be NULL when only parameter strategies are used.
+ * One tensor of a layer: its parameters and its gradients, both count
+ * elements of dtype in mem_type memory.
+ *
+ * grad is NULL for a tensor without gradients: a buffer such as batch-norm
+ * running statistics. The model-averaging strategies (localsgd, plsgd,
+ * dreamddp, adaptive) average it with the parameters. ddp, which averages
+ * gradients, copies the first worker's values of it to every worker in
+ * each step instead, as PyTorch DDP's broadcast_buffers does: the copy
+ * leaves when the layer is marked (dd_layer_ready), on the progress engine,
+ * so that it overlaps the rest of backward, and when dd_step_end returns
+ * every replica holds the first worker's buffers, which the next forward
+ * reads. adaptive also reads the gradients (host ones) for its signal, so
+ * under it every layer needs at least one tensor with a gradient.
+ * dd_model_commit checks these rules for the strategy then in force.
  */
 typedef struct {
     void *param;
@@ -363,10 +374,19 @@ DD_API const char *dd_strategy_name(dd_context_h ctx);
 
 /**
  * Freezes the layer table. Checks on every worker that the tables match
- * (names, sizes, dtypes, order); when they do not, every worker fails with
- * DD_ERR_MISMATCH naming the first differing layer and the ranks that
- * differ. Then copies rank 0's parameters to every worker, so that every
- * replica starts equal, and measures the network for the planner.
+ * (names, sizes, dtypes, which tensors have gradients, order); when they do
+ * not, every worker fails with DD_ERR_MISMATCH naming the first differing
+ * layer and the ranks that differ. Then checks that every tensor has the
+ * buffers the strategy in force needs (see dd_tensor_t), copies rank 0's
+ * parameters to every worker, so that every replica starts equal, and
+ * measures the network for the planner.
+ *
+ * @return DD_OK; DD_ERR_MISMATCH as above; DD_ERR_INVALID_PARAM naming the
+ *         layer and tensor index when a tensor lacks what the strategy
+ *         needs (adaptive: a layer without any gradient; ddp: a gradient
+ *         buffer that is the parameter buffer); DD_ERR_STATE when called
+ *         twice, without layers or on an aggregator; DD_ERR_TIMED_OUT when
+ *         a worker did not commit within DREAMDDP_TIMEOUT_S.
  * Collective over the workers; aggregators do not call it. One thread at a
  * time per context.
  */
@@ -400,6 +420,32 @@ DD_API dd_status_t dd_step_begin(dd_context_h ctx);
  *         one step; DD_ERR_INVALID_PARAM for a layer of another context.
  */
 DD_API dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer);
+
+/**
+ * Says that layer takes no part in this step's backward (a branch the
+ * input did not take, a frozen part of the model), in place of
+ * dd_layer_ready: the layer counts as ready now. Under ddp its gradients
+ * are set to zero first, so that the average includes this worker's zero,
+ * as PyTorch DDP's find_unused_parameters does (host gradients only; CUDA
+ * ones give DD_ERR_UNSUPPORTED: zero them and call dd_layer_ready). Under
+ * the model-averaging strategies the layer's parameters sync as planned;
+ * adaptive leaves it out of its gradient signal for this step.
+ *
+ * DREAMDDP_FIND_UNUSED=1 does the same, at dd_step_end, for every layer
+ * still unmarked then (in backward order). Either way, the order of the
+ * marks decides the fusion, as for dd_layer_ready: call dd_layer_unused
+ * where the layer's dd_layer_ready would have been, and let
+ * DREAMDDP_FIND_UNUSED count layers as unused only where every worker
+ * leaves the same layers unmarked or the unmarked ones come last in
+ * backward order.
+ *
+ * Threads: as dd_layer_ready, with which it is serialized.
+ *
+ * @return DD_OK; DD_ERR_STATE outside a step or for a layer already marked
+ *         in this step; DD_ERR_INVALID_PARAM for a layer of another
+ *         context; DD_ERR_UNSUPPORTED as above.
+ */
+DD_API dd_status_t dd_layer_unused(dd_context_h ctx, dd_layer_h layer);
 
 /*
  * The output structs (dd_step_stats_t, dd_layer_stats_t) start with a
@@ -439,15 +485,23 @@ typedef struct {
  * syncs (bounded by DREAMDDP_TIMEOUT_S) and leaves the averages in place. The
  * application then runs its optimizer step.
  *
+ * Every layer that the strategy syncs in this step must have been marked,
+ * by dd_layer_ready or dd_layer_unused (localsgd excepted: it averages
+ * every layer here, marked or not). A layer left unmarked would silently
+ * miss its sync, so the step fails with DD_ERR_STATE naming it, after the
+ * syncs that did start have finished; with DREAMDDP_FIND_UNUSED=1 it counts
+ * as unused instead (see dd_layer_unused).
+ *
  * @param stats_p  NULL, or the fields its field_mask names are filled (also
  *                 when a sync failed); the others are left untouched.
  * @return DD_OK; DD_ERR_INVALID_PARAM, with the step still open, when
  *         stats_p->field_mask has a bit this library does not know;
- *         DD_ERR_STATE without a dd_step_begin; the error of a failed sync
- *         (DD_ERR_TIMED_OUT, DD_ERR_PEER_LOST, ...), naming the layer, on
- *         every worker.
- * One thread at a time per context, after this step's dd_layer_ready()
- * calls have returned.
+ *         DD_ERR_STATE without a dd_step_begin, or naming the layers
+ *         left unmarked (the step is closed all the same); the error of a
+ *         failed sync (DD_ERR_TIMED_OUT, DD_ERR_PEER_LOST, ...), naming
+ *         the layer, on every worker.
+ * One thread at a time per context, after this step's dd_layer_ready() and
+ * dd_layer_unused() calls have returned.
  */
 DD_API dd_status_t dd_step_end(dd_context_h ctx, dd_step_stats_t *stats_p);
 

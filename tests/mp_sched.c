@@ -11,6 +11,16 @@
  *                             called in the middle of every backward
  *   mp_sched mismatch         rank 1 registers a different table
  *   mp_sched misuse           calls out of order must fail cleanly
+ *   mp_sched buffers STRATEGY STEPS [mixed]
+ *                             layers with tensors without gradients (grad
+ *                             NULL), one layer of them alone unless mixed:
+ *                             averaged with the parameters, rank 0's under
+ *                             ddp, or an error at commit naming the layer
+ *   mp_sched unused STRATEGY STEPS none|call|option
+ *                             layer 1 never marked (an error naming it),
+ *                             declared with dd_layer_unused by rank 1, or
+ *                             layer 0 left unmarked by rank 1 under
+ *                             DREAMDDP_FIND_UNUSED=1
  */
 #include <dreamddp.h>
 
@@ -206,6 +216,7 @@ static int misuse(dd_context_h ctx, layer_t *L)
     CHECK(dd_layer_register(ctx, "late", &t, 1, NULL) == DD_ERR_STATE,
           "register after commit accepted");
     CHECK(dd_layer_ready(ctx, L[0].h) == DD_ERR_STATE, "ready outside step");
+    CHECK(dd_layer_unused(ctx, L[0].h) == DD_ERR_STATE, "unused outside step");
     CHECK(dd_step_end(ctx, NULL) == DD_ERR_STATE, "end without begin");
     CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());
     CHECK(dd_step_begin(ctx) == DD_ERR_STATE, "begin twice");
@@ -213,7 +224,12 @@ static int misuse(dd_context_h ctx, layer_t *L)
     CHECK(dd_layer_ready(ctx, L[1].h) == DD_ERR_STATE, "ready twice");
     CHECK(strstr(dd_last_error(), "layer 'layer1' marked twice") != NULL,
           "message: %s", dd_last_error());
+    CHECK(dd_layer_unused(ctx, L[1].h) == DD_ERR_STATE, "unused after ready");
+    CHECK(strstr(dd_last_error(),
+                 "dd_layer_unused: layer 'layer1' marked twice") != NULL,
+          "message: %s", dd_last_error());
     CHECK(dd_layer_ready(ctx, NULL) == DD_ERR_INVALID_PARAM, "NULL layer");
+    CHECK(dd_layer_unused(ctx, NULL) == DD_ERR_INVALID_PARAM, "NULL layer");
     for (int l = N_LAYERS - 1; l >= 0; l--) {
         if (l != 1) {
             CHECK(dd_layer_ready(ctx, L[l].h) == DD_OK, "ready");
@@ -223,6 +239,220 @@ static int misuse(dd_context_h ctx, layer_t *L)
     CHECK(dd_step_end(ctx, NULL) == DD_OK, "end: %s", dd_last_error());
     if (rank == 0) {
         printf("mp_sched: misuse is refused\n");
+    }
+    return 0;
+}
+
+/* Tensors without gradients. Layer "w0" holds weights (with gradients)
+ * and a buffer, layer "stats" buffers alone (unless mixed), layer "w2"
+ * weights. Under ddp the weights' gradients are averaged and every buffer
+ * holds rank 0's values after each step; under the others every tensor of
+ * a layer the step synced holds the average of its parameters; adaptive
+ * refuses the layer of buffers alone at commit, naming it. */
+enum { BUF_TENSORS = 4 };
+static const size_t buf_sizes[BUF_TENSORS] = {5, 3, 4, 70000};
+
+static void buf_fill(float **p, float **g, long step)
+{
+    for (int t = 0; t < BUF_TENSORS; t++) {
+        for (size_t i = 0; i < buf_sizes[t]; i++) {
+            p[t][i] = (float)value(rank, t, step, i);
+            if (g[t] != NULL) {
+                g[t][i] = (float)value(rank, t + 10, step, i);
+            }
+        }
+    }
+}
+
+/* Whether tensor t holds what it should after a step: want_rank >= 0, that
+ * rank's values; -1, the average. */
+static int buf_is(const float *buf, int t, int l, long step, int want_rank)
+{
+    for (size_t i = 0; i < buf_sizes[t]; i++) {
+        double want = 0;
+        for (int r = 0; r < world; r++) {
+            want += value(r, l, step, i);
+        }
+        want = want_rank >= 0 ? value(want_rank, l, step, i) : want / world;
+        if (fabs(buf[i] - want) > 1e-5 * (1 + fabs(want))) {
+            fprintf(stderr, "tensor %d element %zu: %g, expected %g\n", t, i,
+                    buf[i], want);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int buffers(dd_context_h ctx, const char *strategy, long steps,
+                   int mixed)
+{
+    float *p[BUF_TENSORS], *g[BUF_TENSORS];
+    dd_layer_h h[3];
+    int ddp = strcmp(strategy, "ddp") == 0;
+    int rc = 1;
+
+    for (int t = 0; t < BUF_TENSORS; t++) {
+        p[t] = calloc(buf_sizes[t], sizeof(float));
+        /* Tensors 1 and 2 are buffers; with mixed, 2 has a gradient. */
+        g[t] = t == 1 || (t == 2 && !mixed)
+                   ? NULL
+                   : calloc(buf_sizes[t], sizeof(float));
+    }
+    dd_tensor_t x[BUF_TENSORS];
+    for (int t = 0; t < BUF_TENSORS; t++) {
+        x[t] =
+            (dd_tensor_t){p[t], g[t], buf_sizes[t], DD_DTYPE_F32, DD_MEM_HOST};
+    }
+    if (dd_layer_register(ctx, "w0", &x[0], 2, &h[0]) != DD_OK ||
+        dd_layer_register(ctx, "stats", &x[2], 1, &h[1]) != DD_OK ||
+        dd_layer_register(ctx, "w2", &x[3], 1, &h[2]) != DD_OK ||
+        dd_strategy_set(ctx, strategy) != DD_OK) {
+        fprintf(stderr, "mp_sched: register: %s\n", dd_last_error());
+        goto out;
+    }
+    dd_status_t st = dd_model_commit(ctx);
+    if (strcmp(strategy, "adaptive") == 0 && !mixed) {
+        printf("mp_sched: rank %d: buffers: commit: %s: %s\n", rank,
+               dd_status_string(st), dd_last_error());
+        rc = st == DD_ERR_INVALID_PARAM ? 0 : 1;
+        goto out;
+    }
+    if (st != DD_OK) {
+        fprintf(stderr, "mp_sched: commit: %s\n", dd_last_error());
+        goto out;
+    }
+    static const int layer_of[BUF_TENSORS] = {0, 0, 1, 2};
+    for (long s = 0; s < steps; s++) {
+        dd_layer_stats_t ls = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS};
+        uint64_t before[3];
+        buf_fill(p, g, s);
+        if (dd_step_begin(ctx) != DD_OK) {
+            fprintf(stderr, "mp_sched: begin: %s\n", dd_last_error());
+            goto out;
+        }
+        for (int l = 2; l >= 0; l--) {
+            dd_layer_stats(ctx, h[l], &ls);
+            before[l] = ls.syncs;
+            if (dd_layer_ready(ctx, h[l]) != DD_OK) {
+                fprintf(stderr, "mp_sched: ready: %s\n", dd_last_error());
+                goto out;
+            }
+        }
+        if (dd_step_end(ctx, NULL) != DD_OK) {
+            fprintf(stderr, "mp_sched: end: %s\n", dd_last_error());
+            goto out;
+        }
+        for (int t = 0; t < BUF_TENSORS; t++) {
+            dd_layer_stats(ctx, h[layer_of[t]], &ls);
+            int synced = ls.syncs > before[layer_of[t]];
+            int ok = 1;
+            if (ddp && g[t] != NULL) {
+                ok = buf_is(g[t], t, t + 10, s, -1) &&
+                     buf_is(p[t], t, t, s, rank);
+            } else if (ddp) {
+                ok = buf_is(p[t], t, t, s, 0);
+            } else if (synced) {
+                ok = buf_is(p[t], t, t, s, -1);
+            }
+            if (!ok) {
+                fprintf(stderr, "mp_sched: rank %d: %s step %ld tensor %d\n",
+                        rank, strategy, s, t);
+                goto out;
+            }
+        }
+    }
+    if (rank == 0) {
+        printf("mp_sched: buffers: %s: %ld steps correct on %d ranks\n",
+               strategy, steps, world);
+    }
+    rc = 0;
+out:
+    for (int t = 0; t < BUF_TENSORS; t++) {
+        free(p[t]);
+        free(g[t]);
+    }
+    return rc;
+}
+
+/* Whether rank r leaves layer l out of step s (how: none, call, option). */
+static int left_out(const char *how, int r, int l)
+{
+    if (strcmp(how, "none") == 0) {
+        return l == 1;
+    }
+    if (strcmp(how, "call") == 0) {
+        return r == 1 && l == 1;
+    }
+    return r == 1 && l == 0;
+}
+
+/* Whether the gradients of layer l are the average with zeros from the
+ * ranks that left it out. */
+static int is_average_unused(layer_t *L, int l, long step, const char *how)
+{
+    for (size_t i = 0; i < sizes[l]; i++) {
+        double want = 0;
+        for (int r = 0; r < world; r++) {
+            want += left_out(how, r, l) ? 0 : value(r, l, step, i);
+        }
+        want /= world;
+        double got = L->dtype == DD_DTYPE_F32 ? ((float *)L->grad)[i]
+                                              : ((double *)L->grad)[i];
+        if (fabs(got - want) > 1e-5 * (1 + fabs(want))) {
+            fprintf(stderr, "layer %d element %zu: %g, expected %g\n", l, i,
+                    got, want);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int unused(dd_context_h ctx, layer_t *L, const char *strategy,
+                  long steps, const char *how)
+{
+    int ddp = strcmp(strategy, "ddp") == 0;
+    int none = strcmp(how, "none") == 0;
+    dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS};
+    uint64_t before[N_LAYERS];
+
+    CHECK(dd_strategy_set(ctx, strategy) == DD_OK, "%s", dd_last_error());
+    CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
+    for (long s = 0; s < steps; s++) {
+        CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());
+        for (int l = N_LAYERS - 1; l >= 0; l--) {
+            fill(&L[l], l, s, ddp);
+            dd_layer_stats(ctx, L[l].h, &st);
+            before[l] = st.syncs;
+            if (!left_out(how, rank, l)) {
+                CHECK(dd_layer_ready(ctx, L[l].h) == DD_OK, "ready: %s",
+                      dd_last_error());
+            } else if (strcmp(how, "call") == 0) {
+                CHECK(dd_layer_unused(ctx, L[l].h) == DD_OK, "unused: %s",
+                      dd_last_error());
+            }
+        }
+        dd_status_t end = dd_step_end(ctx, NULL);
+        if (none && end != DD_OK) {
+            printf("mp_sched: rank %d: unused none: %s step %ld: %s: %s\n",
+                   rank, strategy, s, dd_status_string(end), dd_last_error());
+            return end == DD_ERR_STATE ? 0 : 1;
+        }
+        CHECK(end == DD_OK, "end: %s", dd_last_error());
+        for (int l = 0; l < N_LAYERS; l++) {
+            dd_layer_stats(ctx, L[l].h, &st);
+            if (st.syncs == before[l]) {
+                continue;
+            }
+            CHECK(ddp ? is_average_unused(&L[l], l, s, how)
+                      : is_average(&L[l], l, s, 0),
+                  "%s step %ld layer %d is not the average", strategy, s, l);
+        }
+    }
+    CHECK(!none || strcmp(strategy, "localsgd:4") == 0,
+          "%s: %ld steps with layer1 unmarked did not fail", strategy, steps);
+    if (rank == 0) {
+        printf("mp_sched: unused %s: %s: %ld steps correct on %d ranks\n", how,
+               strategy, steps, world);
     }
     return 0;
 }
@@ -251,6 +481,12 @@ int main(int argc, char **argv)
         }
         return (dd_finalize(ctx) != DD_OK) | (s != DD_OK);
     }
+    if (strcmp(argv[1], "buffers") == 0 && argc > 3) {
+        int rc = buffers(ctx, argv[2], atol(argv[3]),
+                         argc > 4 && strcmp(argv[4], "mixed") == 0);
+        dd_status_t fin = dd_finalize(ctx);
+        return rc != 0 ? rc : fin != DD_OK;
+    }
     int mismatch = strcmp(argv[1], "mismatch") == 0;
     int rc = setup(ctx, L, mismatch);
     if (rc == 0 && mismatch) {
@@ -259,6 +495,8 @@ int main(int argc, char **argv)
         rc = s == DD_ERR_MISMATCH ? 0 : 1;
     } else if (rc == 0 && strcmp(argv[1], "misuse") == 0) {
         rc = misuse(ctx, L);
+    } else if (rc == 0 && strcmp(argv[1], "unused") == 0 && argc > 4) {
+        rc = unused(ctx, L, argv[2], atol(argv[3]), argv[4]);
     } else if (rc == 0) {
         rc = run(ctx, L, argv[1], argc > 2 ? atol(argv[2]) : 12);
     }

@@ -347,15 +347,65 @@ static void test_layers_differ(void **state)
     put(dir, "comm_x.json", "{\"a\": 1, \"x\": 2, \"c\": 3}");
     read_bad(dir, DD_ERR_MESSAGE, "differ at position 1: layer b in");
     read_bad(dir, DD_ERR_MESSAGE, "layer x in");
-    put(dir, "comm_x.json", "{\"a\": 1, \"b\": 2}");
-    read_bad(dir, DD_ERR_MESSAGE, "layer c of");
+    put(dir, "comm_x.json", "{\"a\": 1, \"b\": 2, \"c\": 3, \"d\": 4}");
+    read_bad(dir, DD_ERR_MESSAGE, "layer d of");
     read_bad(dir, DD_ERR_MESSAGE, "is missing from");
+    /* Fewer layers than the bp file: frozen modules left out, but only
+     * from the bp file's own layers, in its order. */
+    put(dir, "comm_x.json", "{\"a\": 1, \"x\": 2}");
+    read_bad(dir, DD_ERR_MESSAGE, "layer x of");
+    read_bad(dir, DD_ERR_MESSAGE, "after layer a: the comm file may leave");
+    put(dir, "comm_x.json", "{\"c\": 1, \"a\": 2}");
+    read_bad(dir, DD_ERR_MESSAGE, "layer a of");
     /* Same names, another order: forward order would be ambiguous. */
     put(dir, "comm_x.json", "{\"a\": 1, \"c\": 3, \"b\": 2}");
     read_bad(dir, DD_ERR_MESSAGE, "differ at position 1: layer b in");
     put(dir, "comm_x.json", "{\"a\": 1, \"b\": 2, \"c\": 3}");
     put(dir, "sizes_x.json", "{\"a\": 1, \"b\": 2, \"c\": 3, \"d\": 4}");
     read_bad(dir, DD_ERR_MESSAGE, "layer d of");
+}
+
+/* Modules with a backward time and no comm time are frozen: they are no
+ * layer, and their backward time goes to the layer whose backward follows
+ * theirs; sizes may list either set. */
+static void test_frozen_modules(void **state)
+{
+    const char *dir = *state;
+    dd_profile_t *p;
+
+    put(dir, "bp_x.json",
+        "{\"emb\": 8, \"q.0\": 1, \"f.0\": 2, \"q.1\": 3, \"f.1\": 4, "
+        "\"head\": 16}");
+    put(dir, "comm_x.json", "{\"q.0\": 0.5, \"q.1\": NaN}");
+    assert_int_equal(dd_profile_read(dir, &p), DD_OK);
+    assert_int_equal(p->num_layers, 2);
+    assert_string_equal(p->names[0], "q.0");
+    assert_string_equal(p->names[1], "q.1");
+    assert_true(p->bp_s[0] == 1 && p->bp_s[1] == 3);
+    assert_true(p->comm_s[0] == 0.5 && p->comm_s[1] == 0);
+    assert_int_equal(p->num_frozen, 4);
+    assert_true(p->frozen_bp_s == 8 + 2 + 4 + 16);
+    assert_true(p->frozen_before_s[0] == 2);      /* f.0 */
+    assert_true(p->frozen_before_s[1] == 4 + 16); /* f.1 and head */
+    assert_true(p->frozen_after_s == 8);          /* emb */
+    assert_null(p->num_params);
+    dd_profile_free(p);
+
+    put(dir, "sizes_x.json", "{\"q.0\": 10, \"q.1\": 30}");
+    assert_int_equal(dd_profile_read(dir, &p), DD_OK);
+    assert_true(p->num_params[0] == 10 && p->num_params[1] == 30);
+    dd_profile_free(p);
+    put(dir, "sizes_x.json",
+        "{\"emb\": 1, \"q.0\": 10, \"f.0\": 2, \"q.1\": 30, \"f.1\": 4, "
+        "\"head\": 5}");
+    assert_int_equal(dd_profile_read(dir, &p), DD_OK);
+    assert_true(p->num_params[0] == 10 && p->num_params[1] == 30);
+    dd_profile_free(p);
+    put(dir, "sizes_x.json", "{\"q.0\": 10, \"f.0\": 30}");
+    read_bad(dir, DD_ERR_MESSAGE, "layer q.1 in");
+    put(dir, "sizes_x.json", "{\"q.0\": 10, \"q.1\": 30}");
+    put(dir, "bp_x.json", "{\"q.0\": 1, \"f.0\": -2, \"q.1\": 3}");
+    read_bad(dir, DD_ERR_MESSAGE, "layer f.0 has negative value");
 }
 
 static void test_bad_values(void **state)
@@ -405,6 +455,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_json_position, make_dir,
                                         remove_dir),
         cmocka_unit_test_setup_teardown(test_layers_differ, make_dir,
+                                        remove_dir),
+        cmocka_unit_test_setup_teardown(test_frozen_modules, make_dir,
                                         remove_dir),
         cmocka_unit_test_setup_teardown(test_bad_values, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_ambiguous, make_dir, remove_dir),

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The scheduler with real processes through ddrun: every strategy leaves the
 # exact average in every layer it syncs and syncs every layer once per
-# window; mismatched layer tables and calls out of order fail cleanly.
+# window; mismatched layer tables and calls out of order fail cleanly;
+# tensors without gradients and layers left unmarked.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 MP=$top_builddir/tests/mp_sched
 export DREAMDDP_TIMEOUT_S=30 DREAMDDP_PROFILE_STEPS=3 DREAMDDP_ADAPTIVE_INTERVAL=2
@@ -70,6 +71,56 @@ fi
 expect_grep "$TMP/k" "mp_sched: adaptive: periods start at 4" "adaptive starts at DREAMDDP_ADAPTIVE_KSTART"
 DREAMDDP_ADAPTIVE_KSTART=9 DREAMDDP_ADAPTIVE_KMAX=6 "$DDRUN" -n 2 -- "$MP" adaptive 3 >"$TMP/k" 2>&1
 expect_grep "$TMP/k" "mp_sched: adaptive: periods start at 6" "DREAMDDP_ADAPTIVE_KSTART above KMAX starts at KMAX"
+
+# Tensors without gradients (grad NULL, such as batch-norm statistics):
+# averaged with the parameters, rank 0's values under ddp (on both routes),
+# and refused by adaptive at commit, naming the layer and tensor, when a
+# layer has no gradient at all; never a crash.
+for s in ddp localsgd:4 plsgd:4 dreamddp:4; do
+    if "$DDRUN" -n 3 --timeout 120 -- "$MP" buffers $s 9 >"$TMP/buf" 2>&1; then
+        expect_grep "$TMP/buf" "mp_sched: buffers: $s: 9 steps correct on 3 ranks" "grad NULL under $s"
+    else
+        fail "grad NULL under $s"; cat "$TMP/buf"
+    fi
+done
+if "$DDRUN" -n 3 --timeout 120 -- "$MP" buffers adaptive 9 mixed >"$TMP/buf" 2>&1; then
+    expect_grep "$TMP/buf" "mp_sched: buffers: adaptive: 9 steps correct on 3 ranks" "grad NULL beside gradients under adaptive"
+else
+    fail "grad NULL beside gradients under adaptive"; cat "$TMP/buf"
+fi
+"$DDRUN" -n 3 --timeout 120 -- "$MP" buffers adaptive 9 >"$TMP/buf" 2>&1
+for r in 0 1 2; do
+    expect_grep "$TMP/buf" "$r: mp_sched: rank $r: buffers: commit: invalid parameter: dd_model_commit: layer 'stats' tensor 0 has no gradient" "adaptive refuses a layer without gradients on rank $r"
+done
+if DREAMDDP_NUM_AGGREGATORS=2 "$DDRUN" -n 5 --timeout 120 -- "$MP" buffers ddp 5 >"$TMP/buf" 2>&1; then
+    expect_grep "$TMP/buf" "mp_sched: buffers: ddp: 5 steps correct on 3 ranks" "ddp buffers through aggregators"
+else
+    fail "ddp buffers through aggregators"; cat "$TMP/buf"
+fi
+
+# Layers never marked: dd_step_end names them on every rank under every
+# strategy that syncs them from the mark (not localsgd, which averages all
+# in dd_step_end); dd_layer_unused (rank 1 only) and DREAMDDP_FIND_UNUSED=1
+# count them as ready with zero gradients under ddp.
+for s in ddp localsgd:4 plsgd:4 dreamddp:4 adaptive; do
+    "$DDRUN" -n 3 --timeout 120 -- "$MP" unused $s 9 none >"$TMP/un" 2>&1
+    if [ "$s" = localsgd:4 ]; then
+        expect_grep "$TMP/un" "mp_sched: unused none: $s: 9 steps correct" "$s averages an unmarked layer"
+    else
+        # The first step that syncs layer1: ddp every step, plsgd and
+        # dreamddp (profiling) by the even split, adaptive after KSTART.
+        case $s in ddp) k=0 ;; adaptive) k=3 ;; *) k=1 ;; esac
+        for r in 0 1 2; do
+            expect_grep "$TMP/un" "$r: mp_sched: rank $r: unused none: $s step $k: call out of order: dd_step_end: step $k: layer(s) 'layer1' never marked, though $s syncs them in this step" "$s: an unmarked layer is named on rank $r"
+        done
+    fi
+    if "$DDRUN" -n 3 --timeout 120 -- "$MP" unused $s 9 call >"$TMP/un" 2>&1 &&
+       DREAMDDP_FIND_UNUSED=1 "$DDRUN" -n 3 --timeout 120 -- "$MP" unused $s 9 option >>"$TMP/un" 2>&1; then
+        expect_grep "$TMP/un" "mp_sched: unused option: $s: 9 steps correct on 3 ranks" "$s: dd_layer_unused and DREAMDDP_FIND_UNUSED"
+    else
+        fail "$s: dd_layer_unused and DREAMDDP_FIND_UNUSED"; cat "$TMP/un"
+    fi
+done
 
 DREAMDDP_STRATEGY=dreamddp "$DDRUN" -n 1 -- "$MP" ddp 1 >"$TMP/bad" 2>&1
 expect_grep "$TMP/bad" "invalid value DREAMDDP_STRATEGY='dreamddp': expected ddp, localsgd:H, plsgd:H, dreamddp:H (H from 1 to 1024) or adaptive" "a bad DREAMDDP_STRATEGY is named"

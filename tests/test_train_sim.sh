@@ -38,6 +38,41 @@ else
     echo "skipped: the gpt2-blocks profile (set DDTEST_PROFILES)"
 fi
 
+# A profile with frozen modules (backward times, no comm times, as in a
+# LoRA fine-tune): ddbench plan prints a schedule of the other layers and
+# modeled times that schedsim.py, given that schedule, agrees with; the
+# train simulator runs it with the frozen modules' backward slept in place.
+FROZEN=$top_srcdir/tests/fixtures/profile-frozen
+if "$DDBENCH" plan "$FROZEN" --H 4 >"$TMP/fz" 2>&1; then
+    expect_grep "$TMP/fz" "# dreamddp schedule, H = 4, 4 layers (backward order)" "ddbench plan: a frozen-layer profile's schedule"
+    expect_grep "$TMP/fz" "# 6 frozen modules (no comm time): 17.000 ms of backward per iteration" "ddbench plan: the frozen modules' backward time"
+    expect_grep "$TMP/fz" "dreamddp     0.020150" "ddbench plan: the frozen-layer profile's modeled time"
+else
+    fail "ddbench plan on a frozen-layer profile"; cat "$TMP/fz"
+fi
+SCHEDSIM=$top_srcdir/../shared/anchors/schedsim.py
+if [ -f "$SCHEDSIM" ] && command -v python3 >/dev/null 2>&1; then
+    mkdir "$TMP/fzp" && cp "$FROZEN"/*.json "$TMP/fzp/" &&
+        "$DDBENCH" plan "$FROZEN" --H 4 --json >"$TMP/fzp/dreamddp_scheduling.json"
+    if python3 - "$SCHEDSIM" "$TMP/fzp" <<'PY'
+import json, subprocess, sys
+ours = json.load(open(sys.argv[2] + "/dreamddp_scheduling.json"))["modeled"]
+ref = json.loads(subprocess.check_output([sys.executable] + sys.argv[1:]))
+for a, b in (("flsgd", "flsgd"), ("dreamddp", "artifact_dreamddp")):
+    assert abs(ours[a] - ref[b]) < 1e-6, (a, ours[a], ref[b])
+PY
+    then
+        pass "ddbench plan and schedsim.py agree on the frozen-layer profile"
+    else
+        fail "ddbench plan and schedsim.py disagree on the frozen-layer profile"
+    fi
+else
+    echo "skipped: schedsim.py or python3 not found"
+fi
+for s in ddp dreamddp:4; do
+    train 3 0 "$FROZEN" 1 $s "train-sim $s on a frozen-layer profile"
+done
+
 for k in 0 2; do
     if "$DDRUN" -n $((3 + k)) --aggregators $k --timeout 60 -- "$DDBENCH" \
         sync --bytes 3000001 --iters 2 --json >"$TMP/sync" 2>&1; then

@@ -3,6 +3,9 @@
  * DreamDDP artifact's format. Prints the schedule and the modeled seconds
  * per iteration of S-SGD, full Local SGD, uniform partial Local SGD and
  * dreamddp. The JSON form is accepted by schedsim.py as a schedule.
+ * Frozen modules (a backward time, no comm time) are no layer: like
+ * schedsim.py, every figure adds their backward time to each iteration,
+ * and none of it hides a sync.
  */
 #include "core/json_write.h"
 #include "ddbench.h"
@@ -50,7 +53,7 @@ static dd_status_t ddbench_plan_cost(const dd_plan_input_t *in,
 }
 
 static dd_status_t ddbench_plan_model(const dd_plan_input_t *in, unsigned h,
-                                      const dd_plan_t *plan,
+                                      const dd_plan_t *plan, double frozen_s,
                                       ddbench_modeled_t *m)
 {
     dd_plan_cost_t cost;
@@ -64,6 +67,10 @@ static dd_status_t ddbench_plan_model(const dd_plan_input_t *in, unsigned h,
     m->flsgd = cost.iter_s;
     status = dd_plan_cost(in, plan, &cost);
     m->dreamddp = cost.iter_s;
+    m->ssgd += frozen_s;
+    m->flsgd += frozen_s;
+    m->plsgd += frozen_s;
+    m->dreamddp += frozen_s;
     return status;
 }
 
@@ -110,6 +117,15 @@ static void ddbench_plan_json(const dd_profile_t *p, const dd_plan_t *plan,
         dd_json_array_end(&w);
     }
     dd_json_object_end(&w);
+    if (p->num_frozen > 0) {
+        dd_json_key(&w, "frozen");
+        dd_json_object_begin(&w, DD_JSON_COMPACT);
+        dd_json_key(&w, "modules");
+        dd_json_uint(&w, p->num_frozen);
+        dd_json_key(&w, "bp_s");
+        dd_json_fixed(&w, p->frozen_bp_s, 6);
+        dd_json_object_end(&w);
+    }
     dd_json_key(&w, "modeled");
     dd_json_object_begin(&w, DD_JSON_COMPACT);
     dd_json_key(&w, "ssgd");
@@ -158,6 +174,11 @@ static void ddbench_plan_print(const dd_profile_t *p, const dd_plan_t *plan,
         ddbench_plan_slots_text(plan, l, slots, sizeof(slots));
         printf("%-40s %10.3f %10.3f  %s\n", p->names[l], p->bp_s[l] * 1e3,
                p->comm_s[l] * 1e3, slots);
+    }
+    if (p->num_frozen > 0) {
+        printf("# %zu frozen modules (no comm time): %.3f ms of backward per "
+               "iteration, in every figure below, hiding no sync\n",
+               p->num_frozen, p->frozen_bp_s * 1e3);
     }
     printf("\n# modeled seconds per iteration\n");
     printf("%-10s %10.6f\n%-10s %10.6f\n%-10s %10.6f\n%-10s %10.6f\n", "ssgd",
@@ -221,7 +242,8 @@ int ddbench_plan_main(int argc, char **argv)
     }
     if (status == DD_OK && (status = dd_profile_plan_input(p, &in)) == DD_OK &&
         (status = dd_plan_dreamddp(&in, (unsigned)h, NULL, &plan)) == DD_OK &&
-        (status = ddbench_plan_model(&in, (unsigned)h, plan, &m)) == DD_OK) {
+        (status = ddbench_plan_model(&in, (unsigned)h, plan, p->frozen_bp_s,
+                                     &m)) == DD_OK) {
         ddbench_plan_print(p, plan, (unsigned)h, &m, json);
     } else {
         fprintf(stderr, "ddbench plan: %s: %s\n", argv[optind],

@@ -148,6 +148,7 @@ void dd_profile_free(dd_profile_t *profile)
     free(profile->bp_s);
     free(profile->comm_s);
     free(profile->num_params);
+    free(profile->frozen_before_s);
     free(profile);
 }
 
@@ -486,11 +487,13 @@ static dd_status_t dd_profile_same_layers(const char *path_a,
     return DD_OK;
 }
 
-/* Allocates the profile's arrays for the layers of the bp file. */
-static dd_status_t dd_profile_alloc(const dd_profile_file_t *bp, int has_comm,
-                                    int has_sizes, dd_profile_t **profile_p)
+/* Allocates the profile's arrays for the layers of layers (the comm file
+ * when it leaves frozen modules out, else the bp file). */
+static dd_status_t dd_profile_alloc(const dd_profile_file_t *layers,
+                                    int has_comm, int has_sizes,
+                                    dd_profile_t **profile_p)
 {
-    size_t n = bp->count;
+    size_t n = layers->count;
     dd_profile_t *p = calloc(1, sizeof(*p));
 
     if (p == NULL) {
@@ -506,7 +509,7 @@ static dd_status_t dd_profile_alloc(const dd_profile_file_t *bp, int has_comm,
         goto err_free_profile;
     }
     for (size_t i = 0; i < n; i++) {
-        p->names[i] = strdup(bp->keys[i]);
+        p->names[i] = strdup(layers->keys[i]);
         if (p->names[i] == NULL) {
             goto err_free_profile;
         }
@@ -521,28 +524,152 @@ err_no_memory:
                     "out of memory for a profile of %zu layers", n);
 }
 
+/*
+ * Where each layer of the comm file sits in the bp file, when the comm file
+ * leaves frozen modules out (the artifact's LoRA profiles time every
+ * module's backward but sync only the adapters): its layers must be the bp
+ * file's, in the same order. at[k] is layer k's position in bp.
+ */
+static dd_status_t dd_profile_subsequence(const char *path_bp,
+                                          const dd_profile_file_t *bp,
+                                          const char *path_comm,
+                                          const dd_profile_file_t *comm,
+                                          size_t *at)
+{
+    size_t j = 0;
+
+    for (size_t k = 0; k < comm->count; k++, j++) {
+        while (j < bp->count && strcmp(bp->keys[j], comm->keys[k]) != 0) {
+            j++;
+        }
+        if (j == bp->count) {
+            return dd_error(DD_ERR_MESSAGE, DD_SUBSYS_SCHED,
+                            "profile layer %s of %s is not in %s%s%s: the "
+                            "comm file may leave frozen modules out, but "
+                            "its layers must be the bp file's, in the same "
+                            "order",
+                            comm->keys[k], path_comm, path_bp,
+                            k ? " after layer " : "",
+                            k ? comm->keys[k - 1] : "");
+        }
+        at[k] = j;
+    }
+    return DD_OK;
+}
+
+/* How the files map onto the profile's layers: bp_at[k] and sizes_at[k]
+ * are layer k's positions in the bp and sizes files. */
+typedef struct {
+    size_t *bp_at, *sizes_at;
+} dd_profile_map_t;
+
+/* Sums the backward time of the bp file's modules that are no layer into
+ * the frozen fields: each module's goes to the layer whose backward runs
+ * right after it (the nearest layer before it in forward order). */
+static dd_status_t dd_profile_fill_frozen(dd_profile_t *p, const char *path,
+                                          const dd_profile_file_t *bp,
+                                          const size_t *bp_at)
+{
+    size_t k = 0;
+    double v = 0.0;
+
+    p->frozen_before_s = calloc(p->num_layers, sizeof(double));
+    if (p->frozen_before_s == NULL) {
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "out of memory for a profile of %zu layers",
+                        p->num_layers);
+    }
+    for (size_t j = 0; j < bp->count; j++) {
+        while (k < p->num_layers && bp_at[k] < j) {
+            k++;
+        }
+        if (k < p->num_layers && bp_at[k] == j) {
+            continue;
+        }
+        dd_status_t status =
+            dd_profile_value(path, bp->keys[j], bp->values[j], 0, &v);
+        if (status != DD_OK) {
+            return status;
+        }
+        p->num_frozen++;
+        p->frozen_bp_s += v;
+        if (k == 0) {
+            p->frozen_after_s += v;
+        } else {
+            p->frozen_before_s[k - 1] += v;
+        }
+    }
+    return DD_OK;
+}
+
 /* Fills the profile's arrays from the parsed files (comm and sizes may be
  * NULL). */
 static dd_status_t dd_profile_fill(dd_profile_t *p, const char *const *paths,
-                                   dd_profile_file_t *const *files)
+                                   dd_profile_file_t *const *files,
+                                   const dd_profile_map_t *map)
 {
     dd_status_t status = DD_OK;
     double v = 0.0;
 
     for (size_t i = 0; i < p->num_layers && status == DD_OK; i++) {
-        status = dd_profile_value(paths[0], files[0]->keys[i],
-                                  files[0]->values[i], 0, &p->bp_s[i]);
+        size_t b = map->bp_at[i], z = map->sizes_at[i];
+        status = dd_profile_value(paths[0], files[0]->keys[b],
+                                  files[0]->values[b], 0, &p->bp_s[i]);
         if (status == DD_OK && files[1] != NULL) {
             status = dd_profile_value(paths[1], files[1]->keys[i],
                                       files[1]->values[i], 0, &p->comm_s[i]);
         }
         if (status == DD_OK && files[2] != NULL) {
-            status = dd_profile_value(paths[2], files[2]->keys[i],
-                                      files[2]->values[i], 1, &v);
+            status = dd_profile_value(paths[2], files[2]->keys[z],
+                                      files[2]->values[z], 1, &v);
             p->num_params[i] = (uint64_t)v;
         }
     }
+    if (status == DD_OK && files[1] != NULL &&
+        files[1]->count < files[0]->count) {
+        status = dd_profile_fill_frozen(p, paths[0], files[0], map->bp_at);
+    }
     return status;
+}
+
+/* Checks that the files' layers agree and maps them onto the profile's:
+ * the comm file's when it leaves frozen modules out, else the bp file's.
+ * The sizes file lists the bp file's modules or the comm file's layers. */
+static dd_status_t dd_profile_match(const char *const *paths,
+                                    dd_profile_file_t *const *files,
+                                    dd_profile_map_t *map)
+{
+    const dd_profile_file_t *bp = files[0], *comm = files[1], *sizes = files[2];
+    int frozen = comm != NULL && comm->count < bp->count;
+    size_t n = frozen ? comm->count : bp->count;
+    dd_status_t status = DD_OK;
+
+    map->bp_at = malloc(n * sizeof(size_t));
+    map->sizes_at = malloc(n * sizeof(size_t));
+    if (map->bp_at == NULL || map->sizes_at == NULL) {
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "out of memory for a profile of %zu layers", n);
+    }
+    for (size_t k = 0; k < n; k++) {
+        map->bp_at[k] = k;
+    }
+    if (frozen) {
+        status =
+            dd_profile_subsequence(paths[0], bp, paths[1], comm, map->bp_at);
+    } else if (comm != NULL) {
+        status = dd_profile_same_layers(paths[0], bp, paths[1], comm);
+    }
+    if (status != DD_OK || sizes == NULL) {
+        return status;
+    }
+    if (frozen && sizes->count == comm->count) {
+        for (size_t k = 0; k < n; k++) {
+            map->sizes_at[k] = k;
+        }
+        return dd_profile_same_layers(paths[1], comm, paths[2], sizes);
+    }
+    memcpy(map->sizes_at, map->bp_at, n * sizeof(size_t));
+    return dd_profile_same_layers(paths[0], bp, paths[2], sizes);
 }
 
 /* Parses the files found and checks that their layers agree. */
@@ -550,6 +677,8 @@ static dd_status_t dd_profile_load(const char *const *paths,
                                    dd_profile_file_t **files,
                                    dd_profile_t **profile_p)
 {
+    dd_profile_map_t map = {NULL, NULL};
+    dd_profile_t *p = NULL;
     dd_status_t status = DD_OK;
 
     for (int k = 0; k < 3 && status == DD_OK; k++) {
@@ -557,21 +686,19 @@ static dd_status_t dd_profile_load(const char *const *paths,
             status = dd_profile_parse(paths[k], &files[k]);
         }
     }
-    for (int k = 1; k < 3 && status == DD_OK; k++) {
-        if (files[k] != NULL) {
-            status =
-                dd_profile_same_layers(paths[0], files[0], paths[k], files[k]);
-        }
+    if (status == DD_OK) {
+        status = dd_profile_match(paths, files, &map);
     }
-    if (status != DD_OK) {
-        return status;
+    if (status == DD_OK) {
+        int frozen = files[1] != NULL && files[1]->count < files[0]->count;
+        status = dd_profile_alloc(frozen ? files[1] : files[0],
+                                  files[1] != NULL, files[2] != NULL, &p);
     }
-    dd_profile_t *p = NULL;
-    status = dd_profile_alloc(files[0], files[1] != NULL, files[2] != NULL, &p);
-    if (status != DD_OK) {
-        return status;
+    if (status == DD_OK) {
+        status = dd_profile_fill(p, paths, files, &map);
     }
-    status = dd_profile_fill(p, paths, files);
+    free(map.bp_at);
+    free(map.sizes_at);
     if (status != DD_OK) {
         dd_profile_free(p);
         return status;

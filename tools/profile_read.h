@@ -16,13 +16,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/** A profile, layers in forward order. */
+/**
+ * A profile, layers in forward order. Its layers are the ones that sync:
+ * the comm file's. Modules that the bp file lists and the comm file does
+ * not are frozen (a LoRA fine-tune's base model): they take backward time
+ * and never sync, and every modeled figure adds their backward time to
+ * each iteration without letting it hide a sync, as schedsim.py does.
+ */
 typedef struct {
     size_t num_layers;    /**< n >= 1 */
     char **names;         /**< [n] layer names */
     double *bp_s;         /**< [n] backward time, seconds */
     double *comm_s;       /**< [n] sync time, seconds; NULL without comm */
     uint64_t *num_params; /**< [n] fp32 elements; NULL without sizes */
+    size_t num_frozen;    /**< modules of the bp file without a comm time */
+    double frozen_bp_s;   /**< their backward time in total, seconds */
+    /** [n] backward time of the frozen modules whose backward runs just
+     *  before layer i's: those between layer i and layer i + 1 in forward
+     *  order, and for the last layer those after it. NULL when none. */
+    double *frozen_before_s;
+    /** The frozen modules before layer 0 in forward order: their backward
+     *  runs after every layer's. */
+    double frozen_after_s;
 } dd_profile_t;
 
 /**
@@ -31,8 +46,11 @@ typedef struct {
  * dir/sizes/sizes_*.json). Each is a JSON object from layer name to number
  * in forward order; NaN and Infinity (a layer the profiler could not time)
  * count as 0, as in schedsim.py. The files must list the same layers in the
- * same order. The comm file may be missing when a sizes file is there: then
- * comm_s is NULL until dd_profile_comm_from_sizes fills it.
+ * same order, except that the comm file may leave modules of the bp file
+ * out (frozen modules, see dd_profile_t); the sizes file then lists either
+ * the bp file's modules or the comm file's layers. The comm file may be
+ * missing when a sizes file is there: then comm_s is NULL until
+ * dd_profile_comm_from_sizes fills it.
  *
  * @param profile_p  the profile, set only on success; dd_profile_free it.
  * @return DD_OK; DD_ERR_IO when a required file is missing or unreadable;

@@ -189,13 +189,14 @@ dd_status_t dd_sched_strategy_set(dd_sched_t *sched, const char *strategy)
     return DD_OK;
 }
 
-/* One line per layer: "name count:dtype,count:dtype". */
+/* One line per layer: "name count:dtype,count:dtype", a tensor without a
+ * gradient marked ":nograd", since ddp treats it differently. */
 static char *dd_sched_table_text(dd_sched_t *sched)
 {
     size_t size = 64;
     for (size_t i = 0; i < sched->n_layers; i++) {
         size += strlen(sched->layers[i]->name) + 32 +
-                32 * sched->layers[i]->n_tensors;
+                40 * sched->layers[i]->n_tensors;
     }
     char *text = malloc(size);
     size_t o = 0;
@@ -203,9 +204,10 @@ static char *dd_sched_table_text(dd_sched_t *sched)
         struct dd_layer *l = sched->layers[i];
         o += (size_t)snprintf(text + o, size - o, "%s", l->name);
         for (size_t t = 0; t < l->n_tensors; t++) {
-            o += (size_t)snprintf(text + o, size - o, "%c%zu:%s", t ? ',' : ' ',
-                                  l->tensors[t].count,
-                                  dd_dtype_name(l->tensors[t].dtype));
+            o += (size_t)snprintf(text + o, size - o, "%c%zu:%s%s",
+                                  t ? ',' : ' ', l->tensors[t].count,
+                                  dd_dtype_name(l->tensors[t].dtype),
+                                  l->tensors[t].grad ? "" : ":nograd");
         }
         o += (size_t)snprintf(text + o, size - o, "\n");
     }
@@ -333,6 +335,52 @@ dd_status_t dd_sched_check_tables(dd_sched_t *sched)
     return status;
 }
 
+/*
+ * What the strategy in force needs of each tensor (dd_strategy_set may
+ * change it until now). ddp averages gradients: a tensor without one is a
+ * buffer, taken from the first worker, but one whose gradient is its
+ * parameter buffer would overwrite the parameters. adaptive sets a layer's
+ * period from its gradient norm: a layer with no gradient at all has none.
+ * The tables agree, so every worker fails alike.
+ */
+static dd_status_t dd_sched_check_buffers(dd_sched_t *sched)
+{
+    dd_strategy_kind_t kind = sched->strategy.kind;
+
+    for (size_t i = 0; i < sched->n_layers; i++) {
+        const struct dd_layer *l = sched->layers[i];
+        size_t with_grad = 0, first = (size_t)-1;
+        for (size_t t = 0; t < l->n_tensors; t++) {
+            const dd_tensor_t *x = &l->tensors[t];
+            if (x->count == 0) {
+                continue;
+            }
+            first = first == (size_t)-1 ? t : first;
+            with_grad += x->grad != NULL;
+            if (kind == DD_STRATEGY_DDP && x->grad == x->param) {
+                return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                                "dd_model_commit: layer '%s' tensor %zu: "
+                                "its gradient buffer is its parameter "
+                                "buffer; ddp would average the parameters "
+                                "as gradients",
+                                l->name, t);
+            }
+        }
+        if (kind == DD_STRATEGY_ADAPTIVE && with_grad == 0 &&
+            first != (size_t)-1) {
+            return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                            "dd_model_commit: layer '%s' tensor %zu has no "
+                            "gradient (grad is NULL), nor has any other "
+                            "tensor of the layer, and adaptive sets a "
+                            "layer's period from its gradient norm; give it "
+                            "a gradient buffer, register its tensors with a "
+                            "layer that has one, or choose another strategy",
+                            l->name, first);
+        }
+    }
+    return DD_OK;
+}
+
 /* Every replica starts from the first worker's parameters. */
 static dd_status_t dd_sched_broadcast_params(dd_sched_t *sched)
 {
@@ -394,6 +442,7 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
                         "dd_model_commit: no layer is registered");
     }
     if ((status = dd_sched_check_tables(sched)) != DD_OK ||
+        (status = dd_sched_check_buffers(sched)) != DD_OK ||
         (status = dd_sched_broadcast_params(sched)) != DD_OK ||
         (status = dd_sched_choose_route(sched)) != DD_OK ||
         (status =

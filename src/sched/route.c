@@ -69,6 +69,35 @@ static dd_status_t dd_sched_coll_test(void *arg, void *handle, int *busy_p)
     return status;
 }
 
+/* The first worker's values of a job's buffers to every worker. */
+static dd_status_t dd_sched_bcast_start(void *arg, dd_sync_job_t *job,
+                                        void *buf, size_t count,
+                                        void **handle_p)
+{
+    dd_sched_t *sched = arg;
+    dd_backends_op_t *op = malloc(sizeof(*op));
+    dd_backend_args_t args = {.sendbuf = buf,
+                              .recvbuf = buf,
+                              .count = count,
+                              .dtype = job->dtype,
+                              .root = 0,
+                              .mem_type = job->mem_type};
+
+    if (op == NULL) {
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory to start a broadcast");
+    }
+    dd_status_t status =
+        dd_backends_op_start(sched->env.coll, DD_COLL_BROADCAST, &args,
+                             count * dd_dtype_size(job->dtype), op);
+    if (status != DD_OK) {
+        free(op);
+        return status;
+    }
+    *handle_p = op;
+    return DD_OK;
+}
+
 static dd_status_t dd_sched_agg_start(void *arg, dd_sync_job_t *job, void *buf,
                                       size_t count, void **handle_p)
 {
@@ -92,6 +121,10 @@ void dd_sched_pipes_init(dd_sched_t *sched)
                                         .test = dd_sched_coll_test,
                                         .depth = 1,
                                         .arg = sched};
+    sched->bcast_pipe = (dd_sync_pipe_t){.start = dd_sched_bcast_start,
+                                         .test = dd_sched_coll_test,
+                                         .depth = 1,
+                                         .arg = sched};
     sched->agg_pipe = (dd_sync_pipe_t){.start = dd_sched_agg_start,
                                        .test = dd_sched_agg_test,
                                        .depth = DD_ENGINE_DEPTH,

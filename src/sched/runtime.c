@@ -148,8 +148,8 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
         void *buf = grads ? tensor->grad : tensor->param;
         dd_sync_job_t *g = sched->group;
 
-        if (tensor->count == 0) {
-            continue;
+        if (tensor->count == 0 || buf == NULL) {
+            continue; /* a tensor without a gradient: see broadcast */
         }
         if (g != NULL &&
             (g->dtype != tensor->dtype || g->mem_type != tensor->mem_type ||
@@ -182,6 +182,9 @@ static double dd_sched_grad_norm2(const struct dd_layer *layer)
     double sum = 0;
     for (size_t t = 0; t < layer->n_tensors; t++) {
         const dd_tensor_t *x = &layer->tensors[t];
+        if (x->grad == NULL || x->mem_type != DD_MEM_HOST) {
+            continue;
+        }
         if (x->dtype == DD_DTYPE_F32) {
             for (size_t i = 0; i < x->count; i++) {
                 double g = ((const float *)x->grad)[i];
@@ -197,28 +200,83 @@ static double dd_sched_grad_norm2(const struct dd_layer *layer)
     return sum;
 }
 
-/* dd_layer_ready's work, under sched->ready_lock. */
-static dd_status_t dd_sched_mark_ready(dd_sched_t *sched,
-                                       struct dd_layer *layer)
+/*
+ * ddp averages gradients; a tensor without one (a buffer such as batch-norm
+ * statistics) takes the first worker's values instead, as PyTorch DDP's
+ * broadcast_buffers does. It leaves right after the layer's mark, on the
+ * engine, so it hides behind backward: the replicas hold the first worker's
+ * buffers when dd_step_end returns, which is what the next forward reads.
+ */
+static dd_status_t dd_sched_broadcast_buffers(dd_sched_t *sched,
+                                              struct dd_layer *layer)
 {
+    for (size_t t = 0; t < layer->n_tensors; t++) {
+        const dd_tensor_t *x = &layer->tensors[t];
+        if (x->grad != NULL || x->count == 0) {
+            continue;
+        }
+        dd_sync_job_t *job = dd_sched_new_job(sched, x->dtype, x->mem_type);
+        if (job == NULL ||
+            dd_sched_job_add(job, layer->index, x->param, x->count) != DD_OK) {
+            dd_sync_job_free_list(job);
+            return DD_ERR_NO_MEMORY;
+        }
+        job->pipe = &sched->bcast_pipe;
+        dd_engine_submit(sched->engine, job);
+    }
+    return DD_OK;
+}
+
+/* dd_layer_unused under ddp: the layer adds zeros to the average, as
+ * DDP's find_unused_parameters does. */
+static dd_status_t dd_sched_zero_grads(struct dd_layer *layer)
+{
+    for (size_t t = 0; t < layer->n_tensors; t++) {
+        const dd_tensor_t *x = &layer->tensors[t];
+        if (x->grad == NULL || x->count == 0) {
+            continue;
+        }
+        if (x->mem_type != DD_MEM_HOST) {
+            return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_SCHED,
+                            "dd_layer_unused: layer '%s' tensor %zu: zeroing "
+                            "%s gradients is not supported; zero them and "
+                            "call dd_layer_ready instead",
+                            layer->name, t, dd_mem_type_name(x->mem_type));
+        }
+        memset(x->grad, 0, x->count * dd_dtype_size(x->dtype));
+    }
+    return DD_OK;
+}
+
+/* dd_layer_ready's and dd_layer_unused's work, under sched->ready_lock. */
+static dd_status_t dd_sched_mark(dd_sched_t *sched, struct dd_layer *layer,
+                                 int unused, const char *call)
+{
+    int ddp = sched->strategy.kind == DD_STRATEGY_DDP;
+
     if (!sched->in_step) {
         return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
-                        "dd_layer_ready: layer '%s' marked outside a step "
+                        "%s: layer '%s' marked outside a step "
                         "(dd_step_begin missing)",
-                        layer->name);
+                        call, layer->name);
     }
     if (layer->ready) {
         return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
-                        "dd_layer_ready: layer '%s' marked twice in step "
-                        "%llu",
+                        "%s: layer '%s' marked twice in step %llu", call,
                         layer->name, (unsigned long long)sched->step);
+    }
+    if (unused && ddp) {
+        dd_status_t status = dd_sched_zero_grads(layer);
+        if (status != DD_OK) {
+            return status;
+        }
     }
     layer->ready = 1;
     layer->ready_t = dd_time_now();
     if (sched->timeline != NULL) {
         dd_timeline_mark(sched->timeline, layer->name, layer->ready_t);
     }
-    if (sched->strategy.kind == DD_STRATEGY_ADAPTIVE) {
+    if (sched->strategy.kind == DD_STRATEGY_ADAPTIVE && !unused) {
         double n2 = dd_sched_grad_norm2(layer);
         layer->grad_ema =
             layer->grad_ema == 0 ? n2 : 0.9 * layer->grad_ema + 0.1 * n2;
@@ -229,20 +287,76 @@ static dd_status_t dd_sched_mark_ready(dd_sched_t *sched,
     if (sched->strategy.kind == DD_STRATEGY_ADAPTIVE) {
         layer->last_sync_step = sched->step + 1;
     }
-    return dd_sched_enqueue(sched, layer,
-                            dd_strategy_syncs_grads(&sched->strategy));
+    dd_status_t status = dd_sched_enqueue(
+        sched, layer, dd_strategy_syncs_grads(&sched->strategy));
+    if (status == DD_OK && ddp) {
+        status = dd_sched_broadcast_buffers(sched, layer);
+    }
+    return status;
+}
+
+static dd_status_t dd_sched_mark_locked(dd_sched_t *sched, dd_layer_h layer,
+                                        int unused, const char *call)
+{
+    if (layer == NULL || layer->sched != sched) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                        "%s: not a layer of this context", call);
+    }
+    pthread_mutex_lock(&sched->ready_lock);
+    dd_status_t status = dd_sched_mark(sched, layer, unused, call);
+    pthread_mutex_unlock(&sched->ready_lock);
+    return status;
 }
 
 dd_status_t dd_sched_layer_ready(dd_sched_t *sched, dd_layer_h layer)
 {
-    if (layer == NULL || layer->sched != sched) {
-        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
-                        "dd_layer_ready: not a layer of this context");
+    return dd_sched_mark_locked(sched, layer, 0, "dd_layer_ready");
+}
+
+dd_status_t dd_sched_layer_unused(dd_sched_t *sched, dd_layer_h layer)
+{
+    return dd_sched_mark_locked(sched, layer, 1, "dd_layer_unused");
+}
+
+/*
+ * Layers never marked in this step whose sync the strategy starts from the
+ * mark (every strategy but Local SGD, which averages everything in
+ * dd_step_end). With DREAMDDP_FIND_UNUSED they count as unused now, in
+ * backward order; otherwise their names go to missing (empty: none), and
+ * the step fails once the syncs that did start have finished, on every
+ * worker that left the same layers unmarked.
+ */
+static dd_status_t dd_sched_unmarked(dd_sched_t *sched, char *missing,
+                                     size_t size)
+{
+    size_t o = 0, n = 0;
+
+    missing[0] = '\0';
+    if (sched->strategy.kind == DD_STRATEGY_LOCALSGD) {
+        return DD_OK;
     }
-    pthread_mutex_lock(&sched->ready_lock);
-    dd_status_t status = dd_sched_mark_ready(sched, layer);
-    pthread_mutex_unlock(&sched->ready_lock);
-    return status;
+    for (size_t i = sched->n_layers; i-- > 0;) {
+        struct dd_layer *l = sched->layers[i];
+        if (l->ready) {
+            continue;
+        }
+        if (sched->opts.find_unused) {
+            pthread_mutex_lock(&sched->ready_lock);
+            dd_status_t status = dd_sched_mark(sched, l, 1, "dd_step_end");
+            pthread_mutex_unlock(&sched->ready_lock);
+            if (status != DD_OK) {
+                return status;
+            }
+        } else if (dd_sched_layer_syncs(sched, l)) {
+            if (n++ < 8 && o < size) {
+                o += (size_t)snprintf(missing + o, size - o, "%s'%s'",
+                                      o ? ", " : "", l->name);
+            } else if (n == 9 && o < size) {
+                o += (size_t)snprintf(missing + o, size - o, ", ...");
+            }
+        }
+    }
+    return DD_OK;
 }
 
 /* Local SGD averages everything after the window's last backward. */
@@ -373,6 +487,7 @@ static void dd_sched_step_stats_fill(const dd_step_stats_t *st,
 dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p)
 {
     dd_step_stats_t st = {.step = sched->step};
+    char missing[512];
     dd_status_t status;
 
     if (stats_p != NULL &&
@@ -386,6 +501,10 @@ dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p)
                         "dd_step_end: no step is open (dd_step_begin "
                         "missing)");
     }
+    /* The syncs that did start are finished in any case, so that no job
+     * of this step is left for the next. */
+    dd_status_t marks = dd_sched_unmarked(sched, missing, sizeof(missing));
+    status = DD_OK;
     if (sched->strategy.kind == DD_STRATEGY_LOCALSGD) {
         /* Local SGD's sync starts once backward is over: it is all
          * exposed. */
@@ -393,13 +512,22 @@ dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p)
         if (status == DD_OK) {
             status = dd_sched_localsgd_tail(sched);
         }
-    } else {
-        status = DD_OK;
     }
     if (status == DD_OK) {
         status = dd_sched_finish(sched, &st);
     }
-    if (status == DD_OK) {
+    if (status == DD_OK && marks != DD_OK) {
+        status = marks;
+    } else if (status == DD_OK && missing[0] != '\0') {
+        status = dd_error(
+            DD_ERR_STATE, DD_SUBSYS_SCHED,
+            "dd_step_end: step %llu: layer(s) %s never marked, though %s "
+            "syncs them in this step, so their replicas may differ (until "
+            "they sync again, or dd_sync_all); mark them with "
+            "dd_layer_ready or dd_layer_unused, or set "
+            "DREAMDDP_FIND_UNUSED=1",
+            (unsigned long long)sched->step, missing, sched->strategy_name);
+    } else if (status == DD_OK) {
         dd_sched_record_backward(sched);
     }
     sched->in_step = 0;

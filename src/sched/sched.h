@@ -89,8 +89,10 @@ typedef struct dd_sched {
     int buckets_done; /* ddp: buckets launched this step */
     dd_engine_t *engine;
     dd_timeline_t *timeline;
-    /* How syncs travel: the workers' collectives, or the homes. */
-    dd_sync_pipe_t coll_pipe, agg_pipe;
+    /* How syncs travel: the workers' collectives, or the homes; ddp's
+     * buffers (tensors without gradients) come from the first worker
+     * through bcast_pipe, on either route. */
+    dd_sync_pipe_t coll_pipe, agg_pipe, bcast_pipe;
     struct dd_agg *agg; /* the route is agg_pipe when set */
     int said_goodbye;
 } dd_sched_t;
@@ -124,6 +126,7 @@ dd_status_t dd_sched_check_tables(dd_sched_t *sched);
 /* runtime.c */
 dd_status_t dd_sched_step_begin(dd_sched_t *sched);
 dd_status_t dd_sched_layer_ready(dd_sched_t *sched, dd_layer_h layer);
+dd_status_t dd_sched_layer_unused(dd_sched_t *sched, dd_layer_h layer);
 dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p);
 dd_status_t dd_sched_sync_all(dd_sched_t *sched);
 /* DD_ERR_INVALID_PARAM, naming call and type, when field_mask has a bit

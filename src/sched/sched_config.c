@@ -63,6 +63,11 @@ static const dd_config_field_t dd_sched_fields[] = {
      "Aggregation cuts messages into chunks of at most this size, each "
      "with one home (smaller messages into 16 per home, from 64K).",
      DD_CONFIG_SIZE, offsetof(dd_sched_opts_t, chunk_bytes), 0, 0, NULL},
+    {"DREAMDDP_FIND_UNUSED", "no",
+     "Layers not marked ready by dd_step_end count as unused in that step "
+     "(as dd_layer_unused says; DDP's find_unused_parameters) instead of "
+     "failing the step.",
+     DD_CONFIG_BOOL, offsetof(dd_sched_opts_t, find_unused), 0, 0, NULL},
 };
 
 const dd_config_table_t dd_sched_config_table = {

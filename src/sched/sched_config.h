@@ -22,6 +22,7 @@ typedef struct {
     int adaptive_interval;
     int route;          /* dd_route_t */
     size_t chunk_bytes; /* aggregation chunks */
+    int find_unused;    /* unmarked layers count as unused at step end */
 } dd_sched_opts_t;
 
 typedef enum {

@@ -46,6 +46,11 @@ for path in sys.argv[1:]:
     marks = [e for e in events if e.get("cat") == "backward"]
     assert len(marks) == 5 * 5, (path, len(marks))
     assert syncs and all(e["dur"] >= 0 for e in syncs), path
+    # Each sync names its layers and when it was launched, at or before
+    # its start; each mark names its step.
+    assert all(e["args"]["submit"] <= e["ts"] + 0.1 and
+               len(e["args"]["names"]) == e["args"]["layers"] for e in syncs), path
+    assert [e["args"]["step"] for e in marks] == [k // 5 for k in range(25)], path
 PY
 then
     pass "DREAMDDP_TIMELINE writes a trace per rank with every backward mark and the syncs"

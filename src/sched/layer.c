@@ -76,6 +76,7 @@ void dd_sched_destroy(dd_sched_t *sched)
     dd_sync_job_free_list(sched->group);
     dd_timeline_close(sched->timeline);
     dd_plan_free(sched->plan);
+    free(sched->hold);
     for (size_t i = 0; i < sched->n_layers; i++) {
         free(sched->layers[i]->name);
         free(sched->layers[i]->tensors);

@@ -177,10 +177,18 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v)
         return dd_error(status, DD_SUBSYS_SCHED, "planning failed: %s",
                         dd_status_string(status));
     }
+    unsigned char *hold = malloc((size_t)sched->strategy.window * n);
+    if (hold == NULL) {
+        dd_plan_free(plan);
+        return DD_ERR_NO_MEMORY;
+    }
     dd_plan_cost_t cost;
     dd_plan_cost(&input, plan, &cost);
+    dd_plan_fusion(&input, plan, hold);
     dd_plan_free(sched->plan);
+    free(sched->hold);
     sched->plan = plan;
+    sched->hold = hold;
     sched->plan_bp_total = dd_sched_sum(v, n);
     sched->plan_comm_total = dd_sched_sum(v + n, n);
     sched->replanned = 1;

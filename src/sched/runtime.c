@@ -197,6 +197,26 @@ static double dd_sched_grad_norm2(const struct dd_layer *layer)
     return sum;
 }
 
+/*
+ * Whether a parameter sync's message leaves once this layer is in. It waits
+ * for the next layer only where the plan's model has the channel busy until
+ * that layer is ready (dd_plan_fusion): a message never waits for the
+ * fusion limit to fill with layers that backward has not reached. ddp's
+ * buckets fill up to their size, as PyTorch DDP's do.
+ */
+static int dd_sched_leaves(const dd_sched_t *sched,
+                           const struct dd_layer *layer)
+{
+    if (sched->strategy.kind == DD_STRATEGY_DDP) {
+        return 0;
+    }
+    if (sched->hold == NULL) {
+        return 1;
+    }
+    size_t iter = (size_t)(sched->step % sched->strategy.window);
+    return !sched->hold[iter * sched->n_layers + layer->index];
+}
+
 /* dd_layer_ready's work, under sched->ready_lock. */
 static dd_status_t dd_sched_mark_ready(dd_sched_t *sched,
                                        struct dd_layer *layer)
@@ -216,7 +236,8 @@ static dd_status_t dd_sched_mark_ready(dd_sched_t *sched,
     layer->ready = 1;
     layer->ready_t = dd_time_now();
     if (sched->timeline != NULL) {
-        dd_timeline_mark(sched->timeline, layer->name, layer->ready_t);
+        dd_timeline_mark(sched->timeline, layer->name, sched->step,
+                         layer->ready_t);
     }
     if (sched->strategy.kind == DD_STRATEGY_ADAPTIVE) {
         double n2 = dd_sched_grad_norm2(layer);
@@ -229,8 +250,12 @@ static dd_status_t dd_sched_mark_ready(dd_sched_t *sched,
     if (sched->strategy.kind == DD_STRATEGY_ADAPTIVE) {
         layer->last_sync_step = sched->step + 1;
     }
-    return dd_sched_enqueue(sched, layer,
-                            dd_strategy_syncs_grads(&sched->strategy));
+    dd_status_t status = dd_sched_enqueue(
+        sched, layer, dd_strategy_syncs_grads(&sched->strategy));
+    if (status == DD_OK && dd_sched_leaves(sched, layer)) {
+        dd_sched_flush(sched);
+    }
+    return status;
 }
 
 dd_status_t dd_sched_layer_ready(dd_sched_t *sched, dd_layer_h layer)

@@ -77,6 +77,9 @@ typedef struct dd_sched {
     dd_status_t failed;
     /* Window strategies: what syncs in each step of the window. */
     dd_plan_t *plan;
+    /* dd_plan_fusion of a measured plan ([H * n]): which layers' messages
+     * wait for the next layer; NULL: every layer's leaves at once. */
+    unsigned char *hold;
     int planned; /* dreamddp: the plan comes from measurements */
     double plan_bp_total, plan_comm_total;
     /* Network model from commit: sync time = alpha + beta * bytes. */
@@ -149,7 +152,8 @@ dd_status_t dd_sched_adapt(dd_sched_t *sched);
 /* timeline.c */
 dd_status_t dd_timeline_open(const char *pattern, int rank,
                              dd_timeline_t **timeline_p);
-void dd_timeline_mark(dd_timeline_t *t, const char *layer, double at);
+void dd_timeline_mark(dd_timeline_t *t, const char *layer, uint64_t step,
+                      double at);
 void dd_timeline_sync(dd_timeline_t *t, const dd_sched_t *sched,
                       const dd_sync_job_t *job);
 void dd_timeline_close(dd_timeline_t *t);

@@ -31,8 +31,8 @@ static const dd_config_field_t dd_sched_fields[] = {
      "dreamddp re-plans when measured times drift this much from the plan.",
      DD_CONFIG_FLOAT, offsetof(dd_sched_opts_t, replan_drift), 0, 100, NULL},
     {"DREAMDDP_TIMELINE", NULL,
-     "Write a Chrome-trace JSON of backward marks and syncs to this file "
-     "(%r: rank).",
+     "Write a Chrome-trace JSON of backward marks and syncs (with when each "
+     "was launched) to this file (%r: rank).",
      DD_CONFIG_STRING, offsetof(dd_sched_opts_t, timeline), 0, 0, NULL},
     {"DREAMDDP_ADAPTIVE_KMIN", "1", "adaptive: shortest sync period, in steps.",
      DD_CONFIG_INT, offsetof(dd_sched_opts_t, adaptive_kmin), 1, 1024, NULL},

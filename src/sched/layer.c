@@ -470,5 +470,8 @@ dd_status_t dd_sched_layer_stats(dd_sched_t *sched, dd_layer_h layer,
     if (m & DD_LAYER_STATS_FIELD_PERIOD) {
         stats_p->period = layer->stats.period;
     }
+    if (m & DD_LAYER_STATS_FIELD_EXTRA_SYNCS) {
+        stats_p->extra_syncs = layer->stats.extra_syncs;
+    }
     return DD_OK;
 }

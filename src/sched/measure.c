@@ -108,15 +108,18 @@ void dd_sched_record_backward(dd_sched_t *sched)
     free(order);
 }
 
+/* One sample per layer and sync: its per-byte share of the jobs that
+ * carried it, as the runtime summed them. */
 void dd_sched_record_syncs(dd_sched_t *sched, const dd_sync_job_t *done)
 {
     for (const dd_sync_job_t *job = done; job != NULL; job = job->next) {
-        double wire = job->t_end - job->t_start;
         for (size_t k = 0; k < job->n_layers; k++) {
             struct dd_layer *l = sched->layers[job->layers[k]];
-            double share = job->bytes ? (double)l->bytes / job->bytes : 1;
-            dd_sched_ema(&l->comm_s, wire * share, !l->comm_measured);
-            l->comm_measured = 1;
+            if (l->sync_seen) {
+                dd_sched_ema(&l->comm_s, l->sync_share_s, !l->comm_measured);
+                l->comm_measured = 1;
+                l->sync_seen = 0;
+            }
         }
     }
 }
@@ -169,9 +172,11 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v)
 {
     size_t n = sched->n_layers;
     dd_plan_input_t input = {n, v, v + n};
+    dd_plan_params_t params = {.field_mask = DD_PLAN_FIELD_FILL_BUBBLES,
+                               .fill_bubbles = sched->opts.fill_bubbles};
     dd_plan_t *plan;
     dd_status_t status =
-        dd_plan_dreamddp(&input, sched->strategy.window, NULL, &plan);
+        dd_plan_dreamddp(&input, sched->strategy.window, &params, &plan);
 
     if (status != DD_OK) {
         return dd_error(status, DD_SUBSYS_SCHED, "planning failed: %s",

@@ -30,6 +30,12 @@ struct dd_layer {
     /* Measurements: EMAs of the backward time and of the sync time. */
     double bp_s, comm_s;
     int comm_measured;
+    /* The syncs that dd_step_end (or dd_sync_all) drained, summed over the
+     * jobs that carried a part of the layer: its bytes, its per-byte share
+     * of their time, their time; seen: 1 once summed, 2 once counted. */
+    size_t sync_bytes;
+    double sync_share_s, sync_msg_s;
+    int sync_seen;
     dd_layer_stats_t stats;
     /* adaptive */
     int period;
@@ -118,11 +124,12 @@ dd_status_t dd_sched_check_tables(dd_sched_t *sched);
 #define DD_SCHED_STEP_STATS_FIELDS                                             \
     (DD_STEP_STATS_FIELD_STEP | DD_STEP_STATS_FIELD_LAYERS_SYNCED |            \
      DD_STEP_STATS_FIELD_BYTES_SYNCED | DD_STEP_STATS_FIELD_WIRE_S |           \
-     DD_STEP_STATS_FIELD_WAIT_S | DD_STEP_STATS_FIELD_REPLANNED)
+     DD_STEP_STATS_FIELD_WAIT_S | DD_STEP_STATS_FIELD_REPLANNED |              \
+     DD_STEP_STATS_FIELD_EXTRA_BYTES)
 #define DD_SCHED_LAYER_STATS_FIELDS                                            \
     (DD_LAYER_STATS_FIELD_SYNCS | DD_LAYER_STATS_FIELD_BYTES |                 \
      DD_LAYER_STATS_FIELD_WIRE_S | DD_LAYER_STATS_FIELD_BP_S |                 \
-     DD_LAYER_STATS_FIELD_PERIOD)
+     DD_LAYER_STATS_FIELD_PERIOD | DD_LAYER_STATS_FIELD_EXTRA_SYNCS)
 
 /* runtime.c */
 dd_status_t dd_sched_step_begin(dd_sched_t *sched);

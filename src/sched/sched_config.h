@@ -13,6 +13,7 @@ typedef struct {
     size_t fusion_bytes; /* parameter syncs fused up to this */
     int profile_steps;
     double replan_drift; /* relative drift that triggers a re-plan */
+    int fill_bubbles;    /* dreamddp: extra syncs where the model hides them */
     char *timeline;      /* Chrome-trace file, %r = rank; NULL: none */
     int adaptive_kmin;
     int adaptive_kmax;

@@ -79,7 +79,8 @@ static int check_step(long s, const dd_step_stats_t *ss,
               s, l, (unsigned long long)b);
         syncs += d;
         bytes += b;
-        extra += (after[l].extra_syncs - before[l].extra_syncs) * layer_bytes(l);
+        extra +=
+            (after[l].extra_syncs - before[l].extra_syncs) * layer_bytes(l);
         wire += after[l].wire_s - before[l].wire_s;
     }
     CHECK(syncs == (uint64_t)ss->layers_synced,
@@ -90,8 +91,10 @@ static int check_step(long s, const dd_step_stats_t *ss,
           (unsigned long long)bytes, ss->bytes_synced);
     CHECK(fabs(wire - ss->wire_s) <= 1e-9 + 1e-9 * ss->wire_s,
           "step %ld: layers' time %g s, the step's %g s", s, wire, ss->wire_s);
-    CHECK(extra == ss->extra_bytes, "step %ld: layers' extra bytes %llu, the "
-          "step's %zu", s, (unsigned long long)extra, ss->extra_bytes);
+    CHECK(extra == ss->extra_bytes,
+          "step %ld: layers' extra bytes %llu, the "
+          "step's %zu",
+          s, (unsigned long long)extra, ss->extra_bytes);
     return 0;
 }
 

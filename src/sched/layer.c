@@ -77,6 +77,7 @@ void dd_sched_destroy(dd_sched_t *sched)
     dd_timeline_close(sched->timeline);
     dd_plan_free(sched->plan);
     free(sched->hold);
+    free(sched->agree_v);
     for (size_t i = 0; i < sched->n_layers; i++) {
         free(sched->layers[i]->name);
         free(sched->layers[i]->tensors);

@@ -312,8 +312,15 @@ static dd_status_t dd_sched_report(dd_sched_t *sched, dd_sync_job_t *done)
         if (job->status == DD_OK) {
             continue;
         }
-        struct dd_layer *l = sched->layers[job->layers[0]];
         sched->failed = job->status;
+        if (job->n_layers == 0) {
+            return dd_error(job->status, DD_SUBSYS_SCHED,
+                            "step %llu: the agreement on the measured times "
+                            "failed: %s: %s",
+                            (unsigned long long)sched->step,
+                            dd_status_string(job->status), job->why);
+        }
+        struct dd_layer *l = sched->layers[job->layers[0]];
         return dd_error(job->status, DD_SUBSYS_SCHED,
                         "[SYNC] step %llu: layer '%s'%s failed: %s: %s",
                         (unsigned long long)sched->step, l->name,
@@ -346,7 +353,7 @@ static void dd_sched_gather(dd_sched_t *sched, const dd_sync_job_t *done)
                 job->bytes ? wire * (double)bytes / (double)job->bytes : wire;
             l->sync_msg_s += wire;
         }
-        if (sched->timeline != NULL) {
+        if (sched->timeline != NULL && job->n_layers > 0) {
             dd_timeline_sync(sched->timeline, sched, job);
         }
     }
@@ -370,6 +377,9 @@ static void dd_sched_account(dd_sched_t *sched, dd_sync_job_t *done,
                              dd_step_stats_t *st)
 {
     for (dd_sync_job_t *job = done; job != NULL; job = job->next) {
+        if (job->n_layers == 0) {
+            continue; /* the agreement on the times, not a sync */
+        }
         st->wire_s += job->t_end - job->t_start;
         st->bytes_synced += job->bytes;
         for (size_t k = 0; k < job->n_layers; k++) {
@@ -417,6 +427,7 @@ static dd_status_t dd_sched_finish(dd_sched_t *sched, dd_step_stats_t *st)
         dd_sched_gather(sched, done);
         dd_sched_account(sched, done, st);
         dd_sched_record_syncs(sched, done);
+        dd_sched_agree_done(sched);
     }
     dd_sync_job_free_list(done);
     return status;

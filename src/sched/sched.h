@@ -88,6 +88,17 @@ typedef struct dd_sched {
     unsigned char *hold;
     int planned; /* dreamddp: the plan comes from measurements */
     double plan_bp_total, plan_comm_total;
+    /* Re-planning: the agreement on the times runs in the background every
+     * DREAMDDP_REPLAN_WINDOWS windows; a re-plan needs the drift at
+     * DD_SCHED_REPLAN_PERSIST checks in a row. */
+    enum {
+        DD_SCHED_AGREE_IDLE,
+        DD_SCHED_AGREE_RUNNING, /* on the engine's queue */
+        DD_SCHED_AGREE_READY    /* agree_v holds the agreed times */
+    } agree_state;
+    double *agree_v; /* [2n] bp, then comm */
+    dd_sched_coll_t agree_coll[2];
+    int windows_unchecked, drift_checks;
     /* Network model from commit: sync time = alpha + beta * bytes. */
     double alpha_s, beta_s;
     /* The step in progress. */
@@ -119,6 +130,8 @@ void dd_sched_destroy(dd_sched_t *sched);
  * has said goodbye. */
 void dd_sched_quiesce(dd_sched_t *sched);
 dd_status_t dd_sched_check_tables(dd_sched_t *sched);
+
+#define DD_SCHED_REPLAN_PERSIST 2
 
 /* Every field of the output structs that this library fills. */
 #define DD_SCHED_STEP_STATS_FIELDS                                             \
@@ -154,6 +167,8 @@ dd_status_t dd_sched_fit_network(dd_sched_t *sched);
 void dd_sched_record_backward(dd_sched_t *sched);
 void dd_sched_record_syncs(dd_sched_t *sched, const dd_sync_job_t *done);
 dd_status_t dd_sched_schedule_window(dd_sched_t *sched);
+/* dd_step_end drained the step's jobs: a background agreement is done. */
+void dd_sched_agree_done(dd_sched_t *sched);
 dd_status_t dd_sched_adapt(dd_sched_t *sched);
 
 /* timeline.c */

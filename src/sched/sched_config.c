@@ -29,8 +29,15 @@ static const dd_config_field_t dd_sched_fields[] = {
      "meanwhile).",
      DD_CONFIG_INT, offsetof(dd_sched_opts_t, profile_steps), 1, 1000000, NULL},
     {"DREAMDDP_REPLAN_DRIFT", "0.2",
-     "dreamddp re-plans when measured times drift this much from the plan.",
+     "dreamddp re-plans when measured times drift this much from the "
+     "plan's at two checks in a row (DREAMDDP_REPLAN_WINDOWS).",
      DD_CONFIG_FLOAT, offsetof(dd_sched_opts_t, replan_drift), 0, 100, NULL},
+    {"DREAMDDP_REPLAN_WINDOWS", "4",
+     "dreamddp: windows between checks of the measured times against the "
+     "plan's (agreed in the background); a re-plan takes the drift at two "
+     "checks in a row.",
+     DD_CONFIG_INT, offsetof(dd_sched_opts_t, replan_windows), 1, 1000000,
+     NULL},
     {"DREAMDDP_FILL_BUBBLES", "yes",
      "dreamddp: also sync layers in steps where the plan's model has their "
      "sync hidden behind backward (bubble filling); the extra bytes are in "

@@ -82,6 +82,22 @@ PY
     fi
 done
 
+# The agreement on the times runs in the background among the step's syncs
+# (every window here, with every check past the drift): on both routes the
+# averages stay exact, the statistics leave it out, and the plan is checked
+# again after two checks.
+if DREAMDDP_REPLAN_WINDOWS=1 DREAMDDP_REPLAN_DRIFT=0 DREAMDDP_LOG_LEVEL=info DREAMDDP_LOG_SUBSYS=sched \
+    "$DDRUN" -n 3 --timeout 120 -- "$MP" dreamddp:2 15 >"$TMP/ag" 2>&1 &&
+   DREAMDDP_REPLAN_WINDOWS=1 DREAMDDP_REPLAN_DRIFT=0 DREAMDDP_NUM_AGGREGATORS=2 \
+    "$DDRUN" -n 5 --timeout 120 -- "$MP" dreamddp:2 15 >>"$TMP/ag" 2>&1 &&
+   DREAMDDP_REPLAN_WINDOWS=1 DREAMDDP_REPLAN_DRIFT=0 DREAMDDP_FUSION_BYTES=4K \
+    "$DDRUN" -n 2 --timeout 60 -- "$STATS" dreamddp:2 16 >>"$TMP/ag" 2>&1 &&
+   grep -Eq "^0: .*(the plan stands|re-planned at step)" "$TMP/ag"; then
+    expect_grep "$TMP/ag" "mp_stats: dreamddp:2: 16 steps, every sync counted once" "background agreement: exact averages, exact statistics, plans checked"
+else
+    fail "background agreement on the times"; cat "$TMP/ag"
+fi
+
 # dreamddp without bubble filling moves exactly the bytes of Local SGD over
 # whole windows; with it, the extra bytes are those beyond them.
 MLP="$top_builddir/examples/train_mlp --steps 24 --json"

@@ -508,7 +508,7 @@ static int train(dd_context_h ctx, const options_t *o)
         return -1;
     }
     double loss = 0, t_total = 0, wait = 0, test_loss, acc = 0;
-    size_t synced = 0;
+    size_t synced = 0, extra = 0;
     if (rank == 0 && !o->json) {
         printf("%6s %8s %8s %9s %7s %9s\n", "step", "loss", "test_acc",
                "step_ms", "synced", "wait_ms");
@@ -516,7 +516,8 @@ static int train(dd_context_h ctx, const options_t *o)
     for (int step = 0; step < o->steps; step++) {
         dd_step_stats_t st = {.field_mask = DD_STEP_STATS_FIELD_WAIT_S |
                                             DD_STEP_STATS_FIELD_BYTES_SYNCED |
-                                            DD_STEP_STATS_FIELD_LAYERS_SYNCED};
+                                            DD_STEP_STATS_FIELD_LAYERS_SYNCED |
+                                            DD_STEP_STATS_FIELD_EXTRA_BYTES};
         draw(&teacher, &shard, o->batch, B.x, B.y, o->noniid ? keep : NULL);
         double t0 = now_s();
         if (train_step(ctx, L, &B, o, &loss, &st) != 0) {
@@ -525,6 +526,7 @@ static int train(dd_context_h ctx, const options_t *o)
         t_total += now_s() - t0;
         wait += st.wait_s;
         synced += st.bytes_synced;
+        extra += st.extra_bytes;
         if (rank == 0 && !o->json &&
             ((step + 1) % o->log_every == 0 || step == 0)) {
             acc = evaluate(L, B.act, tx, ty, TEST_SIZE, chunk, &test_loss);
@@ -542,17 +544,20 @@ static int train(dd_context_h ctx, const options_t *o)
         printf("{\"strategy\":\"%s\",\"data\":\"%s\",\"steps\":%d,"
                "\"workers\":%d,\"aggregators\":%d,"
                "\"final_loss\":%.5f,\"accuracy\":%.4f,\"mean_step_s\":%.6f,"
-               "\"mean_wait_s\":%.6f,\"synced_bytes\":%zu}\n",
+               "\"mean_wait_s\":%.6f,\"synced_bytes\":%zu,"
+               "\"extra_bytes\":%zu}\n",
                dd_strategy_name(ctx), o->noniid ? "noniid" : "iid", o->steps,
                dd_num_workers(ctx), dd_world_size(ctx) - dd_num_workers(ctx),
-               test_loss, acc, t_total / o->steps, wait / o->steps, synced);
+               test_loss, acc, t_total / o->steps, wait / o->steps, synced,
+               extra);
     } else if (rank == 0) {
         printf("done: %s%s, %d workers, %d steps: held-out accuracy %.3f, "
                "loss %.4f, %.2f ms/step (%.2f ms exposed wait), %.1f MB "
-               "synced per worker\n",
+               "synced per worker (%.1f MB of extra syncs)\n",
                dd_strategy_name(ctx), o->noniid ? " (noniid data)" : "",
                dd_num_workers(ctx), o->steps, acc, test_loss,
-               t_total / o->steps * 1e3, wait / o->steps * 1e3, synced / 1e6);
+               t_total / o->steps * 1e3, wait / o->steps * 1e3, synced / 1e6,
+               extra / 1e6);
     }
     return 0;
 }

@@ -465,7 +465,8 @@ enum {
     DD_STEP_STATS_FIELD_BYTES_SYNCED = 1u << 2,  /**< bytes_synced */
     DD_STEP_STATS_FIELD_WIRE_S = 1u << 3,        /**< wire_s */
     DD_STEP_STATS_FIELD_WAIT_S = 1u << 4,        /**< wait_s */
-    DD_STEP_STATS_FIELD_REPLANNED = 1u << 5      /**< replanned */
+    DD_STEP_STATS_FIELD_REPLANNED = 1u << 5,     /**< replanned */
+    DD_STEP_STATS_FIELD_EXTRA_BYTES = 1u << 6    /**< extra_bytes */
 };
 
 /** What one step did, returned by dd_step_end. */
@@ -478,6 +479,9 @@ typedef struct {
     double wire_s;       /**< seconds the engine spent syncing */
     double wait_s;       /**< exposed wait: seconds dd_step_end blocked */
     int replanned;       /**< 1 when the schedule changed at this step */
+    size_t extra_bytes;  /**< of bytes_synced, those of syncs beyond each
+                              layer's one per window: dreamddp's bubble
+                              filling (DREAMDDP_FILL_BUBBLES) */
 } dd_step_stats_t;
 
 /**
@@ -514,23 +518,26 @@ DD_API dd_status_t dd_sync_all(dd_context_h ctx);
 
 /** Bits of dd_layer_stats_t::field_mask. */
 enum {
-    DD_LAYER_STATS_FIELD_SYNCS = 1u << 0,  /**< syncs */
-    DD_LAYER_STATS_FIELD_BYTES = 1u << 1,  /**< bytes */
-    DD_LAYER_STATS_FIELD_WIRE_S = 1u << 2, /**< wire_s */
-    DD_LAYER_STATS_FIELD_BP_S = 1u << 3,   /**< bp_s */
-    DD_LAYER_STATS_FIELD_PERIOD = 1u << 4  /**< period */
+    DD_LAYER_STATS_FIELD_SYNCS = 1u << 0,      /**< syncs */
+    DD_LAYER_STATS_FIELD_BYTES = 1u << 1,      /**< bytes */
+    DD_LAYER_STATS_FIELD_WIRE_S = 1u << 2,     /**< wire_s */
+    DD_LAYER_STATS_FIELD_BP_S = 1u << 3,       /**< bp_s */
+    DD_LAYER_STATS_FIELD_PERIOD = 1u << 4,     /**< period */
+    DD_LAYER_STATS_FIELD_EXTRA_SYNCS = 1u << 5 /**< extra_syncs */
 };
 
 /** Per-layer totals since dd_model_commit. */
 typedef struct {
-    uint64_t field_mask; /**< DD_LAYER_STATS_FIELD_* bits: the fields to
-                              fill; set by the caller */
-    uint64_t syncs;      /**< times the layer was averaged */
-    uint64_t bytes;      /**< bytes averaged */
-    double wire_s;       /**< seconds on the wire (a fused sync is shared by
-                              bytes) */
-    double bp_s;         /**< last measured backward time of the layer */
-    int period;          /**< adaptive: current period K; others: window H */
+    uint64_t field_mask;  /**< DD_LAYER_STATS_FIELD_* bits: the fields to
+                               fill; set by the caller */
+    uint64_t syncs;       /**< times the layer was averaged */
+    uint64_t bytes;       /**< bytes averaged */
+    double wire_s;        /**< seconds on the wire (a fused sync is shared by
+                               bytes) */
+    double bp_s;          /**< last measured backward time of the layer */
+    int period;           /**< adaptive: current period K; others: window H */
+    uint64_t extra_syncs; /**< of syncs, those beyond the layer's one per
+                               window (dreamddp's bubble filling) */
 } dd_layer_stats_t;
 
 /**

@@ -290,7 +290,7 @@ static void test_timeline_escapes_names(void **state)
     assert_true(fd >= 0);
     close(fd);
     assert_int_equal(dd_timeline_open(path, 3, &t), DD_OK);
-    dd_timeline_mark(t, "fc\"1\\w", dd_time_now());
+    dd_timeline_mark(t, "fc\"1\\w", 0, dd_time_now());
     dd_timeline_close(t);
     FILE *f = fopen(path, "r");
     assert_non_null(f);

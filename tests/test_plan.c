@@ -542,6 +542,34 @@ static void test_planner_deterministic(void **state)
     dd_plan_free(b);
 }
 
+/* Backward (layers 3, 2, 1, 0) ends at 1, 1.1, 1.2 and 3; every layer
+ * syncs in iteration 0. Layer 3's message starts at 1 on an idle channel
+ * and can take no layer ready later. Layer 2's starts at 2, when layer 3's
+ * ends, and layer 1, ready at 1.2, joins it for free; layer 0, ready at 3,
+ * does not. */
+static void test_fusion_follows_the_model(void **state)
+{
+    (void)state;
+    const double bp[] = {1.8, 0.1, 0.1, 1};
+    const double comm[] = {0.5, 0.5, 0.5, 1};
+    const dd_plan_input_t input = {4, bp, comm};
+    dd_plan_t *plan;
+    unsigned char hold[2 * 4];
+
+    assert_int_equal(dd_plan_alloc(4, 2, &plan), DD_OK);
+    assert_int_equal(dd_plan_fusion(&input, plan, hold), DD_OK);
+    const unsigned char want[] = {0, 0, 1, 0, 0, 0, 0, 0};
+    assert_memory_equal(hold, want, sizeof(want));
+    /* Without layer 2, layer 1's message starts at 2 and nothing after it
+     * is ready by then. */
+    assert_int_equal(dd_plan_set_slot(plan, 2, 1), DD_OK);
+    assert_int_equal(dd_plan_fusion(&input, plan, hold), DD_OK);
+    const unsigned char want2[] = {0, 0, 0, 0, 0, 0, 0, 0};
+    assert_memory_equal(hold, want2, sizeof(want2));
+    assert_int_equal(dd_plan_fusion(&input, NULL, hold), DD_ERR_INVALID_PARAM);
+    dd_plan_free(plan);
+}
+
 /* bp = {1, 1}, comm = {0.5, 0.5}; layer 1 in iteration 0, layer 0 in 1.
  * Iteration 1 can take layer 1 too (1 to 1.5, before layer 0 is ready at
  * 2); iteration 0 cannot take layer 0 (2 to 2.5 after backward ends). */
@@ -689,6 +717,7 @@ int main(void)
         cmocka_unit_test(test_planner_large_without_exact),
         cmocka_unit_test(test_local_search_reaches_local_optimum),
         cmocka_unit_test(test_planner_deterministic),
+        cmocka_unit_test(test_fusion_follows_the_model),
         cmocka_unit_test(test_fill_hand_example),
         cmocka_unit_test(test_fill_never_increases),
         cmocka_unit_test(test_params_defaults),

@@ -47,11 +47,75 @@ for path in sys.argv[1:]:
     marks = [e for e in events if e.get("cat") == "backward"]
     assert len(marks) == 5 * 5, (path, len(marks))
     assert syncs and all(e["dur"] >= 0 for e in syncs), path
+    # Each sync names its layers and when it was launched, at or before
+    # its start; each mark names its step.
+    assert all(e["args"]["submit"] <= e["ts"] + 0.1 and
+               len(e["args"]["names"]) == e["args"]["layers"] for e in syncs), path
+    assert [e["args"]["step"] for e in marks] == [k // 5 for k in range(25)], path
 PY
 then
     pass "DREAMDDP_TIMELINE writes a trace per rank with every backward mark and the syncs"
 else
     fail "DREAMDDP_TIMELINE"; cat "$TMP/tl"
+fi
+
+# A layer split over two messages (its first tensor fills the fusion
+# limit) counts one sync and its bytes once, and the layers' totals add up
+# to the bytes on the wire; one [SYNC] line per layer and step.
+STATS=$top_builddir/tests/mp_stats
+for s in ddp dreamddp:2 localsgd:2 plsgd:2 adaptive; do
+    if DREAMDDP_FUSION_BYTES=4K DREAMDDP_FIRST_BUCKET_BYTES=4K DREAMDDP_BUCKET_BYTES=4K \
+        DREAMDDP_LOG_LEVEL=info DREAMDDP_LOG_SUBSYS=sched DREAMDDP_TIMELINE="$TMP/st.%r.json" \
+        "$DDRUN" -n 2 --timeout 60 -- "$STATS" $s 10 >"$TMP/st" 2>&1 &&
+       python3 - "$TMP/st" "$TMP/st.0.json" <<'PY'
+import collections, json, re, sys
+lines = re.findall(r"^(\d+): .*\[SYNC\] layer '(\w+)' synced in .* \(step (\d+)\)",
+                   open(sys.argv[1]).read(), re.M)
+assert lines and max(collections.Counter(lines).values()) == 1, "a layer logged twice in a step"
+jobs = collections.Counter((e["args"]["step"], n) for e in json.load(open(sys.argv[2]))
+                           if e.get("cat") == "sync" for n in e["args"]["names"])
+assert max(jobs.values()) == 2, "no layer was split over two messages"
+PY
+    then
+        expect_grep "$TMP/st" "mp_stats: $s: 10 steps, every sync counted once" "$s: a layer split over two messages is counted once"
+    else
+        fail "$s: statistics of a split layer"; cat "$TMP/st"
+    fi
+done
+
+# The agreement on the times runs in the background among the step's syncs
+# (every window here, with every check past the drift): on both routes the
+# averages stay exact, the statistics leave it out, and the plan is checked
+# again after two checks.
+if DREAMDDP_REPLAN_WINDOWS=1 DREAMDDP_REPLAN_DRIFT=0 DREAMDDP_LOG_LEVEL=info DREAMDDP_LOG_SUBSYS=sched \
+    "$DDRUN" -n 3 --timeout 120 -- "$MP" dreamddp:2 15 >"$TMP/ag" 2>&1 &&
+   DREAMDDP_REPLAN_WINDOWS=1 DREAMDDP_REPLAN_DRIFT=0 DREAMDDP_NUM_AGGREGATORS=2 \
+    "$DDRUN" -n 5 --timeout 120 -- "$MP" dreamddp:2 15 >>"$TMP/ag" 2>&1 &&
+   DREAMDDP_REPLAN_WINDOWS=1 DREAMDDP_REPLAN_DRIFT=0 DREAMDDP_FUSION_BYTES=4K \
+    "$DDRUN" -n 2 --timeout 60 -- "$STATS" dreamddp:2 16 >>"$TMP/ag" 2>&1 &&
+   grep -Eq "^0: .*(the plan stands|re-planned at step)" "$TMP/ag"; then
+    expect_grep "$TMP/ag" "mp_stats: dreamddp:2: 16 steps, every sync counted once" "background agreement: exact averages, exact statistics, plans checked"
+else
+    fail "background agreement on the times"; cat "$TMP/ag"
+fi
+
+# dreamddp without bubble filling moves exactly the bytes of Local SGD over
+# whole windows; with it, the extra bytes are those beyond them.
+MLP="$top_builddir/examples/train_mlp --steps 24 --json"
+if "$DDRUN" -n 2 --timeout 120 -- $MLP --strategy localsgd:4 >"$TMP/l4" 2>&1 &&
+   DREAMDDP_FILL_BUBBLES=no "$DDRUN" -n 2 --timeout 120 -- $MLP --strategy dreamddp:4 >"$TMP/d4" 2>&1 &&
+   "$DDRUN" -n 2 --timeout 120 -- $MLP --strategy dreamddp:4 >"$TMP/d4f" 2>&1 &&
+   python3 - "$TMP/l4" "$TMP/d4" "$TMP/d4f" <<'PY'
+import json, re, sys
+l4, d4, d4f = (json.loads(re.search(r"^0: (\{.*\})$", open(p).read(), re.M).group(1))
+               for p in sys.argv[1:])
+assert d4["synced_bytes"] == l4["synced_bytes"] and d4["extra_bytes"] == 0, (l4, d4)
+assert d4f["synced_bytes"] - d4f["extra_bytes"] == l4["synced_bytes"], (l4, d4f)
+PY
+then
+    pass "dreamddp:4 without bubble filling moves the bytes of localsgd:4; with it, the extra bytes are reported"
+else
+    fail "bytes of dreamddp:4 against localsgd:4"; cat "$TMP/l4" "$TMP/d4" "$TMP/d4f"
 fi
 
 "$DDRUN" -n 3 --timeout 60 -- "$MP" mismatch >"$TMP/mm" 2>&1

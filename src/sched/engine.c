@@ -363,6 +363,7 @@ void dd_sync_job_free_list(dd_sync_job_t *job)
         dd_sync_job_t *next = job->next;
         free(job->items);
         free(job->layers);
+        free(job->layer_bytes);
         free(job);
         job = next;
     }

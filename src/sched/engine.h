@@ -51,7 +51,9 @@ typedef struct dd_sync_job {
     size_t n_items;
     dd_sync_item_t *items;
     size_t n_layers;
-    size_t *layers; /* indices of the layers the job syncs */
+    size_t *layers;      /* indices of the layers the job syncs */
+    size_t *layer_bytes; /* [n_layers] bytes of each of them in this job: a
+                            layer can be split over two jobs */
     /* The pipe it travels through; NULL: the engine's route. */
     const dd_sync_pipe_t *pipe;
     const void *op; /* what the pipe does; NULL: average in place */

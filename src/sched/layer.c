@@ -76,6 +76,8 @@ void dd_sched_destroy(dd_sched_t *sched)
     dd_sync_job_free_list(sched->group);
     dd_timeline_close(sched->timeline);
     dd_plan_free(sched->plan);
+    free(sched->hold);
+    free(sched->agree_v);
     for (size_t i = 0; i < sched->n_layers; i++) {
         free(sched->layers[i]->name);
         free(sched->layers[i]->tensors);
@@ -517,6 +519,9 @@ dd_status_t dd_sched_layer_stats(dd_sched_t *sched, dd_layer_h layer,
     }
     if (m & DD_LAYER_STATS_FIELD_PERIOD) {
         stats_p->period = layer->stats.period;
+    }
+    if (m & DD_LAYER_STATS_FIELD_EXTRA_SYNCS) {
+        stats_p->extra_syncs = layer->stats.extra_syncs;
     }
     return DD_OK;
 }

@@ -16,6 +16,13 @@
 
 /* Weight of a new measurement in the running averages. */
 #define DD_PROFILE_EMA 0.3
+/* A new plan replaces the one in force only when the model has it faster,
+ * under the same agreed times, by more than this share of an iteration. */
+#define DD_SCHED_REPLAN_GAIN 0.05
+/* Bubble filling picks extra syncs that would still hide were every sync
+ * this much slower, so that the extras hide under the noise of measured
+ * times and stay in the plan while it stands. */
+#define DD_SCHED_FILL_MARGIN 1.5
 
 static void dd_sched_ema(double *avg, double sample, int first)
 {
@@ -98,7 +105,8 @@ void dd_sched_record_backward(dd_sched_t *sched)
     }
     qsort(order, n, sizeof(*order), dd_sched_by_ready);
     double prev = sched->step_begin_t;
-    for (size_t k = 0; k < n; k++) {
+    /* The first step warms caches and allocators: not a sample. */
+    for (size_t k = 0; k < n && sched->step > 0; k++) {
         /* The first layer of backward also carries the forward pass: a
          * constant offset, which moves every sync equally. */
         dd_sched_ema(&order[k]->bp_s, order[k]->ready_t - prev,
@@ -108,15 +116,24 @@ void dd_sched_record_backward(dd_sched_t *sched)
     free(order);
 }
 
+/* One sample per layer and sync: its per-byte share of the jobs that
+ * carried it, as the runtime summed them. The first window's syncs set up
+ * connections and buffers and are no sample (the network model stands in
+ * until a layer is measured). */
 void dd_sched_record_syncs(dd_sched_t *sched, const dd_sync_job_t *done)
 {
+    int warm = sched->step >= sched->strategy.window;
+
     for (const dd_sync_job_t *job = done; job != NULL; job = job->next) {
-        double wire = job->t_end - job->t_start;
         for (size_t k = 0; k < job->n_layers; k++) {
             struct dd_layer *l = sched->layers[job->layers[k]];
-            double share = job->bytes ? (double)l->bytes / job->bytes : 1;
-            dd_sched_ema(&l->comm_s, wire * share, !l->comm_measured);
-            l->comm_measured = 1;
+            if (l->sync_seen && !warm) {
+                l->sync_seen = 0;
+            } else if (l->sync_seen) {
+                dd_sched_ema(&l->comm_s, l->sync_share_s, !l->comm_measured);
+                l->comm_measured = 1;
+                l->sync_seen = 0;
+            }
         }
     }
 }
@@ -141,8 +158,8 @@ static dd_status_t dd_sched_agree(dd_sched_t *sched, double *v, size_t n)
     return status;
 }
 
-/* The planner's inputs from the measurements, agreed by every worker. */
-static dd_status_t dd_sched_inputs(dd_sched_t *sched, double *v)
+/* The planner's inputs from this worker's measurements: bp, then comm. */
+static void dd_sched_profile(const dd_sched_t *sched, double *v)
 {
     size_t n = sched->n_layers;
     for (size_t i = 0; i < n; i++) {
@@ -152,7 +169,55 @@ static dd_status_t dd_sched_inputs(dd_sched_t *sched, double *v)
                        ? l->comm_s
                        : sched->alpha_s + sched->beta_s * (double)l->bytes;
     }
-    return dd_sched_agree(sched, v, 2 * n);
+}
+
+/*
+ * Starts the agreement on the profile in the background: the average, then
+ * the first worker's copy of it, as two jobs on the engine's queue ahead of
+ * the step's syncs. They run while the application computes its forward
+ * pass and come back with the step's syncs at dd_step_end, which marks the
+ * result ready; the next window's check reads it. No worker waits for it.
+ */
+static dd_status_t dd_sched_agree_start(dd_sched_t *sched)
+{
+    size_t n = 2 * sched->n_layers;
+
+    if (sched->agree_v == NULL &&
+        (sched->agree_v = malloc(n * sizeof(double))) == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    dd_sched_profile(sched, sched->agree_v);
+    for (int k = 0; k < 2; k++) {
+        dd_sync_job_t *job = calloc(1, sizeof(*job));
+        if (job == NULL) {
+            return DD_ERR_NO_MEMORY; /* the first one, if any, still runs */
+        }
+        dd_sched_coll_t *c = &sched->agree_coll[k];
+        *c =
+            (dd_sched_coll_t){.coll = k ? DD_COLL_BROADCAST : DD_COLL_ALLREDUCE,
+                              .args = {.sendbuf = sched->agree_v,
+                                       .recvbuf = sched->agree_v,
+                                       .count = n,
+                                       .dtype = DD_DTYPE_F64,
+                                       .op = DD_REDUCE_AVG,
+                                       .root = 0,
+                                       .mem_type = DD_MEM_HOST}};
+        job->step = sched->step;
+        job->dtype = DD_DTYPE_F64;
+        job->mem_type = DD_MEM_HOST;
+        job->pipe = &sched->coll_pipe;
+        job->op = c;
+        dd_engine_submit(sched->engine, job);
+    }
+    sched->agree_state = DD_SCHED_AGREE_RUNNING;
+    return DD_OK;
+}
+
+void dd_sched_agree_done(dd_sched_t *sched)
+{
+    if (sched->agree_state == DD_SCHED_AGREE_RUNNING) {
+        sched->agree_state = DD_SCHED_AGREE_READY;
+    }
 }
 
 static double dd_sched_sum(const double *v, size_t n)
@@ -164,25 +229,174 @@ static double dd_sched_sum(const double *v, size_t n)
     return s;
 }
 
-/* Plans from v (bp then comm) and installs the schedule. */
+static int dd_sched_plan_equal(const dd_plan_t *a, const dd_plan_t *b)
+{
+    size_t n = a->num_layers;
+    return a->window == b->window && b->num_layers == n &&
+           memcmp(a->slot, b->slot, n * sizeof(*a->slot)) == 0 &&
+           memcmp(a->sync, b->sync, (size_t)a->window * n) == 0;
+}
+
+/* The schedule at info level, one layer after another in backward order
+ * with the steps of the window it syncs in (its planned slot first), so
+ * that two runs' plans can be compared. */
+static void dd_sched_plan_print(const dd_sched_t *sched)
+{
+    const dd_plan_t *p = sched->plan;
+    char line[4096];
+    size_t len = 0;
+
+    if (!dd_log_enabled(DD_LOG_INFO, DD_SUBSYS_SCHED)) {
+        return;
+    }
+    line[0] = '\0';
+    for (size_t i = sched->n_layers; i-- > 0 && len < sizeof(line) - 64;) {
+        len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s %u",
+                                len ? ", " : "", sched->layers[i]->name,
+                                p->slot[i]);
+        for (unsigned h = 0; h < p->window; h++) {
+            if (h != p->slot[i] && dd_plan_syncs(p, h, i) &&
+                len < sizeof(line) - 16) {
+                len +=
+                    (size_t)snprintf(line + len, sizeof(line) - len, "+%u", h);
+            }
+        }
+    }
+    dd_log_info(DD_SUBSYS_SCHED, "plan (layer slot+extra): %s%s", line,
+                len >= sizeof(line) - 64 ? " ..." : "");
+}
+
+/* The primary slots of plan, without its extra syncs. */
+static dd_status_t dd_sched_primaries(const dd_plan_t *plan, dd_plan_t **out_p)
+{
+    dd_plan_t *p;
+    dd_status_t status = dd_plan_alloc(plan->num_layers, plan->window, &p);
+
+    for (size_t i = 0; status == DD_OK && i < plan->num_layers; i++) {
+        dd_plan_set_slot(p, i, plan->slot[i]);
+    }
+    if (status == DD_OK) {
+        *out_p = p;
+    }
+    return status;
+}
+
+static double dd_sched_iter_s(const dd_plan_input_t *input,
+                              const dd_plan_t *plan)
+{
+    dd_plan_cost_t cost;
+    return dd_plan_cost(input, plan, &cost) == DD_OK ? cost.iter_s : INFINITY;
+}
+
+/* Bubble filling with DD_SCHED_FILL_MARGIN. */
+static dd_status_t dd_sched_fill(const dd_plan_input_t *input, dd_plan_t *plan)
+{
+    size_t n = input->num_layers;
+    double *slow = malloc(n * sizeof(*slow));
+
+    if (slow == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < n; i++) {
+        slow[i] = input->comm_s[i] * DD_SCHED_FILL_MARGIN;
+    }
+    dd_plan_input_t margin = {n, input->bp_s, slow};
+    dd_status_t status = dd_plan_fill_bubbles(&margin, plan, NULL);
+    free(slow);
+    return status;
+}
+
+/*
+ * The schedule for the agreed times v, from the one in force (the profiling
+ * split before the first plan). Its primary slots stay unless the
+ * planner's are faster in the model by more than DD_SCHED_REPLAN_GAIN, and
+ * its extra syncs stay while they cost no more than that; otherwise bubble
+ * filling (DREAMDDP_FILL_BUBBLES) runs again over the primary slots. Nothing
+ * here depends on anything but v and the plan in force, which every worker
+ * holds alike. *base_p: the new schedule, or NULL when the one in force
+ * stands.
+ */
+static dd_status_t dd_sched_next_plan(dd_sched_t *sched,
+                                      const dd_plan_input_t *input,
+                                      dd_plan_t **base_p)
+{
+    dd_plan_params_t params = {.field_mask = DD_PLAN_FIELD_FILL_BUBBLES,
+                               .fill_bubbles = 0};
+    dd_plan_t *fresh, *kept;
+    dd_status_t status =
+        dd_plan_dreamddp(input, sched->strategy.window, &params, &fresh);
+
+    if (status == DD_OK &&
+        (status = dd_sched_primaries(sched->plan, &kept)) != DD_OK) {
+        dd_plan_free(fresh);
+    }
+    if (status != DD_OK) {
+        return status;
+    }
+    double t_fresh = dd_sched_iter_s(input, fresh);
+    double t_kept = dd_sched_iter_s(input, kept);
+    dd_plan_t *base = fresh;
+    if (t_kept <= t_fresh * (1 + DD_SCHED_REPLAN_GAIN)) {
+        base = kept;
+        if (sched->planned && dd_sched_iter_s(input, sched->plan) <=
+                                  t_kept * (1 + DD_SCHED_REPLAN_GAIN)) {
+            base = NULL; /* and the extra syncs still hide */
+        }
+    }
+    if (base != fresh) {
+        dd_plan_free(fresh);
+    }
+    if (base != kept) {
+        dd_plan_free(kept);
+    }
+    if (base != NULL && sched->opts.fill_bubbles) {
+        status = dd_sched_fill(input, base);
+    }
+    if (base != NULL && sched->planned &&
+        dd_sched_plan_equal(base, sched->plan)) {
+        dd_plan_free(base);
+        base = NULL;
+    }
+    *base_p = base;
+    return status;
+}
+
+/* Plans from v (bp then comm) and installs the schedule, unless the one in
+ * force stands: then only the fusion and the times it is checked against
+ * follow v. */
 static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v)
 {
     size_t n = sched->n_layers;
     dd_plan_input_t input = {n, v, v + n};
-    dd_plan_t *plan;
+    dd_plan_t *plan = NULL;
+    unsigned char *hold = malloc((size_t)sched->strategy.window * n);
     dd_status_t status =
-        dd_plan_dreamddp(&input, sched->strategy.window, NULL, &plan);
+        hold ? dd_sched_next_plan(sched, &input, &plan) : DD_ERR_NO_MEMORY;
 
     if (status != DD_OK) {
+        free(hold);
+        dd_plan_free(plan);
         return dd_error(status, DD_SUBSYS_SCHED, "planning failed: %s",
                         dd_status_string(status));
     }
-    dd_plan_cost_t cost;
-    dd_plan_cost(&input, plan, &cost);
-    dd_plan_free(sched->plan);
-    sched->plan = plan;
     sched->plan_bp_total = dd_sched_sum(v, n);
     sched->plan_comm_total = dd_sched_sum(v + n, n);
+    if (plan == NULL) {
+        dd_log_info(DD_SUBSYS_SCHED,
+                    "step %llu: the plan stands (modeled %.1f ms per "
+                    "iteration)",
+                    (unsigned long long)sched->step,
+                    dd_sched_iter_s(&input, sched->plan) * 1e3);
+        dd_plan_fusion(&input, sched->plan, hold);
+        free(sched->hold);
+        sched->hold = hold;
+        return DD_OK;
+    }
+    dd_plan_fusion(&input, plan, hold);
+    dd_plan_free(sched->plan);
+    free(sched->hold);
+    sched->plan = plan;
+    sched->hold = hold;
     sched->replanned = 1;
     dd_log_info(DD_SUBSYS_SCHED,
                 "%s at step %llu: backward %.1f ms, sync %.1f ms per "
@@ -190,15 +404,41 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v)
                 "syncs",
                 sched->planned ? "re-planned" : "planned",
                 (unsigned long long)sched->step, sched->plan_bp_total * 1e3,
-                sched->plan_comm_total * 1e3, cost.iter_s * 1e3,
-                dd_plan_num_extra(plan));
+                sched->plan_comm_total * 1e3,
+                dd_sched_iter_s(&input, plan) * 1e3, dd_plan_num_extra(plan));
     sched->planned = 1;
+    dd_sched_plan_print(sched);
     return DD_OK;
 }
 
 static double dd_sched_drift(double now, double planned)
 {
     return planned > 0 ? fabs(now - planned) / planned : (now > 0);
+}
+
+/* Checks the agreed times against the plan's: a re-plan needs the drift
+ * past DREAMDDP_REPLAN_DRIFT at DD_SCHED_REPLAN_PERSIST checks in a row,
+ * so that one noisy window does not churn the plan. */
+static dd_status_t dd_sched_check_drift(dd_sched_t *sched, const double *v)
+{
+    size_t n = sched->n_layers;
+    double bp = dd_sched_drift(dd_sched_sum(v, n), sched->plan_bp_total);
+    double comm =
+        dd_sched_drift(dd_sched_sum(v + n, n), sched->plan_comm_total);
+
+    if (bp <= sched->opts.replan_drift && comm <= sched->opts.replan_drift) {
+        sched->drift_checks = 0;
+        return DD_OK;
+    }
+    if (++sched->drift_checks < DD_SCHED_REPLAN_PERSIST) {
+        return DD_OK;
+    }
+    sched->drift_checks = 0;
+    dd_log_info(DD_SUBSYS_SCHED,
+                "measured times drifted from the plan's (backward %.0f %%, "
+                "sync %.0f %%) at %d checks in a row: planning again",
+                bp * 100, comm * 100, DD_SCHED_REPLAN_PERSIST);
+    return dd_sched_plan(sched, v);
 }
 
 dd_status_t dd_sched_schedule_window(dd_sched_t *sched)
@@ -218,27 +458,30 @@ dd_status_t dd_sched_schedule_window(dd_sched_t *sched)
         sched->step < (uint64_t)sched->opts.profile_steps) {
         return DD_OK;
     }
-    double *v = malloc(2 * n * sizeof(double));
-    if (v == NULL) {
-        return DD_ERR_NO_MEMORY;
-    }
-    dd_status_t status = dd_sched_inputs(sched, v);
-    if (status == DD_OK) {
-        double bp = dd_sched_drift(dd_sched_sum(v, n), sched->plan_bp_total);
-        double comm =
-            dd_sched_drift(dd_sched_sum(v + n, n), sched->plan_comm_total);
-        if (!sched->planned || bp > sched->opts.replan_drift ||
-            comm > sched->opts.replan_drift) {
-            if (sched->planned) {
-                dd_log_info(DD_SUBSYS_SCHED,
-                            "measured times drifted from the plan's "
-                            "(backward %.0f %%, sync %.0f %%): re-planning",
-                            bp * 100, comm * 100);
-            }
+    dd_status_t status = DD_OK;
+    if (!sched->planned) {
+        /* The first plan waits for the agreement, once. */
+        double *v = malloc(2 * n * sizeof(double));
+        if (v == NULL) {
+            return DD_ERR_NO_MEMORY;
+        }
+        dd_sched_profile(sched, v);
+        status = dd_sched_agree(sched, v, 2 * n);
+        if (status == DD_OK) {
             status = dd_sched_plan(sched, v);
         }
+        free(v);
+        return status;
     }
-    free(v);
+    if (sched->agree_state == DD_SCHED_AGREE_READY) {
+        sched->agree_state = DD_SCHED_AGREE_IDLE;
+        status = dd_sched_check_drift(sched, sched->agree_v);
+    }
+    if (status == DD_OK && sched->agree_state == DD_SCHED_AGREE_IDLE &&
+        ++sched->windows_unchecked >= sched->opts.replan_windows) {
+        sched->windows_unchecked = 0;
+        status = dd_sched_agree_start(sched);
+    }
     return status;
 }
 

@@ -1080,6 +1080,50 @@ dd_status_t dd_plan_fill_bubbles(const dd_plan_input_t *input, dd_plan_t *plan,
     return status;
 }
 
+/* One iteration's row of dd_plan_fusion: group_start is when the model
+ * starts the open message's first layer. */
+static void dd_plan_fusion_row(const dd_plan_model_t *m,
+                               const unsigned char *row, unsigned char *hold)
+{
+    double free_at = 0.0, group_start = 0.0;
+    size_t open = m->n; /* the last layer of the open message; n: none */
+
+    memset(hold, 0, m->n);
+    for (size_t i = m->n; i-- > 0;) {
+        if (!row[i]) {
+            continue;
+        }
+        if (open < m->n && group_start >= m->done[i]) {
+            hold[open] = 1;
+        } else {
+            group_start = dd_plan_max(free_at, m->done[i]);
+        }
+        free_at = dd_plan_max(free_at, m->done[i]) + m->comm[i];
+        open = i;
+    }
+}
+
+dd_status_t dd_plan_fusion(const dd_plan_input_t *input, const dd_plan_t *plan,
+                           unsigned char *hold)
+{
+    dd_plan_model_t m;
+
+    if (plan == NULL || hold == NULL) {
+        return DD_ERR_INVALID_PARAM;
+    }
+    dd_status_t status = dd_plan_model_init(&m, input, plan->window);
+    if (status != DD_OK) {
+        return status;
+    }
+    status = dd_plan_check(&m, plan);
+    for (unsigned h = 0; status == DD_OK && h < m.H; h++) {
+        dd_plan_fusion_row(&m, plan->sync + (size_t)h * m.n,
+                           hold + (size_t)h * m.n);
+    }
+    dd_plan_model_cleanup(&m);
+    return status;
+}
+
 /* Allocates a schedule and gives each layer i the slot slot_of names. */
 static dd_status_t dd_plan_baseline(size_t num_layers, unsigned window,
                                     unsigned (*slot_of)(size_t, size_t,

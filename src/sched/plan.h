@@ -164,6 +164,25 @@ dd_status_t dd_plan_fill_bubbles(const dd_plan_input_t *input, dd_plan_t *plan,
                                  size_t *added_p);
 
 /**
+ * Fusion as the runtime runs it. A layer's sync leaves when its backward
+ * ends, alone, unless the model has the channel still busy with earlier
+ * syncs when the next layer that syncs in the iteration is ready: then
+ * waiting for that layer costs nothing, and the two travel as one message.
+ * hold[h * n + i] is set to 1 when, in iteration h, layer i syncs and its
+ * message stays open for the next layer that syncs in h (backward order),
+ * else 0. A message joins a layer only while the channel stays busy past
+ * that layer's backward end from before the message's first layer: so every
+ * fused message starts when the cost model starts its first layer, and
+ * dd_plan_cost, dd_plan_fill_bubbles and the search model the fused runtime
+ * exactly (the latency the fused message saves only helps).
+ *
+ * @param hold  [plan->window * n] out.
+ * @return as dd_plan_cost; hold is unchanged on error.
+ */
+dd_status_t dd_plan_fusion(const dd_plan_input_t *input, const dd_plan_t *plan,
+                           unsigned char *hold);
+
+/**
  * Full Local SGD: every layer in the last iteration of the window.
  *
  * @return DD_OK; DD_ERR_INVALID_PARAM; DD_ERR_NO_MEMORY.

@@ -111,6 +111,26 @@ static dd_sync_job_t *dd_sched_new_job(dd_sched_t *sched, dd_dtype_t dtype,
     return job;
 }
 
+/* Appends a layer to a job's list, with none of its bytes yet. */
+static dd_status_t dd_sched_job_add_layer(dd_sync_job_t *job, size_t layer)
+{
+    size_t n = job->n_layers + 1;
+    size_t *layers = realloc(job->layers, n * sizeof(*layers));
+    if (layers == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    job->layers = layers;
+    size_t *bytes = realloc(job->layer_bytes, n * sizeof(*bytes));
+    if (bytes == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    job->layer_bytes = bytes;
+    layers[job->n_layers] = layer;
+    bytes[job->n_layers] = 0;
+    job->n_layers = n;
+    return DD_OK;
+}
+
 /* Appends a buffer (and its layer, once) to a job. */
 static dd_status_t dd_sched_job_add(dd_sync_job_t *job, size_t layer, void *buf,
                                     size_t count)
@@ -122,16 +142,15 @@ static dd_status_t dd_sched_job_add(dd_sync_job_t *job, size_t layer, void *buf,
     }
     job->items = items;
     items[job->n_items++] = (dd_sync_item_t){buf, count};
-    job->bytes += count * dd_dtype_size(job->dtype);
     if (job->n_layers == 0 || job->layers[job->n_layers - 1] != layer) {
-        size_t *layers =
-            realloc(job->layers, (job->n_layers + 1) * sizeof(*layers));
-        if (layers == NULL) {
-            return DD_ERR_NO_MEMORY;
+        dd_status_t status = dd_sched_job_add_layer(job, layer);
+        if (status != DD_OK) {
+            return status;
         }
-        job->layers = layers;
-        layers[job->n_layers++] = layer;
     }
+    size_t bytes = count * dd_dtype_size(job->dtype);
+    job->bytes += bytes;
+    job->layer_bytes[job->n_layers - 1] += bytes;
     return DD_OK;
 }
 
@@ -198,6 +217,26 @@ static double dd_sched_grad_norm2(const struct dd_layer *layer)
         }
     }
     return sum;
+}
+
+/*
+ * Whether a parameter sync's message leaves once this layer is in. It waits
+ * for the next layer only where the plan's model has the channel busy until
+ * that layer is ready (dd_plan_fusion): a message never waits for the
+ * fusion limit to fill with layers that backward has not reached. ddp's
+ * buckets fill up to their size, as PyTorch DDP's do.
+ */
+static int dd_sched_leaves(const dd_sched_t *sched,
+                           const struct dd_layer *layer)
+{
+    if (sched->strategy.kind == DD_STRATEGY_DDP) {
+        return 0;
+    }
+    if (sched->hold == NULL) {
+        return 1;
+    }
+    size_t iter = (size_t)(sched->step % sched->strategy.window);
+    return !sched->hold[iter * sched->n_layers + layer->index];
 }
 
 /*
@@ -274,7 +313,8 @@ static dd_status_t dd_sched_mark(dd_sched_t *sched, struct dd_layer *layer,
     layer->ready = 1;
     layer->ready_t = dd_time_now();
     if (sched->timeline != NULL) {
-        dd_timeline_mark(sched->timeline, layer->name, layer->ready_t);
+        dd_timeline_mark(sched->timeline, layer->name, sched->step,
+                         layer->ready_t);
     }
     if (sched->strategy.kind == DD_STRATEGY_ADAPTIVE && !unused) {
         double n2 = dd_sched_grad_norm2(layer);
@@ -291,6 +331,9 @@ static dd_status_t dd_sched_mark(dd_sched_t *sched, struct dd_layer *layer,
         sched, layer, dd_strategy_syncs_grads(&sched->strategy));
     if (status == DD_OK && ddp) {
         status = dd_sched_broadcast_buffers(sched, layer);
+    }
+    if (status == DD_OK && dd_sched_leaves(sched, layer)) {
+        dd_sched_flush(sched);
     }
     return status;
 }
@@ -382,8 +425,15 @@ static dd_status_t dd_sched_report(dd_sched_t *sched, dd_sync_job_t *done)
         if (job->status == DD_OK) {
             continue;
         }
-        struct dd_layer *l = sched->layers[job->layers[0]];
         sched->failed = job->status;
+        if (job->n_layers == 0) {
+            return dd_error(job->status, DD_SUBSYS_SCHED,
+                            "step %llu: the agreement on the measured times "
+                            "failed: %s: %s",
+                            (unsigned long long)sched->step,
+                            dd_status_string(job->status), job->why);
+        }
+        struct dd_layer *l = sched->layers[job->layers[0]];
         return dd_error(job->status, DD_SUBSYS_SCHED,
                         "[SYNC] step %llu: layer '%s'%s failed: %s: %s",
                         (unsigned long long)sched->step, l->name,
@@ -393,26 +443,76 @@ static dd_status_t dd_sched_report(dd_sched_t *sched, dd_sync_job_t *done)
     return DD_OK;
 }
 
+/*
+ * Sums what the drained jobs did per layer. A layer's tensors may be split
+ * over two jobs (the fusion limit falls between them): each job gives it
+ * its own bytes in the job and their share of the job's time, so that the
+ * layers' totals add up to the bytes and the time on the wire.
+ */
+static void dd_sched_gather(dd_sched_t *sched, const dd_sync_job_t *done)
+{
+    for (const dd_sync_job_t *job = done; job != NULL; job = job->next) {
+        double wire = job->t_end - job->t_start;
+        for (size_t k = 0; k < job->n_layers; k++) {
+            struct dd_layer *l = sched->layers[job->layers[k]];
+            size_t bytes = job->layer_bytes[k];
+            if (!l->sync_seen) {
+                l->sync_bytes = 0;
+                l->sync_share_s = l->sync_msg_s = 0;
+                l->sync_seen = 1;
+            }
+            l->sync_bytes += bytes;
+            l->sync_share_s +=
+                job->bytes ? wire * (double)bytes / (double)job->bytes : wire;
+            l->sync_msg_s += wire;
+        }
+        if (sched->timeline != NULL && job->n_layers > 0) {
+            dd_timeline_sync(sched->timeline, sched, job);
+        }
+    }
+}
+
+/* Whether the layer's sync in this step is one beyond its one per window:
+ * dreamddp's extra syncs, from bubble filling. */
+static int dd_sched_extra(const dd_sched_t *sched, const struct dd_layer *l)
+{
+    if (!sched->in_step || sched->plan == NULL ||
+        (sched->strategy.kind != DD_STRATEGY_DREAMDDP &&
+         sched->strategy.kind != DD_STRATEGY_PLSGD)) {
+        return 0;
+    }
+    return sched->plan->slot[l->index] !=
+           (unsigned)(sched->step % sched->strategy.window);
+}
+
+/* Counts each layer once per sync, however many jobs carried it. */
 static void dd_sched_account(dd_sched_t *sched, dd_sync_job_t *done,
                              dd_step_stats_t *st)
 {
     for (dd_sync_job_t *job = done; job != NULL; job = job->next) {
-        double wire = job->t_end - job->t_start;
-        st->wire_s += wire;
+        if (job->n_layers == 0) {
+            continue; /* the agreement on the times, not a sync */
+        }
+        st->wire_s += job->t_end - job->t_start;
         st->bytes_synced += job->bytes;
         for (size_t k = 0; k < job->n_layers; k++) {
             struct dd_layer *l = sched->layers[job->layers[k]];
-            double share = job->bytes ? (double)l->bytes / job->bytes : 1;
+            if (l->sync_seen != 1) {
+                continue;
+            }
+            l->sync_seen = 2;
             l->stats.syncs++;
-            l->stats.bytes += l->bytes;
-            l->stats.wire_s += wire * share;
+            l->stats.bytes += l->sync_bytes;
+            l->stats.wire_s += l->sync_share_s;
             st->layers_synced++;
+            if (dd_sched_extra(sched, l)) {
+                l->stats.extra_syncs++;
+                st->extra_bytes += l->sync_bytes;
+            }
             dd_log_info(DD_SUBSYS_SCHED,
                         "[SYNC] layer '%s' synced in %.1f ms (step %llu)",
-                        l->name, wire * 1e3, (unsigned long long)sched->step);
-        }
-        if (sched->timeline != NULL) {
-            dd_timeline_sync(sched->timeline, sched, job);
+                        l->name, l->sync_msg_s * 1e3,
+                        (unsigned long long)sched->step);
         }
     }
 }
@@ -437,8 +537,10 @@ static dd_status_t dd_sched_finish(dd_sched_t *sched, dd_step_stats_t *st)
     }
     status = dd_sched_report(sched, done);
     if (status == DD_OK) {
+        dd_sched_gather(sched, done);
         dd_sched_account(sched, done, st);
         dd_sched_record_syncs(sched, done);
+        dd_sched_agree_done(sched);
     }
     dd_sync_job_free_list(done);
     return status;
@@ -481,6 +583,9 @@ static void dd_sched_step_stats_fill(const dd_step_stats_t *st,
     }
     if (m & DD_STEP_STATS_FIELD_REPLANNED) {
         out->replanned = st->replanned;
+    }
+    if (m & DD_STEP_STATS_FIELD_EXTRA_BYTES) {
+        out->extra_bytes = st->extra_bytes;
     }
 }
 

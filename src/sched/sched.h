@@ -30,6 +30,12 @@ struct dd_layer {
     /* Measurements: EMAs of the backward time and of the sync time. */
     double bp_s, comm_s;
     int comm_measured;
+    /* The syncs that dd_step_end (or dd_sync_all) drained, summed over the
+     * jobs that carried a part of the layer: its bytes, its per-byte share
+     * of their time, their time; seen: 1 once summed, 2 once counted. */
+    size_t sync_bytes;
+    double sync_share_s, sync_msg_s;
+    int sync_seen;
     dd_layer_stats_t stats;
     /* adaptive */
     int period;
@@ -77,8 +83,22 @@ typedef struct dd_sched {
     dd_status_t failed;
     /* Window strategies: what syncs in each step of the window. */
     dd_plan_t *plan;
+    /* dd_plan_fusion of a measured plan ([H * n]): which layers' messages
+     * wait for the next layer; NULL: every layer's leaves at once. */
+    unsigned char *hold;
     int planned; /* dreamddp: the plan comes from measurements */
     double plan_bp_total, plan_comm_total;
+    /* Re-planning: the agreement on the times runs in the background every
+     * DREAMDDP_REPLAN_WINDOWS windows; a re-plan needs the drift at
+     * DD_SCHED_REPLAN_PERSIST checks in a row. */
+    enum {
+        DD_SCHED_AGREE_IDLE,
+        DD_SCHED_AGREE_RUNNING, /* on the engine's queue */
+        DD_SCHED_AGREE_READY    /* agree_v holds the agreed times */
+    } agree_state;
+    double *agree_v; /* [2n] bp, then comm */
+    dd_sched_coll_t agree_coll[2];
+    int windows_unchecked, drift_checks;
     /* Network model from commit: sync time = alpha + beta * bytes. */
     double alpha_s, beta_s;
     /* The step in progress. */
@@ -113,15 +133,18 @@ void dd_sched_destroy(dd_sched_t *sched);
 void dd_sched_quiesce(dd_sched_t *sched);
 dd_status_t dd_sched_check_tables(dd_sched_t *sched);
 
+#define DD_SCHED_REPLAN_PERSIST 2
+
 /* Every field of the output structs that this library fills. */
 #define DD_SCHED_STEP_STATS_FIELDS                                             \
     (DD_STEP_STATS_FIELD_STEP | DD_STEP_STATS_FIELD_LAYERS_SYNCED |            \
      DD_STEP_STATS_FIELD_BYTES_SYNCED | DD_STEP_STATS_FIELD_WIRE_S |           \
-     DD_STEP_STATS_FIELD_WAIT_S | DD_STEP_STATS_FIELD_REPLANNED)
+     DD_STEP_STATS_FIELD_WAIT_S | DD_STEP_STATS_FIELD_REPLANNED |              \
+     DD_STEP_STATS_FIELD_EXTRA_BYTES)
 #define DD_SCHED_LAYER_STATS_FIELDS                                            \
     (DD_LAYER_STATS_FIELD_SYNCS | DD_LAYER_STATS_FIELD_BYTES |                 \
      DD_LAYER_STATS_FIELD_WIRE_S | DD_LAYER_STATS_FIELD_BP_S |                 \
-     DD_LAYER_STATS_FIELD_PERIOD)
+     DD_LAYER_STATS_FIELD_PERIOD | DD_LAYER_STATS_FIELD_EXTRA_SYNCS)
 
 /* runtime.c */
 dd_status_t dd_sched_step_begin(dd_sched_t *sched);
@@ -147,12 +170,15 @@ dd_status_t dd_sched_fit_network(dd_sched_t *sched);
 void dd_sched_record_backward(dd_sched_t *sched);
 void dd_sched_record_syncs(dd_sched_t *sched, const dd_sync_job_t *done);
 dd_status_t dd_sched_schedule_window(dd_sched_t *sched);
+/* dd_step_end drained the step's jobs: a background agreement is done. */
+void dd_sched_agree_done(dd_sched_t *sched);
 dd_status_t dd_sched_adapt(dd_sched_t *sched);
 
 /* timeline.c */
 dd_status_t dd_timeline_open(const char *pattern, int rank,
                              dd_timeline_t **timeline_p);
-void dd_timeline_mark(dd_timeline_t *t, const char *layer, double at);
+void dd_timeline_mark(dd_timeline_t *t, const char *layer, uint64_t step,
+                      double at);
 void dd_timeline_sync(dd_timeline_t *t, const dd_sched_t *sched,
                       const dd_sync_job_t *job);
 void dd_timeline_close(dd_timeline_t *t);

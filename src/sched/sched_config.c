@@ -20,19 +20,32 @@ static const dd_config_field_t dd_sched_fields[] = {
      "ddp: size of the first gradient bucket, launched early in backward.",
      DD_CONFIG_SIZE, offsetof(dd_sched_opts_t, first_bucket_bytes), 0, 0, NULL},
     {"DREAMDDP_FUSION_BYTES", "1M",
-     "Parameter syncs of small layers are fused into messages up to this "
-     "size.",
+     "Largest fused parameter message: a layer's tensors travel together "
+     "up to this size, and a layer joins the message before it where the "
+     "plan has that message waiting for the channel anyway.",
      DD_CONFIG_SIZE, offsetof(dd_sched_opts_t, fusion_bytes), 0, 0, NULL},
     {"DREAMDDP_PROFILE_STEPS", "5",
      "Steps measured before dreamddp plans (every layer is synced once "
      "meanwhile).",
      DD_CONFIG_INT, offsetof(dd_sched_opts_t, profile_steps), 1, 1000000, NULL},
     {"DREAMDDP_REPLAN_DRIFT", "0.2",
-     "dreamddp re-plans when measured times drift this much from the plan.",
+     "dreamddp re-plans when measured times drift this much from the "
+     "plan's at two checks in a row (DREAMDDP_REPLAN_WINDOWS).",
      DD_CONFIG_FLOAT, offsetof(dd_sched_opts_t, replan_drift), 0, 100, NULL},
+    {"DREAMDDP_REPLAN_WINDOWS", "4",
+     "dreamddp: windows between checks of the measured times against the "
+     "plan's (agreed in the background); a re-plan takes the drift at two "
+     "checks in a row.",
+     DD_CONFIG_INT, offsetof(dd_sched_opts_t, replan_windows), 1, 1000000,
+     NULL},
+    {"DREAMDDP_FILL_BUBBLES", "yes",
+     "dreamddp: also sync layers in steps where the plan's model has their "
+     "sync hidden behind backward (bubble filling); the extra bytes are in "
+     "the step statistics.",
+     DD_CONFIG_BOOL, offsetof(dd_sched_opts_t, fill_bubbles), 0, 0, NULL},
     {"DREAMDDP_TIMELINE", NULL,
-     "Write a Chrome-trace JSON of backward marks and syncs to this file "
-     "(%r: rank).",
+     "Write a Chrome-trace JSON of backward marks and syncs (with when each "
+     "was launched) to this file (%r: rank).",
      DD_CONFIG_STRING, offsetof(dd_sched_opts_t, timeline), 0, 0, NULL},
     {"DREAMDDP_ADAPTIVE_KMIN", "1", "adaptive: shortest sync period, in steps.",
      DD_CONFIG_INT, offsetof(dd_sched_opts_t, adaptive_kmin), 1, 1024, NULL},

@@ -79,7 +79,8 @@ static void dd_timeline_event(dd_timeline_t *t, const char *name,
     dd_json_string(&t->json, ph);
 }
 
-void dd_timeline_mark(dd_timeline_t *t, const char *layer, double at)
+void dd_timeline_mark(dd_timeline_t *t, const char *layer, uint64_t step,
+                      double at)
 {
     char name[DD_TIMELINE_NAME_MAX];
 
@@ -93,6 +94,11 @@ void dd_timeline_mark(dd_timeline_t *t, const char *layer, double at)
     dd_json_int(&t->json, 0);
     dd_json_key(&t->json, "ts");
     dd_json_fixed(&t->json, dd_timeline_us(t, at), 1);
+    dd_json_key(&t->json, "args");
+    dd_json_object_begin(&t->json, DD_JSON_COMPACT);
+    dd_json_key(&t->json, "step");
+    dd_json_uint(&t->json, step);
+    dd_json_object_end(&t->json);
     dd_json_object_end(&t->json);
 }
 
@@ -120,6 +126,16 @@ void dd_timeline_sync(dd_timeline_t *t, const dd_sched_t *sched,
     dd_json_uint(&t->json, job->n_layers);
     dd_json_key(&t->json, "bytes");
     dd_json_uint(&t->json, job->bytes);
+    /* When the runtime handed the job to the engine: what start lags
+     * behind it is the channel's queue. */
+    dd_json_key(&t->json, "submit");
+    dd_json_fixed(&t->json, dd_timeline_us(t, job->t_submit), 1);
+    dd_json_key(&t->json, "names");
+    dd_json_array_begin(&t->json, DD_JSON_COMPACT);
+    for (size_t k = 0; k < job->n_layers; k++) {
+        dd_json_string(&t->json, sched->layers[job->layers[k]]->name);
+    }
+    dd_json_array_end(&t->json);
     dd_json_object_end(&t->json);
     dd_json_object_end(&t->json);
 }

@@ -329,7 +329,9 @@ static dd_status_t dd_context_sched(dd_context_h ctx)
 {
     dd_sched_env_t env = {.job = &ctx->job,
                           .opts = &ctx->sched_opts,
-                          .coll = dd_context_coll_backends(ctx)};
+                          .coll = dd_context_coll_backends(ctx),
+                          .device = ctx->device,
+                          .device_opts = &ctx->device_opts};
 
     ctx->agg_env = (dd_agg_env_t){.job = &ctx->job,
                                   .chunk_bytes = ctx->sched_opts.chunk_bytes};

@@ -163,6 +163,7 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
                 return DD_ERR_NO_MEMORY;
             }
         }
+        dd_sched_device_job(sched, layer, tensor, sched->group);
         dd_status_t status =
             dd_sched_job_add(sched->group, layer->index, buf, tensor->count);
         if (status != DD_OK) {
@@ -182,6 +183,9 @@ static double dd_sched_grad_norm2(const struct dd_layer *layer)
     double sum = 0;
     for (size_t t = 0; t < layer->n_tensors; t++) {
         const dd_tensor_t *x = &layer->tensors[t];
+        if (x->mem_type != DD_MEM_HOST) {
+            continue; /* the host does not read device memory */
+        }
         if (x->dtype == DD_DTYPE_F32) {
             for (size_t i = 0; i < x->count; i++) {
                 double g = ((const float *)x->grad)[i];
@@ -285,6 +289,7 @@ static void dd_sched_account(dd_sched_t *sched, dd_sync_job_t *done,
     for (dd_sync_job_t *job = done; job != NULL; job = job->next) {
         double wire = job->t_end - job->t_start;
         st->wire_s += wire;
+        st->staging_s += job->staging_s;
         st->bytes_synced += job->bytes;
         for (size_t k = 0; k < job->n_layers; k++) {
             struct dd_layer *l = sched->layers[job->layers[k]];
@@ -367,6 +372,9 @@ static void dd_sched_step_stats_fill(const dd_step_stats_t *st,
     }
     if (m & DD_STEP_STATS_FIELD_REPLANNED) {
         out->replanned = st->replanned;
+    }
+    if (m & DD_STEP_STATS_FIELD_STAGING_S) {
+        out->staging_s = st->staging_s;
     }
 }
 

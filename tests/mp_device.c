@@ -13,6 +13,10 @@
  *                              must show (the test can see a missed wait)
  *   mp_device nomodule         a CUDA layer without a device module is an
  *                              error naming the layer
+ *   mp_device big STEPS        one 100 MiB device layer under ddp
+ *   mp_device bandwidth        one worker: a staged step of 100 MiB against
+ *                              a plain pinned copy of the same bytes
+ * The device module is DREAMDDP_DEVICE's (fake unless it says cuda).
  */
 #include <dreamddp.h>
 #include <dreamddp/device.h>
@@ -21,10 +25,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#define N_LAYERS 5
-static const size_t sizes[N_LAYERS] = {1, 7, 4099, 70000, 33};
-static const int on_device[N_LAYERS] = {1, 0, 1, 1, 0};
+#define MAX_LAYERS 5
+static int n_layers = MAX_LAYERS;
+static size_t sizes[MAX_LAYERS] = {1, 7, 4099, 70000, 33};
+static int on_device[MAX_LAYERS] = {1, 0, 1, 1, 0};
 static int rank, world;
 static const dd_device_ops_t *ops;
 static dd_device_t *dev;
@@ -43,6 +49,7 @@ static void *stream;
 typedef struct {
     void *param, *grad; /* device or host */
     void *src;          /* host values the "backward" copies from */
+    void *check;        /* host copy of a device buffer, for the checks */
     dd_dtype_t dtype;
     size_t es;
     dd_layer_h h;
@@ -77,7 +84,9 @@ static int open_device(void)
     char path[4096];
     const char *dir = getenv("DREAMDDP_BACKEND_PATH");
 
-    snprintf(path, sizeof(path), "%s/dd_device_fake.so", dir ? dir : ".");
+    const char *kind = getenv("DREAMDDP_DEVICE");
+    snprintf(path, sizeof(path), "%s/dd_device_%s.so", dir ? dir : ".",
+             kind != NULL && strcmp(kind, "cuda") == 0 ? "cuda" : "fake");
     void *dl = dlopen(path, RTLD_NOW);
     CHECK(dl != NULL, "dlopen %s: %s", path, dlerror());
     dd_device_entry_fn_t entry;
@@ -136,11 +145,33 @@ static int fill(layer_t *L, int l, long step, int grads)
     return 0;
 }
 
+/* The buffer as the host sees it: device buffers are copied back (real
+ * device memory is not the host's to read). */
+static const void *host_view(layer_t *L, int l, const void *buf)
+{
+    static dd_device_event_t *ev;
+    if (!on_device[l]) {
+        return buf;
+    }
+    if ((ev == NULL && ops->event_create(dev, 0, &ev) != DD_OK) ||
+        ops->memcpy_async(dev, L->check, buf, sizes[l] * L->es,
+                          DD_DEVICE_COPY_D2H, stream) != DD_OK ||
+        ops->event_record(dev, ev, stream) != DD_OK ||
+        ops->event_synchronize(dev, ev) != DD_OK) {
+        return NULL;
+    }
+    return L->check;
+}
+
 /* Whether buf holds the bit-exact average (binary32 sums of small
  * integers are exact; the quotient is correctly rounded). */
 static int is_average(layer_t *L, int l, long step, int grads, int quiet)
 {
-    const void *buf = grads ? L->grad : L->param;
+    const void *buf = host_view(L, l, grads ? L->grad : L->param);
+    if (buf == NULL) {
+        fprintf(stderr, "cannot read layer %d back\n", l);
+        return 0;
+    }
     for (size_t i = 0; i < sizes[l]; i++) {
         double sum = 0;
         for (int r = 0; r < world; r++) {
@@ -168,13 +199,14 @@ static int is_average(layer_t *L, int l, long step, int grads, int quiet)
 static int setup(dd_context_h ctx, layer_t *L)
 {
     char name[16];
-    for (int l = 0; l < N_LAYERS; l++) {
+    for (int l = 0; l < n_layers; l++) {
         L[l].dtype = l == 2 ? DD_DTYPE_F64 : DD_DTYPE_F32;
         L[l].es = L[l].dtype == DD_DTYPE_F64 ? 8 : 4;
         L[l].param = alloc(l, sizes[l] * L[l].es);
         L[l].grad = alloc(l, sizes[l] * L[l].es);
         L[l].src = calloc(sizes[l], L[l].es);
-        CHECK(L[l].param && L[l].grad && L[l].src, "no memory");
+        L[l].check = calloc(sizes[l], L[l].es);
+        CHECK(L[l].param && L[l].grad && L[l].src && L[l].check, "no memory");
         dd_tensor_t t = {.param = L[l].param,
                          .grad = L[l].grad,
                          .count = sizes[l],
@@ -192,14 +224,14 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
                int nowait)
 {
     int grads = strcmp(strategy, "ddp") == 0;
-    uint64_t before[N_LAYERS];
+    uint64_t before[MAX_LAYERS];
     dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS};
     double staging = 0;
     int stale = 0;
 
     CHECK(dd_strategy_set(ctx, strategy) == DD_OK, "%s", dd_last_error());
     /* Replicas start equal: the broadcast stages device layers too. */
-    for (int l = 0; l < N_LAYERS; l++) {
+    for (int l = 0; l < n_layers; l++) {
         if (fill(&L[l], l, rank, 0) != 0) {
             return 1;
         }
@@ -210,15 +242,17 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
               ops->event_synchronize(dev, ev) == DD_OK,
           "sync");
     CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
-    for (int l = 0; l < N_LAYERS; l++) {
+    for (int l = 0; l < n_layers; l++) {
         float first;
-        memcpy(&first, L[l].param, sizeof(first));
+        const void *p = host_view(&L[l], l, L[l].param);
+        CHECK(p != NULL, "read back");
+        memcpy(&first, p, sizeof(first));
         CHECK(L[l].dtype != DD_DTYPE_F32 || first == (float)value(0, l, 0, 0),
               "layer %d does not start with rank 0's parameters", l);
     }
     for (long s = 0; s < steps; s++) {
         CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());
-        for (int l = N_LAYERS - 1; l >= 0; l--) {
+        for (int l = n_layers - 1; l >= 0; l--) {
             if (fill(&L[l], l, s, grads) != 0) {
                 return 1;
             }
@@ -237,7 +271,7 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
         CHECK(ops->event_record(dev, ev, stream) == DD_OK &&
                   ops->event_synchronize(dev, ev) == DD_OK,
               "sync");
-        for (int l = 0; l < N_LAYERS; l++) {
+        for (int l = 0; l < n_layers; l++) {
             dd_layer_stats(ctx, L[l].h, &st);
             if (st.syncs == before[l]) {
                 continue;
@@ -261,7 +295,7 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
         return 0;
     }
     CHECK(staging > 0, "no staging time counted (%g s)", staging);
-    for (int l = 0; l < N_LAYERS; l++) {
+    for (int l = 0; l < n_layers; l++) {
         if (fill(&L[l], l, 99, 0) != 0) {
             return 1;
         }
@@ -273,7 +307,7 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
           "sync");
     ops->event_destroy(dev, e2);
     CHECK(dd_sync_all(ctx) == DD_OK, "sync_all: %s", dd_last_error());
-    for (int l = 0; l < N_LAYERS; l++) {
+    for (int l = 0; l < n_layers; l++) {
         CHECK(is_average(&L[l], l, 99, 0, 0), "sync_all: layer %d", l);
     }
     if (rank == 0) {
@@ -281,6 +315,73 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
                steps, world);
     }
     return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int stream_sync(void)
+{
+    static dd_device_event_t *ev;
+    CHECK((ev != NULL || ops->event_create(dev, 0, &ev) == DD_OK) &&
+              ops->event_record(dev, ev, stream) == DD_OK &&
+              ops->event_synchronize(dev, ev) == DD_OK,
+          "stream sync");
+    return 0;
+}
+
+/* One worker: the step of one device layer (staged to pinned chunks and
+ * back, a one-rank allreduce between) against a plain pinned copy of the
+ * same bytes there and back. */
+static int bandwidth(dd_context_h ctx, layer_t *L)
+{
+    size_t bytes = sizes[0] * L[0].es;
+    double best = 1e9, plain = 1e9, staging = 0;
+    void *pinned;
+
+    CHECK(world == 1, "bandwidth runs on one worker");
+    CHECK(dd_strategy_set(ctx, "ddp") == DD_OK, "%s", dd_last_error());
+    CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
+    for (long s = 0; s < 4; s++) {
+        CHECK(fill(&L[0], 0, s, 1) == 0 && stream_sync() == 0, "fill");
+        CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());
+        double t0 = now_s();
+        CHECK(dd_layer_ready_stream(ctx, L[0].h, stream) == DD_OK, "ready: %s",
+              dd_last_error());
+        dd_step_stats_t ss = {.field_mask = DD_STEP_STATS_FIELD_STAGING_S};
+        CHECK(dd_step_end(ctx, &ss) == DD_OK, "end: %s", dd_last_error());
+        double t = now_s() - t0;
+        if (t < best) {
+            best = t;
+            staging = ss.staging_s;
+        }
+        CHECK(is_average(&L[0], 0, s, 1, 0), "step %ld is not exact", s);
+    }
+    CHECK(ops->host_alloc(dev, bytes, &pinned) == DD_OK, "pinned");
+    for (int k = 0; k < 4; k++) {
+        double t0 = now_s();
+        CHECK(ops->memcpy_async(dev, pinned, L[0].grad, bytes,
+                                DD_DEVICE_COPY_D2H, stream) == DD_OK &&
+                  ops->memcpy_async(dev, L[0].grad, pinned, bytes,
+                                    DD_DEVICE_COPY_H2D, stream) == DD_OK &&
+                  stream_sync() == 0,
+              "plain copy");
+        double t = now_s() - t0;
+        plain = t < plain ? t : plain;
+    }
+    ops->host_free(dev, pinned);
+    double ratio = plain / best;
+    printf("mp_device: bandwidth: %zu MB there and back: staged step %.2f "
+           "GB/s (%.1f ms, %.1f ms of it unoverlapped copying), plain "
+           "pinned copy %.2f GB/s: %.2fx %s\n",
+           bytes >> 20, 2.0 * (double)bytes / best / 1e9, best * 1e3,
+           staging * 1e3, 2.0 * (double)bytes / plain / 1e9, ratio,
+           ratio >= 0.8 ? "(>= 0.8x: ok)" : "(below 0.8x)");
+    return ratio >= 0.8 ? 0 : 1;
 }
 
 /* DREAMDDP_DEVICE=none: a device layer is refused, by name. */
@@ -303,7 +404,7 @@ static int nomodule(dd_context_h ctx)
 int main(int argc, char **argv)
 {
     dd_context_h ctx;
-    layer_t L[N_LAYERS];
+    layer_t L[MAX_LAYERS];
 
     if (argc < 2 || dd_init(NULL, &ctx) != DD_OK) {
         fprintf(stderr, "mp_device: usage or dd_init: %s\n", dd_last_error());
@@ -324,17 +425,26 @@ int main(int argc, char **argv)
         rc = nomodule(ctx);
         return (dd_finalize(ctx) != DD_OK) | rc;
     }
+    int big = strcmp(argv[1], "big") == 0;
+    int bw = strcmp(argv[1], "bandwidth") == 0;
+    if (big || bw) { /* one device layer of 100 MiB */
+        n_layers = 1;
+        sizes[0] = (size_t)100 << 18;
+        on_device[0] = 1;
+    }
     rc = open_device();
     if (rc == 0) {
         rc = setup(ctx, L);
     }
-    if (rc == 0) {
+    if (rc == 0 && bw) {
+        rc = bandwidth(ctx, L);
+    } else if (rc == 0) {
         int nowait = strcmp(argv[1], "nowait") == 0;
-        rc = run(ctx, L, nowait ? "ddp" : argv[1], argc > 2 ? atol(argv[2]) : 8,
-                 nowait);
+        rc = run(ctx, L, nowait || big ? "ddp" : argv[1],
+                 argc > 2 ? atol(argv[2]) : 8, nowait);
     }
     dd_status_t fin = dd_finalize(ctx);
-    for (int l = 0; l < N_LAYERS && rc == 0; l++) {
+    for (int l = 0; l < n_layers && rc == 0; l++) {
         if (on_device[l]) {
             ops->mem_free(dev, L[l].param);
             ops->mem_free(dev, L[l].grad);
@@ -343,6 +453,7 @@ int main(int argc, char **argv)
             free(L[l].grad);
         }
         free(L[l].src);
+        free(L[l].check);
     }
     return rc != 0 ? rc : fin != DD_OK;
 }

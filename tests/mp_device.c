@@ -220,6 +220,35 @@ static int setup(dd_context_h ctx, layer_t *L)
     return 0;
 }
 
+static int stream_sync(void);
+
+/* dd_allreduce on device memory, through the engine: staged as well. */
+static int user_allreduce(dd_context_h ctx, layer_t *L)
+{
+    size_t n = sizes[2];
+    double *h = L->src;
+    for (size_t i = 0; i < n; i++) {
+        h[i] = (double)(rank + 1) * (double)(i % 13);
+    }
+    CHECK(ops->memcpy_async(dev, L->grad, h, n * 8, DD_DEVICE_COPY_H2D,
+                            stream) == DD_OK &&
+              stream_sync() == 0,
+          "H2D");
+    CHECK(dd_allreduce(ctx, L->grad, L->grad, n, DD_DTYPE_F64, DD_REDUCE_SUM,
+                       DD_MEM_CUDA) == DD_OK,
+          "dd_allreduce of device memory: %s", dd_last_error());
+    const double *got = host_view(L, 2, L->grad);
+    CHECK(got != NULL, "read back");
+    for (size_t i = 0; i < n; i++) {
+        double want = (double)world * (world + 1) / 2 * (double)(i % 13);
+        CHECK(got[i] == want,
+              "dd_allreduce of device memory: element %zu is "
+              "%g, expected %g",
+              i, got[i], want);
+    }
+    return 0;
+}
+
 static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
                int nowait)
 {
@@ -249,6 +278,9 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
         memcpy(&first, p, sizeof(first));
         CHECK(L[l].dtype != DD_DTYPE_F32 || first == (float)value(0, l, 0, 0),
               "layer %d does not start with rank 0's parameters", l);
+    }
+    if (!nowait && user_allreduce(ctx, &L[2]) != 0) {
+        return 1;
     }
     for (long s = 0; s < steps; s++) {
         CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());

@@ -367,6 +367,9 @@ static dd_status_t dd_staging_wait_ready(dd_staging_op_t *t, int *busy_p)
     if (status == DD_OK) {
         t->ready = 1;
         t->t_ready = dd_time_now();
+        /* The sync starts when the layer is final on the device: the wait
+         * for the event is backward, not the wire, for the planner. */
+        t->job->t_start = t->t_ready;
         *busy_p = 1;
     }
     return status;

@@ -35,6 +35,7 @@ static int rank, world;
 static const dd_device_ops_t *ops;
 static dd_device_t *dev;
 static void *stream;
+static void *scratch; /* the target of the long "kernel" */
 
 #define CHECK(cond, ...)                                                       \
     do {                                                                       \
@@ -126,7 +127,6 @@ static int fill(layer_t *L, int l, long step, int grads)
     /* A long "kernel" first: the copies below land some 30 ms after the
      * layer is marked, long after a sync that did not wait would read. */
     static char scratch_host;
-    static void *scratch;
     if (scratch == NULL && ops->mem_alloc(dev, 0, 1, &scratch) != DD_OK) {
         return 1;
     }
@@ -476,6 +476,9 @@ int main(int argc, char **argv)
                  argc > 2 ? atol(argv[2]) : 8, nowait);
     }
     dd_status_t fin = dd_finalize(ctx);
+    if (scratch != NULL) {
+        ops->mem_free(dev, scratch);
+    }
     for (int l = 0; l < n_layers && rc == 0; l++) {
         if (on_device[l]) {
             ops->mem_free(dev, L[l].param);

@@ -1,6 +1,6 @@
 /*
  * The device pipe (src/sched/staging.c) over the fake device and a host
- * pipe of the test's own, whose "network" takes 20 ms a chunk and doubles
+ * pipe of the test's own, whose "network" takes 50 ms a chunk and doubles
  * what it is given: no chunk enters the network before the readiness event
  * completes, each enters with its data already copied, the copy of the
  * next chunk is done while the previous one is on the network (more chunks
@@ -18,11 +18,12 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CHUNK_FLOATS 1024
 #define N_CHUNKS 6
 #define SLOTS 3
-#define NET_S 0.02
+#define NET_S 0.05
 
 static dd_device_module_t *mod;
 static const dd_device_ops_t *ops;
@@ -138,6 +139,7 @@ static void test_pipelined_staging(void **state)
     double deadline = dd_time_now() + 20;
     while ((status = p->test(p->arg, h, &busy)) == DD_INPROGRESS &&
            dd_time_now() < deadline) {
+        usleep(200); /* as the engine naps: the stream threads run */
     }
     assert_int_equal(status, DD_OK);
     assert_int_equal(net.started, N_CHUNKS);

@@ -413,6 +413,9 @@ static dd_status_t dd_fake_map(dd_device_t *d, const char *name, size_t bytes,
 {
     int fd = shm_open(name, create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
 
+    if (fd < 0 && create && errno == EEXIST) {
+        return DD_INPROGRESS; /* the name is taken: the caller tries another */
+    }
     if (fd < 0) {
         return dd_fake_error(d, create ? DD_ERR_NO_MEMORY : DD_ERR_NOT_FOUND,
                              "shm_open %s: %s", name, strerror(errno));
@@ -439,6 +442,52 @@ static dd_status_t dd_fake_map(dd_device_t *d, const char *name, size_t bytes,
     return DD_OK;
 }
 
+/* Objects this process created and still holds go when it exits: a test
+ * that forgets a buffer must not leave it in /dev/shm. */
+static void dd_fake_atexit(void)
+{
+    pthread_mutex_lock(&dd_fake_lock);
+    for (dd_fake_alloc_t *a = dd_fake_allocs; a != NULL; a = a->next) {
+        if (!a->mapped) {
+            shm_unlink(a->name);
+        }
+    }
+    pthread_mutex_unlock(&dd_fake_lock);
+}
+
+static void dd_fake_register_atexit(void)
+{
+    atexit(dd_fake_atexit);
+}
+
+/* A new object under a name no other process uses: the pid, a clock
+ * reading (a killed process leaves its objects, and pids come back) and a
+ * serial, tried again on a clash. */
+static dd_status_t dd_fake_create(dd_device_t *d, size_t bytes, char *name,
+                                  size_t size, void **ptr_p)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    dd_status_t status;
+
+    pthread_once(&once, dd_fake_register_atexit);
+    for (int attempt = 0; attempt < 8; attempt++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        pthread_mutex_lock(&dd_fake_lock);
+        unsigned long serial = ++dd_fake_serial;
+        pthread_mutex_unlock(&dd_fake_lock);
+        snprintf(name, size, "/dd_fake_%ld_%lx_%lu", (long)getpid(),
+                 (unsigned long)ts.tv_nsec, serial);
+        status = dd_fake_map(d, name, bytes, 1, ptr_p);
+        if (status != DD_INPROGRESS) {
+            return status;
+        }
+    }
+    return dd_fake_error(d, DD_ERR_NO_MEMORY,
+                         "no free shared-memory name after 8 tries (last %s)",
+                         name);
+}
+
 static dd_status_t dd_fake_mem_alloc(dd_device_t *d, int ordinal, size_t bytes,
                                      void **ptr_p)
 {
@@ -449,11 +498,7 @@ static dd_status_t dd_fake_mem_alloc(dd_device_t *d, int ordinal, size_t bytes,
         return dd_fake_error(d, DD_ERR_NO_DEVICE, "no device %d", ordinal);
     }
     bytes = bytes ? bytes : 1;
-    pthread_mutex_lock(&dd_fake_lock);
-    unsigned long serial = ++dd_fake_serial;
-    pthread_mutex_unlock(&dd_fake_lock);
-    snprintf(name, sizeof(name), "/dd_fake_%ld_%lu", (long)getpid(), serial);
-    dd_status_t status = dd_fake_map(d, name, bytes, 1, &p);
+    dd_status_t status = dd_fake_create(d, bytes, name, sizeof(name), &p);
     if (status != DD_OK) {
         return status;
     }

@@ -350,8 +350,8 @@ static int register_model(dd_context_h ctx, layer_t *L)
     for (int l = 0; l < N_LAYERS; l++) {
         dd_tensor_t t[2] = {
             {L[l].w, L[l].gw, (size_t)L[l].in * L[l].out, DD_DTYPE_F32,
-             DD_MEM_HOST},
-            {L[l].b, L[l].gb, (size_t)L[l].out, DD_DTYPE_F32, DD_MEM_HOST}};
+             DD_MEM_HOST, 0},
+            {L[l].b, L[l].gb, (size_t)L[l].out, DD_DTYPE_F32, DD_MEM_HOST, 0}};
         snprintf(name, sizeof(name), "fc%d", l + 1);
         if (dd_layer_register(ctx, name, t, 2, &L[l].handle) != DD_OK) {
             return -1;

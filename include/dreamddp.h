@@ -227,7 +227,9 @@ typedef enum {
 /** Where a buffer lives. */
 typedef enum {
     DD_MEM_HOST = 0, /**< ordinary host memory */
-    DD_MEM_CUDA,     /**< CUDA device memory of the calling thread's device */
+    DD_MEM_CUDA,     /**< device memory: CUDA's (DREAMDDP_DEVICE=cuda) or
+                          the fake device's (DREAMDDP_DEVICE=fake, tests);
+                          dd_tensor_t::device names the device */
     DD_MEM_LAST
 } dd_mem_type_t;
 
@@ -333,6 +335,11 @@ typedef struct dd_layer *dd_layer_h;
  * reads. adaptive also reads the gradients (host ones) for its signal, so
  * under it every layer needs at least one tensor with a gradient.
  * dd_model_commit checks these rules for the strategy then in force.
+ *
+ * ABI: `device` was added at the end in 0.2 (library version 1 of the
+ * soname). Tensors are passed in arrays, so the struct's size is part of
+ * the ABI: programs built against an older dreamddp.h must be rebuilt;
+ * sources that initialize the first five fields keep device 0.
  */
 typedef struct {
     void *param;
@@ -340,6 +347,8 @@ typedef struct {
     size_t count;
     dd_dtype_t dtype;
     dd_mem_type_t mem_type;
+    int device; /**< DD_MEM_CUDA: the device's ordinal (as cudaSetDevice
+                     takes it); ignored for host memory */
 } dd_tensor_t;
 
 /**
@@ -348,8 +357,10 @@ typedef struct {
  * must live until dd_finalize. Workers only, before dd_model_commit.
  *
  * @return DD_OK; DD_ERR_INVALID_PARAM for an empty or duplicate name, a NULL
- *         buffer or an invalid dtype; DD_ERR_STATE after dd_model_commit or
- *         on an aggregator.
+ *         buffer, an invalid dtype or a device the module does not see;
+ *         DD_ERR_UNSUPPORTED, naming the layer, for a DD_MEM_CUDA tensor
+ *         when no device module is loaded (DREAMDDP_DEVICE); DD_ERR_STATE
+ *         after dd_model_commit or on an aggregator.
  * One thread at a time per context.
  */
 DD_API dd_status_t dd_layer_register(dd_context_h ctx, const char *name,
@@ -447,6 +458,23 @@ DD_API dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer);
  */
 DD_API dd_status_t dd_layer_unused(dd_context_h ctx, dd_layer_h layer);
 
+/**
+ * dd_layer_ready() for a layer whose gradients become final on a device
+ * stream: the library records an event on stream (a cudaStream_t, or a
+ * stream of the fake device; NULL is the default stream) and returns at
+ * once; the progress engine waits for that event before it reads the
+ * layer's buffers, never the calling thread. The averages are on the
+ * device when dd_step_end() returns. A device layer marked with plain
+ * dd_layer_ready() must already be final (the caller synchronized).
+ *
+ * @return what dd_layer_ready() returns; DD_ERR_INVALID_PARAM for a layer
+ *         without device tensors or without a device module; an error of
+ *         the device module (DD_ERR_BACKEND) naming the layer.
+ * Threads: as dd_layer_ready().
+ */
+DD_API dd_status_t dd_layer_ready_stream(dd_context_h ctx, dd_layer_h layer,
+                                         void *stream);
+
 /*
  * The output structs (dd_step_stats_t, dd_layer_stats_t) start with a
  * field_mask, as the parameter structs do: the caller sets the bits of the
@@ -466,7 +494,8 @@ enum {
     DD_STEP_STATS_FIELD_WIRE_S = 1u << 3,        /**< wire_s */
     DD_STEP_STATS_FIELD_WAIT_S = 1u << 4,        /**< wait_s */
     DD_STEP_STATS_FIELD_REPLANNED = 1u << 5,     /**< replanned */
-    DD_STEP_STATS_FIELD_EXTRA_BYTES = 1u << 6    /**< extra_bytes */
+    DD_STEP_STATS_FIELD_EXTRA_BYTES = 1u << 6,   /**< extra_bytes */
+    DD_STEP_STATS_FIELD_STAGING_S = 1u << 7      /**< staging_s */
 };
 
 /** What one step did, returned by dd_step_end. */
@@ -482,6 +511,9 @@ typedef struct {
     size_t extra_bytes;  /**< of bytes_synced, those of syncs beyond each
                               layer's one per window: dreamddp's bubble
                               filling (DREAMDDP_FILL_BUBBLES) */
+    double staging_s;    /**< seconds device syncs spent copying to and from
+                              pinned host memory that no network overlapped
+                              (part of wire_s); 0 without device layers */
 } dd_step_stats_t;
 
 /**

@@ -91,4 +91,16 @@ expect_grep "$TMP/lo.json" '"chosen": {"name": "lo"' "DREAMDDP_NET_IFNAME=lo cho
 DREAMDDP_TOPO_DUMP_FILE=$TMP/dump.xml "$DDTOPO" >/dev/null || fail "DREAMDDP_TOPO_DUMP_FILE"
 "$DDTOPO" --topo "$TMP/dump.xml" --json >"$TMP/out" || fail "reading the dump"
 expect_grep "$TMP/out" '"source": "hwloc XML' "the dump reads back offline"
+
+# The devices, through the loader dd_init uses: the fake module's two, and
+# for cuda the same reason dd_init would give.
+DREAMDDP_DEVICE=fake "$DDTOPO" >"$TMP/dev" 2>&1 || fail "ddtopo with DREAMDDP_DEVICE=fake"
+expect_grep "$TMP/dev" "devices (DREAMDDP_DEVICE=fake, loaded as dd_init does): fake: module" "ddtopo loads the device module DREAMDDP_DEVICE names"
+expect_grep "$TMP/dev" "  device 1: fake device 1, 1024 MiB" "ddtopo lists the module's devices"
+DREAMDDP_DEVICE=cuda "$DDTOPO" --json >"$TMP/cuda.json" 2>/dev/null || fail "ddtopo with DREAMDDP_DEVICE=cuda"
+if grep -q '"module": "cuda"' "$TMP/cuda.json"; then
+    pass "ddtopo sees the CUDA devices"
+else
+    expect_grep "$TMP/cuda.json" '"why": "DREAMDDP_DEVICE=cuda: device module cuda is unavailable: no' "ddtopo says why the cuda module cannot run"
+fi
 finish

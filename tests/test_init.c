@@ -234,7 +234,7 @@ static void commit_ddp_or_skip(dd_context_h ctx)
 static dd_context_h one_step(float *w, float *g, dd_layer_h *layer_p)
 {
     dd_context_h ctx = NULL;
-    dd_tensor_t t = {w, g, 16, DD_DTYPE_F32, DD_MEM_HOST};
+    dd_tensor_t t = {w, g, 16, DD_DTYPE_F32, DD_MEM_HOST, 0};
 
     assert_int_equal(dd_init(NULL, &ctx), DD_OK);
     assert_int_equal(dd_layer_register(ctx, "fc", &t, 1, layer_p), DD_OK);
@@ -344,7 +344,7 @@ static void test_layer_ready_threads(void **state)
 
     assert_int_equal(dd_init(NULL, &ctx), DD_OK);
     for (int l = 0; l < TH_LAYERS; l++) {
-        dd_tensor_t t = {w[l], g[l], 64, DD_DTYPE_F32, DD_MEM_HOST};
+        dd_tensor_t t = {w[l], g[l], 64, DD_DTYPE_F32, DD_MEM_HOST, 0};
         snprintf(name, sizeof(name), "l%d", l);
         assert_int_equal(dd_layer_register(ctx, name, &t, 1, &layers[l]),
                          DD_OK);

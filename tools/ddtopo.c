@@ -7,6 +7,7 @@
  */
 #include "ddtopo.h"
 
+#include "backends/backend_config.h"
 #include "core/core_config.h"
 #include "core/log.h"
 #include "topo/topo.h"
@@ -136,8 +137,56 @@ static void ddtopo_gpu_nics(const dd_topo_t *topo, const dd_topo_opts_t *opts,
     free(cands);
 }
 
+/* The device module, through the loader dd_init uses, with the same
+ * variables; only for this machine's own topology. */
+static void ddtopo_devices(int foreign, ddtopo_devices_t *d)
+{
+    dd_device_opts_t dopts;
+    dd_backend_opts_t bopts;
+    dd_device_module_t *m = NULL;
+
+    memset(d, 0, sizeof(*d));
+    if (foreign) {
+        snprintf(d->why, sizeof(d->why),
+                 "not probed: the topology is another machine's (--topo or "
+                 "DREAMDDP_SYSFS_ROOT)");
+        return;
+    }
+    d->probed = 1;
+    if (dd_config_load(&dd_device_config_table, &dopts, dd_config_getenv,
+                       NULL) != DD_OK ||
+        dd_config_load(&dd_backend_config_table, &bopts, dd_config_getenv,
+                       NULL) != DD_OK) {
+        snprintf(d->why, sizeof(d->why), "%s", dd_last_error());
+        return;
+    }
+    d->kind = dopts.kind;
+    if (dd_device_load(&dopts, bopts.path, DD_LOG_WARN, &m, d->why,
+                       sizeof(d->why)) != DD_OK) {
+        snprintf(d->why, sizeof(d->why), "%s", dd_last_error());
+    } else if (m != NULL) {
+        snprintf(d->module, sizeof(d->module), "%s", m->name);
+        if (m->ops->device_count(m->instance, &d->n) != DD_OK) {
+            snprintf(d->why, sizeof(d->why), "%s", dd_last_error());
+            d->n = 0;
+        }
+        d->n = d->n < DDTOPO_MAX_DEVICES ? d->n : DDTOPO_MAX_DEVICES;
+        for (int g = 0; g < d->n; g++) {
+            if (m->ops->device_info(m->instance, g, &d->info[g]) != DD_OK) {
+                snprintf(d->info[g].name, sizeof(d->info[g].name), "? (%s)",
+                         dd_last_error());
+            }
+        }
+        dd_device_unload(m);
+    }
+    dd_config_release(&dd_backend_config_table, &bopts);
+    dd_config_release(&dd_device_config_table, &dopts);
+}
+
 static int ddtopo_report(const ddtopo_args_t *args, dd_topo_opts_t *opts)
 {
+    ddtopo_devices_t devices;
+
     dd_topo_t *topo = NULL;
     dd_topo_cand_t *cands = NULL;
     int *gpu_nic = NULL;
@@ -163,8 +212,11 @@ static int ddtopo_report(const ddtopo_args_t *args, dd_topo_opts_t *opts)
         goto out_free;
     }
     ddtopo_gpu_nics(topo, opts, args->local_size, gpu_nic);
-    ddtopo_report_t r = {topo, opts,  args->local_rank, args->local_size,
-                         gpu,  cands, &choice,          gpu_nic};
+    ddtopo_devices(opts->topo_file != NULL || opts->sysfs_root != NULL,
+                   &devices);
+    ddtopo_report_t r = {topo,    opts,  args->local_rank, args->local_size,
+                         gpu,     cands, &choice,          gpu_nic,
+                         &devices};
     if (args->json) {
         ddtopo_print_json(stdout, &r);
     } else {

@@ -5,9 +5,22 @@
 #ifndef DD_TOOLS_DDTOPO_H
 #define DD_TOOLS_DDTOPO_H
 
+#include "device/loader.h"
 #include "topo/ifchoice.h"
 
 #include <stdio.h>
+
+#define DDTOPO_MAX_DEVICES 16
+
+/* The devices the device module sees, loaded as dd_init loads it. */
+typedef struct {
+    int probed;      /* 0: the topology is another machine's */
+    int kind;        /* DREAMDDP_DEVICE */
+    char module[16]; /* "" when none loaded */
+    char why[512];   /* which module file, or why none */
+    int n;
+    dd_device_info_t info[DDTOPO_MAX_DEVICES];
+} ddtopo_devices_t;
 
 /* Everything one report shows. */
 typedef struct {
@@ -18,6 +31,7 @@ typedef struct {
     const dd_topo_cand_t *cands; /* topo->n_nics, in the rank's order */
     const dd_topo_choice_t *choice;
     int *gpu_nic; /* per GPU: the NIC its local rank would choose, or -1 */
+    const ddtopo_devices_t *devices;
 } ddtopo_report_t;
 
 void ddtopo_print_text(FILE *out, const ddtopo_report_t *r);

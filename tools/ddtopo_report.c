@@ -154,6 +154,36 @@ static void ddtopo_text_gpus(FILE *out, const ddtopo_report_t *r)
     }
 }
 
+/* The device module's devices, as dd_init would see them. */
+static void ddtopo_text_devices(FILE *out, const ddtopo_report_t *r)
+{
+    const ddtopo_devices_t *d = r->devices;
+
+    if (!d->probed) {
+        fprintf(out, "\ndevices: %s\n", d->why);
+        return;
+    }
+    fprintf(out,
+            "\ndevices (DREAMDDP_DEVICE=%s, loaded as dd_init does): %s: "
+            "%s\n",
+            dd_device_kind_names[d->kind], d->module[0] ? d->module : "none",
+            d->why);
+    for (int g = 0; g < d->n; g++) {
+        const dd_device_info_t *i = &d->info[g];
+        fprintf(out, "  device %d: %s", g, i->name);
+        if (i->pci[0] != '\0') {
+            fprintf(out, ", PCI %s", i->pci);
+        }
+        if (i->memory_bytes > 0) {
+            fprintf(out, ", %zu MiB", i->memory_bytes >> 20);
+        }
+        if (i->major > 0) {
+            fprintf(out, ", compute capability %d.%d", i->major, i->minor);
+        }
+        fputc('\n', out);
+    }
+}
+
 static void ddtopo_text_streams(FILE *out, const ddtopo_report_t *r)
 {
     const dd_topo_choice_t *c = r->choice;
@@ -246,6 +276,7 @@ void ddtopo_print_text(FILE *out, const ddtopo_report_t *r)
     }
     fprintf(out, "\nchosen: %s: %s\n", r->choice->name, r->choice->reason);
     ddtopo_text_gpus(out, r);
+    ddtopo_text_devices(out, r);
     ddtopo_text_streams(out, r);
     ddtopo_text_modules(out);
     ddtopo_text_env(out, r);
@@ -314,6 +345,34 @@ static void ddtopo_json_nic(dd_json_writer_t *w, const ddtopo_report_t *r,
     dd_json_key(w, "order");
     ddtopo_json_int_or_null(w, c->order > 0 ? c->order : -1);
     ddtopo_json_str_member(w, "why", c->why);
+    dd_json_object_end(w);
+}
+
+static void ddtopo_json_devices(dd_json_writer_t *w, const ddtopo_report_t *r)
+{
+    const ddtopo_devices_t *d = r->devices;
+
+    dd_json_key(w, "devices");
+    dd_json_object_begin(w, DD_JSON_INLINE);
+    dd_json_key(w, "probed");
+    dd_json_bool(w, d->probed);
+    ddtopo_json_str_member(w, "variable",
+                           d->probed ? dd_device_kind_names[d->kind] : NULL);
+    ddtopo_json_str_member(w, "module", d->module[0] ? d->module : NULL);
+    ddtopo_json_str_member(w, "why", d->why);
+    dd_json_key(w, "list");
+    dd_json_array_begin(w, DD_JSON_INLINE);
+    for (int g = 0; g < d->n; g++) {
+        const dd_device_info_t *i = &d->info[g];
+        dd_json_object_begin(w, DD_JSON_INLINE);
+        ddtopo_json_int_member(w, "index", g);
+        ddtopo_json_str_member(w, "name", i->name);
+        ddtopo_json_str_member(w, "pci", i->pci[0] ? i->pci : NULL);
+        dd_json_key(w, "memory_bytes");
+        dd_json_uint(w, i->memory_bytes);
+        dd_json_object_end(w);
+    }
+    dd_json_array_end(w);
     dd_json_object_end(w);
 }
 
@@ -436,6 +495,7 @@ void ddtopo_print_json(FILE *out, const ddtopo_report_t *r)
     dd_json_array_end(&w);
     ddtopo_json_choice(&w, r);
     ddtopo_json_gpus(&w, r);
+    ddtopo_json_devices(&w, r);
     ddtopo_json_modules(&w);
     ddtopo_json_config(&w, r);
     dd_json_object_end(&w);

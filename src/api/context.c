@@ -18,8 +18,8 @@
 #define DD_DEFAULT_MASTER_PORT 29500
 
 const dd_config_table_t *const dd_config_tables[] = {
-    &dd_core_config_table, &dd_boot_config_table, &dd_topo_config_table,
-    &dd_backend_config_table, &dd_sched_config_table};
+    &dd_core_config_table,    &dd_boot_config_table,  &dd_topo_config_table,
+    &dd_backend_config_table, &dd_sched_config_table, &dd_device_config_table};
 const size_t dd_config_n_tables =
     sizeof(dd_config_tables) / sizeof(dd_config_tables[0]);
 
@@ -44,6 +44,7 @@ static const struct {
     {&dd_boot_config_table, offsetof(struct dd_context, boot)},
     {&dd_backend_config_table, offsetof(struct dd_context, backend)},
     {&dd_sched_config_table, offsetof(struct dd_context, sched_opts)},
+    {&dd_device_config_table, offsetof(struct dd_context, device_opts)},
 };
 #define DD_CONTEXT_N_OPTS (sizeof(dd_context_opts) / sizeof(dd_context_opts[0]))
 
@@ -306,13 +307,31 @@ static dd_status_t dd_context_backends(dd_context_h ctx)
     return dd_backends_load(&ctx->backends_env, &ctx->backends);
 }
 
+/* The device module DREAMDDP_DEVICE names, found where the backends are. */
+static dd_status_t dd_context_device(dd_context_h ctx)
+{
+    char why[512];
+
+    if (ctx->device_opts.staging_bytes < 64 ||
+        ctx->device_opts.staging_bytes % 8 != 0) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
+                        "invalid value DREAMDDP_STAGING_BYTES=%zu: expected a "
+                        "multiple of 8 bytes, at least 64",
+                        ctx->device_opts.staging_bytes);
+    }
+    return dd_device_load(&ctx->device_opts, ctx->backend.path,
+                          ctx->core.log_level, &ctx->device, why, sizeof(why));
+}
+
 /* The scheduler, and aggregation's environment when the job has
  * aggregators: over the point-to-point backend that scores best. */
 static dd_status_t dd_context_sched(dd_context_h ctx)
 {
     dd_sched_env_t env = {.job = &ctx->job,
                           .opts = &ctx->sched_opts,
-                          .coll = dd_context_coll_backends(ctx)};
+                          .coll = dd_context_coll_backends(ctx),
+                          .device = ctx->device,
+                          .device_opts = &ctx->device_opts};
 
     ctx->agg_env = (dd_agg_env_t){.job = &ctx->job,
                                   .chunk_bytes = ctx->sched_opts.chunk_bytes};
@@ -331,6 +350,7 @@ static dd_status_t dd_context_sched(dd_context_h ctx)
 static void dd_context_free(dd_context_h ctx)
 {
     dd_sched_destroy(ctx->sched);
+    dd_device_unload(ctx->device);
     dd_backends_unload(ctx->worker_backends);
     dd_backends_unload(ctx->backends);
     dd_store_close(ctx->store);
@@ -378,6 +398,7 @@ dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p)
         (status = dd_context_roles(ctx, role_override)) != DD_OK ||
         (status = dd_net_setup(ctx->store, ctx->env.local_rank,
                                ctx->env.local_size, &ctx->net)) != DD_OK ||
+        (status = dd_context_device(ctx)) != DD_OK ||
         (status = dd_context_backends(ctx)) != DD_OK ||
         (status = dd_context_worker_group(ctx)) != DD_OK ||
         (status = dd_context_sched(ctx)) != DD_OK ||

@@ -15,6 +15,8 @@
 #include "boot/job.h"
 #include "boot/store.h"
 #include "core/core_config.h"
+#include "device/device_config.h"
+#include "device/loader.h"
 #include "sched/sched_config.h"
 #include "topo/ifchoice.h"
 
@@ -36,6 +38,8 @@ struct dd_context {
     dd_backends_t *worker_backends;
     int *worker_ranks; /* job rank of each worker, in order */
     dd_sched_opts_t sched_opts;
+    dd_device_opts_t device_opts;
+    dd_device_module_t *device; /* NULL: no device module (DREAMDDP_DEVICE) */
     /* What the layers below are handed, pointing into the fields above. */
     dd_job_t job;
     dd_backends_env_t backends_env;

@@ -88,6 +88,16 @@ dd_status_t dd_layer_unused(dd_context_h ctx, dd_layer_h layer)
     return status != DD_OK ? status : dd_sched_layer_unused(ctx->sched, layer);
 }
 
+dd_status_t dd_layer_ready_stream(dd_context_h ctx, dd_layer_h layer,
+                                  void *stream)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_layer_ready_stream");
+
+    return status != DD_OK
+               ? status
+               : dd_sched_layer_ready_stream(ctx->sched, layer, stream);
+}
+
 dd_status_t dd_step_end(dd_context_h ctx, dd_step_stats_t *stats_p)
 {
     dd_status_t status = dd_api_check(ctx, "dd_step_end");

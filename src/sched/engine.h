@@ -63,6 +63,12 @@ typedef struct dd_sync_job {
     int finished; /* the pipe is done with it */
     dd_status_t status;
     char why[512]; /* the engine thread's error message, when it failed */
+    /* Device jobs (staging.c): the event the buffers are final after (NULL:
+     * they are), the device, and the seconds spent copying that no network
+     * overlapped. */
+    struct dd_device_event *ready_event;
+    int device;
+    double staging_s;
 } dd_sync_job_t;
 
 typedef struct dd_engine dd_engine_t;

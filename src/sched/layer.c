@@ -20,6 +20,7 @@ dd_status_t dd_sched_create(const dd_sched_env_t *env, dd_sched_t **sched_p)
     sched->env = *env;
     sched->opts = *env->opts;
     dd_sched_pipes_init(sched);
+    dd_sched_device_pipe_init(sched);
     if (dd_strategy_parse(sched->opts.strategy, &sched->strategy) != DD_OK) {
         free(sched);
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
@@ -74,6 +75,7 @@ void dd_sched_destroy(dd_sched_t *sched)
     }
     dd_sched_quiesce(sched);
     dd_sync_job_free_list(sched->group);
+    dd_sched_device_free(sched);
     dd_timeline_close(sched->timeline);
     dd_plan_free(sched->plan);
     free(sched->hold);
@@ -136,6 +138,9 @@ dd_status_t dd_sched_layer_register(dd_sched_t *sched, const char *name,
                                          : "aggregators hold no layers");
     }
     status = dd_layer_check(sched, name, tensors, n_tensors);
+    if (status == DD_OK) {
+        status = dd_sched_device_check(sched, name, tensors, n_tensors);
+    }
     if (status != DD_OK) {
         return status;
     }

@@ -140,6 +140,17 @@ dd_status_t dd_sched_collective(dd_sched_t *sched, const dd_sched_coll_t *c)
 {
     const dd_job_t *job = sched->env.job;
 
+    if (sched->engine == NULL && c->args.mem_type != DD_MEM_HOST) {
+        dd_sync_job_t call = {.step = sched->step,
+                              .dtype = c->args.dtype,
+                              .mem_type = c->args.mem_type,
+                              .op = c};
+        return sched->env.device != NULL
+                   ? dd_sched_device_call(sched, &call)
+                   : dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_SCHED,
+                              "%s of device memory: no device module",
+                              dd_coll_name(c->coll));
+    }
     if (sched->engine == NULL) {
         /* Before commit nothing else runs on the backends. */
         dd_backends_op_t op;
@@ -157,7 +168,9 @@ dd_status_t dd_sched_collective(dd_sched_t *sched, const dd_sched_coll_t *c)
     call->step = sched->step;
     call->dtype = c->args.dtype;
     call->mem_type = c->args.mem_type;
-    call->pipe = &sched->coll_pipe;
+    call->pipe = c->args.mem_type != DD_MEM_HOST && sched->env.device != NULL
+                     ? &sched->device_pipe
+                     : &sched->coll_pipe;
     call->op = c;
     dd_status_t status =
         dd_engine_call(sched->engine, call, dd_sched_engine_timeout(sched));

@@ -182,6 +182,7 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
                 return DD_ERR_NO_MEMORY;
             }
         }
+        dd_sched_device_job(sched, layer, tensor, sched->group);
         dd_status_t status =
             dd_sched_job_add(sched->group, layer->index, buf, tensor->count);
         if (status != DD_OK) {
@@ -202,7 +203,7 @@ static double dd_sched_grad_norm2(const struct dd_layer *layer)
     for (size_t t = 0; t < layer->n_tensors; t++) {
         const dd_tensor_t *x = &layer->tensors[t];
         if (x->grad == NULL || x->mem_type != DD_MEM_HOST) {
-            continue;
+            continue; /* no gradient, or device memory the host does not read */
         }
         if (x->dtype == DD_DTYPE_F32) {
             for (size_t i = 0; i < x->count; i++) {
@@ -494,6 +495,7 @@ static void dd_sched_account(dd_sched_t *sched, dd_sync_job_t *done,
             continue; /* the agreement on the times, not a sync */
         }
         st->wire_s += job->t_end - job->t_start;
+        st->staging_s += job->staging_s;
         st->bytes_synced += job->bytes;
         for (size_t k = 0; k < job->n_layers; k++) {
             struct dd_layer *l = sched->layers[job->layers[k]];
@@ -586,6 +588,9 @@ static void dd_sched_step_stats_fill(const dd_step_stats_t *st,
     }
     if (m & DD_STEP_STATS_FIELD_EXTRA_BYTES) {
         out->extra_bytes = st->extra_bytes;
+    }
+    if (m & DD_STEP_STATS_FIELD_STAGING_S) {
+        out->staging_s = st->staging_s;
     }
 }
 

@@ -9,6 +9,7 @@
 #include "agg/agg.h"
 #include "backends/registry.h"
 #include "boot/job.h"
+#include "device/loader.h"
 #include "sched/engine.h"
 #include "sched/plan.h"
 #include "sched/sched_config.h"
@@ -41,6 +42,10 @@ struct dd_layer {
     int period;
     uint64_t last_sync_step;
     double grad_ema, grad_ema_prev;
+    /* Device layers (devmem.c): recorded by dd_layer_ready_stream on the
+     * caller's stream; device jobs wait for its last record. */
+    struct dd_device_event *ready_event;
+    int device; /* ordinal of its device tensors; -1: host only */
 };
 
 typedef struct dd_timeline dd_timeline_t;
@@ -55,7 +60,9 @@ typedef struct {
     const dd_job_t *job;
     const dd_sched_opts_t *opts;
     dd_backends_t *coll;
-    const dd_agg_env_t *agg; /* NULL: no aggregators in the job */
+    const dd_agg_env_t *agg;          /* NULL: no aggregators in the job */
+    const dd_device_module_t *device; /* NULL: no device module */
+    const dd_device_opts_t *device_opts;
 } dd_sched_env_t;
 
 /** A collective the scheduler or the application asks for. */
@@ -114,6 +121,9 @@ typedef struct dd_sched {
      * through bcast_pipe, on either route. */
     dd_sync_pipe_t coll_pipe, agg_pipe, bcast_pipe;
     struct dd_agg *agg; /* the route is agg_pipe when set */
+    /* Device memory (staging.c): the pipe around the two above. */
+    dd_sync_pipe_t device_pipe;
+    struct dd_staging *staging;
     int said_goodbye;
 } dd_sched_t;
 
@@ -140,7 +150,7 @@ dd_status_t dd_sched_check_tables(dd_sched_t *sched);
     (DD_STEP_STATS_FIELD_STEP | DD_STEP_STATS_FIELD_LAYERS_SYNCED |            \
      DD_STEP_STATS_FIELD_BYTES_SYNCED | DD_STEP_STATS_FIELD_WIRE_S |           \
      DD_STEP_STATS_FIELD_WAIT_S | DD_STEP_STATS_FIELD_REPLANNED |              \
-     DD_STEP_STATS_FIELD_EXTRA_BYTES)
+     DD_STEP_STATS_FIELD_EXTRA_BYTES | DD_STEP_STATS_FIELD_STAGING_S)
 #define DD_SCHED_LAYER_STATS_FIELDS                                            \
     (DD_LAYER_STATS_FIELD_SYNCS | DD_LAYER_STATS_FIELD_BYTES |                 \
      DD_LAYER_STATS_FIELD_WIRE_S | DD_LAYER_STATS_FIELD_BP_S |                 \
@@ -164,6 +174,23 @@ void dd_sched_pipes_init(dd_sched_t *sched);
 dd_status_t dd_sched_collective(dd_sched_t *sched, const dd_sched_coll_t *c);
 /* How long the application waits for the engine. */
 double dd_sched_engine_timeout(const dd_sched_t *sched);
+
+/* staging.c: the device pipe; dd_sched_device_call runs a collective job
+ * on device memory through it before the engine starts. */
+typedef struct dd_staging dd_staging_t;
+void dd_sched_device_pipe_init(dd_sched_t *sched);
+void dd_sched_staging_free(dd_sched_t *sched);
+dd_status_t dd_sched_device_call(dd_sched_t *sched, dd_sync_job_t *job);
+
+/* devmem.c: device layers. */
+dd_status_t dd_sched_device_check(dd_sched_t *sched, const char *name,
+                                  const dd_tensor_t *tensors, size_t n);
+dd_status_t dd_sched_layer_ready_stream(dd_sched_t *sched, dd_layer_h layer,
+                                        void *stream);
+/* Tags a job of layer's device tensor with its readiness and its pipe. */
+void dd_sched_device_job(dd_sched_t *sched, const struct dd_layer *layer,
+                         const dd_tensor_t *tensor, dd_sync_job_t *job);
+void dd_sched_device_free(dd_sched_t *sched);
 
 /* measure.c */
 dd_status_t dd_sched_fit_network(dd_sched_t *sched);

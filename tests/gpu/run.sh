@@ -1,13 +1,90 @@
 #!/bin/sh
-# Runs the tests that need a GPU, from a configured and built tree:
+# The checks that need a GPU, from a configured and built tree, in one run
+# of at most 8 minutes (each check has its own timeout):
 #   tests/gpu/run.sh [BUILD_DIR]
-# It builds the test programs, then runs the NCCL module's test (world size
-# 1 up to the number of GPUs, at most 4) and prints its log.
-set -eu
+# It prints one line per check (ok:, FAIL: or SKIP:, with its figures) and
+# exits 0 when all pass, 1 when one fails, 77 with the reason where no GPU
+# is visible. The programs are plain C: device memory comes from the cuda
+# device module (dd_device_cuda.so, which dlopens the CUDA runtime), and
+# only mp_nccl, built where configure found NCCL, links CUDA.
+#   1. the cuda module's query and devices, as dd_init sees them (ddtopo)
+#   2. staging bandwidth: a staged step of a 100 MiB device layer against a
+#      plain pinned copy of the same bytes there and back (>= 0.8x)
+#   3. 2 workers on one GPU + 2 aggregators average a 100 MiB layer
+#      bit-exactly (UCX, staging)
+#   4. device layers under every strategy, 2 workers on one GPU (UCX)
+#   5. a device layer passed to NCCL as it is (one rank)
+#   6. NCCL's collectives on a communicator of one rank (mp_nccl)
+set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$here}" && pwd)
-make -C "$build" -j"$(nproc)" all tests/mp_coll tests/mp_nccl >/dev/null
+if ! make -C "$build" -j"$(nproc)" all tests/mp_coll tests/mp_device \
+    >"${TMPDIR:-/tmp}/dd-gpu-build.log" 2>&1; then
+    echo "FAIL: build (see ${TMPDIR:-/tmp}/dd-gpu-build.log)"
+    exit 1
+fi
+have_nccl=0
+make -C "$build" tests/mp_nccl >/dev/null 2>&1 && [ -x "$build/tests/mp_nccl" ] &&
+    have_nccl=1
 export top_srcdir="$here" top_builddir="$build" DDRUN="$build/tools/ddrun"
-export DREAMDDP_BACKEND_PATH="$build/.libs"
-nvidia-smi -L || true
-sh "$here/tests/test_coll_nccl.sh"
+export DREAMDDP_BACKEND_PATH="$build/.libs" DREAMDDP_TIMEOUT_S=120
+unset DREAMDDP_BACKENDS DREAMDDP_NUM_AGGREGATORS DREAMDDP_ROUTE
+MP=$build/tests/mp_device
+out=$(mktemp -d "${TMPDIR:-/tmp}/dd-gpu.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+failures=0
+
+# check NAME SECONDS EXPECTED CMD...: runs CMD with a timeout; ok when it
+# exits 0 and prints EXPECTED, with the line that holds it.
+check() {
+    name=$1 secs=$2 want=$3
+    shift 3
+    if timeout -k 5 "$secs" "$@" >"$out/log" 2>&1 && grep -qF -- "$want" "$out/log"; then
+        echo "ok: $name: $(grep -F -- "$want" "$out/log" | head -1 | sed 's/^[0-9]*: //')"
+    else
+        echo "FAIL: $name (exit $?): $(tail -3 "$out/log" | tr '\n' ' ')"
+        failures=$((failures + 1))
+    fi
+}
+
+# 1. The module's query, through the loader dd_init uses.
+DREAMDDP_DEVICE=cuda timeout 60 "$build/tools/ddtopo" >"$out/topo" 2>&1
+devices=$(sed -n '/^devices/,/^$/p' "$out/topo" | sed '/^$/d' | tr '\n' ' ')
+if ! grep -q '^devices (DREAMDDP_DEVICE=cuda, loaded as dd_init does): cuda:' "$out/topo"; then
+    echo "SKIP: no GPU visible: ${devices:-ddtopo failed: $(tail -1 "$out/topo")}"
+    exit 77
+fi
+echo "ok: cuda module query: $devices"
+export DREAMDDP_DEVICE=cuda
+
+# 2. Staging bandwidth, one worker.
+check "staging bandwidth vs plain pinned cudaMemcpy" 90 "mp_device: bandwidth:" \
+    env DREAMDDP_BACKENDS=ucx "$DDRUN" -n 1 --timeout 80 -- "$MP" bandwidth
+
+# 3. 100 MiB through two aggregators, two workers sharing the GPU.
+check "2 workers on one GPU + 2 aggregators, 100 MiB layer, bit-exact" 180 \
+    "mp_device: ddp: 2 steps bit-exact on 2 workers" \
+    env DREAMDDP_BACKENDS=ucx DREAMDDP_NUM_AGGREGATORS=2 \
+    "$DDRUN" -n 4 --timeout 170 -- "$MP" big 2
+
+# 4. Every strategy on device layers, with readiness on the stream.
+for s in ddp localsgd:2 plsgd:2 dreamddp:2 adaptive; do
+    check "device layers, $s, 2 workers on one GPU" 40 \
+        "mp_device: $s: 4 steps bit-exact on 2 workers" \
+        env DREAMDDP_BACKENDS=ucx DREAMDDP_STAGING_BYTES=64K \
+        "$DDRUN" -n 2 --timeout 35 -- "$MP" $s 4
+done
+
+# 5 and 6. NCCL: device buffers as they are, and its own collectives.
+if [ $have_nccl = 1 ]; then
+    check "device layers through NCCL without staging, one rank" 40 \
+        "mp_device: ddp: 4 steps bit-exact on 1 workers" \
+        env DREAMDDP_BACKENDS=nccl,ucx "$DDRUN" -n 1 --timeout 35 -- "$MP" ddp 4
+    check "NCCL one-rank allreduce (mp_nccl)" 60 "mp_nccl: nccl: " \
+        env DREAMDDP_BACKENDS=nccl "$DDRUN" -n 1 --timeout 55 -- "$build/tests/mp_nccl"
+else
+    echo "SKIP: NCCL: configure did not find it (no tests/mp_nccl)"
+fi
+
+[ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
+echo "all GPU checks passed"

@@ -4,8 +4,10 @@
                                      averaging, and after sync_all
   torch_mp.py vs-ddp STEPS [exact]   gradients under ddp equal PyTorch's DDP
                                      (gloo) on the same batches (bitwise)
-  torch_mp.py unused                 find_unused_parameters, and the error
-                                     naming the layer without it
+  torch_mp.py unused                 find_unused_parameters=True
+  torch_mp.py unused-error           without it: the error naming the layer
+  torch_mp.py unused-uneven          one rank alone leaves a layer unused:
+                                     an error, not a hang
   torch_mp.py torchrun STEPS         torchrun's variables, torch.distributed
                                      in the same job
   torch_mp.py errors                 library errors as DreamDDPError
@@ -177,6 +179,21 @@ def cmd_unused_error():
     fail("unused: no error without find_unused_parameters")
 
 
+def cmd_unused_uneven():
+    """Only the last rank leaves layers unused: it fails naming them, at
+    once, and the others see it lost instead of waiting for its syncs."""
+    ctx = dreamddp.context()
+    net = Net()
+    model = ddt.DreamDDP(net, strategy="ddp")
+    x, y = batch(0, ctx.rank)
+    out = model(x)
+    if ctx.rank == ctx.num_workers - 1:
+        out = out.detach() + net.fc1.bias.sum()  # only fc1.bias gets a gradient
+    torch.nn.functional.cross_entropy(out, y).backward()
+    model.finish_step()
+    fail("unused-uneven: finish_step returned")
+
+
 def cmd_torchrun(steps):
     import torch.distributed as dist
 
@@ -236,6 +253,8 @@ def main(argv):
         cmd_unused()
     elif cmd == "unused-error":
         cmd_unused_error()
+    elif cmd == "unused-uneven":
+        cmd_unused_uneven()
     elif cmd == "torchrun":
         cmd_torchrun(int(argv[2]))
     elif cmd == "errors":

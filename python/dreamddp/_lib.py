@@ -74,6 +74,9 @@ class DreamDDPError(RuntimeError):
         super().__init__("%s%s (%s)" % (where, message, self.status_name))
 
 
+DreamDDPError.__module__ = "dreamddp"  # where users import it from
+
+
 class dd_tensor_t(ctypes.Structure):
     _fields_ = [
         ("param", ctypes.c_void_p),

@@ -469,18 +469,20 @@ class DreamDDP(torch.nn.Module):
                 self._mark_unused(layer, missing)
             else:
                 unused.append("layer '%s' (%s)" % (layer.name, ", ".join(missing)))
-        self._step_open = False
-        stats = self._ctx.step_end()
-        self.last_stats = stats
         if unused:
+            # Raised before dd_step_end: a worker whose peers did use the
+            # layer would wait there for syncs that never match. The step
+            # stays open; the job cannot go on.
             raise _error(
                 "DD_ERR_STATE",
-                "step %d: no gradient reached %s; pass "
+                "no gradient reached %s in this step; pass "
                 "find_unused_parameters=True if parameters may go unused"
-                % (stats["step"], "; ".join(unused)),
+                % "; ".join(unused),
                 "finish_step",
             )
-        return stats
+        self._step_open = False
+        self.last_stats = self._ctx.step_end()
+        return self.last_stats
 
     def sync_all(self):
         """Averages every layer's parameters now (dd_sync_all), whatever the

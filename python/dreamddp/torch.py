@@ -40,6 +40,7 @@ import torch
 
 from . import _lib
 from . import context as _context
+from . import serve_if_aggregator
 from ._lib import DreamDDPError, STATUS
 
 __all__ = [
@@ -162,10 +163,7 @@ class DreamDDP(torch.nn.Module):
         for name, b in buffers:
             _check_tensor(b, "buffer '%s'" % name, _BUFFER_DTYPES)
         ctx = _context()
-        if ctx.is_aggregator:
-            import dreamddp
-
-            dreamddp.serve_if_aggregator()
+        serve_if_aggregator()  # returns on a worker
         self._ctx = ctx
         if strategy is not None:
             ctx.strategy_set(strategy)

@@ -12,7 +12,7 @@ run "an unused layer without find_unused_parameters" 2 unused-error
 
 # One worker alone leaves layers unused: it fails at once naming them, the
 # others stop (ddrun fails, well before its timeout).
-if "$DDRUN" -n 2 --timeout 100 -- "$DD_PYTHON" "$MP" unused-uneven >"$TMP/uneven" 2>&1; then
+if "$DDRUN" -n 2 --timeout 100 -- "$DDTEST_PYTHON" "$MP" unused-uneven >"$TMP/uneven" 2>&1; then
     fail "an unused layer on one rank only: the job succeeded"; sed 's/^/    /' "$TMP/uneven"
 elif grep -q "ddrun: .*timed out\|exited with status 124" "$TMP/uneven"; then
     fail "an unused layer on one rank only: the job hung"; sed 's/^/    /' "$TMP/uneven"
@@ -28,7 +28,7 @@ pids=""
 for r in 0 1; do
     (RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
      MASTER_PORT=$port TORCHELASTIC_RUN_ID=tt$port timeout 120 \
-     "$DD_PYTHON" "$MP" torchrun 4 >"$TMP/tr.$r" 2>&1; echo $? >"$TMP/tr.$r.rc") &
+     "$DDTEST_PYTHON" "$MP" torchrun 4 >"$TMP/tr.$r" 2>&1; echo $? >"$TMP/tr.$r.rc") &
     pids="$pids $!"
 done
 for p in $pids; do wait "$p"; done
@@ -39,18 +39,18 @@ else
 fi
 
 # The example, briefly, where scikit-learn is there for its data.
-if "$DD_PYTHON" -c 'import sklearn' 2>/dev/null; then
-    if "$DDRUN" -n 2 --timeout 120 -- "$DD_PYTHON" "$top_srcdir/examples/torch_digits.py" \
+if "$DDTEST_PYTHON" -c 'import sklearn' 2>/dev/null; then
+    if "$DDRUN" -n 2 --timeout 120 -- "$DDTEST_PYTHON" "$top_srcdir/examples/torch_digits.py" \
         --strategy dreamddp:2 --steps 30 --json >"$TMP/digits" 2>&1; then
         expect_grep "$TMP/digits" '"example": "torch_digits", "frontend": "dreamddp", "strategy": "dreamddp:2", "workers": 2' "examples/torch_digits.py"
     else
         fail "examples/torch_digits.py"; sed 's/^/    /' "$TMP/digits"
     fi
 else
-    echo "skip: examples/torch_digits.py: $DD_PYTHON has no scikit-learn"
+    echo "skip: examples/torch_digits.py: $DDTEST_PYTHON has no scikit-learn"
 fi
 
-if timeout 60 "$DD_PYTHON" "$MP" errors >"$TMP/err" 2>&1; then
+if timeout 60 "$DDTEST_PYTHON" "$MP" errors >"$TMP/err" 2>&1; then
     pass "$(grep 'torch_mp: ' "$TMP/err" | sed 's/^torch_mp: //')"
 else
     fail "errors"; sed 's/^/    /' "$TMP/err"

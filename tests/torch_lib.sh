@@ -3,9 +3,9 @@
 # interpreter has no torch or the library cannot be loaded into it, points
 # PYTHONPATH at this tree's package and DREAMDDP_LIBRARY at this build's
 # library, and gives run().
-: "${DD_PYTHON:=/usr/bin/python3}"
-if ! "$DD_PYTHON" -c 'import torch' >"$TMP/import" 2>&1; then
-    echo "SKIP: $DD_PYTHON cannot import torch: $(tail -n 1 "$TMP/import")"
+: "${DDTEST_PYTHON:=/usr/bin/python3}"
+if ! "$DDTEST_PYTHON" -c 'import torch' >"$TMP/import" 2>&1; then
+    echo "SKIP: $DDTEST_PYTHON cannot import torch: $(tail -n 1 "$TMP/import")"
     exit 77
 fi
 PYTHONPATH="$top_srcdir/python${PYTHONPATH:+:$PYTHONPATH}"
@@ -26,7 +26,7 @@ MP="$top_srcdir/tests/torch_mp.py"
 # must print its success line.
 run() {
     name=$1; n=$2; shift 2
-    if "$DDRUN" -n "$n" --timeout 120 -- "$DD_PYTHON" "$MP" "$@" >"$TMP/out" 2>&1 &&
+    if "$DDRUN" -n "$n" --timeout 120 -- "$DDTEST_PYTHON" "$MP" "$@" >"$TMP/out" 2>&1 &&
        [ "$(grep -c '^[0-9]*: torch_mp: [^F]' "$TMP/out")" -eq "$n" ]; then
         pass "$name: $(grep -m1 'torch_mp: ' "$TMP/out" | sed 's/^[0-9]*: torch_mp: //')"
     else

@@ -3,7 +3,7 @@
 scripts' JSON-lines results. Medians over rounds; ratios first, the
 absolute times beside them. Reads only; stdlib only.
 
-usage: report.py coll|train|sync|plan RESULTS.jsonl
+usage: report.py coll|train|sync|plan|frontend RESULTS.jsonl
        report.py train-dat RESULTS.jsonl      (gnuplot: time per iteration)
        report.py timeline-dat TRACE.json H    (gnuplot: one window's syncs)
 """
@@ -85,11 +85,37 @@ def train(path):
     for k in sorted(t, key=lambda k: order.index(k) if k in order else 99):
         v, c = t[k]
         base = comp if k.startswith("torch-") else none
+        if k.startswith("frontend-"):
+            base = t.get("frontend-compute", (None,))[0]
         exposed = v - base if base is not None else None
         m = model.get(k, (None,))[0]
         print(f"| {k} | {fmt(exposed / torch_exposed if exposed is not None and torch_exposed else None)}"
               f" | {fmt(v / tddp if tddp else None)} | {fmt(v / m if m else None)} | {v:.3f}"
               f" | {fmt(m)} | {fmt(exposed)} | {c} |")
+
+
+def frontend(path):
+    """bench/torch_frontend.sh: the PyTorch front end against ddbench
+    train-sim (same strategy, same round) and PyTorch's Local SGD."""
+    meta, rows = load(path)
+    t, _ = train_medians(rows)
+    med = lambda k: t.get(k, (None,))[0]  # noqa: E731
+    tl, comp, fcomp = med("torch-localsgd:4"), med("torch-compute"), med("frontend-compute")
+    torch_exposed = tl - comp if tl and comp else None
+    print(f"The PyTorch front end on gpt2-blocks at scale 0.25. {machine(meta)}")
+    print("Exposed = s/iter minus the compute-only run of the same code (front end:"
+          " torch_frontend.py compute; PyTorch: torch_sim.py compute).\n")
+    print("| strategy | front end s/iter | train-sim s/iter | front end ÷ train-sim |"
+          " exposed s/iter | exposed ÷ PyTorch Local SGD's | runs |")
+    print("|---|---|---|---|---|---|---|")
+    for k in sorted(k for k in t if k.startswith("frontend-") and k != "frontend-compute"):
+        s_name = k[len("frontend-"):]
+        v, c = t[k]
+        sim = med(s_name)
+        exposed = v - fcomp if fcomp is not None else None
+        print(f"| {s_name} | {v:.3f} | {fmt(sim)} | {fmt(v / sim if sim else None)}"
+              f" | {fmt(exposed)} | {fmt(exposed / torch_exposed if exposed is not None and torch_exposed else None)}"
+              f" | {c} |")
 
 
 def sync(path):
@@ -165,6 +191,8 @@ def train_dat(path):
               "plsgd:4", "dreamddp:4", "adaptive"]:
         if k in t:
             base = comp if k.startswith("torch-") else none
+        if k.startswith("frontend-"):
+            base = t.get("frontend-compute", (None,))[0]
             label = k.replace("torch-", "PyTorch ")
             print(f'"{label}" {t[k][0]:.4f} {min(base, t[k][0]):.4f} {max(0, t[k][0] - base):.4f}')
 
@@ -209,7 +237,8 @@ def timeline_dat(path, H):
 
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
-    fns = {"coll": coll, "train": train, "sync": sync, "plan": plan, "train-dat": train_dat}
+    fns = {"coll": coll, "train": train, "sync": sync, "plan": plan, "train-dat": train_dat,
+           "frontend": frontend}
     if cmd in fns and len(sys.argv) == 3:
         fns[cmd](sys.argv[2])
     elif cmd == "timeline-dat" and len(sys.argv) == 4:

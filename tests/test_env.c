@@ -87,7 +87,8 @@ static void test_torchrun(void **state)
     expect(vars, 5, 8, 1, 4, "torchrun");
     assert_int_equal(detect(vars, &env), DD_OK);
     assert_string_equal(env.master_addr, "h0");
-    assert_int_equal(env.master_port, 29400);
+    /* torch.distributed holds MASTER_PORT; the store takes the next. */
+    assert_int_equal(env.master_port, 29401);
     assert_string_equal(env.job_id, "TORCHELASTIC_RUN_ID=abc");
 }
 
@@ -151,6 +152,8 @@ static void test_contradictions(void **state)
     expect_error(e, "SLURM_PROCID='x'", NULL);
     const char *f[] = {"RANK=0", "WORLD_SIZE=1", "MASTER_PORT=70000", NULL};
     expect_error(f, "MASTER_PORT=70000", NULL);
+    const char *g[] = {"RANK=0", "WORLD_SIZE=1", "MASTER_PORT=65535", NULL};
+    expect_error(g, "MASTER_PORT=65535", "the next one");
 }
 
 static void test_dd_values_validated(void **state)

@@ -36,7 +36,8 @@ static const dd_config_field_t dd_boot_fields[] = {
      "Address of rank 0, which hosts the rendezvous store (else MASTER_ADDR).",
      DD_CONFIG_STRING, offsetof(dd_boot_opts_t, master_addr), 0, 0, NULL},
     {"DREAMDDP_MASTER_PORT", NULL,
-     "TCP port of the rendezvous store (else MASTER_PORT, else 29500).",
+     "TCP port of the rendezvous store (else MASTER_PORT + 1, next to "
+     "torch.distributed's; else 29500).",
      DD_CONFIG_INT, offsetof(dd_boot_opts_t, master_port), 1, 65535, NULL},
     {"DREAMDDP_JOB_TOKEN", NULL,
      "Secret every rank presents to the store; derived from the launcher's "

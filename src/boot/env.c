@@ -222,13 +222,16 @@ static dd_status_t dd_boot_master(const dd_boot_opts_t *opts,
         if (dd_boot_parse(getenv_fn, arg, "MASTER_PORT", 1, &p) != DD_OK) {
             return DD_ERR_INVALID_CONFIG;
         }
-        if (p > 65535) {
+        if (p > 65534) {
             return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
                             "invalid value MASTER_PORT=%d: expected a port "
-                            "from 1 to 65535",
+                            "from 1 to 65534 (dreamddp's store takes the "
+                            "next one)",
                             p);
         }
-        port = p;
+        /* torch.distributed's store holds MASTER_PORT itself: ours takes
+         * the next port, so that both run in one job. */
+        port = p < 0 ? p : p + 1;
     }
     if (addr != NULL && strlen(addr) >= sizeof(env->master_addr)) {
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,

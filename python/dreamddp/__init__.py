@@ -1,0 +1,217 @@
+"""dreamddp: keeps the replicas of a data-parallel training job in sync.
+
+The PyTorch front end is dreamddp.torch (DreamDDP, wrap_optimizer). This
+module holds what does not need torch: the process's context (one per
+process, started on first use and finalized at exit), the job's geometry,
+and DreamDDPError, which every failed library call raises with the
+library's message.
+"""
+
+import atexit
+import ctypes
+import os
+import sys
+
+from . import _lib
+from ._lib import DreamDDPError, STATUS, STATUS_NAMES
+
+__all__ = [
+    "DreamDDPError",
+    "STATUS",
+    "STATUS_NAMES",
+    "Context",
+    "context",
+    "finalize",
+    "serve_if_aggregator",
+    "version",
+]
+
+
+def version():
+    """The library's version string ("0.1.0")."""
+    return _lib.lib().dd_version_string().decode()
+
+
+class Context:
+    """A dreamddp context: dd_init's handle and the calls made on it."""
+
+    def __init__(self):
+        lib = _lib.lib()
+        handle = ctypes.c_void_p()
+        # DREAMDDP_LIBRARY is this package's, not the library's: hidden
+        # from dd_init, which warns about DREAMDDP_* names it does not know.
+        hidden = os.environ.pop(_lib.LIBRARY_VARIABLE, None)
+        try:
+            status = lib.dd_init(None, ctypes.byref(handle))
+        finally:
+            if hidden is not None:
+                os.environ[_lib.LIBRARY_VARIABLE] = hidden
+        _lib.check(status, "dd_init")
+        self._lib = lib
+        self.handle = handle
+        self.committed = False
+
+    def _call(self, name, *args):
+        _lib.check(getattr(self._lib, name)(self.handle, *args), name)
+
+    @property
+    def rank(self):
+        return self._lib.dd_rank(self.handle)
+
+    @property
+    def world_size(self):
+        return self._lib.dd_world_size(self.handle)
+
+    @property
+    def local_rank(self):
+        return self._lib.dd_local_rank(self.handle)
+
+    @property
+    def num_workers(self):
+        return self._lib.dd_num_workers(self.handle)
+
+    @property
+    def is_aggregator(self):
+        return self._lib.dd_role(self.handle) == _lib.ROLE_AGGREGATOR
+
+    def barrier(self):
+        self._call("dd_barrier")
+
+    def serve(self):
+        """On an aggregator rank: sums for the workers until they finish."""
+        self._call("dd_aggregator_serve")
+
+    def strategy_set(self, strategy):
+        self._call("dd_strategy_set", strategy.encode())
+
+    @property
+    def strategy(self):
+        return self._lib.dd_strategy_name(self.handle).decode()
+
+    def layer_register(self, name, tensors):
+        """tensors: (param_ptr, grad_ptr or None, count, dtype, mem_type)."""
+        arr = (_lib.dd_tensor_t * len(tensors))(
+            *[_lib.dd_tensor_t(p, g, n, d, m) for p, g, n, d, m in tensors]
+        )
+        layer = ctypes.c_void_p()
+        self._call(
+            "dd_layer_register",
+            name.encode(),
+            arr,
+            len(tensors),
+            ctypes.byref(layer),
+        )
+        return layer
+
+    def commit(self):
+        self._call("dd_model_commit")
+        self.committed = True
+
+    def step_begin(self):
+        self._call("dd_step_begin")
+
+    def layer_ready(self, layer):
+        self._call("dd_layer_ready", layer)
+
+    def layer_unused(self, layer):
+        self._call("dd_layer_unused", layer)
+
+    def step_end(self):
+        """Ends the step; returns its statistics as a dict."""
+        st = _lib.dd_step_stats_t(field_mask=_lib.STEP_STATS_ALL)
+        self._call("dd_step_end", ctypes.byref(st))
+        return {f: getattr(st, f) for f, _ in st._fields_[1:]}
+
+    def sync_all(self):
+        self._call("dd_sync_all")
+
+    def layer_stats(self, layer):
+        st = _lib.dd_layer_stats_t(field_mask=_lib.LAYER_STATS_ALL)
+        self._call("dd_layer_stats", layer, ctypes.byref(st))
+        return {f: getattr(st, f) for f, _ in st._fields_[1:]}
+
+    def allreduce(self, ptr, count, dtype, op="sum"):
+        if op not in _lib.REDUCE_OPS:
+            raise DreamDDPError(
+                "unknown reduction '%s': expected one of %s"
+                % (op, ", ".join(_lib.REDUCE_OPS)),
+                STATUS["DD_ERR_INVALID_PARAM"],
+                "dd_allreduce",
+            )
+        self._call(
+            "dd_allreduce",
+            ptr,
+            ptr,
+            count,
+            dtype,
+            _lib.REDUCE_OPS[op],
+            _lib.MEM_HOST,
+        )
+
+    def broadcast(self, ptr, count, dtype, root=0):
+        self._call("dd_broadcast", ptr, count, dtype, root, _lib.MEM_HOST)
+
+    def allgather(self, send_ptr, recv_ptr, count, dtype):
+        self._call(
+            "dd_allgather", send_ptr, recv_ptr, count, dtype, _lib.MEM_HOST
+        )
+
+    def finalize(self):
+        if self.handle is not None:
+            handle, self.handle = self.handle, None
+            _lib.check(self._lib.dd_finalize(handle), "dd_finalize")
+
+
+_context = None
+_failed = False
+
+
+def context():
+    """This process's context, started (dd_init) on first use."""
+    global _context
+    if _context is None:
+        _context = Context()
+    return _context
+
+
+def finalize():
+    """Leaves the job (dd_finalize). Runs at exit by itself; call it to
+    leave earlier. A no-op without a context."""
+    global _context
+    ctx, _context = _context, None
+    if ctx is not None:
+        ctx.finalize()
+
+
+def _at_exit():
+    # After an uncaught exception the other ranks would wait for this one
+    # in dd_finalize until DREAMDDP_TIMEOUT_S: leave without it, they see
+    # the peer lost.
+    if _failed:
+        return
+    try:
+        finalize()
+    except DreamDDPError as e:
+        print("dreamddp: %s" % e, file=sys.stderr)
+
+
+def _excepthook(kind, value, tb, _previous=sys.excepthook):
+    global _failed
+    _failed = True
+    _previous(kind, value, tb)
+
+
+sys.excepthook = _excepthook
+atexit.register(_at_exit)
+
+
+def serve_if_aggregator():
+    """On an aggregator rank (DREAMDDP_NUM_AGGREGATORS, DREAMDDP_ROLE):
+    serves the workers until they finish, leaves the job and exits the
+    process with status 0. On a worker: returns at once."""
+    ctx = context()
+    if not ctx.is_aggregator:
+        return
+    ctx.serve()
+    finalize()
+    sys.exit(0)

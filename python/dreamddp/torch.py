@@ -1,0 +1,558 @@
+"""The PyTorch front end: DreamDDP wraps a module as
+torch.nn.parallel.DistributedDataParallel does, and the library keeps the
+replicas in sync by the chosen strategy.
+
+    model = dreamddp.torch.DreamDDP(model, strategy="dreamddp:4")
+    opt = dreamddp.torch.wrap_optimizer(torch.optim.SGD(model.parameters(),
+                                                        lr=0.1), model)
+    for x, y in data:           # unchanged: zero_grad, forward, backward,
+        opt.zero_grad()         # step; forward opens the library's step,
+        loss_fn(model(x), y).backward()  # the wrapped step() closes it
+        opt.step()              # (dd_step_end) before the update
+
+How it maps onto the library:
+  - Layers, in the module's order (named_modules): every module with
+    parameters of its own is one layer (layers="module"), or every
+    parameter is (layers="parameter"), or the caller's groups (a list of
+    lists of parameters). Each registers its parameters' and gradients'
+    memory; .grad is allocated at construction and kept in place
+    (zero_grad(set_to_none=True) is undone at the next forward, and a
+    gradient that autograd put in a new tensor is copied back).
+  - Readiness: a hook on each parameter's gradient accumulator
+    (register_post_accumulate_grad_hook where PyTorch has it, >= 2.1; the
+    AccumulateGrad node's hook before); a layer is ready (dd_layer_ready)
+    when all of its parameters' gradients are final.
+  - The step: forward opens it (dd_step_begin) when gradients are enabled
+    and no_sync() is not in force; finish_step() closes it (dd_step_end),
+    and must run before optimizer.step(): wrap_optimizer does that.
+  - Buffers: under the model-averaging strategies (localsgd, plsgd,
+    dreamddp) floating-point buffers are averaged with their module's
+    layer; the others, and every buffer under ddp and adaptive, are
+    broadcast from rank 0 at the start of each step, as DDP does.
+  - Frozen parameters (requires_grad=False) are broadcast from rank 0 once,
+    at construction, and not synced after.
+"""
+
+import contextlib
+import functools
+
+import torch
+
+from . import _lib
+from . import context as _context
+from . import serve_if_aggregator
+from ._lib import DreamDDPError, STATUS
+
+__all__ = [
+    "DreamDDP",
+    "wrap_optimizer",
+    "allreduce",
+    "broadcast",
+    "all_gather",
+]
+
+_PARAM_DTYPES = {
+    torch.float32: _lib.DTYPE_F32,
+    torch.float64: _lib.DTYPE_F64,
+    torch.float16: _lib.DTYPE_F16,
+    torch.bfloat16: _lib.DTYPE_BF16,
+}
+_BUFFER_DTYPES = {
+    **_PARAM_DTYPES,
+    torch.int32: _lib.DTYPE_I32,
+    torch.int64: _lib.DTYPE_I64,
+    torch.uint8: _lib.DTYPE_U8,
+    torch.int8: _lib.DTYPE_U8,
+    torch.bool: _lib.DTYPE_U8,
+}
+# Strategies that sync gradients or read them (adaptive's signal): their
+# layers hold no tensor without a gradient.
+_GRAD_STRATEGIES = ("ddp", "adaptive")
+_BUFFER_LAYER = "dreamddp.buffers"
+
+
+def _error(status_name, message, call=None):
+    return DreamDDPError(message, STATUS[status_name], call)
+
+
+def _check_tensor(t, what, dtypes):
+    if t.device.type == "cuda":
+        raise _error(
+            "DD_ERR_UNSUPPORTED",
+            "%s is a CUDA tensor: CUDA tensors need the device-memory "
+            "support of a later release; keep the model on the CPU" % what,
+        )
+    if t.device.type != "cpu":
+        raise _error(
+            "DD_ERR_UNSUPPORTED",
+            "%s is on device '%s': dreamddp takes CPU tensors"
+            % (what, t.device.type),
+        )
+    if t.dtype not in dtypes:
+        raise _error(
+            "DD_ERR_UNSUPPORTED",
+            "%s has dtype %s: expected one of %s"
+            % (what, t.dtype, ", ".join(str(d) for d in dtypes)),
+        )
+    if t.is_sparse or not t.is_contiguous():
+        raise _error(
+            "DD_ERR_INVALID_PARAM",
+            "%s is not a dense contiguous tensor" % what,
+        )
+
+
+def _dtype_code(t):
+    return _BUFFER_DTYPES[t.dtype]
+
+
+class _Layer:
+    """One registered layer: its parameters, their gradients (the tensors
+    whose memory the library holds), and this step's readiness."""
+
+    def __init__(self, name, params, param_names, buffers):
+        self.name = name
+        self.params = params
+        self.param_names = param_names
+        self.grads = []
+        self.buffers = buffers
+        self.handle = None
+        self.seen = [False] * len(params)
+        self.pending = len(params)
+        self.marked = False
+
+    def reset(self):
+        self.seen = [False] * len(self.params)
+        self.pending = len(self.params)
+        self.marked = False
+
+
+class DreamDDP(torch.nn.Module):
+    """Wraps module for data-parallel training through dreamddp.
+
+    strategy: "ddp", "localsgd:H", "plsgd:H", "dreamddp:H" or "adaptive";
+        None takes DREAMDDP_STRATEGY.
+    compression: must be None (compression is not built yet).
+    layers: "module", "parameter", or a list of lists of parameters.
+    find_unused_parameters: as DDP's: a layer whose parameters got no
+        gradient in a step counts as ready with zero gradients. Without it,
+        such a step fails with a DreamDDPError naming the layer.
+
+    On an aggregator rank (DREAMDDP_NUM_AGGREGATORS), the constructor
+    serves the workers and then exits the process with status 0.
+    """
+
+    def __init__(
+        self,
+        module,
+        strategy="dreamddp:4",
+        compression=None,
+        layers="module",
+        find_unused_parameters=False,
+    ):
+        super().__init__()
+        self.module = module
+        self.find_unused_parameters = find_unused_parameters
+        if compression is not None:
+            raise _error(
+                "DD_ERR_UNSUPPORTED",
+                "compression=%r: compression is not built yet; pass None"
+                % (compression,),
+            )
+        groups, frozen = self._groups(layers)
+        buffers = list(self.module.named_buffers())
+        for name, b in buffers:
+            _check_tensor(b, "buffer '%s'" % name, _BUFFER_DTYPES)
+        ctx = _context()
+        serve_if_aggregator()  # returns on a worker
+        self._ctx = ctx
+        if strategy is not None:
+            ctx.strategy_set(strategy)
+        self.strategy = ctx.strategy
+        averaged = self._averaged_buffers(buffers)
+        self._layers = self._make_layers(groups, averaged, layers == "module")
+        self._bcast = [
+            b for _, b in buffers if not any(b is a for a in averaged.values())
+        ]
+        self._check_unique_names()
+        # Everything rank 0 has that the table does not carry; collectives
+        # before the commit run directly.
+        for t in frozen + self._bcast:
+            broadcast(t)
+        for layer in self._layers:
+            layer.handle = ctx.layer_register(layer.name, self._tensors(layer))
+        ctx.commit()
+        self._grad_accs = []
+        self._hooks = []
+        for layer in self._layers:
+            for i, p in enumerate(layer.params):
+                self._hook(layer, i, p)
+        self._flat_bcast = self._flatten_plan(self._bcast)
+        self._step_open = False
+        self._no_sync = False
+        self.last_stats = None
+
+    # ---- construction ----------------------------------------------------
+
+    def _groups(self, layers):
+        """[(name, [(param_name, param)])] in module order, and the frozen
+        parameters."""
+        named = list(self.module.named_parameters())
+        name_of = {id(p): n for n, p in named}
+        for n, p in named:
+            _check_tensor(p, "parameter '%s'" % n, _PARAM_DTYPES)
+        frozen = [p for _, p in named if not p.requires_grad]
+        trained = [(n, p) for n, p in named if p.requires_grad]
+        if layers == "parameter":
+            return [(n, [(n, p)]) for n, p in trained], frozen
+        if layers == "module":
+            groups, seen = [], set()
+            for mname, mod in self.module.named_modules():
+                own = []
+                for pname, p in mod.named_parameters(recurse=False):
+                    if p.requires_grad and id(p) not in seen:
+                        seen.add(id(p))
+                        own.append((name_of[id(p)], p))
+                if own:
+                    groups.append((mname or "root", own))
+            return groups, frozen
+        if isinstance(layers, (list, tuple)):
+            return self._user_groups(layers, name_of, trained), frozen
+        raise _error(
+            "DD_ERR_INVALID_PARAM",
+            "layers=%r: expected 'module', 'parameter' or a list of lists "
+            "of parameters" % (layers,),
+        )
+
+    @staticmethod
+    def _user_groups(layers, name_of, trained):
+        groups, seen = [], set()
+        for k, group in enumerate(layers):
+            own = []
+            for p in group:
+                if id(p) not in name_of:
+                    raise _error(
+                        "DD_ERR_INVALID_PARAM",
+                        "layers: group %d holds a tensor that is not a "
+                        "parameter of the module" % k,
+                    )
+                if id(p) in seen:
+                    raise _error(
+                        "DD_ERR_INVALID_PARAM",
+                        "layers: parameter '%s' is in two groups"
+                        % name_of[id(p)],
+                    )
+                seen.add(id(p))
+                if p.requires_grad:
+                    own.append((name_of[id(p)], p))
+            if own:
+                groups.append((own[0][0], own))
+        left = [n for n, p in trained if id(p) not in seen]
+        if left:
+            raise _error(
+                "DD_ERR_INVALID_PARAM",
+                "layers: parameters %s are in no group: every trained "
+                "parameter must be in one" % ", ".join(left),
+            )
+        return groups
+
+    def _averaged_buffers(self, buffers):
+        """Buffers averaged with the parameters (name -> tensor)."""
+        if self.strategy.split(":")[0] in _GRAD_STRATEGIES:
+            return {}
+        return {n: b for n, b in buffers if b.dtype in _PARAM_DTYPES}
+
+    def _make_layers(self, groups, averaged, by_module):
+        """The layers; with by_module, a module's averaged buffers join its
+        layer, and the others go in one last layer of their own."""
+        layers = []
+        left = dict(averaged)
+        for name, params in groups:
+            bufs = []
+            for bname in list(left) if by_module else []:
+                owner = bname.rpartition(".")[0] or "root"
+                if owner == name:
+                    bufs.append(left.pop(bname))
+            layers.append(
+                _Layer(name, [p for _, p in params], [n for n, _ in params], bufs)
+            )
+        if left:
+            layers.append(_Layer(_BUFFER_LAYER, [], [], list(left.values())))
+        return layers
+
+    def _check_unique_names(self):
+        names = [layer.name for layer in self._layers]
+        for layer in self._layers:
+            if names.count(layer.name) > 1:
+                raise _error(
+                    "DD_ERR_INVALID_PARAM",
+                    "two layers are named '%s'" % layer.name,
+                )
+
+    def _tensors(self, layer):
+        out = []
+        for p in layer.params:
+            g = p.grad
+            if (
+                g is None
+                or g.dtype != p.dtype
+                or g.shape != p.shape
+                or not g.is_contiguous()
+                or g.device != p.device
+            ):
+                g = torch.zeros_like(p, memory_format=torch.contiguous_format)
+                p.grad = g
+            layer.grads.append(g)
+            out.append(
+                (p.data_ptr(), g.data_ptr(), p.numel(), _dtype_code(p), 0)
+            )
+        for b in layer.buffers:
+            out.append((b.data_ptr(), None, b.numel(), _dtype_code(b), 0))
+        layer.ptrs = [p.data_ptr() for p in layer.params] + [
+            b.data_ptr() for b in layer.buffers
+        ]
+        return out
+
+    def _hook(self, layer, i, p):
+        def ready(*unused):
+            self._on_grad(layer, i)
+
+        if hasattr(p, "register_post_accumulate_grad_hook"):
+            self._hooks.append(p.register_post_accumulate_grad_hook(ready))
+            return
+        with torch.enable_grad():
+            acc = p.expand_as(p).grad_fn.next_functions[0][0]
+        self._hooks.append(acc.register_hook(ready))
+        self._grad_accs.append(acc)  # the parameter holds it only weakly
+
+    @staticmethod
+    def _flatten_plan(tensors):
+        """Buffers to broadcast, one flat tensor per dtype."""
+        by_dtype = {}
+        for t in tensors:
+            by_dtype.setdefault(t.dtype, []).append(t)
+        return [(ts, torch.empty(sum(t.numel() for t in ts), dtype=d))
+                for d, ts in by_dtype.items()]
+
+    # ---- the step ---------------------------------------------------------
+
+    def _on_grad(self, layer, i):
+        p, g = layer.params[i], layer.grads[i]
+        if p.grad is None or p.grad.data_ptr() != g.data_ptr():
+            # Autograd put the gradient in a new tensor (the old one was
+            # set to None): copy it into the memory the library holds.
+            with torch.no_grad():
+                if p.grad is None:
+                    g.zero_()
+                else:
+                    g.copy_(p.grad)
+            p.grad = g
+        if not self._step_open:
+            return
+        if layer.seen[i]:
+            raise _error(
+                "DD_ERR_STATE",
+                "parameter '%s' got a second gradient in one step: run the "
+                "other backward passes of the step under no_sync()"
+                % layer.param_names[i],
+                "backward",
+            )
+        layer.seen[i] = True
+        layer.pending -= 1
+        if layer.pending == 0:
+            layer.marked = True
+            self._ctx.layer_ready(layer.handle)
+
+    def _check_memory(self):
+        for layer in self._layers:
+            now = [p.data_ptr() for p in layer.params] + [
+                b.data_ptr() for b in layer.buffers
+            ]
+            if now != layer.ptrs:
+                raise _error(
+                    "DD_ERR_STATE",
+                    "layer '%s': a parameter or buffer moved to new memory "
+                    "since DreamDDP registered it (.data or the module was "
+                    "reassigned); update tensors in place" % layer.name,
+                    "forward",
+                )
+            for p, g in zip(layer.params, layer.grads):
+                if p.grad is None or p.grad.data_ptr() != g.data_ptr():
+                    with torch.no_grad():
+                        if p.grad is None:
+                            g.zero_()
+                        else:
+                            g.copy_(p.grad)
+                    p.grad = g
+
+    def step_begin(self):
+        """Opens a step (dd_step_begin); forward calls it. A second forward
+        before the step's backward stays in the same step."""
+        if self._step_open:
+            if any(layer.marked or any(layer.seen) for layer in self._layers):
+                raise _error(
+                    "DD_ERR_STATE",
+                    "the previous step is still open: call finish_step() "
+                    "(or the step() of wrap_optimizer's optimizer) after "
+                    "backward, before the next forward",
+                    "forward",
+                )
+            return
+        self._check_memory()
+        for layer in self._layers:
+            layer.reset()
+        self._ctx.step_begin()
+        self._step_open = True
+        for tensors, flat in self._flat_bcast:
+            with torch.no_grad():
+                torch.cat([t.reshape(-1) for t in tensors], out=flat)
+                broadcast(flat)
+                off = 0
+                for t in tensors:
+                    t.copy_(flat[off : off + t.numel()].view_as(t))
+                    off += t.numel()
+
+    def forward(self, *args, **kwargs):
+        if torch.is_grad_enabled() and not self._no_sync:
+            self.step_begin()
+        return self.module(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Forward and backward inside accumulate gradients locally, as
+        DDP's no_sync(); the step's last backward runs outside."""
+        old, self._no_sync = self._no_sync, True
+        try:
+            yield
+        finally:
+            self._no_sync = old
+
+    def _unmarked(self):
+        """Layers not marked this step, in backward order, with the names of
+        their parameters that got no gradient."""
+        out = []
+        for layer in reversed(self._layers):
+            if not layer.marked:
+                missing = [
+                    n for n, s in zip(layer.param_names, layer.seen) if not s
+                ]
+                out.append((layer, missing))
+        return out
+
+    def _mark_unused(self, layer, missing):
+        with torch.no_grad():
+            for n, p, g in zip(layer.param_names, layer.params, layer.grads):
+                if n in missing:
+                    g.zero_()
+                    p.grad = g
+        whole = len(missing) == len(layer.params)
+        layer.marked = True
+        if whole and _lib.has("dd_layer_unused"):
+            self._ctx.layer_unused(layer.handle)
+        else:
+            self._ctx.layer_ready(layer.handle)
+
+    def finish_step(self):
+        """Closes the step (dd_step_end): this step's averages land in place.
+        Call it after backward and before optimizer.step() (wrap_optimizer
+        does). Returns the step's statistics (a dict), or None when no step
+        was open."""
+        if not self._step_open:
+            return None
+        unused = []
+        for layer, missing in self._unmarked():
+            if not layer.params:
+                layer.marked = True  # buffers only: nothing to wait for
+                self._ctx.layer_ready(layer.handle)
+            elif self.find_unused_parameters:
+                self._mark_unused(layer, missing)
+            else:
+                unused.append("layer '%s' (%s)" % (layer.name, ", ".join(missing)))
+        if unused:
+            # Raised before dd_step_end: a worker whose peers did use the
+            # layer would wait there for syncs that never match. The step
+            # stays open; the job cannot go on.
+            raise _error(
+                "DD_ERR_STATE",
+                "no gradient reached %s in this step; pass "
+                "find_unused_parameters=True if parameters may go unused"
+                % "; ".join(unused),
+                "finish_step",
+            )
+        self._step_open = False
+        self.last_stats = self._ctx.step_end()
+        return self.last_stats
+
+    def sync_all(self):
+        """Averages every layer's parameters now (dd_sync_all), whatever the
+        strategy: before a checkpoint or an evaluation. Outside a step."""
+        if self._step_open:
+            raise _error(
+                "DD_ERR_STATE",
+                "sync_all: a step is open; call finish_step() first",
+                "sync_all",
+            )
+        self._ctx.sync_all()
+
+    def layer_names(self):
+        return [layer.name for layer in self._layers]
+
+    def layer_stats(self):
+        """{layer name: dd_layer_stats()} for every layer."""
+        return {
+            layer.name: self._ctx.layer_stats(layer.handle)
+            for layer in self._layers
+        }
+
+    @property
+    def rank(self):
+        return self._ctx.rank
+
+    @property
+    def num_workers(self):
+        return self._ctx.num_workers
+
+
+def wrap_optimizer(optimizer, model):
+    """Makes optimizer.step() call model.finish_step() first; returns the
+    optimizer."""
+    step = optimizer.step
+
+    @functools.wraps(step)
+    def wrapped(*args, **kwargs):
+        model.finish_step()
+        return step(*args, **kwargs)
+
+    optimizer.step = wrapped
+    return optimizer
+
+
+# ---- collectives over the workers, on CPU tensors, in place --------------
+
+
+def _coll_tensor(t, call):
+    _check_tensor(t, "the tensor of %s" % call, _BUFFER_DTYPES)
+    return t.data_ptr(), t.numel(), _dtype_code(t)
+
+
+def allreduce(tensor, op="avg"):
+    """Reduces tensor across the workers in place ("sum", "avg", "max",
+    "min"); returns it."""
+    ptr, n, d = _coll_tensor(tensor, "allreduce")
+    _context().allreduce(ptr, n, d, op)
+    return tensor
+
+
+def broadcast(tensor, root=0):
+    """Copies root's tensor into every worker's, in place; returns it."""
+    ptr, n, d = _coll_tensor(tensor, "broadcast")
+    _context().broadcast(ptr, n, d, root)
+    return tensor
+
+
+def all_gather(tensor):
+    """A new tensor of shape (workers, *tensor.shape): every worker's."""
+    ptr, n, d = _coll_tensor(tensor, "all_gather")
+    ctx = _context()
+    out = torch.empty((ctx.num_workers,) + tuple(tensor.shape), dtype=tensor.dtype)
+    ctx.allgather(ptr, out.data_ptr(), n, d)
+    return out

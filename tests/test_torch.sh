@@ -1,0 +1,14 @@
+#!/bin/sh
+# The PyTorch front end (python/dreamddp) across real ranks: replicas
+# bitwise equal after every averaging under every strategy, and gradients
+# under ddp equal to PyTorch's DDP on the same batches. Skips where the
+# interpreter has no torch.
+. "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
+. "$top_srcdir/tests/torch_lib.sh"
+
+for s in ddp localsgd:2 plsgd:2 adaptive; do
+    run "$s on 2 ranks" 2 equal $s 8
+done
+run "dreamddp:2 on 3 ranks" 3 equal dreamddp:2 8
+run "ddp against PyTorch DDP, 2 ranks" 2 vs-ddp 5 exact
+finish

@@ -1,0 +1,267 @@
+"""The PyTorch front end across real ranks (run by tests/test_torch.sh).
+
+  torch_mp.py equal STRATEGY STEPS   replicas bitwise equal after every
+                                     averaging, and after sync_all
+  torch_mp.py vs-ddp STEPS [exact]   gradients under ddp equal PyTorch's DDP
+                                     (gloo) on the same batches (bitwise)
+  torch_mp.py unused                 find_unused_parameters=True
+  torch_mp.py unused-error           without it: the error naming the layer
+  torch_mp.py unused-uneven          one rank alone leaves a layer unused:
+                                     an error, not a hang
+  torch_mp.py torchrun STEPS         torchrun's variables, torch.distributed
+                                     in the same job
+  torch_mp.py errors                 library errors as DreamDDPError
+
+Each prints one line starting with "torch_mp: " on success, and exits 1
+with the reason otherwise.
+"""
+
+import hashlib
+import os
+import socket
+import sys
+
+import torch
+
+import dreamddp
+import dreamddp.torch as ddt
+
+
+def fail(msg):
+    print("torch_mp: FAIL rank %d: %s" % (dreamddp.context().rank, msg))
+    sys.exit(1)
+
+
+class Net(torch.nn.Module):
+    """Convolution, batch norm (buffers), two linear layers."""
+
+    def __init__(self, unused=False):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 4, 3)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.fc1 = torch.nn.Linear(4 * 6 * 6, 16)
+        self.fc2 = torch.nn.Linear(16, 3)
+        self.spare = torch.nn.Linear(16, 3) if unused else None
+
+    def forward(self, x):
+        x = torch.relu(self.bn(self.conv(x)))
+        return self.fc2(torch.relu(self.fc1(x.flatten(1))))
+
+
+def batch(step, rank, n=8):
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    return torch.randn(n, 1, 8, 8, generator=g), torch.randint(0, 3, (n,), generator=g)
+
+
+def digest(tensors):
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.detach().contiguous().numpy().tobytes())
+    return torch.tensor([int.from_bytes(h.digest()[:7], "little")], dtype=torch.int64)
+
+
+def same_everywhere(tensors):
+    return bool((ddt.all_gather(digest(tensors)) == digest(tensors)).all())
+
+
+def cmd_equal(strategy, steps):
+    rank = dreamddp.context().rank
+    torch.manual_seed(rank)  # different starts: the commit makes them equal
+    net = Net()
+    model = ddt.DreamDDP(net, strategy=strategy)
+    opt = ddt.wrap_optimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), model)
+    layers = {layer.name: layer for layer in model._layers}
+    if not same_everywhere([p for p in net.parameters()]):
+        fail("%s: replicas differ after the commit" % strategy)
+    before = {n: 0 for n in layers}
+    checks = 0
+    for step in range(steps):
+        x, y = batch(step, rank)
+        opt.zero_grad(set_to_none=(step % 2 == 0))
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        model.finish_step()
+        stats = model.layer_stats()
+        for name, layer in layers.items():
+            if stats[name]["syncs"] == before[name]:
+                continue
+            before[name] = stats[name]["syncs"]
+            what = layer.grads if strategy == "ddp" else layer.params + layer.buffers
+            if not same_everywhere(what):
+                fail("%s: step %d: layer %s differs after its sync" % (strategy, step, name))
+            checks += 1
+        opt.step()
+    never = [n for n, k in before.items() if k == 0]
+    if never:
+        fail("%s: layers %s never synced in %d steps" % (strategy, never, steps))
+    model.sync_all()
+    if not same_everywhere(list(net.parameters())):
+        fail("%s: replicas differ after sync_all" % strategy)
+    print("torch_mp: %s: %d steps, replicas equal after every averaging (%d layer syncs checked)"
+          % (strategy, steps, checks))
+
+
+def free_port_everywhere():
+    """A port rank 0 found free, told to every rank through dreamddp."""
+    port = torch.zeros(1, dtype=torch.int64)
+    if dreamddp.context().rank == 0:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port[0] = s.getsockname()[1]
+        s.close()
+    return int(ddt.broadcast(port)[0])
+
+
+def cmd_vs_ddp(steps, exact):
+    import torch.distributed as dist
+
+    ctx = dreamddp.context()
+    port = free_port_everywhere()
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port,
+                            rank=ctx.rank, world_size=ctx.num_workers)
+    torch.manual_seed(7)
+    ours, theirs = Net(), Net()
+    theirs.load_state_dict(ours.state_dict())
+    model = ddt.DreamDDP(ours, strategy="ddp")
+    ref = torch.nn.parallel.DistributedDataParallel(theirs)
+    opts = [ddt.wrap_optimizer(torch.optim.SGD(model.parameters(), lr=0.05), model),
+            torch.optim.SGD(ref.parameters(), lr=0.05)]
+    worst = 0.0
+    for step in range(steps):
+        x, y = batch(step, ctx.rank)
+        for m, opt in zip((model, ref), opts):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(m(x), y).backward()
+        model.finish_step()
+        for (n, a), b in zip(ours.named_parameters(), theirs.parameters()):
+            d = (a.grad - b.grad).abs().max().item()
+            worst = max(worst, d)
+            if (not torch.equal(a.grad, b.grad) if exact else
+                    not torch.allclose(a.grad, b.grad, rtol=1e-6, atol=1e-7)):
+                fail("step %d: gradient of %s differs from DDP's by %g" % (step, n, d))
+        for opt in opts:
+            opt.step()
+    dist.destroy_process_group()
+    print("torch_mp: ddp: %d steps, gradients %s PyTorch DDP's (max difference %g)"
+          % (steps, "bitwise equal to" if exact else "equal", worst))
+
+
+def cmd_unused():
+    rank = dreamddp.context().rank
+    torch.manual_seed(rank)
+    net = Net(unused=True)
+    model = ddt.DreamDDP(net, strategy="ddp", find_unused_parameters=True)
+    opt = ddt.wrap_optimizer(torch.optim.SGD(model.parameters(), lr=0.05), model)
+    for step in range(4):
+        x, y = batch(step, rank)
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    if not same_everywhere(list(net.parameters())):
+        fail("unused: replicas differ with find_unused_parameters=True")
+    if net.spare.weight.grad is None or net.spare.weight.grad.abs().sum() != 0:
+        fail("unused: the unused layer's gradient is not zero")
+    print("torch_mp: unused: find_unused_parameters=True trains, replicas equal")
+
+
+def cmd_unused_error():
+    rank = dreamddp.context().rank
+    net = Net(unused=True)
+    model = ddt.DreamDDP(net, strategy="ddp")
+    x, y = batch(0, rank)
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    try:
+        model.finish_step()
+    except dreamddp.DreamDDPError as e:
+        if "spare" not in str(e) or "find_unused_parameters" not in str(e):
+            fail("unused: the error does not name the layer: %s" % e)
+        print("torch_mp: unused: without find_unused_parameters: %s" % e)
+        return
+    fail("unused: no error without find_unused_parameters")
+
+
+def cmd_unused_uneven():
+    """Only the last rank leaves layers unused: it fails naming them, at
+    once, and the others see it lost instead of waiting for its syncs."""
+    ctx = dreamddp.context()
+    net = Net()
+    model = ddt.DreamDDP(net, strategy="ddp")
+    x, y = batch(0, ctx.rank)
+    out = model(x)
+    if ctx.rank == ctx.num_workers - 1:
+        out = out.detach() + net.fc1.bias.sum()  # only fc1.bias gets a gradient
+    torch.nn.functional.cross_entropy(out, y).backward()
+    model.finish_step()
+    fail("unused-uneven: finish_step returned")
+
+
+def cmd_torchrun(steps):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")  # env://, on MASTER_PORT
+    ctx = dreamddp.context()  # its store on MASTER_PORT + 1
+    if ctx.rank != dist.get_rank() or ctx.num_workers != dist.get_world_size():
+        fail("torchrun: rank %d of %d, torch.distributed says %d of %d"
+             % (ctx.rank, ctx.num_workers, dist.get_rank(), dist.get_world_size()))
+    torch.manual_seed(ctx.rank)
+    net = Net()
+    model = ddt.DreamDDP(net, strategy="localsgd:2")
+    opt = ddt.wrap_optimizer(torch.optim.SGD(model.parameters(), lr=0.05), model)
+    for step in range(steps):
+        x, y = batch(step, ctx.rank)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    model.sync_all()
+    w = net.fc1.weight.detach().clone()
+    dist.all_reduce(w)
+    if not torch.allclose(w / dist.get_world_size(), net.fc1.weight):
+        fail("torchrun: torch.distributed sees different replicas")
+    dist.destroy_process_group()
+    print("torch_mp: torchrun: %d ranks, torch.distributed on port %s beside dreamddp"
+          % (ctx.num_workers, os.environ["MASTER_PORT"]))
+
+
+def expect_error(fn, status_name, needle):
+    try:
+        fn()
+    except dreamddp.DreamDDPError as e:
+        if e.status_name != status_name or needle not in str(e):
+            fail("expected %s with '%s', got: %s" % (status_name, needle, e))
+        return str(e)
+    fail("expected %s with '%s', got no error" % (status_name, needle))
+
+
+def cmd_errors():
+    msg = expect_error(lambda: ddt.DreamDDP(Net(), strategy="dreamddp:x"),
+                       "DD_ERR_INVALID_PARAM", "dreamddp:x")
+    expect_error(lambda: ddt.DreamDDP(Net(), compression="topk:0.01"),
+                 "DD_ERR_UNSUPPORTED", "compression")
+    expect_error(lambda: ddt.DreamDDP(Net().to(torch.float64).to("meta")),
+                 "DD_ERR_UNSUPPORTED", "meta")
+    expect_error(lambda: ddt.allreduce(torch.zeros(2), op="median"),
+                 "DD_ERR_INVALID_PARAM", "median")
+    print("torch_mp: errors: DreamDDPError carries the library's message: %s" % msg)
+
+
+def main(argv):
+    cmd = argv[1]
+    if cmd == "equal":
+        cmd_equal(argv[2], int(argv[3]))
+    elif cmd == "vs-ddp":
+        cmd_vs_ddp(int(argv[2]), len(argv) > 3 and argv[3] == "exact")
+    elif cmd == "unused":
+        cmd_unused()
+    elif cmd == "unused-error":
+        cmd_unused_error()
+    elif cmd == "unused-uneven":
+        cmd_unused_uneven()
+    elif cmd == "torchrun":
+        cmd_torchrun(int(argv[2]))
+    elif cmd == "errors":
+        cmd_errors()
+    else:
+        fail("unknown command %s" % cmd)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -9,12 +9,17 @@
 #include <cmocka.h>
 
 #include "compress/codec.h"
+#include "compress/convert.h"
 #include "core/log.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The built-in codecs, as dd_codec_names() lists them. */
+#define CODEC_NAMES "none, fp16, bf16"
 
 static int quiet(void **state)
 {
@@ -33,13 +38,13 @@ static int loud(void **state)
 static void test_find_none(void **state)
 {
     dd_codec_ref_t ref;
-    char names[64];
+    char names[128];
 
     assert_ptr_equal(dd_codec_find("none"), &dd_codec_none_ops);
     assert_null(dd_codec_find("non"));
     assert_null(dd_codec_find("none:"));
     dd_codec_names(names, sizeof(names));
-    assert_string_equal(names, "none");
+    assert_string_equal(names, CODEC_NAMES);
 
     assert_int_equal(dd_codec_open("none", &ref), DD_OK);
     assert_ptr_equal(ref.ops, &dd_codec_none_ops);
@@ -51,7 +56,7 @@ static void test_find_none(void **state)
 
 static void test_abi_version(void **state)
 {
-    static const char *const names[] = {"none"};
+    static const char *const names[] = {"none", "fp16", "bf16"};
 
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         const dd_codec_ops_t *ops = dd_codec_find(names[i]);
@@ -75,19 +80,23 @@ static void expect_invalid(const char *spec, const char *message)
 static void test_rejects_bad_specs(void **state)
 {
     expect_invalid("bogus", "invalid codec spec 'bogus': unknown codec, "
-                            "expected one of none");
+                            "expected one of " CODEC_NAMES);
     expect_invalid("none:3", "invalid codec spec 'none:3': none takes no "
                              "argument (got '3')");
     expect_invalid("none:", "invalid codec spec 'none:': none takes no "
                             "argument (got '')");
+    expect_invalid("fp16:3", "invalid codec spec 'fp16:3': fp16 takes no "
+                             "argument (got '3')");
+    expect_invalid("bf16:", "invalid codec spec 'bf16:': bf16 takes no "
+                            "argument (got '')");
     expect_invalid("", "invalid codec spec '': unknown codec, expected one "
-                       "of none");
+                       "of " CODEC_NAMES);
     expect_invalid("NONE", "invalid codec spec 'NONE': unknown codec, "
-                           "expected one of none");
+                           "expected one of " CODEC_NAMES);
     expect_invalid("averyveryveryverylongcodecnamethatfitsnowhere:1",
                    "invalid codec spec "
                    "'averyveryveryverylongcodecnamethatfitsnowhere:1': "
-                   "unknown codec, expected one of none");
+                   "unknown codec, expected one of " CODEC_NAMES);
 }
 
 static void test_none_caps(void **state)
@@ -284,6 +293,265 @@ static void test_none_sum_on_wire(void **state)
     dd_codec_close(&ref);
 }
 
+/* The 16-bit formats, described by their positive finite bit patterns
+ * (0 to max_bits, increasing in value) and an exact decoder. */
+typedef struct {
+    const char *spec;
+    dd_dtype_t dtype;
+    uint16_t max_bits, inf_bits;
+    double (*value)(uint16_t bits);
+    void (*narrow)(uint16_t *, const float *, size_t, dd_convert_path_t);
+    void (*widen)(float *, const uint16_t *, size_t, dd_convert_path_t);
+} half_format_t;
+
+static double f16_value(uint16_t h)
+{
+    int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    double v = exp == 0 ? ldexp(mant, -24) : ldexp(1024 + mant, exp - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static double bf16_value(uint16_t b)
+{
+    int exp = (b >> 7) & 0xff, mant = b & 0x7f;
+    double v = exp == 0 ? ldexp(mant, -133) : ldexp(128 + mant, exp - 134);
+    return (b & 0x8000) ? -v : v;
+}
+
+static const half_format_t formats[] = {
+    {"fp16", DD_DTYPE_F16, 0x7bff, 0x7c00, f16_value, dd_fp16_from_f32,
+     dd_fp16_to_f32},
+    {"bf16", DD_DTYPE_BF16, 0x7f7f, 0x7f80, bf16_value, dd_bf16_from_f32,
+     dd_bf16_to_f32},
+};
+
+static int half_is_nan(const half_format_t *f, uint16_t h)
+{
+    return (h & 0x7fff) > f->inf_bits;
+}
+
+/* The reference rounding, by search among the format's values in double:
+ * the nearer neighbour, the even pattern on a tie, inf from max + half an
+ * ulp on (IEEE's overflow, since max is odd). Not for NaN. */
+static uint16_t half_reference(const half_format_t *f, float x)
+{
+    double a = fabs((double)x);
+    uint16_t sign = signbit(x) ? 0x8000 : 0;
+    unsigned lo = 0, hi = f->max_bits;
+
+    if (isinf(x)) {
+        return sign | f->inf_bits;
+    }
+    while (lo < hi) { /* the largest pattern whose value is <= a */
+        unsigned mid = (lo + hi + 1) / 2;
+        if (f->value((uint16_t)mid) <= a) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    double below = f->value((uint16_t)lo);
+    double above = lo < f->max_bits ? f->value((uint16_t)(lo + 1))
+                                    : 2 * below - f->value((uint16_t)(lo - 1));
+    if (a - below < above - a || (a - below == above - a && lo % 2 == 0)) {
+        return sign | (uint16_t)lo;
+    }
+    return sign | (uint16_t)(lo + 1);
+}
+
+static float bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+static uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    return u;
+}
+
+/* Every value of the format, the midpoints between neighbours and the
+ * floats next to them, and a stride over all f32 patterns (NaNs too). */
+static size_t half_inputs(const half_format_t *f, float *x)
+{
+    size_t n = 0;
+    for (uint32_t h = 0; h <= f->max_bits; h++) {
+        double v = f->value((uint16_t)h);
+        x[n++] = (float)v;
+        if (h < f->max_bits) {
+            float mid = (float)((v + f->value((uint16_t)(h + 1))) / 2);
+            x[n++] = mid;
+            x[n++] = nextafterf(mid, 0);
+            x[n++] = nextafterf(mid, INFINITY);
+        }
+    }
+    double top = f->value(f->max_bits), ulp = top - f->value(f->max_bits - 1);
+    x[n++] = (float)(top + ulp / 2); /* the first value that overflows */
+    x[n++] = nextafterf((float)(top + ulp / 2), 0);
+    for (uint32_t i = 0; i < 200000; i++) {
+        x[n++] = bits_f32(i * 0x9e3779b1u);
+    }
+    size_t m = n;
+    for (size_t i = 0; i < m; i++) {
+        x[n++] = -x[i];
+    }
+    return n;
+}
+
+static void half_check_narrow(const half_format_t *f)
+{
+    float *x = malloc(sizeof(float) * (8 * 65536 + 400000));
+    uint16_t *fast = malloc(sizeof(uint16_t) * (8 * 65536 + 400000));
+    uint16_t *slow = malloc(sizeof(uint16_t) * (8 * 65536 + 400000));
+    assert_true(x && fast && slow);
+    size_t n = half_inputs(f, x);
+
+    f->narrow(fast, x, n, DD_CONVERT_AUTO);
+    f->narrow(slow, x, n, DD_CONVERT_SCALAR);
+    for (size_t i = 0; i < n; i++) {
+        if (fast[i] != slow[i]) {
+            fail_msg("%s: %a (0x%08x): vector 0x%04x, scalar 0x%04x", f->spec,
+                     x[i], f32_bits(x[i]), fast[i], slow[i]);
+        }
+        if (isnan(x[i])) {
+            assert_true(half_is_nan(f, slow[i]));
+            assert_int_equal(slow[i] & 0x8000, (f32_bits(x[i]) >> 16) & 0x8000);
+        } else if (slow[i] != half_reference(f, x[i])) {
+            fail_msg("%s: %a rounds to 0x%04x, expected 0x%04x", f->spec, x[i],
+                     slow[i], half_reference(f, x[i]));
+        }
+    }
+    free(x);
+    free(fast);
+    free(slow);
+}
+
+static void half_check_widen(const half_format_t *f)
+{
+    uint16_t *h = malloc(sizeof(uint16_t) * 65536);
+    float *fast = malloc(sizeof(float) * 65536);
+    float *slow = malloc(sizeof(float) * 65536);
+    assert_true(h && fast && slow);
+    for (uint32_t i = 0; i < 65536; i++) {
+        h[i] = (uint16_t)i;
+    }
+    f->widen(fast, h, 65536, DD_CONVERT_AUTO);
+    f->widen(slow, h, 65536, DD_CONVERT_SCALAR);
+    for (uint32_t i = 0; i < 65536; i++) {
+        assert_int_equal(f32_bits(fast[i]), f32_bits(slow[i]));
+        if (half_is_nan(f, h[i])) {
+            assert_true(isnan(slow[i]));
+        } else if ((h[i] & 0x7fff) == f->inf_bits) {
+            assert_true(isinf(slow[i]));
+            assert_int_equal(signbit(slow[i]) != 0, (h[i] & 0x8000) != 0);
+        } else {
+            assert_true((double)slow[i] == f->value(h[i]));
+            assert_int_equal(signbit(slow[i]) != 0, (h[i] & 0x8000) != 0);
+            /* Representable values come back to the same bits. */
+            uint16_t back;
+            f->narrow(&back, &slow[i], 1, DD_CONVERT_SCALAR);
+            assert_int_equal(back, h[i]);
+        }
+    }
+    free(h);
+    free(fast);
+    free(slow);
+}
+
+static void test_half_conversions(void **state)
+{
+    for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+        half_check_narrow(&formats[i]);
+        half_check_widen(&formats[i]);
+    }
+}
+
+/* Through the codec: caps, sizes, named cases and the f64 path, which must
+ * round once (1 + 2^-11 + 2^-40 is not a tie: through f32 rounded to
+ * nearest it would become one and go down to 1). */
+static void half_check_codec(const half_format_t *f, const float *x,
+                             const uint16_t *want, size_t n, double d,
+                             uint16_t d_want)
+{
+    dd_codec_ref_t ref;
+    dd_codec_state_t *st, *sd;
+    uint16_t wire[16];
+    float back[16];
+    size_t bytes;
+    double dback;
+
+    assert_int_equal(dd_codec_open(f->spec, &ref), DD_OK);
+    assert_true(ref.ops->caps & DD_CODEC_CAP_SUMMABLE);
+    assert_false(ref.ops->caps & DD_CODEC_CAP_ERROR_FEEDBACK);
+    assert_int_equal(dd_codec_wire_dtype(ref.ops, DD_DTYPE_F32), f->dtype);
+    assert_int_equal(
+        ref.ops->encoded_size(ref.codec, n, DD_DTYPE_F64, 0, 0, &bytes), DD_OK);
+    assert_int_equal(bytes, 2 * n);
+    assert_int_equal(
+        ref.ops->encoded_size(ref.codec, n, DD_DTYPE_I32, 0, 0, &bytes),
+        DD_ERR_UNSUPPORTED);
+    assert_int_equal(
+        ref.ops->state_create(ref.codec, n, DD_DTYPE_F32, 0, 0, &st), DD_OK);
+    assert_int_equal(
+        ref.ops->encode(ref.codec, st, x, n, DD_DTYPE_F32, wire, &bytes),
+        DD_OK);
+    assert_int_equal(bytes, 2 * n);
+    assert_memory_equal(wire, want, 2 * n);
+    assert_int_equal(
+        ref.ops->decode(ref.codec, st, wire, bytes - 2, back, n, DD_DTYPE_F32),
+        DD_ERR_MESSAGE);
+    assert_int_equal(
+        ref.ops->decode(ref.codec, st, wire, bytes, back, n, DD_DTYPE_F32),
+        DD_OK);
+    for (size_t i = 0; i < n; i++) {
+        if (half_is_nan(f, want[i])) {
+            assert_true(isnan(back[i]));
+        } else if ((want[i] & 0x7fff) == f->inf_bits) {
+            assert_true(isinf(back[i]) && signbit(back[i]) == signbit(x[i]));
+        } else {
+            assert_true((double)back[i] == f->value(want[i]));
+        }
+    }
+    assert_int_equal(
+        ref.ops->state_create(ref.codec, 1, DD_DTYPE_F64, 0, 0, &sd), DD_OK);
+    assert_int_equal(
+        ref.ops->encode(ref.codec, sd, &d, 1, DD_DTYPE_F64, wire, &bytes),
+        DD_OK);
+    assert_int_equal(wire[0], d_want);
+    assert_int_equal(
+        ref.ops->decode(ref.codec, sd, wire, 2, &dback, 1, DD_DTYPE_F64),
+        DD_OK);
+    assert_true(dback == f->value(d_want));
+    ref.ops->state_free(ref.codec, st);
+    ref.ops->state_free(ref.codec, sd);
+    dd_codec_close(&ref);
+}
+
+static void test_fp16_codec(void **state)
+{
+    const float x[] = {
+        1.0f,      -2.5f,    65504.0f,        65519.99f,       65520.0f,
+        -INFINITY, NAN,      1.0f + 0x1p-11f, 1.0f + 0x3p-11f, 0x1p-24f,
+        0x1p-25f,  0x3p-25f, -0.0f,           1e-30f};
+    const uint16_t want[] = {0x3c00, 0xc100, 0x7bff, 0x7bff, 0x7c00,
+                             0xfc00, 0x7e00, 0x3c00, 0x3c02, 0x0001,
+                             0x0000, 0x0002, 0x8000, 0x0000};
+    half_check_codec(&formats[0], x, want, 14, 1.0 + 0x1p-11 + 0x1p-40, 0x3c01);
+}
+
+static void test_bf16_codec(void **state)
+{
+    const float x[] = {1.0f,      -2.5f,     0x1.fep127f,    0x1.ff8p127f,
+                       -INFINITY, NAN,       1.0f + 0x1p-8f, 1.0f + 0x3p-8f,
+                       -0.0f,     0x1p-133f, 0x1p-134f,      0x3p-134f};
+    const uint16_t want[] = {0x3f80, 0xc020, 0x7f7f, 0x7f80, 0xff80, 0x7fc0,
+                             0x3f80, 0x3f82, 0x8000, 0x0001, 0x0000, 0x0002};
+    half_check_codec(&formats[1], x, want, 12, 1.0 + 0x1p-8 + 0x1p-40, 0x3f81);
+}
+
 /* Whether one line of a source file includes a private header of a layer
  * other than src/core or src/compress. */
 static int bad_include(const char *line)
@@ -343,6 +611,9 @@ int main(void)
         cmocka_unit_test(test_none_round_trip),
         cmocka_unit_test(test_none_rejects_other_layers),
         cmocka_unit_test(test_none_sum_on_wire),
+        cmocka_unit_test(test_half_conversions),
+        cmocka_unit_test(test_fp16_codec),
+        cmocka_unit_test(test_bf16_codec),
         cmocka_unit_test(test_includes_stay_below),
     };
     return cmocka_run_group_tests(tests, quiet, loud);

@@ -19,7 +19,7 @@
 #include <string.h>
 
 /* The built-in codecs, as dd_codec_names() lists them. */
-#define CODEC_NAMES "none, fp16, bf16"
+#define CODEC_NAMES "none, fp16, bf16, topk"
 
 static int quiet(void **state)
 {
@@ -56,7 +56,7 @@ static void test_find_none(void **state)
 
 static void test_abi_version(void **state)
 {
-    static const char *const names[] = {"none", "fp16", "bf16"};
+    static const char *const names[] = {"none", "fp16", "bf16", "topk"};
 
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         const dd_codec_ops_t *ops = dd_codec_find(names[i]);
@@ -552,6 +552,238 @@ static void test_bf16_codec(void **state)
     half_check_codec(&formats[1], x, want, 12, 1.0 + 0x1p-8 + 0x1p-40, 0x3f81);
 }
 
+/* One topk encode of in through st; the wire's values and indices are
+ * checked for order and decoded into dense (count floats). */
+static void topk_step(dd_codec_ref_t *ref, dd_codec_state_t *st,
+                      const float *in, size_t count, size_t k, float *dense)
+{
+    size_t bytes, wire_bytes;
+    assert_int_equal(
+        ref->ops->encoded_size(ref->codec, count, DD_DTYPE_F32, 0, 0, &bytes),
+        DD_OK);
+    assert_int_equal(bytes, 8 + 8 * k);
+    unsigned char *wire = malloc(bytes);
+    assert_non_null(wire);
+    assert_int_equal(ref->ops->encode(ref->codec, st, in, count, DD_DTYPE_F32,
+                                      wire, &wire_bytes),
+                     DD_OK);
+    assert_int_equal(wire_bytes, bytes);
+    uint32_t header[2];
+    memcpy(header, wire, 8);
+    assert_int_equal(header[0], k);
+    assert_int_equal(header[1], count);
+    assert_int_equal(ref->ops->decode(ref->codec, st, wire, wire_bytes, dense,
+                                      count, DD_DTYPE_F32),
+                     DD_OK);
+    free(wire);
+}
+
+static void test_topk_rejects_bad_specs(void **state)
+{
+    const char *const bad[] = {"0",   "2",    "abc",  "",   "-0.1",
+                               "nan", "0.5x", " 0.5", "inf"};
+    char spec[64], message[256];
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(spec, sizeof(spec), "topk:%s", bad[i]);
+        snprintf(message, sizeof(message),
+                 "invalid codec spec '%s': topk takes the ratio of elements "
+                 "sent, 0 < ratio <= 1, such as topk:0.01 (got '%s')",
+                 spec, bad[i]);
+        expect_invalid(spec, message);
+    }
+    expect_invalid("topk", "invalid codec spec 'topk': topk takes the ratio "
+                           "of elements sent, 0 < ratio <= 1, such as "
+                           "topk:0.01 (got no ratio)");
+}
+
+static void test_topk_sizes(void **state)
+{
+    static const struct {
+        const char *spec;
+        size_t count, k;
+    } cases[] = {{"topk:0.07", 100, 7}, {"topk:0.01", 1, 1},
+                 {"topk:0.01", 0, 0},   {"topk:1", 33, 33},
+                 {"topk:0.5", 3, 2},    {"topk:0.01", 1000001, 10001}};
+    size_t bytes;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        dd_codec_ref_t ref;
+        assert_int_equal(dd_codec_open(cases[i].spec, &ref), DD_OK);
+        assert_int_equal(ref.ops->encoded_size(ref.codec, cases[i].count,
+                                               DD_DTYPE_F32, 0, 0, &bytes),
+                         DD_OK);
+        assert_int_equal(bytes, 8 + 8 * cases[i].k);
+        assert_int_equal(
+            ref.ops->encoded_size(ref.codec, 4, DD_DTYPE_F16, 0, 0, &bytes),
+            DD_ERR_UNSUPPORTED);
+        dd_codec_close(&ref);
+    }
+    const dd_codec_ops_t *ops = dd_codec_find("topk");
+    assert_non_null(ops);
+    assert_false(ops->caps & DD_CODEC_CAP_SUMMABLE);
+    assert_true(ops->caps & DD_CODEC_CAP_ERROR_FEEDBACK);
+    assert_int_equal(dd_codec_wire_dtype(ops, DD_DTYPE_F32), DD_DTYPE_U8);
+}
+
+/* The k largest magnitudes, equal ones to the lower index; then the
+ * residual is what is chosen from. */
+static void test_topk_keeps_largest(void **state)
+{
+    const float in[10] = {1, -5, 3, 5, 0, -3, 2, 5, 0.5f, -1};
+    const float zero[10] = {0};
+    const float want1[10] = {0, -5, 3, 5, 0, 0, 0, 5, 0, 0};
+    const float want2[10] = {1, 0, 0, 0, 0, -3, 2, 0, 0, -1};
+    float dense[10];
+    dd_codec_state_t *st;
+    dd_codec_ref_t ref;
+    unsigned char wire[8 + 8 * 4];
+    size_t bytes;
+
+    assert_int_equal(dd_codec_open("topk:0.4", &ref), DD_OK);
+    assert_int_equal(
+        ref.ops->state_create(ref.codec, 10, DD_DTYPE_F32, 0, 0, &st), DD_OK);
+    assert_int_equal(
+        ref.ops->encode(ref.codec, st, in, 10, DD_DTYPE_F32, wire, &bytes),
+        DD_OK);
+    const float values[4] = {-5, 3, 5, 5};
+    const uint32_t indices[4] = {1, 2, 3, 7};
+    assert_memory_equal(wire + 8, values, sizeof(values));
+    assert_memory_equal(wire + 24, indices, sizeof(indices));
+    assert_int_equal(
+        ref.ops->decode(ref.codec, st, wire, bytes, dense, 10, DD_DTYPE_F32),
+        DD_OK);
+    assert_memory_equal(dense, want1, sizeof(dense));
+    topk_step(&ref, st, zero, 10, 4, dense);
+    assert_memory_equal(dense, want2, sizeof(dense));
+
+    /* A bad wire is refused: short, or indices not increasing. */
+    assert_int_equal(ref.ops->decode(ref.codec, st, wire, bytes - 1, dense, 10,
+                                     DD_DTYPE_F32),
+                     DD_ERR_MESSAGE);
+    uint32_t swapped[4] = {1, 3, 2, 7};
+    memcpy(wire + 24, swapped, sizeof(swapped));
+    assert_int_equal(
+        ref.ops->decode(ref.codec, st, wire, bytes, dense, 10, DD_DTYPE_F32),
+        DD_ERR_MESSAGE);
+    assert_int_equal(
+        ref.ops->encode(ref.codec, st, in, 9, DD_DTYPE_F32, wire, &bytes),
+        DD_ERR_INVALID_PARAM);
+    ref.ops->state_free(ref.codec, st);
+    dd_codec_close(&ref);
+}
+
+typedef struct {
+    uint32_t mag, idx;
+} topk_key_t;
+
+static int topk_key_cmp(const void *a, const void *b)
+{
+    const topk_key_t *x = a, *y = b;
+    if (x->mag != y->mag) {
+        return x->mag > y->mag ? -1 : 1;
+    }
+    return x->idx < y->idx ? -1 : 1;
+}
+
+/* Against a sort, on values with many ties, a NaN and infinities. */
+static void test_topk_matches_sort(void **state)
+{
+    const size_t n = 5000, k = 65;
+    float *in = malloc(n * sizeof(float)), *dense = malloc(n * sizeof(float));
+    topk_key_t *keys = malloc(n * sizeof(topk_key_t));
+    dd_codec_state_t *st;
+    dd_codec_ref_t ref;
+    uint32_t x = 12345;
+
+    assert_true(in && dense && keys);
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        in[i] = (float)((int)(x % 41) - 20) * (i % 7 == 0 ? 0.25f : 1.0f);
+    }
+    in[4000] = NAN;
+    in[17] = -INFINITY;
+    in[3] = -0.0f;
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = (topk_key_t){f32_bits(in[i]) & 0x7fffffffu, (uint32_t)i};
+    }
+    qsort(keys, n, sizeof(*keys), topk_key_cmp);
+
+    assert_int_equal(dd_codec_open("topk:0.013", &ref), DD_OK);
+    assert_int_equal(
+        ref.ops->state_create(ref.codec, n, DD_DTYPE_F32, 0, 0, &st), DD_OK);
+    topk_step(&ref, st, in, n, k, dense);
+    size_t sent = 0;
+    for (size_t i = 0; i < n; i++) {
+        sent += f32_bits(dense[i]) != 0;
+    }
+    for (size_t j = 0; j < k; j++) {
+        size_t i = keys[j].idx;
+        assert_memory_equal(&dense[i], &in[i], sizeof(float));
+        sent -= f32_bits(in[i]) != 0;
+    }
+    assert_int_equal(sent, 0); /* and nothing else */
+    ref.ops->state_free(ref.codec, st);
+    dd_codec_close(&ref);
+    free(in);
+    free(dense);
+    free(keys);
+}
+
+/* Error feedback: over steps, what was sent plus what is left is what came
+ * in, exactly for small integers. The residual is drained by encoding
+ * zeros until nothing is left, so it need not be read. */
+static void test_topk_error_feedback(void **state)
+{
+    const size_t n = 1000, k = 50, steps = 6;
+    float *in = malloc(n * sizeof(float)), *dense = malloc(n * sizeof(float));
+    double *want = calloc(n, sizeof(double)), *got = calloc(n, sizeof(double));
+    dd_codec_state_t *st;
+    dd_codec_ref_t ref;
+
+    assert_true(in && dense && want && got);
+    assert_int_equal(dd_codec_open("topk:0.05", &ref), DD_OK);
+    assert_int_equal(
+        ref.ops->state_create(ref.codec, n, DD_DTYPE_F32, 0, 0, &st), DD_OK);
+    for (size_t s = 0; s < steps + n / k; s++) {
+        for (size_t i = 0; i < n; i++) {
+            in[i] = s < steps ? (float)((int)((i * 7 + s * 13) % 23) - 11) : 0;
+            want[i] += in[i];
+        }
+        topk_step(&ref, st, in, n, k, dense);
+        for (size_t i = 0; i < n; i++) {
+            got[i] += dense[i];
+        }
+        if (s == 0) {
+            size_t nonzero = 0;
+            for (size_t i = 0; i < n; i++) {
+                nonzero += dense[i] != 0;
+            }
+            assert_int_equal(nonzero, k);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (got[i] != want[i]) {
+            fail_msg("element %zu: sent %g in all, came in %g", i, got[i],
+                     want[i]);
+        }
+    }
+    /* Drained: the next encode sends zeros. */
+    memset(in, 0, n * sizeof(float));
+    topk_step(&ref, st, in, n, k, dense);
+    for (size_t i = 0; i < n; i++) {
+        assert_true(dense[i] == 0);
+    }
+    ref.ops->state_free(ref.codec, st);
+    dd_codec_close(&ref);
+    free(in);
+    free(dense);
+    free(want);
+    free(got);
+}
+
 /* Whether one line of a source file includes a private header of a layer
  * other than src/core or src/compress. */
 static int bad_include(const char *line)
@@ -614,6 +846,11 @@ int main(void)
         cmocka_unit_test(test_half_conversions),
         cmocka_unit_test(test_fp16_codec),
         cmocka_unit_test(test_bf16_codec),
+        cmocka_unit_test(test_topk_rejects_bad_specs),
+        cmocka_unit_test(test_topk_sizes),
+        cmocka_unit_test(test_topk_keeps_largest),
+        cmocka_unit_test(test_topk_matches_sort),
+        cmocka_unit_test(test_topk_error_feedback),
         cmocka_unit_test(test_includes_stay_below),
     };
     return cmocka_run_group_tests(tests, quiet, loud);

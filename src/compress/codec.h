@@ -23,6 +23,8 @@ extern const dd_codec_ops_t dd_codec_none_ops;
 extern const dd_codec_ops_t dd_codec_fp16_ops;
 /** bfloat16 on the wire ("bf16"), in bf16.c. */
 extern const dd_codec_ops_t dd_codec_bf16_ops;
+/** The k largest magnitudes and their indices ("topk:RATIO"), in topk.c. */
+extern const dd_codec_ops_t dd_codec_topk_ops;
 
 /** The built-in table named name (whole string, case-sensitive), or NULL. */
 const dd_codec_ops_t *dd_codec_find(const char *name);

@@ -65,6 +65,10 @@ static void test_abi_version(void **state)
         assert_string_equal(ops->name, names[i]);
         assert_true(strlen(ops->name) <= DD_CODEC_NAME_MAX);
         assert_null(strchr(ops->name, ':'));
+        /* A multi-round protocol has all its slots, or none. */
+        int slots = (ops->state_rounds != NULL) + (ops->round_size != NULL) +
+                    (ops->encode_round != NULL) + (ops->decode_round != NULL);
+        assert_int_equal(slots, ops->rounds > 0 ? 4 : 0);
     }
 }
 

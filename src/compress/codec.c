@@ -88,6 +88,13 @@ dd_status_t dd_codec_open(const char *spec, dd_codec_ref_t *ref_p)
                         ops->name, (unsigned)ops->abi_version,
                         (unsigned)DD_CODEC_ABI_VERSION);
     }
+    if (ops->rounds > 0 &&
+        (ops->state_rounds == NULL || ops->round_size == NULL ||
+         ops->encode_round == NULL || ops->decode_round == NULL)) {
+        return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_COMPRESS,
+                        "codec %s has %u rounds but not their slots", ops->name,
+                        ops->rounds);
+    }
     why[0] = '\0';
     dd_status_t status = ops->create(arg, why, sizeof(why), &codec);
     if (status == DD_ERR_INVALID_CONFIG) {

@@ -19,7 +19,7 @@
 #include <string.h>
 
 /* The built-in codecs, as dd_codec_names() lists them. */
-#define CODEC_NAMES "none, fp16, bf16, topk"
+#define CODEC_NAMES "none, fp16, bf16, topk, powersgd"
 
 static int quiet(void **state)
 {
@@ -56,7 +56,8 @@ static void test_find_none(void **state)
 
 static void test_abi_version(void **state)
 {
-    static const char *const names[] = {"none", "fp16", "bf16", "topk"};
+    static const char *const names[] = {"none", "fp16", "bf16", "topk",
+                                        "powersgd"};
 
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         const dd_codec_ops_t *ops = dd_codec_find(names[i]);
@@ -788,6 +789,370 @@ static void test_topk_error_feedback(void **state)
     free(got);
 }
 
+static void test_powersgd_rejects_bad_specs(void **state)
+{
+    const char *const bad[] = {"0", "abc", "", "-1", "1025", "4x", " 4", "2.5"};
+    char spec[64], message[256];
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(spec, sizeof(spec), "powersgd:%s", bad[i]);
+        snprintf(message, sizeof(message),
+                 "invalid codec spec '%s': powersgd takes the rank of its "
+                 "factors, 1 to 1024, such as powersgd:4 (got '%s')",
+                 spec, bad[i]);
+        expect_invalid(spec, message);
+    }
+    expect_invalid("powersgd", "invalid codec spec 'powersgd': powersgd "
+                               "takes the rank of its factors, 1 to 1024, "
+                               "such as powersgd:4 (got no rank)");
+}
+
+static void test_powersgd_sizes(void **state)
+{
+    static const struct {
+        size_t count, rows, cols, bytes, rounds, round0, round1;
+    } cases[] = {
+        {64 * 32, 64, 32, (64 + 32) * 16, 2, 64 * 16, 32 * 16},
+        {16, 4, 4, 64, 1, 64, 0},      /* min(rows, cols) <= rank */
+        {50, 10, 5, 200, 1, 200, 0},   /* factors not smaller */
+        {100, 0, 0, 400, 1, 400, 0},   /* no shape */
+        {100, 1, 100, 400, 1, 400, 0}, /* a vector */
+        {0, 0, 0, 0, 1, 0, 0},
+    };
+    dd_codec_ref_t ref;
+    dd_codec_state_t *st;
+    size_t bytes;
+
+    assert_int_equal(dd_codec_open("powersgd:4", &ref), DD_OK);
+    assert_int_equal(ref.ops->rounds, 2);
+    assert_false(ref.ops->caps & DD_CODEC_CAP_SUMMABLE);
+    assert_true(ref.ops->caps & DD_CODEC_CAP_ERROR_FEEDBACK);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_int_equal(ref.ops->encoded_size(ref.codec, cases[i].count,
+                                               DD_DTYPE_F32, cases[i].rows,
+                                               cases[i].cols, &bytes),
+                         DD_OK);
+        assert_int_equal(bytes, cases[i].bytes);
+        assert_int_equal(ref.ops->state_create(ref.codec, cases[i].count,
+                                               DD_DTYPE_F32, cases[i].rows,
+                                               cases[i].cols, &st),
+                         DD_OK);
+        assert_int_equal(ref.ops->state_rounds(ref.codec, st), cases[i].rounds);
+        assert_int_equal(ref.ops->round_size(ref.codec, st, 0, &bytes), DD_OK);
+        assert_int_equal(bytes, cases[i].round0);
+        if (cases[i].rounds == 2) {
+            assert_int_equal(ref.ops->round_size(ref.codec, st, 1, &bytes),
+                             DD_OK);
+            assert_int_equal(bytes, cases[i].round1);
+        }
+        assert_int_equal(
+            ref.ops->round_size(ref.codec, st, cases[i].rounds, &bytes),
+            DD_ERR_INVALID_PARAM);
+        ref.ops->state_free(ref.codec, st);
+    }
+    assert_int_equal(
+        ref.ops->encoded_size(ref.codec, 100, DD_DTYPE_F32, 10, 11, &bytes),
+        DD_ERR_INVALID_PARAM);
+    assert_string_equal(dd_last_error(), "codec powersgd: a layer of 100 "
+                                         "elements shaped 10 x 11");
+    assert_int_equal(
+        ref.ops->encoded_size(ref.codec, 100, DD_DTYPE_F32, 0, 100, &bytes),
+        DD_ERR_INVALID_PARAM);
+    assert_int_equal(
+        ref.ops->encoded_size(ref.codec, 100, DD_DTYPE_F64, 10, 10, &bytes),
+        DD_ERR_UNSUPPORTED);
+    dd_codec_close(&ref);
+}
+
+static float psgd_random(uint32_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 17;
+    *x ^= *x << 5;
+    return (float)(*x % 2001) / 1000.0f - 1.0f;
+}
+
+/* m (rows x cols) = a b^T with a rows x r and b cols x r random. */
+static void psgd_low_rank(float *m, size_t rows, size_t cols, size_t r,
+                          uint32_t seed)
+{
+    float *a = malloc(rows * r * sizeof(float));
+    float *b = malloc(cols * r * sizeof(float));
+    assert_true(a && b);
+    for (size_t i = 0; i < rows * r; i++) {
+        a[i] = psgd_random(&seed);
+    }
+    for (size_t i = 0; i < cols * r; i++) {
+        b[i] = psgd_random(&seed);
+    }
+    for (size_t i = 0; i < rows; i++) {
+        for (size_t j = 0; j < cols; j++) {
+            double sum = 0;
+            for (size_t k = 0; k < r; k++) {
+                sum += (double)a[i * r + k] * b[j * r + k];
+            }
+            m[i * cols + j] = (float)sum;
+        }
+    }
+    free(a);
+    free(b);
+}
+
+/* ||x - y|| / ||y||. */
+static double psgd_error(const float *x, const double *y, size_t n)
+{
+    double d = 0, norm = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
+        norm += y[i] * y[i];
+    }
+    return sqrt(d / (norm > 0 ? norm : 1));
+}
+
+/* The two-round protocol over n ranks (their states and layers), with the
+ * sums done here; out[i] is rank i's decode. */
+static void psgd_sync(dd_codec_ref_t *ref, dd_codec_state_t **st,
+                      float *const *m, float **out, int n, size_t count)
+{
+    size_t b0, b1, bytes;
+    assert_int_equal(ref->ops->round_size(ref->codec, st[0], 0, &b0), DD_OK);
+    assert_int_equal(ref->ops->round_size(ref->codec, st[0], 1, &b1), DD_OK);
+    float *p = malloc(b0), *q = malloc(b1), *sum_p = calloc(1, b0),
+          *sum_q = calloc(1, b1);
+    assert_true(p && q && sum_p && sum_q);
+    for (int r = 0; r < n; r++) {
+        assert_int_equal(ref->ops->encode_round(ref->codec, st[r], 0, m[r],
+                                                count * sizeof(float), p,
+                                                &bytes),
+                         DD_OK);
+        assert_int_equal(bytes, b0);
+        for (size_t i = 0; i < b0 / sizeof(float); i++) {
+            sum_p[i] += p[i];
+        }
+    }
+    for (int r = 0; r < n; r++) {
+        assert_int_equal(
+            ref->ops->encode_round(ref->codec, st[r], 1, sum_p, b0, q, &bytes),
+            DD_OK);
+        assert_int_equal(bytes, b1);
+        for (size_t i = 0; i < b1 / sizeof(float); i++) {
+            sum_q[i] += q[i];
+        }
+    }
+    for (int r = 0; r < n; r++) {
+        assert_int_equal(ref->ops->decode_round(ref->codec, st[r], sum_q, b1,
+                                                out[r], count, DD_DTYPE_F32),
+                         DD_OK);
+    }
+    free(p);
+    free(q);
+    free(sum_p);
+    free(sum_q);
+}
+
+/* A matrix of rank r comes back after the two rounds on one rank (and
+ * through encode/decode), within 1e-4. */
+static void test_powersgd_recovers_low_rank(void **state)
+{
+    const size_t rows = 48, cols = 40, count = rows * cols;
+    float *m = malloc(count * sizeof(float));
+    float *out = malloc(count * sizeof(float));
+    double *want = malloc(count * sizeof(double));
+    unsigned char wire[(48 + 40) * 4 * 4];
+    dd_codec_state_t *st;
+    dd_codec_ref_t ref;
+    size_t bytes;
+
+    assert_true(m && out && want);
+    for (size_t r = 3; r <= 4; r++) {
+        psgd_low_rank(m, rows, cols, r, 77 + (uint32_t)r);
+        for (size_t i = 0; i < count; i++) {
+            want[i] = m[i];
+        }
+        assert_int_equal(dd_codec_open("powersgd:4", &ref), DD_OK);
+        assert_int_equal(ref.ops->state_create(ref.codec, count, DD_DTYPE_F32,
+                                               rows, cols, &st),
+                         DD_OK);
+        psgd_sync(&ref, &st, &m, &out, 1, count);
+        assert_true(psgd_error(out, want, count) < 1e-4);
+        ref.ops->state_free(ref.codec, st);
+
+        assert_int_equal(ref.ops->state_create(ref.codec, count, DD_DTYPE_F32,
+                                               rows, cols, &st),
+                         DD_OK);
+        assert_int_equal(ref.ops->encode(ref.codec, st, m, count, DD_DTYPE_F32,
+                                         wire, &bytes),
+                         DD_OK);
+        assert_int_equal(bytes, sizeof(wire));
+        memset(out, 0, count * sizeof(float));
+        assert_int_equal(ref.ops->decode(ref.codec, st, wire, bytes, out, count,
+                                         DD_DTYPE_F32),
+                         DD_OK);
+        assert_true(psgd_error(out, want, count) < 1e-4);
+        assert_int_equal(ref.ops->decode(ref.codec, st, wire, bytes - 4, out,
+                                         count, DD_DTYPE_F32),
+                         DD_ERR_MESSAGE);
+        ref.ops->state_free(ref.codec, st);
+        dd_codec_close(&ref);
+    }
+    free(m);
+    free(out);
+    free(want);
+}
+
+/* Two ranks whose layers share a rank-3 column space: the decoded sum is
+ * their sum, and both ranks decode the same bits, step after step. */
+static void test_powersgd_two_ranks(void **state)
+{
+    const size_t rows = 30, cols = 36, count = rows * cols;
+    float *m[2], *out[2];
+    double *want = malloc(count * sizeof(double));
+    dd_codec_state_t *st[2];
+    dd_codec_ref_t ref;
+
+    assert_int_equal(dd_codec_open("powersgd:3", &ref), DD_OK);
+    for (int r = 0; r < 2; r++) {
+        m[r] = malloc(count * sizeof(float));
+        out[r] = malloc(count * sizeof(float));
+        assert_true(m[r] && out[r]);
+        assert_int_equal(ref.ops->state_create(ref.codec, count, DD_DTYPE_F32,
+                                               rows, cols, &st[r]),
+                         DD_OK);
+    }
+    for (uint32_t step = 0; step < 3; step++) {
+        /* The same left factor (seed), different right ones. */
+        float *b = malloc(count * sizeof(float));
+        psgd_low_rank(m[0], rows, cols, 3, 5 + step);
+        psgd_low_rank(b, rows, cols, 3, 5 + step);
+        for (size_t i = 0; i < count; i++) {
+            m[1][i] = 0.5f * b[i];
+            want[i] = (double)m[0][i] + m[1][i];
+        }
+        free(b);
+        psgd_sync(&ref, st, m, out, 2, count);
+        assert_memory_equal(out[0], out[1], count * sizeof(float));
+        assert_true(psgd_error(out[0], want, count) < 1e-4);
+    }
+    for (int r = 0; r < 2; r++) {
+        ref.ops->state_free(ref.codec, st[r]);
+        free(m[r]);
+        free(out[r]);
+    }
+    dd_codec_close(&ref);
+    free(want);
+}
+
+/* Error feedback: over steps of full-rank layers, what was decoded plus
+ * what is left is what came in. Zero layers drain the residual (each step
+ * takes r of its dimensions away), so it need not be read. */
+static void test_powersgd_error_feedback(void **state)
+{
+    const size_t rows = 24, cols = 20, count = rows * cols;
+    float *m = malloc(count * sizeof(float));
+    float *out = malloc(count * sizeof(float));
+    double *want = calloc(count, sizeof(double));
+    double *got = calloc(count, sizeof(double));
+    dd_codec_state_t *st;
+    dd_codec_ref_t ref;
+    uint32_t seed = 99;
+
+    assert_true(m && out && want && got);
+    assert_int_equal(dd_codec_open("powersgd:4", &ref), DD_OK);
+    assert_int_equal(
+        ref.ops->state_create(ref.codec, count, DD_DTYPE_F32, rows, cols, &st),
+        DD_OK);
+    for (int step = 0; step < 5 + 8; step++) {
+        for (size_t i = 0; i < count; i++) {
+            m[i] = step < 5 ? psgd_random(&seed) : 0.0f;
+            want[i] += m[i];
+        }
+        psgd_sync(&ref, &st, &m, &out, 1, count);
+        for (size_t i = 0; i < count; i++) {
+            got[i] += out[i];
+        }
+        if (step == 0) { /* a rank-4 approximation of a full-rank layer */
+            double w0[24 * 20];
+            for (size_t i = 0; i < count; i++) {
+                w0[i] = want[i];
+            }
+            assert_true(psgd_error(out, w0, count) > 0.1);
+        }
+    }
+    for (size_t i = 0; i < count; i++) {
+        out[i] = (float)got[i];
+    }
+    assert_true(psgd_error(out, want, count) < 1e-4);
+    ref.ops->state_free(ref.codec, st);
+    dd_codec_close(&ref);
+    free(m);
+    free(out);
+    free(want);
+    free(got);
+}
+
+/* The protocol's order is checked; a dense layer takes one round. */
+static void test_powersgd_rounds_checked(void **state)
+{
+    float m[64 * 32] = {0}, p[64 * 4], q[32 * 4], out[64 * 32];
+    float v[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, w[10], back[10];
+    dd_codec_state_t *st, *sv;
+    dd_codec_ref_t ref;
+    size_t bytes;
+
+    assert_int_equal(dd_codec_open("powersgd:4", &ref), DD_OK);
+    assert_int_equal(
+        ref.ops->state_create(ref.codec, 64 * 32, DD_DTYPE_F32, 64, 32, &st),
+        DD_OK);
+    assert_int_equal(
+        ref.ops->encode_round(ref.codec, st, 1, p, sizeof(p), q, &bytes),
+        DD_ERR_INVALID_PARAM);
+    assert_int_equal(ref.ops->decode_round(ref.codec, st, q, sizeof(q), out,
+                                           64 * 32, DD_DTYPE_F32),
+                     DD_ERR_INVALID_PARAM);
+    assert_int_equal(
+        ref.ops->encode_round(ref.codec, st, 0, m, sizeof(m) - 4, p, &bytes),
+        DD_ERR_MESSAGE);
+    assert_int_equal(
+        ref.ops->encode_round(ref.codec, st, 0, m, sizeof(m), p, &bytes),
+        DD_OK);
+    assert_int_equal(
+        ref.ops->encode_round(ref.codec, st, 0, m, sizeof(m), p, &bytes),
+        DD_ERR_INVALID_PARAM);
+    assert_int_equal(
+        ref.ops->encode_round(ref.codec, st, 1, p, sizeof(p), q, &bytes),
+        DD_OK);
+    assert_int_equal(ref.ops->decode_round(ref.codec, st, q, sizeof(q) - 4, out,
+                                           64 * 32, DD_DTYPE_F32),
+                     DD_ERR_MESSAGE);
+    assert_int_equal(ref.ops->decode_round(ref.codec, st, q, sizeof(q), out,
+                                           64 * 32, DD_DTYPE_F32),
+                     DD_OK);
+    for (size_t i = 0; i < 64 * 32; i++) {
+        assert_true(out[i] == 0); /* zeros stay zeros, no NaN */
+    }
+    ref.ops->state_free(ref.codec, st);
+
+    assert_int_equal(
+        ref.ops->state_create(ref.codec, 10, DD_DTYPE_F32, 0, 0, &sv), DD_OK);
+    assert_int_equal(ref.ops->state_rounds(ref.codec, sv), 1);
+    assert_int_equal(
+        ref.ops->encode_round(ref.codec, sv, 0, v, sizeof(v), w, &bytes),
+        DD_OK);
+    assert_int_equal(bytes, sizeof(v));
+    assert_int_equal(ref.ops->decode_round(ref.codec, sv, w, sizeof(w), back,
+                                           10, DD_DTYPE_F32),
+                     DD_OK);
+    assert_memory_equal(back, v, sizeof(v));
+    assert_int_equal(
+        ref.ops->encode(ref.codec, sv, v, 10, DD_DTYPE_F32, w, &bytes), DD_OK);
+    assert_int_equal(
+        ref.ops->decode(ref.codec, sv, w, bytes, back, 10, DD_DTYPE_F32),
+        DD_OK);
+    assert_memory_equal(back, v, sizeof(v));
+    ref.ops->state_free(ref.codec, sv);
+    dd_codec_close(&ref);
+}
+
 /* Whether one line of a source file includes a private header of a layer
  * other than src/core or src/compress. */
 static int bad_include(const char *line)
@@ -855,6 +1220,12 @@ int main(void)
         cmocka_unit_test(test_topk_keeps_largest),
         cmocka_unit_test(test_topk_matches_sort),
         cmocka_unit_test(test_topk_error_feedback),
+        cmocka_unit_test(test_powersgd_rejects_bad_specs),
+        cmocka_unit_test(test_powersgd_sizes),
+        cmocka_unit_test(test_powersgd_recovers_low_rank),
+        cmocka_unit_test(test_powersgd_two_ranks),
+        cmocka_unit_test(test_powersgd_error_feedback),
+        cmocka_unit_test(test_powersgd_rounds_checked),
         cmocka_unit_test(test_includes_stay_below),
     };
     return cmocka_run_group_tests(tests, quiet, loud);

@@ -13,8 +13,8 @@
 
 /* In the order dd_codec_names() lists them. */
 static const dd_codec_ops_t *const dd_codecs[] = {
-    &dd_codec_none_ops, &dd_codec_fp16_ops, &dd_codec_bf16_ops,
-    &dd_codec_topk_ops, NULL};
+    &dd_codec_none_ops, &dd_codec_fp16_ops,     &dd_codec_bf16_ops,
+    &dd_codec_topk_ops, &dd_codec_powersgd_ops, NULL};
 
 const dd_codec_ops_t *dd_codec_find(const char *name)
 {

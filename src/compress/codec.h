@@ -25,6 +25,8 @@ extern const dd_codec_ops_t dd_codec_fp16_ops;
 extern const dd_codec_ops_t dd_codec_bf16_ops;
 /** The k largest magnitudes and their indices ("topk:RATIO"), in topk.c. */
 extern const dd_codec_ops_t dd_codec_topk_ops;
+/** Low-rank factors P, Q of matrices ("powersgd:RANK"), in powersgd.c. */
+extern const dd_codec_ops_t dd_codec_powersgd_ops;
 
 /** The built-in table named name (whole string, case-sensitive), or NULL. */
 const dd_codec_ops_t *dd_codec_find(const char *name);

@@ -466,11 +466,42 @@ static void half_check_widen(const half_format_t *f)
     free(slow);
 }
 
+/* Outputs past DD_CONVERT_STREAM_BYTES take the non-temporal stores, after
+ * a scalar head up to 32-byte alignment: the same bits as the scalar loop,
+ * whatever the alignment. */
+static void half_check_stream(const half_format_t *f)
+{
+    const size_t n = DD_CONVERT_STREAM_BYTES / 2 + 37;
+    float *x = malloc((n + 1) * sizeof(float));
+    float *y = malloc((n + 1) * sizeof(float));
+    float *z = malloc((n + 1) * sizeof(float));
+    uint16_t *fast = malloc((n + 1) * sizeof(uint16_t));
+    uint16_t *slow = malloc((n + 1) * sizeof(uint16_t));
+    assert_true(x && y && z && fast && slow);
+    for (size_t i = 0; i <= n; i++) {
+        x[i] = bits_f32((uint32_t)i * 0x9e3779b1u);
+    }
+    for (size_t off = 0; off < 2; off++) {
+        f->narrow(fast + off, x, n, DD_CONVERT_AUTO);
+        f->narrow(slow + off, x, n, DD_CONVERT_SCALAR);
+        assert_memory_equal(fast + off, slow + off, n * sizeof(uint16_t));
+        f->widen(y + off, slow + off, n, DD_CONVERT_AUTO);
+        f->widen(z + off, slow + off, n, DD_CONVERT_SCALAR);
+        assert_memory_equal(y + off, z + off, n * sizeof(float));
+    }
+    free(x);
+    free(y);
+    free(z);
+    free(fast);
+    free(slow);
+}
+
 static void test_half_conversions(void **state)
 {
     for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
         half_check_narrow(&formats[i]);
         half_check_widen(&formats[i]);
+        half_check_stream(&formats[i]);
     }
 }
 

@@ -55,7 +55,7 @@ __attribute__((target("avx2"))) static __m256i dd_bf16_narrow8(__m256i x)
 }
 
 __attribute__((target("avx2"))) static size_t
-dd_bf16_from_f32_avx2(uint16_t *dst, const float *src, size_t n)
+dd_bf16_from_f32_avx2(uint16_t *dst, const float *src, size_t n, int stream)
 {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -65,21 +65,38 @@ dd_bf16_from_f32_avx2(uint16_t *dst, const float *src, size_t n)
             dd_bf16_narrow8(_mm256_loadu_si256((const __m256i *)(src + i + 8)));
         /* packus interleaves the 128-bit lanes; the permute puts a before b. */
         __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xd8);
-        _mm256_storeu_si256((__m256i *)(dst + i), p);
+        if (stream) {
+            _mm256_stream_si256((__m256i *)(dst + i), p);
+        } else {
+            _mm256_storeu_si256((__m256i *)(dst + i), p);
+        }
+    }
+    if (stream) {
+        _mm_sfence();
     }
     return i;
 }
 
 __attribute__((target("avx2"))) static size_t
-dd_bf16_to_f32_avx2(float *dst, const uint16_t *src, size_t n)
+dd_bf16_to_f32_avx2(float *dst, const uint16_t *src, size_t n, int stream)
 {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m256i h = _mm256_loadu_si256((const __m256i *)(src + i));
         __m256i a = _mm256_cvtepu16_epi32(_mm256_castsi256_si128(h));
         __m256i b = _mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1));
-        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_slli_epi32(a, 16));
-        _mm256_storeu_si256((__m256i *)(dst + i + 8), _mm256_slli_epi32(b, 16));
+        a = _mm256_slli_epi32(a, 16);
+        b = _mm256_slli_epi32(b, 16);
+        if (stream) {
+            _mm256_stream_si256((__m256i *)(dst + i), a);
+            _mm256_stream_si256((__m256i *)(dst + i + 8), b);
+        } else {
+            _mm256_storeu_si256((__m256i *)(dst + i), a);
+            _mm256_storeu_si256((__m256i *)(dst + i + 8), b);
+        }
+    }
+    if (stream) {
+        _mm_sfence();
     }
     return i;
 }
@@ -105,7 +122,15 @@ void dd_bf16_from_f32(uint16_t *dst, const float *src, size_t n,
     size_t i = 0;
 #ifdef DD_BF16_X86
     if (path == DD_CONVERT_AUTO && dd_bf16_have_simd()) {
-        i = dd_bf16_from_f32_avx2(dst, src, n);
+        size_t head = dd_convert_head(dst, sizeof(*dst));
+        if (n * sizeof(*dst) >= DD_CONVERT_STREAM_BYTES && head < n) {
+            for (; i < head; i++) {
+                dst[i] = dd_bf16_narrow(src[i]);
+            }
+            i += dd_bf16_from_f32_avx2(dst + i, src + i, n - i, 1);
+        } else {
+            i = dd_bf16_from_f32_avx2(dst, src, n, 0);
+        }
     }
 #endif
     for (; i < n; i++) {
@@ -119,7 +144,15 @@ void dd_bf16_to_f32(float *dst, const uint16_t *src, size_t n,
     size_t i = 0;
 #ifdef DD_BF16_X86
     if (path == DD_CONVERT_AUTO && dd_bf16_have_simd()) {
-        i = dd_bf16_to_f32_avx2(dst, src, n);
+        size_t head = dd_convert_head(dst, sizeof(*dst));
+        if (n * sizeof(*dst) >= DD_CONVERT_STREAM_BYTES && head < n) {
+            for (; i < head; i++) {
+                dst[i] = dd_bf16_widen(src[i]);
+            }
+            i += dd_bf16_to_f32_avx2(dst + i, src + i, n - i, 1);
+        } else {
+            i = dd_bf16_to_f32_avx2(dst, src, n, 0);
+        }
     }
 #endif
     for (; i < n; i++) {

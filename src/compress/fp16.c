@@ -75,8 +75,9 @@ static float dd_fp16_widen(uint16_t h)
 }
 
 #ifdef DD_FP16_X86
+/* stream: dst is 32-byte aligned, write around the caches. */
 __attribute__((target("f16c,avx"))) static size_t
-dd_fp16_from_f32_f16c(uint16_t *dst, const float *src, size_t n)
+dd_fp16_from_f32_f16c(uint16_t *dst, const float *src, size_t n, int stream)
 {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -84,21 +85,37 @@ dd_fp16_from_f32_f16c(uint16_t *dst, const float *src, size_t n)
                                     _MM_FROUND_TO_NEAREST_INT);
         __m128i b = _mm256_cvtps_ph(_mm256_loadu_ps(src + i + 8),
                                     _MM_FROUND_TO_NEAREST_INT);
-        _mm_storeu_si128((__m128i *)(dst + i), a);
-        _mm_storeu_si128((__m128i *)(dst + i + 8), b);
+        __m256i ab = _mm256_insertf128_si256(_mm256_castsi128_si256(a), b, 1);
+        if (stream) {
+            _mm256_stream_si256((__m256i *)(dst + i), ab);
+        } else {
+            _mm256_storeu_si256((__m256i *)(dst + i), ab);
+        }
+    }
+    if (stream) {
+        _mm_sfence();
     }
     return i;
 }
 
 __attribute__((target("f16c,avx"))) static size_t
-dd_fp16_to_f32_f16c(float *dst, const uint16_t *src, size_t n)
+dd_fp16_to_f32_f16c(float *dst, const uint16_t *src, size_t n, int stream)
 {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m128i a = _mm_loadu_si128((const __m128i *)(src + i));
-        __m128i b = _mm_loadu_si128((const __m128i *)(src + i + 8));
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(a));
-        _mm256_storeu_ps(dst + i + 8, _mm256_cvtph_ps(b));
+        __m256 a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i)));
+        __m256 b =
+            _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i + 8)));
+        if (stream) {
+            _mm256_stream_ps(dst + i, a);
+            _mm256_stream_ps(dst + i + 8, b);
+        } else {
+            _mm256_storeu_ps(dst + i, a);
+            _mm256_storeu_ps(dst + i + 8, b);
+        }
+    }
+    if (stream) {
+        _mm_sfence();
     }
     return i;
 }
@@ -124,7 +141,15 @@ void dd_fp16_from_f32(uint16_t *dst, const float *src, size_t n,
     size_t i = 0;
 #ifdef DD_FP16_X86
     if (path == DD_CONVERT_AUTO && dd_fp16_have_simd()) {
-        i = dd_fp16_from_f32_f16c(dst, src, n);
+        size_t head = dd_convert_head(dst, sizeof(*dst));
+        if (n * sizeof(*dst) >= DD_CONVERT_STREAM_BYTES && head < n) {
+            for (; i < head; i++) {
+                dst[i] = dd_fp16_narrow(src[i]);
+            }
+            i += dd_fp16_from_f32_f16c(dst + i, src + i, n - i, 1);
+        } else {
+            i = dd_fp16_from_f32_f16c(dst, src, n, 0);
+        }
     }
 #endif
     for (; i < n; i++) {
@@ -138,7 +163,15 @@ void dd_fp16_to_f32(float *dst, const uint16_t *src, size_t n,
     size_t i = 0;
 #ifdef DD_FP16_X86
     if (path == DD_CONVERT_AUTO && dd_fp16_have_simd()) {
-        i = dd_fp16_to_f32_f16c(dst, src, n);
+        size_t head = dd_convert_head(dst, sizeof(*dst));
+        if (n * sizeof(*dst) >= DD_CONVERT_STREAM_BYTES && head < n) {
+            for (; i < head; i++) {
+                dst[i] = dd_fp16_widen(src[i]);
+            }
+            i += dd_fp16_to_f32_f16c(dst + i, src + i, n - i, 1);
+        } else {
+            i = dd_fp16_to_f32_f16c(dst, src, n, 0);
+        }
     }
 #endif
     for (; i < n; i++) {

@@ -35,6 +35,16 @@
 #include <string.h>
 
 #define DD_PSGD_RANK_MAX 1024
+
+/* The inner loops are built twice, for AVX2 and for the baseline, and the
+ * CPU picks at load time. Both give the same bits: AVX2 does not bring
+ * FMA, so a * x + y is rounded twice either way, and the lanes of a dot
+ * product are the same eight whatever the vector width. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define DD_PSGD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define DD_PSGD_CLONES
+#endif
 #define DD_PSGD_SEED 0x5eed5eedu
 
 struct dd_codec {
@@ -221,7 +231,7 @@ static dd_status_t dd_psgd_bytes(size_t got, size_t want, const char *what)
 
 /* a . b, in eight lanes summed in a fixed order: the same bits whether or
  * not the compiler vectorises it. */
-static float dd_psgd_dot(const float *restrict a, const float *restrict b,
+DD_PSGD_CLONES static float dd_psgd_dot(const float *restrict a, const float *restrict b,
                          size_t n)
 {
     float lane[8] = {0};
@@ -243,7 +253,7 @@ static float dd_psgd_dot(const float *restrict a, const float *restrict b,
 }
 
 /* y += a x, in blocks of eight so that -O2 vectorises it. */
-static void dd_psgd_axpy(float *restrict y, float a, const float *restrict x,
+DD_PSGD_CLONES static void dd_psgd_axpy(float *restrict y, float a, const float *restrict x,
                          size_t n)
 {
     size_t j = 0;

@@ -231,8 +231,8 @@ static dd_status_t dd_psgd_bytes(size_t got, size_t want, const char *what)
 
 /* a . b, in eight lanes summed in a fixed order: the same bits whether or
  * not the compiler vectorises it. */
-DD_PSGD_CLONES static float dd_psgd_dot(const float *restrict a, const float *restrict b,
-                         size_t n)
+DD_PSGD_CLONES static float dd_psgd_dot(const float *restrict a,
+                                        const float *restrict b, size_t n)
 {
     float lane[8] = {0};
     size_t j = 0;
@@ -253,8 +253,8 @@ DD_PSGD_CLONES static float dd_psgd_dot(const float *restrict a, const float *re
 }
 
 /* y += a x, in blocks of eight so that -O2 vectorises it. */
-DD_PSGD_CLONES static void dd_psgd_axpy(float *restrict y, float a, const float *restrict x,
-                         size_t n)
+DD_PSGD_CLONES static void dd_psgd_axpy(float *restrict y, float a,
+                                        const float *restrict x, size_t n)
 {
     size_t j = 0;
 

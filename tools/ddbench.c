@@ -43,7 +43,7 @@ static double ddbench_now(void)
 }
 
 /* "100000000", "64K", "16M" (KiB-based), "100MB" (decimal), "1GiB". */
-static int ddbench_parse_bytes(const char *s, size_t *bytes_p)
+int ddbench_parse_bytes(const char *s, size_t *bytes_p)
 {
     static const struct {
         const char *suffix;
@@ -571,6 +571,8 @@ static int ddbench_coll(int argc, char **argv)
 static const ddbench_cmd_t ddbench_cmds[] = {
     {"coll", ddbench_coll,
      "time one collective through one backend, check it on every rank"},
+    {"codec", ddbench_codec_main,
+     "time one codec's encode and decode on one core, and its ratio"},
     {"plan", ddbench_plan_main,
      "plan a profile's syncs and model every strategy's time per iteration"},
     {"sync", ddbench_sync_main,

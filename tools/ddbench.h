@@ -8,6 +8,13 @@
 
 #include <dreamddp.h>
 
+/** "100000000", "64K", "16M" (KiB-based), "100MB" (decimal), "1GiB" into
+ *  *bytes_p; 0, or -1 when s is none of these. */
+int ddbench_parse_bytes(const char *s, size_t *bytes_p);
+
+/** ddbench codec --codec SPEC --bytes SIZE ... */
+int ddbench_codec_main(int argc, char **argv);
+
 /** ddbench plan PROFILE_DIR [--H N] [--json] */
 int ddbench_plan_main(int argc, char **argv);
 

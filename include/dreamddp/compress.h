@@ -30,7 +30,7 @@ extern "C" {
  * Version of this ABI. The core refuses a codec whose table carries another
  * version. Bump it on any change to the structs or slots below.
  */
-#define DD_CODEC_ABI_VERSION 1u
+#define DD_CODEC_ABI_VERSION 2u
 
 /** Longest codec name, without the NUL. */
 #define DD_CODEC_NAME_MAX 31
@@ -69,7 +69,9 @@ enum {
 #define DD_CODEC_WIRE_AS_INPUT DD_DTYPE_LAST
 
 /**
- * A codec's table. All slots are required. An instance is used by one
+ * A codec's table. All slots are required, except the four of the
+ * multi-round protocol, which a codec without one (rounds = 0) leaves NULL.
+ * An instance is used by one
  * thread at a time (the caller serializes calls on it and on its states);
  * different instances are independent. A state belongs to one layer: its
  * count, dtype and shape are fixed when it is created.
@@ -154,6 +156,64 @@ typedef struct dd_codec_ops {
     dd_status_t (*decode)(dd_codec_t *codec, dd_codec_state_t *state,
                           const void *in, size_t in_bytes, void *out,
                           size_t count, dd_dtype_t dtype);
+
+    /**
+     * The most rounds of the codec's multi-round protocol, or 0 when it
+     * has none. The protocol serves codecs whose encodings cannot be summed
+     * in one go (the sum of two ranks' encodings is not the encoding of the
+     * sum of their layers) but can be in steps: PowerSGD sums P = M Q,
+     * then Q = M^T P with P orthogonalised.
+     *
+     * For one layer, every rank runs: for r = 0 to state_rounds() - 1,
+     * encode_round(r) writes round_size(r) bytes, an array of f32 that the
+     * caller sums element-wise over the ranks in f32 (an allreduce with
+     * DD_REDUCE_SUM, or the aggregators' sum); round 0 reads the layer,
+     * round r > 0 reads the sum of round r - 1. decode_round() reads the
+     * sum of the last round and writes the sum over the ranks of what
+     * their layers were encoded as (the caller divides for a mean). The
+     * rounds of one layer must all run, in order, on every rank, before
+     * the layer's next encode; other layers may interleave. Error feedback
+     * keeps, as with encode, what a rank's layer lost.
+     */
+    unsigned rounds;
+
+    /** The rounds a layer takes, 1 to rounds (a layer the codec sends
+     *  dense takes one). Pure. */
+    unsigned (*state_rounds)(const dd_codec_t *codec,
+                             const dd_codec_state_t *state);
+
+    /**
+     * Bytes that encode_round(round) writes for the layer (a multiple of
+     * sizeof(float)), exact. Returns DD_OK with *bytes_p set;
+     * DD_ERR_INVALID_PARAM for a round the layer does not take. Pure.
+     */
+    dd_status_t (*round_size)(const dd_codec_t *codec,
+                              const dd_codec_state_t *state, unsigned round,
+                              size_t *bytes_p);
+
+    /**
+     * Runs round of the protocol: round 0 reads the layer (in_bytes =
+     * count elements of its dtype), a later round the sum over the ranks
+     * of the previous round's output (in_bytes = its round_size). Writes
+     * round_size(round) bytes to out, which does not overlap in, and sets
+     * *out_bytes_p to them. Returns DD_OK; DD_ERR_INVALID_PARAM for a
+     * round out of order or one the layer does not take; DD_ERR_MESSAGE
+     * when in_bytes does not fit.
+     */
+    dd_status_t (*encode_round)(dd_codec_t *codec, dd_codec_state_t *state,
+                                unsigned round, const void *in, size_t in_bytes,
+                                void *out, size_t *out_bytes_p);
+
+    /**
+     * Ends the protocol: reads the sum over the ranks of the last round's
+     * output (in_bytes = its round_size) and writes count elements of
+     * dtype to out, overwriting them. Returns DD_OK; DD_ERR_INVALID_PARAM
+     * when count or dtype is not the state's or the rounds have not all
+     * run; DD_ERR_MESSAGE when in_bytes does not fit.
+     */
+    dd_status_t (*decode_round)(dd_codec_t *codec, dd_codec_state_t *state,
+                                const void *in, size_t in_bytes, void *out,
+                                size_t count, dd_dtype_t dtype);
 } dd_codec_ops_t;
 
 #ifdef __cplusplus

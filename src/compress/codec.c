@@ -12,7 +12,9 @@
 #include <string.h>
 
 /* In the order dd_codec_names() lists them. */
-static const dd_codec_ops_t *const dd_codecs[] = {&dd_codec_none_ops, NULL};
+static const dd_codec_ops_t *const dd_codecs[] = {
+    &dd_codec_none_ops, &dd_codec_fp16_ops,     &dd_codec_bf16_ops,
+    &dd_codec_topk_ops, &dd_codec_powersgd_ops, NULL};
 
 const dd_codec_ops_t *dd_codec_find(const char *name)
 {
@@ -85,6 +87,13 @@ dd_status_t dd_codec_open(const char *spec, dd_codec_ref_t *ref_p)
                         "codec %s has ABI version %u, the library %u",
                         ops->name, (unsigned)ops->abi_version,
                         (unsigned)DD_CODEC_ABI_VERSION);
+    }
+    if (ops->rounds > 0 &&
+        (ops->state_rounds == NULL || ops->round_size == NULL ||
+         ops->encode_round == NULL || ops->decode_round == NULL)) {
+        return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_COMPRESS,
+                        "codec %s has %u rounds but not their slots", ops->name,
+                        ops->rounds);
     }
     why[0] = '\0';
     dd_status_t status = ops->create(arg, why, sizeof(why), &codec);

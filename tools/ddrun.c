@@ -1,7 +1,8 @@
 /*
  * ddrun: starts N ranks of a command on this machine, like
  * `torchrun --standalone`. Gives each rank the DREAMDDP_* variables and a free
- * port for the rendezvous store, prefixes every output line with the rank,
+ * port for the rendezvous store, prefixes every output line with the rank
+ * (and asks the library for line-buffered output, DREAMDDP_LINE_BUFFERED),
  * stops every rank when one fails, and exits with the first failing rank's
  * status. It links nothing of the library: it only starts processes.
  */
@@ -44,9 +45,11 @@ static void ddrun_usage(FILE *out)
         "DREAMDDP_LOCAL_RANK, DREAMDDP_LOCAL_SIZE, DREAMDDP_MASTER_ADDR, "
         "DREAMDDP_MASTER_PORT "
         "and\n"
-        "DREAMDDP_JOB_TOKEN set. Output lines are prefixed with the rank. When "
-        "a rank\n"
-        "fails, the others are stopped and ddrun exits with its status.\n"
+        "DREAMDDP_JOB_TOKEN set, and DREAMDDP_LINE_BUFFERED=yes unless set. "
+        "Output lines\n"
+        "are prefixed with the rank. When a rank fails, the others are "
+        "stopped and\n"
+        "ddrun exits with its status.\n"
         "\n"
         "  -n, --nproc N        number of ranks (at least 1)\n"
         "  -a, --aggregators K  the last K ranks are aggregators "
@@ -146,6 +149,9 @@ static void ddrun_exec_rank(int rank, int n, int aggregators, int port,
     setenv("DREAMDDP_MASTER_ADDR", "127.0.0.1", 1);
     ddrun_setenv_int("DREAMDDP_MASTER_PORT", port);
     setenv("DREAMDDP_JOB_TOKEN", token, 0); /* a token the user set wins */
+    /* The rank's stdout is our pipe: its progress should come line by line
+     * (the library's setvbuf at dd_init), unless the user said otherwise. */
+    setenv("DREAMDDP_LINE_BUFFERED", "yes", 0);
     if (aggregators > 0) {
         ddrun_setenv_int("DREAMDDP_NUM_AGGREGATORS", aggregators);
     }

@@ -71,6 +71,14 @@ static dd_status_t dd_context_config(dd_context_h ctx)
         dd_context_release_opts(ctx, i - 1);
         return status;
     }
+    if (ctx->core.line_buffered) {
+        /* On a pipe (ddrun's) stdout is fully buffered, and progress would
+         * arrive at exit. With a NULL buffer glibc only changes the mode,
+         * which is safe after output too; the flush keeps what is already
+         * buffered in order. */
+        fflush(stdout);
+        setvbuf(stdout, NULL, _IOLBF, 0);
+    }
     status = dd_boot_env_detect(&ctx->boot, dd_config_getenv, NULL, &ctx->env);
     if (status == DD_OK) {
         status = dd_log_configure(ctx->core.log_level, ctx->core.log_subsys,

@@ -56,6 +56,7 @@ static void ddrun_usage(FILE *out)
         "(DREAMDDP_NUM_AGGREGATORS)\n"
         "  -t, --timeout S      stop every rank after S seconds (exit "
         "124)\n"
+        "  -V, --version        print the version and exit\n"
         "  -h, --help           this text\n");
 }
 
@@ -337,11 +338,12 @@ int main(int argc, char **argv)
         {"aggregators", required_argument, NULL, 'a'},
         {"timeout", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
     int n = -1, aggregators = 0, timeout = 0, opt;
     char token[64];
 
-    while ((opt = getopt_long(argc, argv, "+n:a:t:h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+n:a:t:hV", longopts, NULL)) != -1) {
         switch (opt) {
         case 'n':
             if (ddrun_parse_count(optarg, 1, &n) != 0) {
@@ -373,6 +375,10 @@ int main(int argc, char **argv)
             break;
         case 'h':
             ddrun_usage(stdout);
+            return 0;
+        case 'V':
+            /* ddrun links nothing of the library: the package's version. */
+            printf("ddrun (dreamddp) %s\n", PACKAGE_VERSION);
             return 0;
         default:
             ddrun_usage(stderr);

@@ -116,11 +116,11 @@ static dd_status_t dd_context_check_master(const dd_boot_env_t *env)
         return DD_OK;
     }
     return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                    "rank 0 is not on mpirun's host %s (%s), where the other "
-                    "ranks will look for the store; run mpirun -x "
-                    "DREAMDDP_MASTER_ADDR=HOST with rank 0's host, or start "
-                    "mpirun on the first node",
-                    env->master_addr, env->master_from);
+                    "rank 0 is not on mpirun's host %s "
+                    "(OMPI_MCA_orte_hnp_uri), where the other ranks will look "
+                    "for the store; run mpirun -x DREAMDDP_MASTER_ADDR=HOST "
+                    "with rank 0's host, or start mpirun on the first node",
+                    env->master_addr);
 }
 
 static dd_status_t dd_context_store_tcp(dd_context_h ctx)

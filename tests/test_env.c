@@ -117,6 +117,164 @@ static void test_pmi(void **state)
     expect(vars, 1, 2, -1, -1, "PMI");
 }
 
+static void expect_master(const char **vars, const char *addr, const char *from)
+{
+    dd_boot_env_t env;
+    assert_int_equal(detect(vars, &env), DD_OK);
+    assert_string_equal(env.master_addr, addr);
+    assert_non_null(strstr(env.master_from, from));
+}
+
+static void test_slurm_master_is_first_step_host(void **state)
+{
+    const char *vars[] = {"SLURM_PROCID=2",
+                          "SLURM_NTASKS=3",
+                          "SLURM_JOB_ID=4242",
+                          "SLURM_STEP_ID=0",
+                          "SLURM_STEP_NODELIST=node[01-03]",
+                          "SLURM_JOB_NODELIST=node[00-07]",
+                          NULL};
+    dd_boot_env_t env;
+    expect_master(vars, "node01", "SLURM_STEP_NODELIST");
+    assert_int_equal(detect(vars, &env), DD_OK);
+    assert_false(env.master_check_local);
+    /* A port from the job id and step: in range, the same on every rank. */
+    assert_in_range(env.master_port, 29500, 30499);
+    const char *rank0[] = {"SLURM_PROCID=0",
+                           "SLURM_NTASKS=3",
+                           "SLURM_JOB_ID=4242",
+                           "SLURM_STEP_ID=0",
+                           "SLURM_STEP_NODELIST=node[01-03]",
+                           NULL};
+    dd_boot_env_t env0;
+    assert_int_equal(detect(rank0, &env0), DD_OK);
+    assert_int_equal(env0.master_port, env.master_port);
+    const char *step1[] = {"SLURM_PROCID=0",
+                           "SLURM_NTASKS=3",
+                           "SLURM_JOB_ID=4242",
+                           "SLURM_STEP_ID=1",
+                           "SLURM_STEP_NODELIST=node[01-03]",
+                           NULL};
+    dd_boot_env_t env1;
+    assert_int_equal(detect(step1, &env1), DD_OK);
+    assert_int_not_equal(env1.master_port, env.master_port);
+}
+
+static void test_slurm_master_from_job_list(void **state)
+{
+    const char *a[] = {"SLURM_PROCID=0", "SLURM_NTASKS=4",
+                       "SLURM_JOB_NODELIST=gpu7,cpu[2-4,9]", NULL};
+    expect_master(a, "gpu7", "SLURM_JOB_NODELIST");
+    const char *b[] = {"SLURM_PROCID=0", "SLURM_NTASKS=4",
+                       "SLURM_JOB_NODELIST=rack[3-4]-n[08-10]", NULL};
+    expect_master(b, "rack3-n08", "SLURM_JOB_NODELIST");
+}
+
+static void test_slurm_master_variables_win(void **state)
+{
+    const char *a[] = {"SLURM_PROCID=0",
+                       "SLURM_NTASKS=2",
+                       "SLURM_STEP_NODELIST=node[01-02]",
+                       "MASTER_ADDR=head",
+                       "MASTER_PORT=1234",
+                       NULL};
+    dd_boot_env_t env;
+    expect_master(a, "head", "MASTER_ADDR");
+    assert_int_equal(detect(a, &env), DD_OK);
+    /* The port after torch.distributed's MASTER_PORT. */
+    assert_int_equal(env.master_port, 1235);
+    const char *b[] = {"SLURM_PROCID=0",
+                       "SLURM_NTASKS=2",
+                       "SLURM_STEP_NODELIST=node[01-02]",
+                       "MASTER_ADDR=head",
+                       "DREAMDDP_MASTER_ADDR=10.0.0.9",
+                       "DREAMDDP_MASTER_PORT=999",
+                       NULL};
+    expect_master(b, "10.0.0.9", "DREAMDDP_MASTER_ADDR");
+    assert_int_equal(detect(b, &env), DD_OK);
+    assert_int_equal(env.master_port, 999);
+}
+
+static void test_slurm_bad_or_missing_list(void **state)
+{
+    const char *a[] = {"SLURM_PROCID=0", "SLURM_NTASKS=2",
+                       "SLURM_STEP_NODELIST=node[02-01]", NULL};
+    expect_error(a, "SLURM_STEP_NODELIST='node[02-01]'", "Slurm host list");
+    const char *b[] = {"SLURM_PROCID=1", "SLURM_NTASKS=2", NULL};
+    dd_boot_env_t env;
+    assert_int_equal(detect(b, &env), DD_OK);
+    assert_string_equal(env.master_addr, "");
+    assert_non_null(strstr(env.master_hint, "SLURM_STEP_NODELIST"));
+}
+
+static void test_ompi_one_host_is_loopback(void **state)
+{
+    const char *a[] = {"OMPI_COMM_WORLD_RANK=1",
+                       "OMPI_COMM_WORLD_SIZE=3",
+                       "OMPI_COMM_WORLD_LOCAL_RANK=1",
+                       "OMPI_COMM_WORLD_LOCAL_SIZE=3",
+                       "OMPI_MCA_ess_base_jobid=1994981377",
+                       "OMPI_MCA_orte_hnp_uri=1994981376.0;tcp://"
+                       "192.0.2.2:50785",
+                       NULL};
+    dd_boot_env_t env;
+    expect_master(a, "127.0.0.1", "every rank on one host (Open MPI)");
+    assert_int_equal(detect(a, &env), DD_OK);
+    assert_false(env.master_check_local);
+    assert_in_range(env.master_port, 29500, 30499);
+    /* Open MPI counting one node says the same without the local size. */
+    const char *b[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=3",
+                       "OMPI_MCA_orte_num_nodes=1", NULL};
+    expect_master(b, "127.0.0.1", "one host");
+}
+
+static void test_ompi_hosts_use_mpirun_host(void **state)
+{
+    /* Open MPI 4.1's contact URI: job, then every transport's addresses. */
+    const char *a[] = {"OMPI_COMM_WORLD_RANK=4",
+                       "OMPI_COMM_WORLD_SIZE=6",
+                       "OMPI_COMM_WORLD_LOCAL_RANK=1",
+                       "OMPI_COMM_WORLD_LOCAL_SIZE=3",
+                       "OMPI_MCA_orte_num_nodes=2",
+                       "OMPI_MCA_orte_hnp_uri=3590651904.0;tcp://"
+                       "198.18.0.1,10.0.0.2:41095;tcp6://[fd00::1]:43777",
+                       NULL};
+    dd_boot_env_t env;
+    expect_master(a, "198.18.0.1", "OMPI_MCA_orte_hnp_uri");
+    assert_int_equal(detect(a, &env), DD_OK);
+    assert_true(env.master_check_local);
+    /* Loopback is skipped for the next address. */
+    const char *b[] = {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2",
+                       "OMPI_COMM_WORLD_LOCAL_SIZE=1",
+                       "OMPI_MCA_orte_hnp_uri=1.0;tcp://127.0.0.1,10.1.1.1:9",
+                       NULL};
+    expect_master(b, "10.1.1.1", "mpirun's host");
+}
+
+static void test_ompi_hosts_without_uri(void **state)
+{
+    const char *a[] = {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2",
+                       "OMPI_COMM_WORLD_LOCAL_SIZE=1",
+                       "OMPI_MCA_orte_hnp_uri=1.0;tcp6://[fd00::1]:4", NULL};
+    dd_boot_env_t env;
+    assert_int_equal(detect(a, &env), DD_OK);
+    assert_string_equal(env.master_addr, "");
+    assert_int_equal(env.master_port, -1);
+    assert_non_null(strstr(env.master_hint, "mpirun -x DREAMDDP_MASTER_ADDR"));
+}
+
+static void test_pmi_one_host(void **state)
+{
+    const char *a[] = {"PMI_RANK=1", "PMI_SIZE=2", "MPI_LOCALRANKID=1",
+                       "MPI_LOCALNRANKS=2", NULL};
+    expect_master(a, "127.0.0.1", "one host");
+    /* Without the local size nothing tells where rank 0 is. */
+    const char *b[] = {"PMI_RANK=1", "PMI_SIZE=2", NULL};
+    dd_boot_env_t env;
+    assert_int_equal(detect(b, &env), DD_OK);
+    assert_string_equal(env.master_addr, "");
+}
+
 static void test_torchrun_wins_over_slurm(void **state)
 {
     const char *vars[] = {"RANK=3", "WORLD_SIZE=4", "SLURM_PROCID=0",
@@ -186,6 +344,14 @@ int main(void)
         cmocka_unit_test(test_ompi),
         cmocka_unit_test(test_slurm),
         cmocka_unit_test(test_pmi),
+        cmocka_unit_test(test_slurm_master_is_first_step_host),
+        cmocka_unit_test(test_slurm_master_from_job_list),
+        cmocka_unit_test(test_slurm_master_variables_win),
+        cmocka_unit_test(test_slurm_bad_or_missing_list),
+        cmocka_unit_test(test_ompi_one_host_is_loopback),
+        cmocka_unit_test(test_ompi_hosts_use_mpirun_host),
+        cmocka_unit_test(test_ompi_hosts_without_uri),
+        cmocka_unit_test(test_pmi_one_host),
         cmocka_unit_test(test_torchrun_wins_over_slurm),
         cmocka_unit_test(test_partial),
         cmocka_unit_test(test_contradictions),

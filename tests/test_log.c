@@ -1,4 +1,5 @@
-/* Logging: prefix, levels, subsystem filter, %r in DREAMDDP_LOG_FILE. */
+/* Logging: prefix, levels, subsystem filter, %r, %h and %p in
+ * DREAMDDP_LOG_FILE. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,6 +55,31 @@ static void test_rank_in_file_name_and_prefix(void **state)
                         "[rank 7] dreamddp INFO sched: layer h.3.mlp synced\n");
 }
 
+static void test_host_and_pid_in_file_name(void **state)
+{
+    char pattern[256], path[512], host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    snprintf(pattern, sizeof(pattern), "%s/%%h-%%p-r%%r.log", dir);
+    snprintf(path, sizeof(path), "%s/%s-%ld-r3.log", dir, host, (long)getpid());
+
+    assert_int_equal(dd_log_configure(DD_LOG_WARN, ~0u, pattern, 3), DD_OK);
+    dd_log_warn(DD_SUBSYS_BOOT, "hello");
+    dd_log_close();
+    assert_string_equal(slurp(path), "[rank 3] dreamddp WARN boot: hello\n");
+}
+
+static void test_expand_keeps_other_percents(void **state)
+{
+    char out[64];
+    dd_path_expand_rank(out, sizeof(out), "a%x-%r%", 12);
+    assert_string_equal(out, "a%x-12%");
+    /* Truncated to the buffer, never past it. */
+    dd_path_expand_rank(out, 6, "run-%r", 123456);
+    assert_string_equal(out, "run-1");
+    dd_path_expand_rank(out, 4, "%p", 0);
+    assert_int_equal(strlen(out), 3);
+}
+
 static void test_subsys_filter_keeps_errors(void **state)
 {
     char path[256];
@@ -94,6 +120,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rank_in_file_name_and_prefix),
+        cmocka_unit_test(test_host_and_pid_in_file_name),
+        cmocka_unit_test(test_expand_keeps_other_percents),
         cmocka_unit_test(test_subsys_filter_keeps_errors),
         cmocka_unit_test(test_unknown_rank),
         cmocka_unit_test(test_unwritable_file),

@@ -17,10 +17,15 @@ int main(int argc, char **argv)
                                .role = DD_ROLE_AGGREGATOR};
     dd_context_h ctx;
 
+    if (argc > 1 &&
+        (strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0)) {
+        printf("ddagg (dreamddp) %s\n", dd_version_string());
+        return 0;
+    }
     if (argc > 1) {
         int help = strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0;
         fprintf(help ? stdout : stderr,
-                "usage: ddagg\n\n"
+                "usage: ddagg [--version]\n\n"
                 "Serves as an aggregator rank of a dreamddp job: sums the "
                 "chunks the\nworkers push and sends the averages back, "
                 "until every worker is done.\nThe rank comes from the "

@@ -584,7 +584,7 @@ static const ddbench_cmd_t ddbench_cmds[] = {
 static void ddbench_usage(FILE *out)
 {
     fprintf(out, "usage: ddbench COMMAND [OPTIONS]   (ddbench COMMAND --help)"
-                 "\n\ncommands:\n");
+                 "\n       ddbench --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(ddbench_cmds) / sizeof(*ddbench_cmds); i++) {
         fprintf(out, "  %-10s %s\n", ddbench_cmds[i].name,
                 ddbench_cmds[i].summary);
@@ -593,6 +593,11 @@ static void ddbench_usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 &&
+        (strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0)) {
+        printf("ddbench (dreamddp) %s\n", dd_version_string());
+        return 0;
+    }
     if (argc < 2 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "--help") == 0) {
         ddbench_usage(argc < 2 ? stderr : stdout);

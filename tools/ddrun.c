@@ -1,7 +1,8 @@
 /*
  * ddrun: starts N ranks of a command on this machine, like
  * `torchrun --standalone`. Gives each rank the DREAMDDP_* variables and a free
- * port for the rendezvous store, prefixes every output line with the rank,
+ * port for the rendezvous store, prefixes every output line with the rank
+ * (and asks the library for line-buffered output, DREAMDDP_LINE_BUFFERED),
  * stops every rank when one fails, and exits with the first failing rank's
  * status. It links nothing of the library: it only starts processes.
  */
@@ -44,15 +45,18 @@ static void ddrun_usage(FILE *out)
         "DREAMDDP_LOCAL_RANK, DREAMDDP_LOCAL_SIZE, DREAMDDP_MASTER_ADDR, "
         "DREAMDDP_MASTER_PORT "
         "and\n"
-        "DREAMDDP_JOB_TOKEN set. Output lines are prefixed with the rank. When "
-        "a rank\n"
-        "fails, the others are stopped and ddrun exits with its status.\n"
+        "DREAMDDP_JOB_TOKEN set, and DREAMDDP_LINE_BUFFERED=yes unless set. "
+        "Output lines\n"
+        "are prefixed with the rank. When a rank fails, the others are "
+        "stopped and\n"
+        "ddrun exits with its status.\n"
         "\n"
         "  -n, --nproc N        number of ranks (at least 1)\n"
         "  -a, --aggregators K  the last K ranks are aggregators "
         "(DREAMDDP_NUM_AGGREGATORS)\n"
         "  -t, --timeout S      stop every rank after S seconds (exit "
         "124)\n"
+        "  -V, --version        print the version and exit\n"
         "  -h, --help           this text\n");
 }
 
@@ -146,6 +150,9 @@ static void ddrun_exec_rank(int rank, int n, int aggregators, int port,
     setenv("DREAMDDP_MASTER_ADDR", "127.0.0.1", 1);
     ddrun_setenv_int("DREAMDDP_MASTER_PORT", port);
     setenv("DREAMDDP_JOB_TOKEN", token, 0); /* a token the user set wins */
+    /* The rank's stdout is our pipe: its progress should come line by line
+     * (the library's setvbuf at dd_init), unless the user said otherwise. */
+    setenv("DREAMDDP_LINE_BUFFERED", "yes", 0);
     if (aggregators > 0) {
         ddrun_setenv_int("DREAMDDP_NUM_AGGREGATORS", aggregators);
     }
@@ -331,11 +338,12 @@ int main(int argc, char **argv)
         {"aggregators", required_argument, NULL, 'a'},
         {"timeout", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
     int n = -1, aggregators = 0, timeout = 0, opt;
     char token[64];
 
-    while ((opt = getopt_long(argc, argv, "+n:a:t:h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+n:a:t:hV", longopts, NULL)) != -1) {
         switch (opt) {
         case 'n':
             if (ddrun_parse_count(optarg, 1, &n) != 0) {
@@ -367,6 +375,10 @@ int main(int argc, char **argv)
             break;
         case 'h':
             ddrun_usage(stdout);
+            return 0;
+        case 'V':
+            /* ddrun links nothing of the library: the package's version. */
+            printf("ddrun (dreamddp) %s\n", PACKAGE_VERSION);
             return 0;
         default:
             ddrun_usage(stderr);

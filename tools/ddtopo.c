@@ -44,6 +44,7 @@ static void ddtopo_usage(FILE *out)
         "  --config          print every DREAMDDP_* variable, its doc and "
         "value\n"
         "  --markdown        with --config: a Markdown table\n"
+        "  -V, --version     print the version and exit\n"
         "  -h, --help        this text\n"
         "\n"
         "Exit status: 0 success, 1 error (the message says why), 2 "
@@ -61,7 +62,7 @@ static int ddtopo_parse_count(const char *s, int min, int *value_p)
     return dd_config_parse_int(s, min, 1 << 20, value_p) == DD_OK ? 0 : -1;
 }
 
-/* Returns -1 to exit with usage, 1 after --help, 0 to go on. */
+/* Returns -1 to exit with usage, 1 after --help or --version, 0 to go on. */
 static int ddtopo_parse_args(int argc, char **argv, ddtopo_args_t *args)
 {
     static const struct option longopts[] = {
@@ -72,12 +73,13 @@ static int ddtopo_parse_args(int argc, char **argv, ddtopo_args_t *args)
         {"config", no_argument, NULL, 'c'},
         {"markdown", no_argument, NULL, 'm'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
     int c;
 
     memset(args, 0, sizeof(*args));
     args->local_size = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
         switch (c) {
         case 'j':
             args->json = 1;
@@ -103,6 +105,9 @@ static int ddtopo_parse_args(int argc, char **argv, ddtopo_args_t *args)
             break;
         case 'h':
             ddtopo_usage(stdout);
+            return 1;
+        case 'V':
+            printf("ddtopo (dreamddp) %s\n", dd_version_string());
             return 1;
         default:
             return -1;

@@ -5,6 +5,7 @@
  */
 #include "api/context.h"
 #include "api/net_agree.h"
+#include "boot/sock.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "sched/sched.h"
@@ -71,6 +72,14 @@ static dd_status_t dd_context_config(dd_context_h ctx)
         dd_context_release_opts(ctx, i - 1);
         return status;
     }
+    if (ctx->core.line_buffered) {
+        /* On a pipe (ddrun's) stdout is fully buffered, and progress would
+         * arrive at exit. With a NULL buffer glibc only changes the mode,
+         * which is safe after output too; the flush keeps what is already
+         * buffered in order. */
+        fflush(stdout);
+        setvbuf(stdout, NULL, _IOLBF, 0);
+    }
     status = dd_boot_env_detect(&ctx->boot, dd_config_getenv, NULL, &ctx->env);
     if (status == DD_OK) {
         status = dd_log_configure(ctx->core.log_level, ctx->core.log_subsys,
@@ -99,6 +108,22 @@ static uint64_t dd_context_token(dd_context_h ctx, int port)
     return dd_store_token_hash(fallback);
 }
 
+/* Rank 0 hosts the store at an address Open MPI gave for mpirun's host; a
+ * rank 0 elsewhere would leave every other rank waiting for nothing. */
+static dd_status_t dd_context_check_master(const dd_boot_env_t *env)
+{
+    if (env->rank != 0 || !env->master_check_local ||
+        dd_sock_addr_is_local(env->master_addr) != 0) {
+        return DD_OK;
+    }
+    return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                    "rank 0 is not on mpirun's host %s "
+                    "(OMPI_MCA_orte_hnp_uri), where the other ranks will look "
+                    "for the store; run mpirun -x DREAMDDP_MASTER_ADDR=HOST "
+                    "with rank 0's host, or start mpirun on the first node",
+                    env->master_addr);
+}
+
 static dd_status_t dd_context_store_tcp(dd_context_h ctx)
 {
     const dd_boot_env_t *env = &ctx->env;
@@ -109,16 +134,24 @@ static dd_status_t dd_context_store_tcp(dd_context_h ctx)
     if (addr[0] == '\0' && env->world_size > 1) {
         return dd_error(
             DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-            "rank %d of %d: no store address; set DREAMDDP_MASTER_ADDR "
+            "rank %d of %d: no store address%s%s; set DREAMDDP_MASTER_ADDR "
             "(or MASTER_ADDR) to rank 0's host, or DREAMDDP_STORE=file:"
             "DIR",
-            env->rank, env->world_size);
+            env->rank, env->world_size, env->master_hint[0] ? ": " : "",
+            env->master_hint);
+    }
+    if ((status = dd_context_check_master(env)) != DD_OK) {
+        return status;
     }
     if (addr[0] == '\0') {
         addr = "127.0.0.1"; /* a single rank: a private store, any port */
         port = port < 0 ? 0 : port;
     } else if (port < 0) {
         port = DD_DEFAULT_MASTER_PORT;
+    }
+    if (env->world_size > 1) {
+        dd_log_info(DD_SUBSYS_BOOT, "store at %s:%d, from %s", addr, port,
+                    env->master_from);
     }
     uint64_t token = dd_context_token(ctx, port);
     ctx->token_hash = token;

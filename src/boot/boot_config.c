@@ -12,8 +12,8 @@ const char *const dd_role_names[] = {"worker", "aggregator", NULL};
 
 static const dd_config_field_t dd_boot_fields[] = {
     {"DREAMDDP_RANK", NULL,
-     "This process's rank; wins over torchrun, Open MPI, Slurm and PMI "
-     "variables.",
+     "This process's rank; Open MPI, Slurm and PMI variables are then "
+     "ignored, and torchrun's RANK, when set, must agree.",
      DD_CONFIG_INT, offsetof(dd_boot_opts_t, rank), 0, INT_MAX, NULL},
     {"DREAMDDP_WORLD_SIZE", NULL,
      "Number of ranks in the job; set with DREAMDDP_RANK.", DD_CONFIG_INT,
@@ -33,11 +33,14 @@ static const dd_config_field_t dd_boot_fields[] = {
      DD_CONFIG_INT, offsetof(dd_boot_opts_t, num_aggregators), 0, INT_MAX,
      NULL},
     {"DREAMDDP_MASTER_ADDR", NULL,
-     "Address of rank 0, which hosts the rendezvous store (else MASTER_ADDR).",
+     "Address of rank 0, which hosts the rendezvous store (else MASTER_ADDR, "
+     "else found from the launcher: one host, Slurm's node list, mpirun's "
+     "host).",
      DD_CONFIG_STRING, offsetof(dd_boot_opts_t, master_addr), 0, 0, NULL},
     {"DREAMDDP_MASTER_PORT", NULL,
      "TCP port of the rendezvous store (else MASTER_PORT + 1, next to "
-     "torch.distributed's; else 29500).",
+     "torch.distributed's; else 29500, or 29500 to 30499 from the job id "
+     "when the address was found from the launcher).",
      DD_CONFIG_INT, offsetof(dd_boot_opts_t, master_port), 1, 65535, NULL},
     {"DREAMDDP_JOB_TOKEN", NULL,
      "Secret every rank presents to the store; derived from the launcher's "

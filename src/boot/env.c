@@ -4,13 +4,18 @@
  * error naming the variables. DREAMDDP_* variables and torchrun's generic names
  * (RANK, WORLD_SIZE) must agree when both are set. Outer allocation layers
  * (Slurm, MPI) are ignored below a higher convention, since torchrun run by
- * srun legitimately disagrees with them.
+ * srun legitimately disagrees with them. Rank 0's address, when no variable
+ * gives it, is found from what the launcher says of its hosts; this file
+ * only reads variables and never resolves a name or opens a socket.
  */
 #include "boot/env.h"
+#include "boot/nodelist.h"
 #include "core/log.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +38,7 @@ static const dd_boot_convention_t dd_boot_conventions[] = {
      "OMPI_COMM_WORLD_SIZE",
      "OMPI_COMM_WORLD_LOCAL_RANK",
      "OMPI_COMM_WORLD_LOCAL_SIZE",
-     {"PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid", NULL}},
+     {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid"}},
     {"Slurm",
      "SLURM_PROCID",
      "SLURM_NTASKS",
@@ -207,15 +212,161 @@ static int dd_boot_convention_present(const dd_boot_convention_t *conv,
            dd_boot_get(getenv_fn, arg, conv->size) != NULL;
 }
 
+#define DD_BOOT_FOUND_PORT_BASE 29500
+#define DD_BOOT_FOUND_PORT_SPAN 1000
+
+/* The first IPv4 address, other than loopback, of an Open MPI contact URI
+ * ("JOBID.VPID;tcp://198.18.0.1,10.0.0.2:PORT;tcp6://[...]:PORT"). */
+static int dd_boot_uri_ipv4(const char *uri, char *addr, size_t size)
+{
+    const char *p = strstr(uri, ";tcp://");
+
+    if (p == NULL) {
+        return -1;
+    }
+    for (p += 7; *p != '\0' && *p != ';';) {
+        size_t len = strcspn(p, ",:;");
+        char cand[INET_ADDRSTRLEN];
+        struct in_addr in;
+        if (len < sizeof(cand)) {
+            memcpy(cand, p, len);
+            cand[len] = '\0';
+            if (inet_pton(AF_INET, cand, &in) == 1 &&
+                (ntohl(in.s_addr) >> 24) != 127 && len < size) {
+                memcpy(addr, cand, len + 1);
+                return 0;
+            }
+        }
+        p += len;
+        if (*p != ',') {
+            break; /* the port, or the next URI */
+        }
+        p++;
+    }
+    return -1;
+}
+
+/* Slurm: rank 0 runs on the first host of the step (block distribution,
+ * Slurm's default). */
+static dd_status_t dd_boot_master_slurm(dd_getenv_fn_t getenv_fn, void *arg,
+                                        dd_boot_env_t *env)
+{
+    const char *name = "SLURM_STEP_NODELIST";
+    const char *list = dd_boot_get(getenv_fn, arg, name);
+
+    if (list == NULL) {
+        name = "SLURM_JOB_NODELIST";
+        list = dd_boot_get(getenv_fn, arg, name);
+    }
+    if (list == NULL) {
+        snprintf(env->master_hint, sizeof(env->master_hint),
+                 "Slurm gives no node list (SLURM_STEP_NODELIST, "
+                 "SLURM_JOB_NODELIST)");
+        return DD_OK;
+    }
+    if (dd_boot_nodelist_host(list, 0, env->master_addr,
+                              sizeof(env->master_addr)) != DD_OK) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                        "invalid value %s='%.200s': expected a Slurm host "
+                        "list such as node[01-04],gpu7",
+                        name, list);
+    }
+    snprintf(env->master_from, sizeof(env->master_from), "the first host of %s",
+             name);
+    return DD_OK;
+}
+
+/* Open MPI on several hosts: mpirun's host, where rank 0 runs when mpirun
+ * is started on the allocation's first node (as batch jobs do). */
+static void dd_boot_master_ompi(dd_getenv_fn_t getenv_fn, void *arg,
+                                dd_boot_env_t *env)
+{
+    const char *uri = dd_boot_get(getenv_fn, arg, "OMPI_MCA_orte_hnp_uri");
+
+    if (uri != NULL && dd_boot_uri_ipv4(uri, env->master_addr,
+                                        sizeof(env->master_addr)) == 0) {
+        snprintf(env->master_from, sizeof(env->master_from),
+                 "mpirun's host (OMPI_MCA_orte_hnp_uri)");
+        env->master_check_local = 1;
+        return;
+    }
+    snprintf(env->master_hint, sizeof(env->master_hint),
+             "Open MPI puts the ranks on several hosts and "
+             "OMPI_MCA_orte_hnp_uri gives no IPv4 address of mpirun's host "
+             "(pass one with mpirun -x DREAMDDP_MASTER_ADDR=HOST)");
+}
+
+/* Every rank on one host, as the launcher says: its local size is the
+ * world, or Open MPI counts one node. */
+static int dd_boot_one_host(const dd_boot_env_t *env, dd_getenv_fn_t getenv_fn,
+                            void *arg)
+{
+    int nodes;
+
+    if (env->local_size > 0 && env->local_size == env->world_size) {
+        return 1;
+    }
+    return strcmp(env->source, "Open MPI") == 0 &&
+           dd_boot_parse(getenv_fn, arg, "OMPI_MCA_orte_num_nodes", 1,
+                         &nodes) == DD_OK &&
+           nodes == 1;
+}
+
+/* A port from the job id (and Slurm's step), the same on every rank. */
+static int dd_boot_found_port(const dd_boot_env_t *env,
+                              dd_getenv_fn_t getenv_fn, void *arg)
+{
+    const char *step = dd_boot_get(getenv_fn, arg, "SLURM_STEP_ID");
+    uint32_t h = 2166136261u; /* FNV-1a */
+
+    if (env->job_id[0] == '\0') {
+        return -1;
+    }
+    for (const char *p = env->job_id; *p; p++) {
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    }
+    for (const char *p = step ? step : ""; *p; p++) {
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    }
+    return DD_BOOT_FOUND_PORT_BASE + (int)(h % DD_BOOT_FOUND_PORT_SPAN);
+}
+
+/* Finds rank 0's address from the launcher when no variable gives it. */
+static dd_status_t dd_boot_master_found(dd_getenv_fn_t getenv_fn, void *arg,
+                                        dd_boot_env_t *env)
+{
+    dd_status_t status = DD_OK;
+
+    if (env->world_size <= 1 || strcmp(env->source, "none") == 0) {
+        return DD_OK;
+    }
+    if (dd_boot_one_host(env, getenv_fn, arg)) {
+        snprintf(env->master_addr, sizeof(env->master_addr), "127.0.0.1");
+        snprintf(env->master_from, sizeof(env->master_from),
+                 "every rank on one host (%s)", env->source);
+    } else if (strcmp(env->source, "Slurm") == 0) {
+        status = dd_boot_master_slurm(getenv_fn, arg, env);
+    } else if (strcmp(env->source, "Open MPI") == 0) {
+        dd_boot_master_ompi(getenv_fn, arg, env);
+    }
+    if (status == DD_OK && env->master_addr[0] != '\0' &&
+        env->master_port < 0) {
+        env->master_port = dd_boot_found_port(env, getenv_fn, arg);
+    }
+    return status;
+}
+
 static dd_status_t dd_boot_master(const dd_boot_opts_t *opts,
                                   dd_getenv_fn_t getenv_fn, void *arg,
                                   dd_boot_env_t *env)
 {
     const char *addr = opts->master_addr;
+    const char *from = "DREAMDDP_MASTER_ADDR";
     int port = opts->master_port;
 
     if (addr == NULL) {
         addr = dd_boot_get(getenv_fn, arg, "MASTER_ADDR");
+        from = "MASTER_ADDR";
     }
     if (port < 0) {
         int p;
@@ -237,9 +388,12 @@ static dd_status_t dd_boot_master(const dd_boot_opts_t *opts,
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
                         "master address '%.40s...' is too long", addr);
     }
-    snprintf(env->master_addr, sizeof(env->master_addr), "%s",
-             addr ? addr : "");
     env->master_port = port;
+    if (addr == NULL) {
+        return dd_boot_master_found(getenv_fn, arg, env);
+    }
+    snprintf(env->master_addr, sizeof(env->master_addr), "%s", addr);
+    snprintf(env->master_from, sizeof(env->master_from), "%s", from);
     return DD_OK;
 }
 

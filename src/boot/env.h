@@ -17,12 +17,28 @@ typedef struct {
     char master_addr[256]; /* empty: unset */
     int master_port;       /* -1: unset */
     char job_id[128];      /* the launcher's job id; empty when none */
+    /* What gave master_addr (a variable, or how it was found); empty when
+     * none did. */
+    char master_from[64];
+    /* The address was found, not given: mpirun's host, which rank 0 must
+     * be on; rank 0 checks the address is one of its own. */
+    int master_check_local;
+    /* When no address was found: what the launcher lacks and what to set. */
+    char master_hint[256];
 } dd_boot_env_t;
 
 /**
  * Detects this process's place in the job. With no launcher variables at
  * all, the job is a single rank. Partial or contradictory settings return
  * DD_ERR_INVALID_CONFIG with a message naming the variables.
+ *
+ * Rank 0's address is DREAMDDP_MASTER_ADDR, else MASTER_ADDR, else found
+ * from the launcher: 127.0.0.1 when it says every rank is on one host;
+ * under Slurm the first host of SLURM_STEP_NODELIST (else
+ * SLURM_JOB_NODELIST); under Open MPI on several hosts mpirun's host, from
+ * OMPI_MCA_orte_hnp_uri. A found address comes with a port derived from the
+ * job id (29500 to 30499) unless one is set, so that two jobs on one host
+ * do not meet.
  */
 dd_status_t dd_boot_env_detect(const dd_boot_opts_t *opts,
                                dd_getenv_fn_t getenv_fn, void *arg,

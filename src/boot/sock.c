@@ -5,6 +5,7 @@
 #include "boot/sock.h"
 #include "core/time.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -27,6 +28,27 @@ void dd_sock_set_nodelay(int fd)
 {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+int dd_sock_addr_is_local(const char *addr)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
+        return -1;
+    }
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -1;
+    }
+    /* Only an address of one of this host's interfaces can be bound. */
+    int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    int err = errno;
+    close(fd);
+    if (rc == 0) {
+        return 1;
+    }
+    return err == EADDRNOTAVAIL ? 0 : -1;
 }
 
 /* One connection attempt to one resolved address, bounded by deadline. */

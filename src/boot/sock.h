@@ -31,6 +31,12 @@ dd_status_t dd_sock_send_all(int fd, const void *buf, size_t len,
 dd_status_t dd_sock_recv_frame(int fd, double deadline, size_t max_len,
                                uint8_t **body_p, size_t *len_p);
 
+/**
+ * Whether an IPv4 address belongs to this host: 1 yes, 0 no, -1 when that
+ * cannot be told (not an IPv4 address, no socket).
+ */
+int dd_sock_addr_is_local(const char *addr);
+
 /** Sets O_NONBLOCK and TCP_NODELAY where applicable. */
 int dd_sock_set_nonblocking(int fd);
 void dd_sock_set_nodelay(int fd);

@@ -17,8 +17,13 @@ static const dd_config_field_t dd_core_fields[] = {
      DD_CONFIG_FLAGS, offsetof(dd_core_opts_t, log_subsys), 0, 0,
      dd_log_subsys_names},
     {"DREAMDDP_LOG_FILE", NULL,
-     "Log to this file instead of stderr; %r in the name becomes the rank.",
+     "Log to this file instead of stderr; in the name %r becomes the rank, %h "
+     "the host name and %p the process id.",
      DD_CONFIG_STRING, offsetof(dd_core_opts_t, log_file), 0, 0, NULL},
+    {"DREAMDDP_LINE_BUFFERED", "no",
+     "Make standard output line-buffered at dd_init, so that each line "
+     "reaches a pipe when printed; ddrun sets it for its ranks.",
+     DD_CONFIG_BOOL, offsetof(dd_core_opts_t, line_buffered), 0, 0, NULL},
     {"DREAMDDP_TIMEOUT_S", "300s",
      "Longest wait for the store or any peer before an error names who is "
      "missing.",

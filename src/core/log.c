@@ -107,15 +107,27 @@ dd_status_t dd_error(dd_status_t status, dd_subsys_t subsys, const char *fmt,
 
 void dd_path_expand_rank(char *out, size_t size, const char *pattern, int rank)
 {
+    char host[256] = "";
     size_t o = 0;
+
+    if (gethostname(host, sizeof(host) - 1) != 0) {
+        snprintf(host, sizeof(host), "unknown");
+    }
     for (const char *p = pattern; *p && o + 1 < size; p++) {
+        int n = -1;
         if (p[0] == '%' && p[1] == 'r') {
-            int n = snprintf(out + o, size - o, "%d", rank);
-            o += n > 0 ? (size_t)n : 0;
-            p++;
-        } else {
-            out[o++] = *p;
+            n = snprintf(out + o, size - o, "%d", rank);
+        } else if (p[0] == '%' && p[1] == 'h') {
+            n = snprintf(out + o, size - o, "%s", host);
+        } else if (p[0] == '%' && p[1] == 'p') {
+            n = snprintf(out + o, size - o, "%ld", (long)getpid());
         }
+        if (n < 0) {
+            out[o++] = *p;
+            continue;
+        }
+        o += (size_t)n < size - o ? (size_t)n : size - o - 1;
+        p++;
     }
     out[o < size ? o : size - 1] = '\0';
 }

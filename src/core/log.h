@@ -69,16 +69,18 @@ dd_status_t dd_error(dd_status_t status, dd_subsys_t subsys, const char *fmt,
 void dd_log_set_rank(int rank);
 
 /**
- * Applies the logging configuration. file may be NULL (stderr); a "%r" in it
- * becomes the rank. Returns DD_ERR_IO, naming the file, if it cannot be
- * opened.
+ * Applies the logging configuration. file may be NULL (stderr); it is
+ * expanded as dd_path_expand_rank does. Returns DD_ERR_IO, naming the file, if
+ * it cannot be opened.
  */
 dd_status_t dd_log_configure(int level, unsigned subsys_mask, const char *file,
                              int rank);
 
 /**
- * Writes pattern into out with every "%r" replaced by the rank (the
- * convention of DREAMDDP_LOG_FILE and DREAMDDP_TIMELINE), truncated to size.
+ * Writes pattern into out with every "%r" replaced by the rank, "%h" by the
+ * host name and "%p" by the process id, as NCCL_DEBUG_FILE does (the
+ * convention of DREAMDDP_LOG_FILE and DREAMDDP_TIMELINE), truncated to size;
+ * any other '%' is kept as it is.
  */
 void dd_path_expand_rank(char *out, size_t size, const char *pattern, int rank);
 

@@ -103,4 +103,34 @@ if grep -q '"module": "cuda"' "$TMP/cuda.json"; then
 else
     expect_grep "$TMP/cuda.json" '"why": "DREAMDDP_DEVICE=cuda: device module cuda is unavailable: no' "ddtopo says why the cuda module cannot run"
 fi
+# The backends, found, loaded and queried by the registry's code as dd_init
+# does: the same modules, the same reasons, DREAMDDP_BACKENDS applied.
+"$DDTOPO" --json >"$TMP/be.json" 2>&1 || fail "ddtopo --json for the backends"
+DREAMDDP_LOG_LEVEL=info DREAMDDP_LOG_SUBSYS=backend "$DDRUN" -n 1 --timeout 60 -- \
+    "$top_builddir/examples/smoke" >"$TMP/init" 2>&1
+if python3 - "$TMP/be.json" "$TMP/init" <<'PY'
+import json, re, sys
+report = json.load(open(sys.argv[1]))
+log = open(sys.argv[2]).read()
+assert report["backends_probed"], report
+used = re.search(r"INFO backend: backends: (.*)$", log, re.M).group(1).split(", ")
+found = {b["name"]: b for b in report["backends"]}
+assert sorted(used) == sorted(n for n, b in found.items() if b["available"]), (used, found)
+for name, b in found.items():
+    if not b["available"]:
+        assert f"backend {name} is unavailable: {b['reason']}" in log, (name, b, log)
+PY
+then
+    pass "ddtopo's backends are dd_init's, with dd_init's reasons"
+else
+    fail "ddtopo's backends against dd_init's"; cat "$TMP/be.json" "$TMP/init"
+fi
+DREAMDDP_BACKENDS=^gloo "$DDTOPO" >"$TMP/be" 2>&1
+if grep -q "^  gloo " "$TMP/be"; then
+    fail "DREAMDDP_BACKENDS=^gloo still lists gloo"; cat "$TMP/be"
+else
+    expect_grep "$TMP/be" "backends (DREAMDDP_BACKENDS=^gloo, loaded and queried as dd_init does, not started):" "DREAMDDP_BACKENDS=^gloo leaves gloo out"
+fi
+DREAMDDP_BACKENDS=nosuch "$DDTOPO" >"$TMP/be" 2>&1
+expect_grep "$TMP/be" "names backend nosuch, but no module dd_backend_nosuch.so" "a DREAMDDP_BACKENDS module that is nowhere is named"
 finish

@@ -67,8 +67,7 @@ static int ddbench_trace_load(const char *path, ddbench_trace_t *t)
 
 /* Adds shift microseconds to obj[key] when it is a number; written with
  * the 0.1 us the traces are written with. */
-static void ddbench_trace_shift(json_object *obj, const char *key,
-                                double shift)
+static void ddbench_trace_shift(json_object *obj, const char *key, double shift)
 {
     json_object *v;
     char text[64];
@@ -96,9 +95,10 @@ static void ddbench_trace_write(const ddbench_trace_t *t, double base_us,
         if (json_object_object_get_ex(ev, "args", &args)) {
             ddbench_trace_shift(args, "submit", shift);
         }
-        printf("%s%s", *first ? "" : ",\n",
-               json_object_to_json_string_ext(
-                   ev, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        printf(
+            "%s%s", *first ? "" : ",\n",
+            json_object_to_json_string_ext(
+                ev, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
         *first = 0;
     }
 }
@@ -162,7 +162,8 @@ int ddbench_timeline_main(int argc, char **argv)
         return 0;
     }
     if (argc < 3 || strcmp(argv[1], "merge") != 0) {
-        fprintf(stderr, "usage: ddbench timeline merge FILE... > merged.json\n");
+        fprintf(stderr,
+                "usage: ddbench timeline merge FILE... > merged.json\n");
         return 2;
     }
     return ddbench_timeline_merge(argc - 2, argv + 2);

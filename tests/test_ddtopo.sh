@@ -133,4 +133,19 @@ else
 fi
 DREAMDDP_BACKENDS=nosuch "$DDTOPO" >"$TMP/be" 2>&1
 expect_grep "$TMP/be" "names backend nosuch, but no module dd_backend_nosuch.so" "a DREAMDDP_BACKENDS module that is nowhere is named"
+# ddtopo probe measures only what DREAMDDP_NET_IFNAME allows, every
+# interface with --all.
+DREAMDDP_NET_IFNAME=lo "$DDRUN" -n 2 --timeout 60 -- "$DDTOPO" probe --bytes 64K --pings 3 \
+    >"$TMP/probe" 2>&1 || fail "ddtopo probe with DREAMDDP_NET_IFNAME=lo"
+if grep -E '^0: [a-z]' "$TMP/probe" | grep -vE '^0: (lo |interface |only |chosen |would )' | grep -q .; then
+    fail "ddtopo probe measured an interface DREAMDDP_NET_IFNAME=lo excludes"; cat "$TMP/probe"
+else
+    expect_grep "$TMP/probe" "0: lo               1  127.0.0.1" "ddtopo probe honours DREAMDDP_NET_IFNAME=lo"
+fi
+DREAMDDP_NET_IFNAME=lo "$DDRUN" -n 2 --timeout 60 -- "$DDTOPO" probe --bytes 64K --pings 3 --all \
+    >"$TMP/probe" 2>&1 || fail "ddtopo probe --all"
+expect_grep "$TMP/probe" "0: lo               1  127.0.0.1" "ddtopo probe --all measures lo"
+if grep -q '"name": "eth0"' "$TMP/live.json"; then
+    expect_grep "$TMP/probe" "0: eth0" "ddtopo probe --all measures eth0 too"
+fi
 finish

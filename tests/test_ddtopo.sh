@@ -148,4 +148,15 @@ expect_grep "$TMP/probe" "0: lo               1  127.0.0.1" "ddtopo probe --all 
 if grep -q '"name": "eth0"' "$TMP/live.json"; then
     expect_grep "$TMP/probe" "0: eth0" "ddtopo probe --all measures eth0 too"
 fi
+# The transports UCX will use on the chosen interface, started as the UCX
+# module starts it; or why there are none.
+DREAMDDP_NET_IFNAME=lo "$DDTOPO" --json >"$TMP/tl.json" 2>"$TMP/tl.err" || fail "ddtopo --json for the transports"
+if grep -q '"ucx_transports": {"probed": true' "$TMP/tl.json"; then
+    expect_grep "$TMP/tl.json" '"net_devices": "lo"' "UCX is handed the chosen interface"
+    expect_grep "$TMP/tl.json" '{"name": "tcp/lo", "network": true}' "UCX's network transport on lo is listed"
+    UCX_NET_DEVICES=lo DREAMDDP_NET_IFNAME=eth0 "$DDTOPO" >"$TMP/tl" 2>&1
+    expect_grep "$TMP/tl" "UCX_NET_DEVICES=lo (the user's), started as the UCX module starts it" "a user's UCX_NET_DEVICES is kept"
+else
+    expect_grep "$TMP/tl.json" '"why": "UCX not built in (configure found no UCX)"' "without UCX, the transports say why"
+fi
 finish

@@ -233,6 +233,7 @@ static int ddtopo_report(const ddtopo_args_t *args, dd_topo_opts_t *opts)
 {
     ddtopo_devices_t devices;
     ddtopo_backends_t backends;
+    ddtopo_transports_t transports;
 
     dd_topo_t *topo = NULL;
     dd_topo_cand_t *cands = NULL;
@@ -263,9 +264,11 @@ static int ddtopo_report(const ddtopo_args_t *args, dd_topo_opts_t *opts)
                    &devices);
     ddtopo_backends(opts->topo_file != NULL || opts->sysfs_root != NULL,
                     &backends);
-    ddtopo_report_t r = {topo,     opts,     args->local_rank, args->local_size,
-                         gpu,      cands,    &choice,          gpu_nic,
-                         &devices, &backends};
+    ddtopo_transports(opts->topo_file != NULL || opts->sysfs_root != NULL,
+                      &choice, &transports);
+    ddtopo_report_t r = {
+        topo,    opts,    args->local_rank, args->local_size, gpu,        cands,
+        &choice, gpu_nic, &devices,         &backends,        &transports};
     if (args->json) {
         ddtopo_print_json(stdout, &r);
     } else {

@@ -34,6 +34,22 @@ typedef struct {
     dd_backend_probe_t b[DDTOPO_MAX_BACKENDS]; /* by name */
 } ddtopo_backends_t;
 
+#define DDTOPO_MAX_TRANSPORTS 32
+
+/* What UCX will use on the chosen interface (ddtopo_ucx.c). */
+typedef struct {
+    int probed;           /* 0: not built with UCX, another machine's, failed */
+    char why[256];        /* when not probed: why */
+    char version[32];     /* UCX's, or "" */
+    char net_devices[64]; /* UCX_NET_DEVICES as the module sets it, or "" */
+    int n;
+    char list[DDTOPO_MAX_TRANSPORTS][64]; /* "tcp/eth0", "sysv/memory" */
+} ddtopo_transports_t;
+
+/* Fills t for choice c: UCX started as the UCX module starts it. */
+void ddtopo_transports(int foreign, const dd_topo_choice_t *c,
+                       ddtopo_transports_t *t);
+
 /* Everything one report shows. */
 typedef struct {
     const dd_topo_t *topo;
@@ -45,6 +61,7 @@ typedef struct {
     int *gpu_nic; /* per GPU: the NIC its local rank would choose, or -1 */
     const ddtopo_devices_t *devices;
     const ddtopo_backends_t *backends;
+    const ddtopo_transports_t *transports;
 } ddtopo_report_t;
 
 void ddtopo_print_text(FILE *out, const ddtopo_report_t *r);

@@ -212,6 +212,68 @@ static void ddtopo_text_modules(FILE *out, const ddtopo_report_t *r)
     fprintf(out, " (built in)\n");
 }
 
+/* Whether a UCX resource ("tcp/eth0", "sysv/memory") is a network one. */
+static int ddtopo_transport_net(const char *tl)
+{
+    const char *dev = strchr(tl, '/');
+    return dev != NULL && strncmp(dev + 1, "memory", 6) != 0;
+}
+
+/* What UCX will use on the chosen interface. */
+static void ddtopo_text_transports(FILE *out, const ddtopo_report_t *r)
+{
+    const ddtopo_transports_t *t = r->transports;
+
+    if (!t->probed) {
+        fprintf(out, "transports (UCX): %s\n", t->why);
+        return;
+    }
+    fprintf(out,
+            "transports (UCX %s, UCX_NET_DEVICES=%s, started as the UCX "
+            "module starts it):\n",
+            t->version, t->net_devices[0] ? t->net_devices : "(UCX's own)");
+    for (int net = 1; net >= 0; net--) {
+        int shown = 0;
+        fprintf(out, "  %s:", net ? "network" : "within the host");
+        for (int i = 0; i < t->n; i++) {
+            if (ddtopo_transport_net(t->list[i]) == net) {
+                fprintf(out, " %s", t->list[i]);
+                shown++;
+            }
+        }
+        fprintf(out, "%s\n", shown ? "" : " none");
+    }
+}
+
+static void ddtopo_json_transports(dd_json_writer_t *w,
+                                   const ddtopo_report_t *r)
+{
+    const ddtopo_transports_t *t = r->transports;
+
+    dd_json_key(w, "ucx_transports");
+    dd_json_object_begin(w, DD_JSON_INLINE);
+    dd_json_key(w, "probed");
+    dd_json_bool(w, t->probed);
+    dd_json_key(w, "why");
+    dd_json_string(w, t->probed ? NULL : t->why);
+    dd_json_key(w, "version");
+    dd_json_string(w, t->probed ? t->version : NULL);
+    dd_json_key(w, "net_devices");
+    dd_json_string(w, t->probed && t->net_devices[0] ? t->net_devices : NULL);
+    dd_json_key(w, "list");
+    dd_json_array_begin(w, DD_JSON_INLINE);
+    for (int i = 0; i < t->n; i++) {
+        dd_json_object_begin(w, DD_JSON_INLINE);
+        dd_json_key(w, "name");
+        dd_json_string(w, t->list[i]);
+        dd_json_key(w, "network");
+        dd_json_bool(w, ddtopo_transport_net(t->list[i]));
+        dd_json_object_end(w);
+    }
+    dd_json_array_end(w);
+    dd_json_object_end(w);
+}
+
 /* What the backend modules make of the choice, each named by the variable
  * with which a user overrides it. */
 static int ddtopo_backend_settings(const dd_topo_choice_t *c,
@@ -274,6 +336,7 @@ void ddtopo_print_text(FILE *out, const ddtopo_report_t *r)
     ddtopo_text_devices(out, r);
     ddtopo_text_streams(out, r);
     ddtopo_text_modules(out, r);
+    ddtopo_text_transports(out, r);
     ddtopo_text_env(out, r);
     ddtopo_text_config(out, r);
 }
@@ -499,6 +562,7 @@ void ddtopo_print_json(FILE *out, const ddtopo_report_t *r)
     ddtopo_json_gpus(&w, r);
     ddtopo_json_devices(&w, r);
     ddtopo_json_modules(&w, r);
+    ddtopo_json_transports(&w, r);
     ddtopo_json_config(&w, r);
     dd_json_object_end(&w);
     fputc('\n', out);

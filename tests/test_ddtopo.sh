@@ -23,10 +23,13 @@ normalize() {
         -e 's#in [^ "]*/dreamddp"#in @PKGLIBDIR@"#g'
 }
 
-for m in dgx cpu2s laptop thismachine; do
+# nic1g100g, gpunode and farnic are hwloc XML alone (offline, no speeds):
+# their NICs' speeds are estimated from the PCI ids and links.
+for m in dgx cpu2s laptop thismachine nic1g100g gpunode farnic; do
+    sysfs=""; [ -d "$FIX/$m/sys" ] && sysfs=$FIX/$m
     for fmt in txt json; do
         flag=""; [ $fmt = json ] && flag=--json
-        DREAMDDP_SYSFS_ROOT=$FIX/$m "$DDTOPO" --topo "$FIX/$m/topo.xml" $flag \
+        env ${sysfs:+DREAMDDP_SYSFS_ROOT=$sysfs} "$DDTOPO" --topo "$FIX/$m/topo.xml" $flag \
             >"$TMP/out" 2>"$TMP/err" || fail "ddtopo $flag on $m exited $?"
         normalize <"$TMP/out" >"$TMP/$m.$fmt"
         if [ -n "${DDTEST_UPDATE_GOLDEN:-}" ]; then
@@ -41,6 +44,18 @@ for m in dgx cpu2s laptop thismachine; do
     done
     python3 -m json.tool "$TMP/$m.json" >/dev/null || fail "$m.json is not JSON"
 done
+
+# Offline, the 100 GbE add-in card wins over the onboard 1 GbE port named
+# first, on the GPU node the NIC of no known family by its PCIe link, and a
+# faster NIC on the other socket over a slower one beside the GPU.
+"$DDTOPO" --topo "$FIX/nic1g100g/topo.xml" >"$TMP/est"
+expect_grep "$TMP/est" "chosen: enp65s0f0: first of 2 usable by kind, speed and nearness: Ethernet 100 Gb/s estimated from ConnectX-5 (15b3:1017) on PCIe x16 Gen3" "the 100 GbE ConnectX is chosen over the 1 GbE port, and says why"
+expect_grep "$TMP/est" "eno1: Ethernet, 1 Gb/s (estimated from I210 (8086:1533) on PCIe x1 Gen2)" "the onboard port's speed is estimated"
+"$DDTOPO" --topo "$FIX/gpunode/topo.xml" >"$TMP/est"
+expect_grep "$TMP/est" "chosen: ens5: first of 2 usable by kind, speed and nearness: Ethernet 200 Gb/s estimated from PCIe x16 Gen4, same PCI switch as GPU 0" "a NIC of no known family is estimated from its link"
+"$DDTOPO" --topo "$FIX/farnic/topo.xml" >"$TMP/est"
+expect_grep "$TMP/est" "chosen: ens9f0: first of 2 usable by kind, speed and nearness: Ethernet 100 Gb/s estimated from ConnectX-6 Dx (15b3:101d) on PCIe x16 Gen4" "the faster NIC on the other socket is chosen"
+expect_grep "$TMP/est" "not chosen: slower than ens9f0 (25000 < 100000 Mb/s)" "the NIC beside the GPU is slower"
 
 r=0
 while [ $r -lt 8 ]; do

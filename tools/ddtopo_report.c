@@ -47,7 +47,10 @@ static void ddtopo_speed(const dd_topo_nic_t *nic, char *buf, size_t size)
     } else {
         snprintf(buf, size, "%d Mb/s", m);
     }
-    if (!nic->speed_known) {
+    if (!nic->speed_known && nic->speed_source[0] != '\0') {
+        size_t o = strlen(buf);
+        snprintf(buf + o, size - o, " (estimated from %s)", nic->speed_source);
+    } else if (!nic->speed_known) {
         size_t o = strlen(buf);
         snprintf(buf + o, size - o, " (unknown, %d Mb/s assumed)",
                  DD_TOPO_DEFAULT_SPEED_MBPS);
@@ -69,7 +72,7 @@ static void ddtopo_text_nic(FILE *out, const ddtopo_report_t *r,
                             const dd_topo_cand_t *c)
 {
     const dd_topo_nic_t *nic = &r->topo->nics[c->nic];
-    char speed[64];
+    char speed[160];
 
     ddtopo_speed(nic, speed, sizeof(speed));
     if (c->order > 0) {
@@ -384,6 +387,8 @@ static void ddtopo_json_nic(dd_json_writer_t *w, const ddtopo_report_t *r,
     ddtopo_json_int_member(w, "speed_mbps", nic->speed_mbps);
     dd_json_key(w, "speed_known");
     dd_json_bool(w, nic->speed_known);
+    ddtopo_json_str_member(w, "speed_estimated_from",
+                           nic->speed_source[0] ? nic->speed_source : NULL);
     dd_json_key(w, "mtu");
     ddtopo_json_int_or_null(w, nic->mtu > 0 ? nic->mtu : -1);
     dd_json_key(w, "numa");

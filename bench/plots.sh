@@ -2,7 +2,8 @@
 # bench/plots.sh: the plots BENCHMARKS.md shows, drawn with gnuplot from the
 # committed results (results/train_sim.jsonl, results/timeline_dreamddp4.json):
 # time per iteration by strategy, and the per-layer syncs of one dreamddp:4
-# window. The SVGs are build outputs (not committed): rerun this after the
+# window, across every rank when the trace is a merged one (ddbench timeline
+# merge: one block of rows per rank, on one clock). The SVGs are build outputs (not committed): rerun this after the
 # benchmarks. Needs gnuplot (tools/install-deps --bench).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,10 +38,20 @@ if [ ! -e "$results/timeline_dreamddp4.json" ]; then
 fi
 python3 "$here/report.py" timeline-dat "$results/timeline_dreamddp4.json" 4 \
     >"$tmp/timeline.dat"
+ranks=$(python3 -c 'import json, sys
+print(len({e["pid"] for e in json.load(open(sys.argv[1])) if "pid" in e}))' \
+    "$results/timeline_dreamddp4.json")
+if [ "$ranks" -gt 1 ]; then
+    who="$ranks ranks on one clock"
+    height=$((240 + 240 * ranks))
+else
+    who="rank 0"
+    height=480
+fi
 gnuplot <<GP
-set terminal svg size 900,480 font "sans,11" noenhanced
+set terminal svg size 900,$height font "sans,11" noenhanced
 set output "$plots/timeline_dreamddp4.svg"
-set title "dreamddp:4, rank 0, last window of the run: backward ends (dots) and syncs (bars)"
+set title "dreamddp:4, $who, last window of the run: backward ends (dots) and syncs (bars)"
 set xlabel "seconds from the start of the window"
 set ylabel "layer (backward order, top first)"
 set yrange [-1:*] reverse

@@ -191,18 +191,20 @@ def train_dat(path):
               "plsgd:4", "dreamddp:4", "adaptive"]:
         if k in t:
             base = comp if k.startswith("torch-") else none
-        if k.startswith("frontend-"):
-            base = t.get("frontend-compute", (None,))[0]
+            if k.startswith("frontend-"):
+                base = t.get("frontend-compute", (None,))[0]
             label = k.replace("torch-", "PyTorch ")
             print(f'"{label}" {t[k][0]:.4f} {min(base, t[k][0]):.4f} {max(0, t[k][0] - base):.4f}')
 
 
 def timeline_dat(path, H):
-    """The last whole window of a rank's trace: backward marks and syncs, in
-    seconds from the window's start, one row per layer (backward order)."""
+    """The last whole window of a trace: backward marks and syncs, in seconds
+    from the window's start, one row per layer (backward order). A merged
+    trace (ddbench timeline merge, one pid per rank on one clock) gives each
+    rank its own block of rows, all on the lowest rank's window."""
     ev = [e for e in json.load(open(path)) if e.get("ph") in ("i", "X")]
-    marks = [e for e in ev if e["cat"] == "backward"]
-    syncs = [e for e in ev if e["cat"] == "sync"]
+    ranks = sorted({e["pid"] for e in ev})
+    marks = [e for e in ev if e["cat"] == "backward" and e["pid"] == ranks[0]]
     layers = []
     for e in marks:
         name = e["name"].split(" ", 1)[1]
@@ -219,20 +221,33 @@ def timeline_dat(path, H):
     # step's last mark, which includes dd_step_end and the optimizer.
     if last > 0:
         t0 = marks[last * L - 1]["ts"]
+
+    def row(rank, name):
+        block = ranks.index(rank) * (L + 1)
+        return block + (layers.index(name) if name in layers else 0)
+
     print("# backward marks: x (s) layer-row step")
-    for i in range(last * L, (last + H) * L):
-        e = marks[i]
-        print(f"{(e['ts'] - t0) / 1e6:.5f} {layers.index(e['name'].split(' ', 1)[1])} {i // L}")
+    seen = {r: 0 for r in ranks}
+    for e in ev:
+        if e["cat"] != "backward":
+            continue
+        # Every step marks each layer once (older traces carry no step).
+        step = seen[e["pid"]] // L
+        seen[e["pid"]] += 1
+        if last <= step < last + H:
+            name = e["name"].split(" ", 1)[1]
+            print(f"{(e['ts'] - t0) / 1e6:.5f} {row(e['pid'], name)} {step}")
     print("\n\n# syncs: x_start (s) row duration (s) step label")
-    for e in syncs:
-        step = e["args"]["step"]
+    for e in ev:
+        step = e["args"]["step"] if e["cat"] == "sync" else -1
         if last <= step < last + H:
             name = e["name"].split(" ", 1)[1].rstrip("+")
-            row = layers.index(name) if name in layers else 0
-            print(f"{(e['ts'] - t0) / 1e6:.5f} {row} {e['dur'] / 1e6:.5f} {step} \"{name}\"")
+            print(f"{(e['ts'] - t0) / 1e6:.5f} {row(e['pid'], name)} {e['dur'] / 1e6:.5f} {step} \"{name}\"")
     print("\n\n# layer names: row name")
-    for i, n in enumerate(layers):
-        print(f'{i} "{n}"')
+    for r in ranks:
+        for i, n in enumerate(layers):
+            label = f"rank {r}: {n}" if len(ranks) > 1 else n
+            print(f'{row(r, n)} "{label}"')
 
 
 if __name__ == "__main__":

@@ -29,11 +29,13 @@ round() {
 
 start_results "$out" 4
 rounds cluster 4 round
-# Rank 0's timeline is enough for the plot.
-for f in "$RESULTS"/timeline_dreamddp4.*.json; do
-    case $f in
-        *.0.json) mv "$f" "$RESULTS/timeline_dreamddp4.json" ;;
-        *) rm -f "$f" ;;
-    esac
-done
+# The ranks' timelines, merged onto one clock, for the plot of one window
+# across ranks.
+if "$DDBENCH" timeline merge "$RESULTS"/timeline_dreamddp4.*.json \
+    >"$RESULTS/timeline_dreamddp4.json.tmp"; then
+    mv "$RESULTS/timeline_dreamddp4.json.tmp" "$RESULTS/timeline_dreamddp4.json"
+    rm -f "$RESULTS"/timeline_dreamddp4.*.json
+else
+    rm -f "$RESULTS/timeline_dreamddp4.json.tmp"
+fi
 python3 "$here/report.py" train "$out"

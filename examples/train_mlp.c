@@ -523,7 +523,10 @@ static int train(dd_context_h ctx, const options_t *o)
         if (train_step(ctx, L, &B, o, &loss, &st) != 0) {
             return -1;
         }
-        t_total += now_s() - t0;
+        /* The step's time, taken before the evaluation below, which only
+         * rank 0 runs and only on the lines it prints. */
+        double step_s = now_s() - t0;
+        t_total += step_s;
         wait += st.wait_s;
         synced += st.bytes_synced;
         extra += st.extra_bytes;
@@ -531,7 +534,7 @@ static int train(dd_context_h ctx, const options_t *o)
             ((step + 1) % o->log_every == 0 || step == 0)) {
             acc = evaluate(L, B.act, tx, ty, TEST_SIZE, chunk, &test_loss);
             printf("%6d %8.4f %8.3f %9.2f %7d %9.2f\n", step + 1, loss, acc,
-                   (now_s() - t0) * 1e3, st.layers_synced, st.wait_s * 1e3);
+                   step_s * 1e3, st.layers_synced, st.wait_s * 1e3);
         }
     }
     /* Local SGD replicas drift between syncs: average before evaluating,

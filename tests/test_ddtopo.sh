@@ -23,10 +23,13 @@ normalize() {
         -e 's#in [^ "]*/dreamddp"#in @PKGLIBDIR@"#g'
 }
 
-for m in dgx cpu2s laptop thismachine; do
+# nic1g100g, gpunode and farnic are hwloc XML alone (offline, no speeds):
+# their NICs' speeds are estimated from the PCI ids and links.
+for m in dgx cpu2s laptop thismachine nic1g100g gpunode farnic; do
+    sysfs=""; [ -d "$FIX/$m/sys" ] && sysfs=$FIX/$m
     for fmt in txt json; do
         flag=""; [ $fmt = json ] && flag=--json
-        DREAMDDP_SYSFS_ROOT=$FIX/$m "$DDTOPO" --topo "$FIX/$m/topo.xml" $flag \
+        env ${sysfs:+DREAMDDP_SYSFS_ROOT=$sysfs} "$DDTOPO" --topo "$FIX/$m/topo.xml" $flag \
             >"$TMP/out" 2>"$TMP/err" || fail "ddtopo $flag on $m exited $?"
         normalize <"$TMP/out" >"$TMP/$m.$fmt"
         if [ -n "${DDTEST_UPDATE_GOLDEN:-}" ]; then
@@ -41,6 +44,18 @@ for m in dgx cpu2s laptop thismachine; do
     done
     python3 -m json.tool "$TMP/$m.json" >/dev/null || fail "$m.json is not JSON"
 done
+
+# Offline, the 100 GbE add-in card wins over the onboard 1 GbE port named
+# first, on the GPU node the NIC of no known family by its PCIe link, and a
+# faster NIC on the other socket over a slower one beside the GPU.
+"$DDTOPO" --topo "$FIX/nic1g100g/topo.xml" >"$TMP/est"
+expect_grep "$TMP/est" "chosen: enp65s0f0: first of 2 usable by kind, speed and nearness: Ethernet 100 Gb/s estimated from ConnectX-5 (15b3:1017) on PCIe x16 Gen3" "the 100 GbE ConnectX is chosen over the 1 GbE port, and says why"
+expect_grep "$TMP/est" "eno1: Ethernet, 1 Gb/s (estimated from I210 (8086:1533) on PCIe x1 Gen2)" "the onboard port's speed is estimated"
+"$DDTOPO" --topo "$FIX/gpunode/topo.xml" >"$TMP/est"
+expect_grep "$TMP/est" "chosen: ens5: first of 2 usable by kind, speed and nearness: Ethernet 200 Gb/s estimated from PCIe x16 Gen4, same PCI switch as GPU 0" "a NIC of no known family is estimated from its link"
+"$DDTOPO" --topo "$FIX/farnic/topo.xml" >"$TMP/est"
+expect_grep "$TMP/est" "chosen: ens9f0: first of 2 usable by kind, speed and nearness: Ethernet 100 Gb/s estimated from ConnectX-6 Dx (15b3:101d) on PCIe x16 Gen4" "the faster NIC on the other socket is chosen"
+expect_grep "$TMP/est" "not chosen: slower than ens9f0 (25000 < 100000 Mb/s)" "the NIC beside the GPU is slower"
 
 r=0
 while [ $r -lt 8 ]; do
@@ -102,5 +117,61 @@ if grep -q '"module": "cuda"' "$TMP/cuda.json"; then
     pass "ddtopo sees the CUDA devices"
 else
     expect_grep "$TMP/cuda.json" '"why": "DREAMDDP_DEVICE=cuda: device module cuda is unavailable: no' "ddtopo says why the cuda module cannot run"
+fi
+# The backends, found, loaded and queried by the registry's code as dd_init
+# does: the same modules, the same reasons, DREAMDDP_BACKENDS applied.
+"$DDTOPO" --json >"$TMP/be.json" 2>&1 || fail "ddtopo --json for the backends"
+DREAMDDP_LOG_LEVEL=info DREAMDDP_LOG_SUBSYS=backend "$DDRUN" -n 1 --timeout 60 -- \
+    "$top_builddir/examples/smoke" >"$TMP/init" 2>&1
+if python3 - "$TMP/be.json" "$TMP/init" <<'PY'
+import json, re, sys
+report = json.load(open(sys.argv[1]))
+log = open(sys.argv[2]).read()
+assert report["backends_probed"], report
+used = re.search(r"INFO backend: backends: (.*)$", log, re.M).group(1).split(", ")
+found = {b["name"]: b for b in report["backends"]}
+assert sorted(used) == sorted(n for n, b in found.items() if b["available"]), (used, found)
+for name, b in found.items():
+    if not b["available"]:
+        assert f"backend {name} is unavailable: {b['reason']}" in log, (name, b, log)
+PY
+then
+    pass "ddtopo's backends are dd_init's, with dd_init's reasons"
+else
+    fail "ddtopo's backends against dd_init's"; cat "$TMP/be.json" "$TMP/init"
+fi
+DREAMDDP_BACKENDS=^gloo "$DDTOPO" >"$TMP/be" 2>&1
+if grep -q "^  gloo " "$TMP/be"; then
+    fail "DREAMDDP_BACKENDS=^gloo still lists gloo"; cat "$TMP/be"
+else
+    expect_grep "$TMP/be" "backends (DREAMDDP_BACKENDS=^gloo, loaded and queried as dd_init does, not started):" "DREAMDDP_BACKENDS=^gloo leaves gloo out"
+fi
+DREAMDDP_BACKENDS=nosuch "$DDTOPO" >"$TMP/be" 2>&1
+expect_grep "$TMP/be" "names backend nosuch, but no module dd_backend_nosuch.so" "a DREAMDDP_BACKENDS module that is nowhere is named"
+# ddtopo probe measures only what DREAMDDP_NET_IFNAME allows, every
+# interface with --all.
+DREAMDDP_NET_IFNAME=lo "$DDRUN" -n 2 --timeout 60 -- "$DDTOPO" probe --bytes 64K --pings 3 \
+    >"$TMP/probe" 2>&1 || fail "ddtopo probe with DREAMDDP_NET_IFNAME=lo"
+if grep -E '^0: [a-z]' "$TMP/probe" | grep -vE '^0: (lo |interface |only |chosen |would )' | grep -q .; then
+    fail "ddtopo probe measured an interface DREAMDDP_NET_IFNAME=lo excludes"; cat "$TMP/probe"
+else
+    expect_grep "$TMP/probe" "0: lo               1  127.0.0.1" "ddtopo probe honours DREAMDDP_NET_IFNAME=lo"
+fi
+DREAMDDP_NET_IFNAME=lo "$DDRUN" -n 2 --timeout 60 -- "$DDTOPO" probe --bytes 64K --pings 3 --all \
+    >"$TMP/probe" 2>&1 || fail "ddtopo probe --all"
+expect_grep "$TMP/probe" "0: lo               1  127.0.0.1" "ddtopo probe --all measures lo"
+if grep -q '"name": "eth0"' "$TMP/live.json"; then
+    expect_grep "$TMP/probe" "0: eth0" "ddtopo probe --all measures eth0 too"
+fi
+# The transports UCX will use on the chosen interface, started as the UCX
+# module starts it; or why there are none.
+DREAMDDP_NET_IFNAME=lo "$DDTOPO" --json >"$TMP/tl.json" 2>"$TMP/tl.err" || fail "ddtopo --json for the transports"
+if grep -q '"ucx_transports": {"probed": true' "$TMP/tl.json"; then
+    expect_grep "$TMP/tl.json" '"net_devices": "lo"' "UCX is handed the chosen interface"
+    expect_grep "$TMP/tl.json" '{"name": "tcp/lo", "network": true}' "UCX's network transport on lo is listed"
+    UCX_NET_DEVICES=lo DREAMDDP_NET_IFNAME=eth0 "$DDTOPO" >"$TMP/tl" 2>&1
+    expect_grep "$TMP/tl" "UCX_NET_DEVICES=lo (the user's), started as the UCX module starts it" "a user's UCX_NET_DEVICES is kept"
+else
+    expect_grep "$TMP/tl.json" '"why": "UCX not built in (configure found no UCX)"' "without UCX, the transports say why"
 fi
 finish

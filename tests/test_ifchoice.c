@@ -11,6 +11,7 @@
 
 #include "backends/netdev.h"
 #include "core/log.h"
+#include "topo/probe.h"
 #include "topo_fixture.h"
 
 /* Probes machine and chooses for a local rank; returns the status. */
@@ -237,6 +238,41 @@ static void test_iflist_text(void **state)
     }
 }
 
+/* An offline NIC's speed from its family and PCIe link, bounded by the
+ * link, named as an estimate; measured speeds and radios stay. */
+static void estimate(dd_topo_kind_t kind, int known, unsigned vendor,
+                     unsigned device, float link, int mbps, const char *from)
+{
+    dd_topo_nic_t nic = {.kind = kind,
+                         .speed_known = known,
+                         .speed_mbps =
+                             known ? 25000 : DD_TOPO_DEFAULT_SPEED_MBPS};
+
+    dd_topo_nic_estimate(&nic, vendor, device, link);
+    assert_int_equal(nic.speed_mbps, mbps);
+    assert_string_equal(nic.speed_source, from);
+}
+
+static void test_speed_estimates(void **state)
+{
+    (void)state;
+    estimate(DD_TOPO_KIND_ETHERNET, 0, 0x15b3, 0x1017, 15.753846f, 100000,
+             "ConnectX-5 (15b3:1017) on PCIe x16 Gen3");
+    estimate(DD_TOPO_KIND_INFINIBAND, 0, 0x15b3, 0x1021, 31.507692f, 200000,
+             "ConnectX-7 (15b3:1021) on PCIe x16 Gen4");
+    estimate(DD_TOPO_KIND_ETHERNET, 0, 0x8086, 0x1593, 0, 25000,
+             "E810-C (8086:1593)");
+    estimate(DD_TOPO_KIND_ETHERNET, 0, 0x14e4, 0x165f, 0.5f, 1000,
+             "BCM5720 (14e4:165f) on PCIe x1 Gen2");
+    estimate(DD_TOPO_KIND_ETHERNET, 0, 0x1dd8, 0x1002, 7.876923f, 50000,
+             "PCIe x8 Gen3");
+    estimate(DD_TOPO_KIND_ETHERNET, 0, 0x1dd8, 0x1002, 0,
+             DD_TOPO_DEFAULT_SPEED_MBPS, "");
+    estimate(DD_TOPO_KIND_ETHERNET, 1, 0x15b3, 0x1017, 15.753846f, 25000, "");
+    estimate(DD_TOPO_KIND_WIFI, 0, 0x8086, 0x2723, 0.5f,
+             DD_TOPO_DEFAULT_SPEED_MBPS, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -251,6 +287,7 @@ int main(void)
         cmocka_unit_test(test_streams_table),
         cmocka_unit_test(test_backend_settings),
         cmocka_unit_test(test_iflist_text),
+        cmocka_unit_test(test_speed_estimates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -61,17 +61,23 @@ fi
 
 # A layer split over two messages (its first tensor fills the fusion
 # limit) counts one sync and its bytes once, and the layers' totals add up
-# to the bytes on the wire; one [SYNC] line per layer and step.
+# to the bytes on the wire; one [SYNC] line per layer and step at debug,
+# and one per window (one per step for ddp and adaptive) that sums them.
 STATS=$top_builddir/tests/mp_stats
 for s in ddp dreamddp:2 localsgd:2 plsgd:2 adaptive; do
     if DREAMDDP_FUSION_BYTES=4K DREAMDDP_FIRST_BUCKET_BYTES=4K DREAMDDP_BUCKET_BYTES=4K \
-        DREAMDDP_LOG_LEVEL=info DREAMDDP_LOG_SUBSYS=sched DREAMDDP_TIMELINE="$TMP/st.%r.json" \
+        DREAMDDP_LOG_LEVEL=debug DREAMDDP_LOG_SUBSYS=sched DREAMDDP_TIMELINE="$TMP/st.%r.json" \
         "$DDRUN" -n 2 --timeout 60 -- "$STATS" $s 10 >"$TMP/st" 2>&1 &&
-       python3 - "$TMP/st" "$TMP/st.0.json" <<'PY'
+       python3 - "$TMP/st" "$TMP/st.0.json" $s <<'PY'
 import collections, json, re, sys
-lines = re.findall(r"^(\d+): .*\[SYNC\] layer '(\w+)' synced in .* \(step (\d+)\)",
-                   open(sys.argv[1]).read(), re.M)
+text = open(sys.argv[1]).read()
+lines = re.findall(r"^(\d+): .*\[SYNC\] layer '(\w+)' synced in .* \(step (\d+)\)", text, re.M)
 assert lines and max(collections.Counter(lines).values()) == 1, "a layer logged twice in a step"
+window = int(sys.argv[3].split(":")[1]) if ":" in sys.argv[3] else 1
+summary = re.findall(r"^0: .*\[SYNC\] steps? [0-9-]+: (\d+) layer syncs, (\d+) bytes, "
+                     r"wire [0-9.]+ ms, exposed wait [0-9.]+ ms$", text, re.M)
+assert len(summary) == 10 // window, summary
+assert sum(int(n) for n, _ in summary) == sum(1 for l in lines if l[0] == "0"), summary
 jobs = collections.Counter((e["args"]["step"], n) for e in json.load(open(sys.argv[2]))
                            if e.get("cat") == "sync" for n in e["args"]["names"])
 assert max(jobs.values()) == 2, "no layer was split over two messages"

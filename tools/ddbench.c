@@ -577,6 +577,8 @@ static const ddbench_cmd_t ddbench_cmds[] = {
      "plan a profile's syncs and model every strategy's time per iteration"},
     {"sync", ddbench_sync_main,
      "sync one layer through the context's route (aggregators serve)"},
+    {"timeline", ddbench_timeline_main,
+     "merge per-rank DREAMDDP_TIMELINE traces into one on one clock"},
     {"train-sim", ddbench_train_main,
      "run the library on an emulated model, measured against the model"},
 };

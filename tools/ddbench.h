@@ -21,6 +21,9 @@ int ddbench_plan_main(int argc, char **argv);
 /** ddbench sync --bytes SIZE ... */
 int ddbench_sync_main(int argc, char **argv);
 
+/** ddbench timeline merge FILE... */
+int ddbench_timeline_main(int argc, char **argv);
+
 /** ddbench train-sim --profile DIR --strategy S ... */
 int ddbench_train_main(int argc, char **argv);
 

@@ -26,8 +26,8 @@ static void ddtopo_usage(FILE *out)
         "usage: ddtopo [--json] [--topo FILE] [--local-rank N] "
         "[--local-size N]\n"
         "       ddtopo --config [--markdown]\n"
-        "       ddtopo probe [--bytes SIZE] [--pings N]   (inside a "
-        "job)\n"
+        "       ddtopo probe [--bytes SIZE] [--pings N] [--all]   (inside "
+        "a job)\n"
         "\n"
         "Shows the machine (packages, NUMA nodes, cores), its network "
         "interfaces\n"
@@ -188,9 +188,52 @@ static void ddtopo_devices(int foreign, ddtopo_devices_t *d)
     dd_config_release(&dd_device_config_table, &dopts);
 }
 
+static int ddtopo_backend_cmp(const void *a, const void *b)
+{
+    return strcmp(((const dd_backend_probe_t *)a)->name,
+                  ((const dd_backend_probe_t *)b)->name);
+}
+
+/* The backend modules, found, loaded and queried by the registry's own
+ * code, with the same variables; only for this machine's own topology. */
+static void ddtopo_backends(int foreign, ddtopo_backends_t *b)
+{
+    dd_backend_opts_t bopts;
+
+    memset(b, 0, sizeof(*b));
+    if (foreign) {
+        snprintf(b->why, sizeof(b->why),
+                 "not probed: the topology is another machine's (--topo or "
+                 "DREAMDDP_SYSFS_ROOT)");
+        return;
+    }
+    if (dd_config_load(&dd_backend_config_table, &bopts, dd_config_getenv,
+                       NULL) != DD_OK) {
+        snprintf(b->why, sizeof(b->why), "%s", dd_last_error());
+        return;
+    }
+    snprintf(b->spec, sizeof(b->spec), "%s",
+             bopts.backends != NULL ? bopts.backends : "");
+    if (dd_backends_probe(&bopts, b->b, DDTOPO_MAX_BACKENDS, &b->n) != DD_OK) {
+        snprintf(b->why, sizeof(b->why), "%s (dd_init fails the same way)",
+                 dd_last_error());
+    } else if (b->n == 0) {
+        snprintf(b->why, sizeof(b->why),
+                 "none found: no dd_backend_*.so in DREAMDDP_BACKEND_PATH "
+                 "(%s), %s or beside ddtopo",
+                 bopts.path != NULL ? bopts.path : "unset", DD_PKGLIBDIR);
+    } else {
+        b->probed = 1;
+        qsort(b->b, (size_t)b->n, sizeof(*b->b), ddtopo_backend_cmp);
+    }
+    dd_config_release(&dd_backend_config_table, &bopts);
+}
+
 static int ddtopo_report(const ddtopo_args_t *args, dd_topo_opts_t *opts)
 {
     ddtopo_devices_t devices;
+    ddtopo_backends_t backends;
+    ddtopo_transports_t transports;
 
     dd_topo_t *topo = NULL;
     dd_topo_cand_t *cands = NULL;
@@ -219,9 +262,13 @@ static int ddtopo_report(const ddtopo_args_t *args, dd_topo_opts_t *opts)
     ddtopo_gpu_nics(topo, opts, args->local_size, gpu_nic);
     ddtopo_devices(opts->topo_file != NULL || opts->sysfs_root != NULL,
                    &devices);
-    ddtopo_report_t r = {topo,    opts,  args->local_rank, args->local_size,
-                         gpu,     cands, &choice,          gpu_nic,
-                         &devices};
+    ddtopo_backends(opts->topo_file != NULL || opts->sysfs_root != NULL,
+                    &backends);
+    ddtopo_transports(opts->topo_file != NULL || opts->sysfs_root != NULL,
+                      &choice, &transports);
+    ddtopo_report_t r = {
+        topo,    opts,    args->local_rank, args->local_size, gpu,        cands,
+        &choice, gpu_nic, &devices,         &backends,        &transports};
     if (args->json) {
         ddtopo_print_json(stdout, &r);
     } else {

@@ -357,9 +357,11 @@ static void ddtopo_measure_all(const ddtopo_rank_eps_t *all, int world,
     }
 }
 
-static int ddtopo_probe_args(int argc, char **argv, size_t *bytes, int *pings)
+static int ddtopo_probe_args(int argc, char **argv, size_t *bytes, int *pings,
+                             int *all)
 {
     static const struct option longopts[] = {
+        {"all", no_argument, NULL, 'a'},
         {"bytes", required_argument, NULL, 'b'},
         {"pings", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},
@@ -374,12 +376,17 @@ static int ddtopo_probe_args(int argc, char **argv, size_t *bytes, int *pings)
         if (c == 'p' && dd_config_parse_int(optarg, 1, 1000, pings) == DD_OK) {
             continue;
         }
+        if (c == 'a') {
+            *all = 1;
+            continue;
+        }
         fprintf(c == 'h' ? stdout : stderr,
-                "usage: ddtopo probe [--bytes SIZE] [--pings N]\n"
+                "usage: ddtopo probe [--bytes SIZE] [--pings N] [--all]\n"
                 "Run inside a job (ddrun -n 2 ddtopo probe): rank 0 measures "
                 "latency\n(median of N pings, default 20) and bandwidth "
                 "(SIZE bytes, default 8M)\nto every rank over each common "
-                "interface.\n");
+                "interface that DREAMDDP_NET_IFNAME allows\n(--all: every "
+                "interface).\n");
         return c == 'h' ? 1 : 2;
     }
     return optind < argc ? 2 : 0;
@@ -408,7 +415,8 @@ static dd_status_t ddtopo_exchange(dd_context_h ctx,
 }
 
 /* Probes this host and listens on each usable interface. */
-static dd_status_t ddtopo_probe_local(dd_context_h ctx, ddtopo_server_t *server,
+static dd_status_t ddtopo_probe_local(dd_context_h ctx, int all,
+                                      ddtopo_server_t *server,
                                       ddtopo_rank_eps_t *mine)
 {
     dd_topo_opts_t opts;
@@ -421,7 +429,12 @@ static dd_status_t ddtopo_probe_local(dd_context_h ctx, ddtopo_server_t *server,
     if (status != DD_OK) {
         return status;
     }
-    dd_iflist_release(&opts.ifname); /* measure every interface */
+    if (all) {
+        dd_iflist_release(&opts.ifname); /* --all: every interface */
+    } else if (opts.ifname.n > 0 && dd_rank(ctx) == 0) {
+        printf("only the interfaces DREAMDDP_NET_IFNAME allows (--all "
+               "measures every one)\n\n");
+    }
     status = dd_topo_probe(&opts, &topo);
     if (status == DD_OK) {
         cands = calloc((size_t)topo->n_nics + 1, sizeof(*cands));
@@ -448,14 +461,15 @@ int ddtopo_probe_main(int argc, char **argv)
     ddtopo_rank_eps_t mine = {.n = 0}, *all = NULL;
     pthread_t thread;
 
-    int parsed = ddtopo_probe_args(argc, argv, &bytes, &pings);
+    int all_ifs = 0;
+    int parsed = ddtopo_probe_args(argc, argv, &bytes, &pings, &all_ifs);
     if (parsed != 0) {
         return parsed == 1 ? 0 : 2;
     }
     if (dd_init(NULL, &ctx) != DD_OK) {
         return 1;
     }
-    dd_status_t status = ddtopo_probe_local(ctx, &server, &mine);
+    dd_status_t status = ddtopo_probe_local(ctx, all_ifs, &server, &mine);
     all = calloc((size_t)dd_world_size(ctx), sizeof(*all));
     if (status == DD_OK && all == NULL) {
         status = DD_ERR_NO_MEMORY;

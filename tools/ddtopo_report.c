@@ -22,24 +22,6 @@
 #define DD_PKGLIBDIR "/usr/local/lib/dreamddp"
 #endif
 
-static const char *const ddtopo_backends[] = {"ucx", "gloo", "nccl", NULL};
-
-/* Whether a backend module exists, and the sentence that says so. */
-static int ddtopo_backend(const char *name, char *why, size_t size)
-{
-    char path[512];
-    struct stat st;
-
-    snprintf(path, sizeof(path), "%s/dd_backend_%s.so", DD_PKGLIBDIR, name);
-    if (stat(path, &st) == 0) {
-        snprintf(why, size, "module %s present (ddtopo does not load it)",
-                 path);
-        return 1;
-    }
-    snprintf(why, size, "not built yet: no %s", path);
-    return 0;
-}
-
 /* The codecs built into the library, from its registry. */
 static int ddtopo_compressors(char names[][64], int max)
 {
@@ -65,7 +47,10 @@ static void ddtopo_speed(const dd_topo_nic_t *nic, char *buf, size_t size)
     } else {
         snprintf(buf, size, "%d Mb/s", m);
     }
-    if (!nic->speed_known) {
+    if (!nic->speed_known && nic->speed_source[0] != '\0') {
+        size_t o = strlen(buf);
+        snprintf(buf + o, size - o, " (estimated from %s)", nic->speed_source);
+    } else if (!nic->speed_known) {
         size_t o = strlen(buf);
         snprintf(buf + o, size - o, " (unknown, %d Mb/s assumed)",
                  DD_TOPO_DEFAULT_SPEED_MBPS);
@@ -87,7 +72,7 @@ static void ddtopo_text_nic(FILE *out, const ddtopo_report_t *r,
                             const dd_topo_cand_t *c)
 {
     const dd_topo_nic_t *nic = &r->topo->nics[c->nic];
-    char speed[64];
+    char speed[160];
 
     ddtopo_speed(nic, speed, sizeof(speed));
     if (c->order > 0) {
@@ -199,15 +184,28 @@ static void ddtopo_text_streams(FILE *out, const ddtopo_report_t *r)
             r->local_size == 1 ? "" : "s");
 }
 
-static void ddtopo_text_modules(FILE *out)
+/* The backend modules as the registry finds them for dd_init. */
+static void ddtopo_text_modules(FILE *out, const ddtopo_report_t *r)
 {
-    char why[600], names[16][64];
+    const ddtopo_backends_t *b = r->backends;
+    char names[16][64];
 
-    fprintf(out, "\nbackends:\n");
-    for (int i = 0; ddtopo_backends[i] != NULL; i++) {
-        int ok = ddtopo_backend(ddtopo_backends[i], why, sizeof(why));
-        fprintf(out, "  %-5s %s: %s\n", ddtopo_backends[i],
-                ok ? "available" : "unavailable", why);
+    if (!b->probed) {
+        fprintf(out, "\nbackends: %s\n", b->why);
+    } else {
+        fprintf(out,
+                "\nbackends (DREAMDDP_BACKENDS=%s, loaded and queried as "
+                "dd_init does, not started):\n",
+                b->spec[0] ? b->spec : "(unset)");
+    }
+    for (int i = 0; i < b->n; i++) {
+        const dd_backend_probe_t *p = &b->b[i];
+        fprintf(out, "  %-5s %s: %s%s\n", p->name,
+                p->available ? "available" : "unavailable",
+                p->available ? p->path : p->why,
+                !p->available && p->explicit_request
+                    ? " (DREAMDDP_BACKENDS names it: dd_init fails)"
+                    : "");
     }
     int n = ddtopo_compressors(names, 16);
     fprintf(out, "compressors:");
@@ -215,6 +213,68 @@ static void ddtopo_text_modules(FILE *out)
         fprintf(out, " %s", names[i]);
     }
     fprintf(out, " (built in)\n");
+}
+
+/* Whether a UCX resource ("tcp/eth0", "sysv/memory") is a network one. */
+static int ddtopo_transport_net(const char *tl)
+{
+    const char *dev = strchr(tl, '/');
+    return dev != NULL && strncmp(dev + 1, "memory", 6) != 0;
+}
+
+/* What UCX will use on the chosen interface. */
+static void ddtopo_text_transports(FILE *out, const ddtopo_report_t *r)
+{
+    const ddtopo_transports_t *t = r->transports;
+
+    if (!t->probed) {
+        fprintf(out, "transports (UCX): %s\n", t->why);
+        return;
+    }
+    fprintf(out,
+            "transports (UCX %s, UCX_NET_DEVICES=%s, started as the UCX "
+            "module starts it):\n",
+            t->version, t->net_devices[0] ? t->net_devices : "(UCX's own)");
+    for (int net = 1; net >= 0; net--) {
+        int shown = 0;
+        fprintf(out, "  %s:", net ? "network" : "within the host");
+        for (int i = 0; i < t->n; i++) {
+            if (ddtopo_transport_net(t->list[i]) == net) {
+                fprintf(out, " %s", t->list[i]);
+                shown++;
+            }
+        }
+        fprintf(out, "%s\n", shown ? "" : " none");
+    }
+}
+
+static void ddtopo_json_transports(dd_json_writer_t *w,
+                                   const ddtopo_report_t *r)
+{
+    const ddtopo_transports_t *t = r->transports;
+
+    dd_json_key(w, "ucx_transports");
+    dd_json_object_begin(w, DD_JSON_INLINE);
+    dd_json_key(w, "probed");
+    dd_json_bool(w, t->probed);
+    dd_json_key(w, "why");
+    dd_json_string(w, t->probed ? NULL : t->why);
+    dd_json_key(w, "version");
+    dd_json_string(w, t->probed ? t->version : NULL);
+    dd_json_key(w, "net_devices");
+    dd_json_string(w, t->probed && t->net_devices[0] ? t->net_devices : NULL);
+    dd_json_key(w, "list");
+    dd_json_array_begin(w, DD_JSON_INLINE);
+    for (int i = 0; i < t->n; i++) {
+        dd_json_object_begin(w, DD_JSON_INLINE);
+        dd_json_key(w, "name");
+        dd_json_string(w, t->list[i]);
+        dd_json_key(w, "network");
+        dd_json_bool(w, ddtopo_transport_net(t->list[i]));
+        dd_json_object_end(w);
+    }
+    dd_json_array_end(w);
+    dd_json_object_end(w);
 }
 
 /* What the backend modules make of the choice, each named by the variable
@@ -278,7 +338,8 @@ void ddtopo_print_text(FILE *out, const ddtopo_report_t *r)
     ddtopo_text_gpus(out, r);
     ddtopo_text_devices(out, r);
     ddtopo_text_streams(out, r);
-    ddtopo_text_modules(out);
+    ddtopo_text_modules(out, r);
+    ddtopo_text_transports(out, r);
     ddtopo_text_env(out, r);
     ddtopo_text_config(out, r);
 }
@@ -326,6 +387,8 @@ static void ddtopo_json_nic(dd_json_writer_t *w, const ddtopo_report_t *r,
     ddtopo_json_int_member(w, "speed_mbps", nic->speed_mbps);
     dd_json_key(w, "speed_known");
     dd_json_bool(w, nic->speed_known);
+    ddtopo_json_str_member(w, "speed_estimated_from",
+                           nic->speed_source[0] ? nic->speed_source : NULL);
     dd_json_key(w, "mtu");
     ddtopo_json_int_or_null(w, nic->mtu > 0 ? nic->mtu : -1);
     dd_json_key(w, "numa");
@@ -396,19 +459,26 @@ static void ddtopo_json_gpus(dd_json_writer_t *w, const ddtopo_report_t *r)
     dd_json_array_end(w);
 }
 
-static void ddtopo_json_modules(dd_json_writer_t *w)
+static void ddtopo_json_modules(dd_json_writer_t *w, const ddtopo_report_t *r)
 {
-    char why[600], names[16][64];
+    const ddtopo_backends_t *b = r->backends;
+    char names[16][64];
 
+    dd_json_key(w, "backends_probed");
+    dd_json_bool(w, b->probed);
+    ddtopo_json_str_member(w, "backends_why", b->probed ? NULL : b->why);
     dd_json_key(w, "backends");
     dd_json_array_begin(w, DD_JSON_BLOCK);
-    for (int i = 0; ddtopo_backends[i] != NULL; i++) {
-        int ok = ddtopo_backend(ddtopo_backends[i], why, sizeof(why));
+    for (int i = 0; i < b->n; i++) {
+        const dd_backend_probe_t *p = &b->b[i];
         dd_json_object_begin(w, DD_JSON_INLINE);
-        ddtopo_json_str_member(w, "name", ddtopo_backends[i]);
+        ddtopo_json_str_member(w, "name", p->name);
         dd_json_key(w, "available");
-        dd_json_bool(w, ok);
-        ddtopo_json_str_member(w, "reason", why);
+        dd_json_bool(w, p->available);
+        ddtopo_json_str_member(w, "path", p->path);
+        ddtopo_json_str_member(w, "reason", p->available ? NULL : p->why);
+        dd_json_key(w, "requested");
+        dd_json_bool(w, p->explicit_request);
         dd_json_object_end(w);
     }
     dd_json_array_end(w);
@@ -496,7 +566,8 @@ void ddtopo_print_json(FILE *out, const ddtopo_report_t *r)
     ddtopo_json_choice(&w, r);
     ddtopo_json_gpus(&w, r);
     ddtopo_json_devices(&w, r);
-    ddtopo_json_modules(&w);
+    ddtopo_json_modules(&w, r);
+    ddtopo_json_transports(&w, r);
     ddtopo_json_config(&w, r);
     dd_json_object_end(&w);
     fputc('\n', out);

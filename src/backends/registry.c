@@ -265,6 +265,42 @@ static dd_status_t dd_backends_open(dd_backends_t *b)
     return status;
 }
 
+dd_status_t dd_backends_probe(const dd_backend_opts_t *opts,
+                              dd_backend_probe_t *out, int max, int *n_p)
+{
+    dd_backends_spec_t spec;
+    dd_backends_t *b = calloc(1, sizeof(*b));
+
+    if (b == NULL) {
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BACKEND,
+                        "no memory for the backend registry");
+    }
+    dd_status_t status = dd_backends_spec_parse(opts->backends, &spec);
+    if (status == DD_OK) {
+        dd_backends_scan(b, opts->path);
+        status = dd_backends_filter(b, &spec, opts->backends, opts->path);
+    }
+    int n = 0;
+    for (int i = 0; status == DD_OK && i < b->n && n < max; i++) {
+        dd_backend_slot_t *s = &b->slot[i];
+        dd_backend_probe_t *p = &out[n++];
+        memset(p, 0, sizeof(*p));
+        snprintf(p->name, sizeof(p->name), "%s", s->name);
+        snprintf(p->path, sizeof(p->path), "%s", s->path);
+        p->explicit_request = s->explicit_request;
+        p->available = dd_backend_open(s, p->why, sizeof(p->why));
+        if (p->available) {
+            p->why[0] = '\0';
+            dlclose(s->dl);
+        }
+    }
+    free(b);
+    if (status == DD_OK) {
+        *n_p = n;
+    }
+    return status;
+}
+
 /* Every rank says which backends it can run (or that it failed); only
  * those every rank can run are used. */
 static dd_status_t dd_backends_agree(const dd_backends_env_t *env,

@@ -12,6 +12,8 @@
 #include "backends/backend_config.h"
 #include "boot/store.h"
 
+#include <limits.h>
+
 typedef struct dd_backends dd_backends_t;
 
 /**
@@ -43,6 +45,26 @@ typedef struct {
  */
 dd_status_t dd_backends_load(const dd_backends_env_t *env,
                              dd_backends_t **backends_p);
+
+/** One module as dd_backends_load finds it, before any init. */
+typedef struct {
+    char name[32];
+    char path[PATH_MAX];
+    int explicit_request;     /* named in DREAMDDP_BACKENDS */
+    int available;            /* it loads and its query() says it can run */
+    char why[PATH_MAX + 512]; /* why not, when not available */
+} dd_backend_probe_t;
+
+/**
+ * What dd_backends_load would find on this machine, without a job: the
+ * same modules in the same places, DREAMDDP_BACKENDS applied, each dlopened
+ * and asked query() as it does, then unloaded; no init, no store. Fills up
+ * to max entries and sets *n_p. Returns DD_OK, or the error (reported)
+ * dd_backends_load would stop at before loading: a bad DREAMDDP_BACKENDS,
+ * or a module it names that is in none of the places.
+ */
+dd_status_t dd_backends_probe(const dd_backend_opts_t *opts,
+                              dd_backend_probe_t *out, int max, int *n_p);
 
 /** Finalizes and unloads every backend. NULL is allowed. */
 /**

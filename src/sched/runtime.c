@@ -511,10 +511,10 @@ static void dd_sched_account(dd_sched_t *sched, dd_sync_job_t *done,
                 l->stats.extra_syncs++;
                 st->extra_bytes += l->sync_bytes;
             }
-            dd_log_info(DD_SUBSYS_SCHED,
-                        "[SYNC] layer '%s' synced in %.1f ms (step %llu)",
-                        l->name, l->sync_msg_s * 1e3,
-                        (unsigned long long)sched->step);
+            dd_log_debug(DD_SUBSYS_SCHED,
+                         "[SYNC] layer '%s' synced in %.1f ms (step %llu)",
+                         l->name, l->sync_msg_s * 1e3,
+                         (unsigned long long)sched->step);
         }
     }
 }
@@ -594,6 +594,40 @@ static void dd_sched_step_stats_fill(const dd_step_stats_t *st,
     }
 }
 
+/*
+ * Adds the step to its window and, at the window's last step, logs one
+ * [SYNC] line for the window (ddp and adaptive: for the step): what a
+ * reader at info level follows; the per-layer lines are at debug.
+ */
+static void dd_sched_window_log(dd_sched_t *sched, const dd_step_stats_t *st)
+{
+    dd_step_stats_t *w = &sched->window_stats;
+    unsigned window = sched->strategy.window ? sched->strategy.window : 1;
+
+    w->layers_synced += st->layers_synced;
+    w->bytes_synced += st->bytes_synced;
+    w->wire_s += st->wire_s;
+    w->wait_s += st->wait_s;
+    if ((sched->step + 1) % window != 0) {
+        return;
+    }
+    char steps[64];
+    if (window > 1) {
+        snprintf(steps, sizeof(steps), "steps %llu-%llu",
+                 (unsigned long long)(sched->step + 1 - window),
+                 (unsigned long long)sched->step);
+    } else {
+        snprintf(steps, sizeof(steps), "step %llu",
+                 (unsigned long long)sched->step);
+    }
+    dd_log_info(DD_SUBSYS_SCHED,
+                "[SYNC] %s: %d layer syncs, %zu bytes, wire %.1f ms, "
+                "exposed wait %.1f ms",
+                steps, w->layers_synced, w->bytes_synced, w->wire_s * 1e3,
+                w->wait_s * 1e3);
+    memset(w, 0, sizeof(*w));
+}
+
 dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p)
 {
     dd_step_stats_t st = {.step = sched->step};
@@ -639,6 +673,9 @@ dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p)
             (unsigned long long)sched->step, missing, sched->strategy_name);
     } else if (status == DD_OK) {
         dd_sched_record_backward(sched);
+    }
+    if (status == DD_OK) {
+        dd_sched_window_log(sched, &st);
     }
     sched->in_step = 0;
     st.replanned = sched->replanned;

@@ -108,6 +108,9 @@ typedef struct dd_sched {
     int windows_unchecked, drift_checks;
     /* Network model from commit: sync time = alpha + beta * bytes. */
     double alpha_s, beta_s;
+    /* The window in progress: its steps' statistics so far, for the
+     * [SYNC] summary at its end. */
+    dd_step_stats_t window_stats;
     /* The step in progress. */
     double step_begin_t;
     int replanned;

@@ -45,7 +45,8 @@ static const dd_config_field_t dd_sched_fields[] = {
      DD_CONFIG_BOOL, offsetof(dd_sched_opts_t, fill_bubbles), 0, 0, NULL},
     {"DREAMDDP_TIMELINE", NULL,
      "Write a Chrome-trace JSON of backward marks and syncs (with when each "
-     "was launched) to this file (%r: rank).",
+     "was launched) to this file (%r: rank); `ddbench timeline merge` puts "
+     "the ranks' files on one clock, a track per rank.",
      DD_CONFIG_STRING, offsetof(dd_sched_opts_t, timeline), 0, 0, NULL},
     {"DREAMDDP_ADAPTIVE_KMIN", "1", "adaptive: shortest sync period, in steps.",
      DD_CONFIG_INT, offsetof(dd_sched_opts_t, adaptive_kmin), 1, 1024, NULL},

@@ -2,7 +2,11 @@
  * DREAMDDP_TIMELINE: a Chrome-trace JSON (the array form, which Perfetto and
  * chrome://tracing open) of each rank's backward marks and syncs. Written
  * by the application's threads, one at a time: at dd_layer_ready, under the
- * scheduler's ready_lock, and at dd_step_end.
+ * scheduler's ready_lock, and at dd_step_end. Each file's timestamps count
+ * from its own monotonic start; the process_name metadata carries that
+ * start on CLOCK_REALTIME (t0_realtime_us), which `ddbench timeline merge`
+ * uses to put every rank on one clock: within microseconds on one host,
+ * within what NTP keeps across hosts.
  */
 #include "core/json_write.h"
 #include "core/log.h"
@@ -11,6 +15,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 struct dd_timeline {
     FILE *file;
@@ -39,7 +44,14 @@ dd_status_t dd_timeline_open(const char *pattern, int rank,
                         "cannot open DREAMDDP_TIMELINE file %s: %m", path);
     }
     t->rank = rank;
-    t->t0 = dd_time_now();
+    /* The realtime read between two monotonic ones, so that t0 and its
+     * wall-clock value name the same instant to within the reads. */
+    struct timespec real;
+    double before = dd_time_now();
+    clock_gettime(CLOCK_REALTIME, &real);
+    t->t0 = 0.5 * (before + dd_time_now());
+    double t0_realtime_us =
+        (double)real.tv_sec * 1e6 + 1e-3 * (double)real.tv_nsec;
     char name[32];
     snprintf(name, sizeof(name), "rank %d", rank);
     dd_json_writer_init(&t->json, t->file, 0);
@@ -55,6 +67,8 @@ dd_status_t dd_timeline_open(const char *pattern, int rank,
     dd_json_object_begin(&t->json, DD_JSON_COMPACT);
     dd_json_key(&t->json, "name");
     dd_json_string(&t->json, name);
+    dd_json_key(&t->json, "t0_realtime_us");
+    dd_json_fixed(&t->json, t0_realtime_us, 1);
     dd_json_object_end(&t->json);
     dd_json_object_end(&t->json);
     *timeline_p = t;

@@ -186,7 +186,10 @@ static void dd_topo_speed_text(const dd_topo_nic_t *nic, char *buf, size_t size)
     } else {
         snprintf(buf, size, "%d Mb/s", m);
     }
-    if (!nic->speed_known) {
+    if (!nic->speed_known && nic->speed_source[0] != '\0') {
+        snprintf(buf + strlen(buf), size - strlen(buf), " estimated from %s",
+                 nic->speed_source);
+    } else if (!nic->speed_known) {
         snprintf(buf + strlen(buf), size - strlen(buf), " assumed");
     }
 }
@@ -195,7 +198,7 @@ static void dd_topo_speed_text(const dd_topo_nic_t *nic, char *buf, size_t size)
 static void dd_topo_describe(const dd_topo_t *topo, int nic, int gpu, char *buf,
                              size_t size)
 {
-    char speed[32];
+    char speed[160];
     int near = dd_topo_near(topo, nic, gpu);
 
     dd_topo_speed_text(&topo->nics[nic], speed, sizeof(speed));
@@ -313,7 +316,7 @@ void dd_topo_choice_fill(const dd_topo_t *topo, const dd_topo_opts_t *opts,
                          int local_size, dd_topo_choice_t *choice)
 {
     const dd_topo_nic_t *nic = &topo->nics[cands[pick].nic];
-    char list[256], desc[160];
+    char list[256], desc[256];
     int n_usable = 0;
     size_t o = 0;
 
@@ -364,13 +367,13 @@ const char *dd_topo_choice_rdma(const dd_topo_choice_t *choice)
 static void dd_topo_explain(const dd_topo_t *topo, int gpu, int group,
                             dd_topo_cand_t *cands, int n_usable)
 {
-    char desc[160];
+    char desc[256];
 
     for (int i = 0; i < n_usable; i++) {
         cands[i].order = i + 1;
         if (i == 0) {
             dd_topo_describe(topo, cands[0].nic, gpu, desc, sizeof(desc));
-            snprintf(cands[0].why, sizeof(cands[0].why), "%.120s%s", desc,
+            snprintf(cands[0].why, sizeof(cands[0].why), "%.130s%s", desc,
                      group > 1 ? "; tied NICs are shared out one per GPU "
                                  "(or local rank)"
                                : "");

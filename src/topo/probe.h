@@ -22,6 +22,19 @@ int dd_topo_hwloc_built(void);
  */
 dd_status_t dd_topo_hwloc_probe(const dd_topo_opts_t *opts, dd_topo_t *topo);
 
+/**
+ * Where the system gave no speed (speed_known 0), estimates nic's from its
+ * PCI vendor and device ids (well-known NIC families: NVIDIA/Mellanox
+ * ConnectX, Intel E810, X710, I210 and others, Broadcom NetXtreme) and
+ * its PCIe link (link_gbytes_s, hwloc's linkspeed; 0: unknown), never
+ * above what the link carries; sets speed_mbps and speed_source ("PCIe x16
+ * Gen3", "ConnectX-5 (15b3:1017) on PCIe x16 Gen3"). Leaves
+ * Wi-Fi, virtual and loopback interfaces, and unknown devices on unknown
+ * links, as they are.
+ */
+void dd_topo_nic_estimate(dd_topo_nic_t *nic, unsigned vendor, unsigned device,
+                          float link_gbytes_s);
+
 /* Appends a zeroed NIC named name; NULL when out of memory. */
 dd_topo_nic_t *dd_topo_add_nic(dd_topo_t *topo, const char *name);
 

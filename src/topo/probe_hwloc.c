@@ -2,7 +2,9 @@
  * Probing through hwloc (2.x, and 3.0): packages, NUMA nodes, cores, the PCI
  * tree, network and OpenFabrics OS devices, NVIDIA GPUs. It reads this
  * machine or an XML file and may write this machine's XML. It only records
- * what hwloc says; kinds and speeds come from sysfs unless offline.
+ * what hwloc says; kinds and speeds come from sysfs unless offline, and a
+ * speed neither gives is estimated from the PCI ids and link
+ * (nicspeed.c).
  */
 #include "core/log.h"
 #include "topo/probe.h"
@@ -169,6 +171,9 @@ static dd_status_t dd_topo_hwloc_nics(hwloc_topology_t t, dd_topo_t *topo)
         }
         if (nic != NULL) {
             dd_topo_hwloc_loc(t, pci, &nic->loc);
+            dd_topo_nic_estimate(nic, pci->attr->pcidev.vendor_id,
+                                 pci->attr->pcidev.device_id,
+                                 pci->attr->pcidev.linkspeed);
         }
     }
     return DD_OK;

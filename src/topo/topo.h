@@ -62,6 +62,9 @@ typedef struct {
     char state[16];                /* operstate: "up", "down", "unknown" */
     int speed_mbps;                /* DD_TOPO_DEFAULT_SPEED_MBPS if unknown */
     int speed_known;
+    /* When not known but estimated (nicspeed.c): from what, "PCIe x16
+     * Gen3" or the NIC family; "" when assumed. */
+    char speed_source[96];
     int mtu; /* 0: unknown */
     dd_topo_loc_t loc;
     int n_addrs;

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int dd_cuda_err_t;    /* cudaError_t: 0 is cudaSuccess */
 #define DD_CUDA_NOT_READY 600 /* cudaErrorNotReady */
@@ -102,6 +103,16 @@ static void dd_cuda_load(void)
 {
     static const char *const names[] = {"libcudart.so", "libcudart.so.13",
                                         "libcudart.so.12", NULL};
+
+    /* Without NVIDIA's driver the runtime can only say so, and loading it
+     * into every CPU-only process costs time and leaves its state behind
+     * (LeakSanitizer's tracer dies on it): look for the driver first. */
+    if (access("/dev/nvidiactl", F_OK) != 0 &&
+        access("/proc/driver/nvidia/version", F_OK) != 0) {
+        snprintf(dd_cuda.why, sizeof(dd_cuda.why),
+                 "no NVIDIA driver (no /dev/nvidiactl)");
+        return;
+    }
 
     for (int i = 0; names[i] != NULL && dd_cuda.dl == NULL; i++) {
         dd_cuda.dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);

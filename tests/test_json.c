@@ -300,12 +300,15 @@ static void test_timeline_escapes_names(void **state)
     text[n] = '\0';
     static const char want[] =
         "[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":3,"
-        "\"args\":{\"name\":\"rank 3\"}},\n{\"name\":"
+        "\"args\":{\"name\":\"rank 3\",\"t0_realtime_us\":";
+    static const char mark[] =
+        "\n{\"name\":"
         "\"backward fc\\\"1\\\\w\",\"cat\":\"backward\",";
     if (strncmp(text, want, strlen(want)) != 0) {
         print_error("trace starts\n%s\n", text);
     }
     assert_true(strncmp(text, want, strlen(want)) == 0);
+    assert_non_null(strstr(text, mark)); /* the name escaped */
     assert_non_null(strstr(text, "\"tid\":0,\"ts\":"));
     assert_true(n >= 4 && strcmp(text + n - 4, "}\n]\n") == 0);
 }

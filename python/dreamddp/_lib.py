@@ -99,6 +99,7 @@ class dd_step_stats_t(ctypes.Structure):
         ("replanned", ctypes.c_int),
         ("extra_bytes", ctypes.c_size_t),
         ("staging_s", ctypes.c_double),
+        ("wire_bytes", ctypes.c_size_t),
     ]
 
 

@@ -51,6 +51,7 @@ typedef struct {
 
 typedef struct {
     const char *strategy;
+    const char *compression; /* NULL: DREAMDDP_COMPRESSION */
     int steps, batch, json, log_every;
     double lr, momentum;
     unsigned seed;
@@ -408,8 +409,12 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: train_mlp [--strategy S] [--steps N] [--lr X] "
             "[--batch N] [--seed N]\n"
-            "                 [--data iid|noniid] [--json]\n"
+            "                 [--data iid|noniid] [--compression C] "
+            "[--json]\n"
             "  S: ddp, localsgd:H, plsgd:H, dreamddp:H, adaptive\n"
+            "  C: none, fp16, bf16 (dd_compression_set: layers of at least "
+            "4096\n"
+            "     elements; the last, smaller layer stays dense)\n"
             "  --data iid     every worker draws from the same distribution "
             "(default)\n"
             "  --data noniid  each worker's shard is skewed by label: the "
@@ -431,10 +436,11 @@ static int parse(int argc, char **argv, options_t *o)
         {"seed", required_argument, 0, 'r'},
         {"data", required_argument, 0, 'd'},
         {"json", no_argument, 0, 'j'},
+        {"compression", required_argument, 0, 'c'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int opt;
-    *o = (options_t){"ddp", 300, 32, 0, 50, 0.1, 0.9, 1, 0};
+    *o = (options_t){"ddp", NULL, 300, 32, 0, 50, 0.1, 0.9, 1, 0};
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (opt) {
         case 's':
@@ -464,6 +470,9 @@ static int parse(int argc, char **argv, options_t *o)
             break;
         case 'j':
             o->json = 1;
+            break;
+        case 'c':
+            o->compression = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -504,11 +513,13 @@ static int train(dd_context_h ctx, const options_t *o)
 
     if (register_model(ctx, L) != 0 ||
         dd_strategy_set(ctx, o->strategy) != DD_OK ||
+        (o->compression != NULL &&
+         dd_compression_set(ctx, o->compression) != DD_OK) ||
         dd_model_commit(ctx) != DD_OK) {
         return -1;
     }
     double loss = 0, t_total = 0, wait = 0, test_loss, acc = 0;
-    size_t synced = 0, extra = 0;
+    size_t synced = 0, extra = 0, wire = 0;
     if (rank == 0 && !o->json) {
         printf("%6s %8s %8s %9s %7s %9s\n", "step", "loss", "test_acc",
                "step_ms", "synced", "wait_ms");
@@ -517,7 +528,8 @@ static int train(dd_context_h ctx, const options_t *o)
         dd_step_stats_t st = {.field_mask = DD_STEP_STATS_FIELD_WAIT_S |
                                             DD_STEP_STATS_FIELD_BYTES_SYNCED |
                                             DD_STEP_STATS_FIELD_LAYERS_SYNCED |
-                                            DD_STEP_STATS_FIELD_EXTRA_BYTES};
+                                            DD_STEP_STATS_FIELD_EXTRA_BYTES |
+                                            DD_STEP_STATS_FIELD_WIRE_BYTES};
         draw(&teacher, &shard, o->batch, B.x, B.y, o->noniid ? keep : NULL);
         double t0 = now_s();
         if (train_step(ctx, L, &B, o, &loss, &st) != 0) {
@@ -527,6 +539,7 @@ static int train(dd_context_h ctx, const options_t *o)
         wait += st.wait_s;
         synced += st.bytes_synced;
         extra += st.extra_bytes;
+        wire += st.wire_bytes;
         if (rank == 0 && !o->json &&
             ((step + 1) % o->log_every == 0 || step == 0)) {
             acc = evaluate(L, B.act, tx, ty, TEST_SIZE, chunk, &test_loss);
@@ -545,19 +558,22 @@ static int train(dd_context_h ctx, const options_t *o)
                "\"workers\":%d,\"aggregators\":%d,"
                "\"final_loss\":%.5f,\"accuracy\":%.4f,\"mean_step_s\":%.6f,"
                "\"mean_wait_s\":%.6f,\"synced_bytes\":%zu,"
-               "\"extra_bytes\":%zu}\n",
+               "\"extra_bytes\":%zu,\"compression\":\"%s\","
+               "\"wire_bytes\":%zu}\n",
                dd_strategy_name(ctx), o->noniid ? "noniid" : "iid", o->steps,
                dd_num_workers(ctx), dd_world_size(ctx) - dd_num_workers(ctx),
                test_loss, acc, t_total / o->steps, wait / o->steps, synced,
-               extra);
+               extra, o->compression != NULL ? o->compression : "default",
+               wire);
     } else if (rank == 0) {
         printf("done: %s%s, %d workers, %d steps: held-out accuracy %.3f, "
                "loss %.4f, %.2f ms/step (%.2f ms exposed wait), %.1f MB "
-               "synced per worker (%.1f MB of extra syncs)\n",
+               "synced per worker (%.1f MB of extra syncs, %.1f MB on the "
+               "wire)\n",
                dd_strategy_name(ctx), o->noniid ? " (noniid data)" : "",
                dd_num_workers(ctx), o->steps, acc, test_loss,
                t_total / o->steps * 1e3, wait / o->steps * 1e3, synced / 1e6,
-               extra / 1e6);
+               extra / 1e6, wire / 1e6);
     }
     return 0;
 }

@@ -380,8 +380,8 @@ DD_API dd_status_t dd_strategy_set(dd_context_h ctx, const char *strategy);
 
 /**
  * Chooses the codec of the syncs before dd_model_commit, overriding
- * DREAMDDP_COMPRESSION: "none", "fp16" or "bf16" ("topk:RATIO" and
- * "powersgd:RANK" are refused: not yet wired into the syncs). The default
+ * DREAMDDP_COMPRESSION: "none", "fp16", "bf16" or "topk:RATIO"
+ * ("powersgd:RANK" is refused: not yet wired into the syncs). The default
  * rule applies it to every layer of at least 4096 elements; smaller layers
  * (biases, norms) stay dense. Only f32 host tensors are encoded; others
  * travel as they are. ddp compresses gradients; the model-averaging

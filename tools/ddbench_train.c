@@ -54,8 +54,8 @@ static void ddbench_train_usage(FILE *out)
             "         [--bytes-per-second B] [--compression C]\n"
             "  S: ddp, localsgd:H, plsgd:H, dreamddp:H, adaptive, or none "
             "(no sync)\n"
-            "  C: none, fp16, bf16 (dd_compression_set; --check needs "
-            "none)\n");
+            "  C: none, fp16, bf16, topk:RATIO (dd_compression_set; --check "
+            "needs none)\n");
 }
 
 static void ddbench_sleep(double s)

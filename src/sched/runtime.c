@@ -151,7 +151,7 @@ static dd_status_t dd_sched_job_add(dd_sync_job_t *job, size_t layer, void *buf,
     size_t bytes = count * dd_dtype_size(job->dtype);
     job->bytes += bytes;
     job->wire_bytes += job->codec != NULL
-                           ? count * dd_dtype_size(job->codec->wire_dtype)
+                           ? dd_sched_codec_wire_size(job->codec, count)
                            : bytes;
     job->layer_bytes[job->n_layers - 1] += bytes;
     return DD_OK;
@@ -188,7 +188,8 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
             }
             sched->group->codec = codec;
             if (codec != NULL) {
-                sched->group->pipe = &sched->codec_pipe;
+                sched->group->pipe =
+                    codec->gather ? &sched->gather_pipe : &sched->codec_pipe;
             }
         }
         dd_sched_device_job(sched, layer, tensor, sched->group);

@@ -24,6 +24,29 @@ for c in fp16 bf16 topk:0.01; do
     done
 done
 
+# [SYNC] lines and the timeline name the codec and the wire bytes; the
+# 10-element layer stays dense.
+if DREAMDDP_LOG_LEVEL=info DREAMDDP_LOG_SUBSYS=sched DREAMDDP_COMPRESSION=bf16 \
+    DREAMDDP_TIMELINE="$TMP/tl.%r.json" "$DDRUN" -n 2 --timeout 60 -- "$MP" localsgd:2 2 >"$TMP/log" 2>&1 &&
+   python3 - "$TMP/tl.0.json" <<'PY'
+import json, sys
+syncs = [e for e in json.load(open(sys.argv[1])) if e.get("cat") == "sync"]
+assert syncs, "no syncs"
+for e in syncs:
+    a = e["args"]
+    want = a["bytes"] // 2 if a["codec"] == "bf16" else a["bytes"]
+    assert a["codec"] in ("bf16", "none") and a["wire_bytes"] == want, a
+assert any(e["args"]["codec"] == "none" for e in syncs), syncs
+PY
+then
+    expect_grep "$TMP/log" "[SYNC] layer 'layer2' synced in" "[SYNC] lines with the codec"
+    expect_grep "$TMP/log" "ms as bf16 (step 1)" "[SYNC] lines name the codec"
+    expect_grep "$TMP/log" "[SYNC] layer 'layer1' synced in" "the dense layer syncs"
+    grep "layer 'layer1' synced in" "$TMP/log" | grep -q "as none" && pass "the 10-element layer stays dense" || fail "the 10-element layer stays dense"
+else
+    fail "the timeline names the codec and the wire bytes"; cat "$TMP/log"
+fi
+
 DREAMDDP_COMPRESSION=zip "$DDRUN" -n 1 -- "$MP" ddp 1 >"$TMP/bad" 2>&1
 expect_grep "$TMP/bad" "invalid value DREAMDDP_COMPRESSION='zip': unknown codec, expected one of none, fp16, bf16, topk:RATIO" "a bad DREAMDDP_COMPRESSION is named"
 DREAMDDP_COMPRESSION=powersgd:4 "$DDRUN" -n 1 -- "$MP" ddp 1 >"$TMP/psgd" 2>&1

@@ -51,6 +51,7 @@ typedef struct {
 
 typedef struct {
     const char *strategy;
+    const char *compression; /* NULL: DREAMDDP_COMPRESSION */
     int steps, batch, json, log_every;
     double lr, momentum;
     unsigned seed;
@@ -211,6 +212,20 @@ static void model_init(layer_t *L, unsigned seed)
         for (size_t i = 0; i < n; i++) {
             L[l].w[i] = (float)(rng_normal(&s) * scale);
         }
+    }
+}
+
+/* Frees what model_init allocated (after dd_finalize: the library reads
+ * the buffers until then). */
+static void model_free(layer_t *L)
+{
+    for (int l = 0; l < N_LAYERS; l++) {
+        free(L[l].w);
+        free(L[l].gw);
+        free(L[l].vw);
+        free(L[l].b);
+        free(L[l].gb);
+        free(L[l].vb);
     }
 }
 
@@ -408,8 +423,13 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: train_mlp [--strategy S] [--steps N] [--lr X] "
             "[--batch N] [--seed N]\n"
-            "                 [--data iid|noniid] [--json]\n"
+            "                 [--data iid|noniid] [--compression C] "
+            "[--json]\n"
             "  S: ddp, localsgd:H, plsgd:H, dreamddp:H, adaptive\n"
+            "  C: none, fp16, bf16, topk:RATIO (dd_compression_set: layers of "
+            "at least "
+            "4096\n"
+            "     elements; the last, smaller layer stays dense)\n"
             "  --data iid     every worker draws from the same distribution "
             "(default)\n"
             "  --data noniid  each worker's shard is skewed by label: the "
@@ -431,10 +451,11 @@ static int parse(int argc, char **argv, options_t *o)
         {"seed", required_argument, 0, 'r'},
         {"data", required_argument, 0, 'd'},
         {"json", no_argument, 0, 'j'},
+        {"compression", required_argument, 0, 'c'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int opt;
-    *o = (options_t){"ddp", 300, 32, 0, 50, 0.1, 0.9, 1, 0};
+    *o = (options_t){"ddp", NULL, 300, 32, 0, 50, 0.1, 0.9, 1, 0};
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (opt) {
         case 's':
@@ -465,6 +486,9 @@ static int parse(int argc, char **argv, options_t *o)
         case 'j':
             o->json = 1;
             break;
+        case 'c':
+            o->compression = optarg;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -480,10 +504,99 @@ static int parse(int argc, char **argv, options_t *o)
     return 0;
 }
 
-static int train(dd_context_h ctx, const options_t *o)
+static void buffers_free(buffers_t *B)
+{
+    for (int l = 0; l <= N_LAYERS; l++) {
+        free(B->act[l]);
+        free(B->delta[l]);
+    }
+    free(B->x);
+    free(B->y);
+}
+
+/* The steps, then the held-out accuracy and the report. */
+static int train_loop(dd_context_h ctx, const options_t *o, layer_t *L,
+                      buffers_t *Bp, const float *tx, const int *ty,
+                      const teacher_t *teacherp, uint64_t *shardp,
+                      const double *keep)
+{
+    int rank = dd_rank(ctx), chunk = o->batch > 256 ? o->batch : 256;
+
+    if (register_model(ctx, L) != 0 ||
+        dd_strategy_set(ctx, o->strategy) != DD_OK ||
+        (o->compression != NULL &&
+         dd_compression_set(ctx, o->compression) != DD_OK) ||
+        dd_model_commit(ctx) != DD_OK) {
+        return -1;
+    }
+    double loss = 0, t_total = 0, wait = 0, test_loss, acc = 0;
+    size_t synced = 0, extra = 0, wire = 0;
+    if (rank == 0 && !o->json) {
+        printf("%6s %8s %8s %9s %7s %9s\n", "step", "loss", "test_acc",
+               "step_ms", "synced", "wait_ms");
+    }
+    for (int step = 0; step < o->steps; step++) {
+        dd_step_stats_t st = {.field_mask = DD_STEP_STATS_FIELD_WAIT_S |
+                                            DD_STEP_STATS_FIELD_BYTES_SYNCED |
+                                            DD_STEP_STATS_FIELD_LAYERS_SYNCED |
+                                            DD_STEP_STATS_FIELD_EXTRA_BYTES |
+                                            DD_STEP_STATS_FIELD_WIRE_BYTES};
+        draw(teacherp, shardp, o->batch, Bp->x, Bp->y, o->noniid ? keep : NULL);
+        double t0 = now_s();
+        if (train_step(ctx, L, Bp, o, &loss, &st) != 0) {
+            return -1;
+        }
+        /* The step's time, taken before the evaluation below, which only
+         * rank 0 runs and only on the lines it prints. */
+        double step_s = now_s() - t0;
+        t_total += step_s;
+        wait += st.wait_s;
+        synced += st.bytes_synced;
+        extra += st.extra_bytes;
+        wire += st.wire_bytes;
+        if (rank == 0 && !o->json &&
+            ((step + 1) % o->log_every == 0 || step == 0)) {
+            acc = evaluate(L, Bp->act, tx, ty, TEST_SIZE, chunk, &test_loss);
+            printf("%6d %8.4f %8.3f %9.2f %7d %9.2f\n", step + 1, loss, acc,
+                   step_s * 1e3, st.layers_synced, st.wait_s * 1e3);
+        }
+    }
+    /* Local SGD replicas drift between syncs: average before evaluating,
+     * as one would before a checkpoint. */
+    if (dd_sync_all(ctx) != DD_OK) {
+        return -1;
+    }
+    acc = evaluate(L, Bp->act, tx, ty, TEST_SIZE, chunk, &test_loss);
+    if (rank == 0 && o->json) {
+        printf("{\"strategy\":\"%s\",\"data\":\"%s\",\"steps\":%d,"
+               "\"workers\":%d,\"aggregators\":%d,"
+               "\"final_loss\":%.5f,\"accuracy\":%.4f,\"mean_step_s\":%.6f,"
+               "\"mean_wait_s\":%.6f,\"synced_bytes\":%zu,"
+               "\"extra_bytes\":%zu,\"compression\":\"%s\","
+               "\"wire_bytes\":%zu}\n",
+               dd_strategy_name(ctx), o->noniid ? "noniid" : "iid", o->steps,
+               dd_num_workers(ctx), dd_world_size(ctx) - dd_num_workers(ctx),
+               test_loss, acc, t_total / o->steps, wait / o->steps, synced,
+               extra, o->compression != NULL ? o->compression : "default",
+               wire);
+    } else if (rank == 0) {
+        printf("done: %s%s, %d workers, %d steps: held-out accuracy %.3f, "
+               "loss %.4f, %.2f ms/step (%.2f ms exposed wait), %.1f MB "
+               "synced per worker (%.1f MB of extra syncs, %.1f MB on the "
+               "wire)\n",
+               dd_strategy_name(ctx), o->noniid ? " (noniid data)" : "",
+               dd_num_workers(ctx), o->steps, acc, test_loss,
+               t_total / o->steps * 1e3, wait / o->steps * 1e3, synced / 1e6,
+               extra / 1e6, wire / 1e6);
+    }
+    return 0;
+}
+
+/* Trains the model in L (registered with the library, so the caller frees
+ * it after dd_finalize); frees its own buffers. */
+static int train(dd_context_h ctx, const options_t *o, layer_t *L)
 {
     static teacher_t teacher;
-    layer_t L[N_LAYERS];
     buffers_t B;
     int rank = dd_rank(ctx), chunk = o->batch > 256 ? o->batch : 256;
     uint64_t shard = o->seed * 1000003ull + (uint64_t)rank, held = o->seed;
@@ -501,74 +614,18 @@ static int train(dd_context_h ctx, const options_t *o)
     float *tx = zeros((size_t)TEST_SIZE * N_IN);
     int *ty = calloc(TEST_SIZE, sizeof(int));
     draw(&teacher, &held, TEST_SIZE, tx, ty, NULL);
-
-    if (register_model(ctx, L) != 0 ||
-        dd_strategy_set(ctx, o->strategy) != DD_OK ||
-        dd_model_commit(ctx) != DD_OK) {
-        return -1;
-    }
-    double loss = 0, t_total = 0, wait = 0, test_loss, acc = 0;
-    size_t synced = 0, extra = 0;
-    if (rank == 0 && !o->json) {
-        printf("%6s %8s %8s %9s %7s %9s\n", "step", "loss", "test_acc",
-               "step_ms", "synced", "wait_ms");
-    }
-    for (int step = 0; step < o->steps; step++) {
-        dd_step_stats_t st = {.field_mask = DD_STEP_STATS_FIELD_WAIT_S |
-                                            DD_STEP_STATS_FIELD_BYTES_SYNCED |
-                                            DD_STEP_STATS_FIELD_LAYERS_SYNCED |
-                                            DD_STEP_STATS_FIELD_EXTRA_BYTES};
-        draw(&teacher, &shard, o->batch, B.x, B.y, o->noniid ? keep : NULL);
-        double t0 = now_s();
-        if (train_step(ctx, L, &B, o, &loss, &st) != 0) {
-            return -1;
-        }
-        /* The step's time, taken before the evaluation below, which only
-         * rank 0 runs and only on the lines it prints. */
-        double step_s = now_s() - t0;
-        t_total += step_s;
-        wait += st.wait_s;
-        synced += st.bytes_synced;
-        extra += st.extra_bytes;
-        if (rank == 0 && !o->json &&
-            ((step + 1) % o->log_every == 0 || step == 0)) {
-            acc = evaluate(L, B.act, tx, ty, TEST_SIZE, chunk, &test_loss);
-            printf("%6d %8.4f %8.3f %9.2f %7d %9.2f\n", step + 1, loss, acc,
-                   step_s * 1e3, st.layers_synced, st.wait_s * 1e3);
-        }
-    }
-    /* Local SGD replicas drift between syncs: average before evaluating,
-     * as one would before a checkpoint. */
-    if (dd_sync_all(ctx) != DD_OK) {
-        return -1;
-    }
-    acc = evaluate(L, B.act, tx, ty, TEST_SIZE, chunk, &test_loss);
-    if (rank == 0 && o->json) {
-        printf("{\"strategy\":\"%s\",\"data\":\"%s\",\"steps\":%d,"
-               "\"workers\":%d,\"aggregators\":%d,"
-               "\"final_loss\":%.5f,\"accuracy\":%.4f,\"mean_step_s\":%.6f,"
-               "\"mean_wait_s\":%.6f,\"synced_bytes\":%zu,"
-               "\"extra_bytes\":%zu}\n",
-               dd_strategy_name(ctx), o->noniid ? "noniid" : "iid", o->steps,
-               dd_num_workers(ctx), dd_world_size(ctx) - dd_num_workers(ctx),
-               test_loss, acc, t_total / o->steps, wait / o->steps, synced,
-               extra);
-    } else if (rank == 0) {
-        printf("done: %s%s, %d workers, %d steps: held-out accuracy %.3f, "
-               "loss %.4f, %.2f ms/step (%.2f ms exposed wait), %.1f MB "
-               "synced per worker (%.1f MB of extra syncs)\n",
-               dd_strategy_name(ctx), o->noniid ? " (noniid data)" : "",
-               dd_num_workers(ctx), o->steps, acc, test_loss,
-               t_total / o->steps * 1e3, wait / o->steps * 1e3, synced / 1e6,
-               extra / 1e6);
-    }
-    return 0;
+    int rc = train_loop(ctx, o, L, &B, tx, ty, &teacher, &shard, keep);
+    buffers_free(&B);
+    free(tx);
+    free(ty);
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
     options_t o;
     dd_context_h ctx;
+    layer_t L[N_LAYERS] = {0};
 
     if (parse(argc, argv, &o) != 0) {
         return 2;
@@ -583,12 +640,13 @@ int main(int argc, char **argv)
          * workers push until every worker has finished. */
         rc = dd_aggregator_serve(ctx) == DD_OK ? 0 : -1;
     } else {
-        rc = train(ctx, &o);
+        rc = train(ctx, &o, L);
     }
     if (rc != 0) {
         fprintf(stderr, "train_mlp: rank %d: %s\n", dd_rank(ctx),
                 dd_last_error());
     }
     dd_status_t fin = dd_finalize(ctx);
+    model_free(L);
     return rc != 0 ? 1 : fin != DD_OK;
 }

@@ -378,6 +378,36 @@ DD_API dd_status_t dd_layer_register(dd_context_h ctx, const char *name,
  */
 DD_API dd_status_t dd_strategy_set(dd_context_h ctx, const char *strategy);
 
+/**
+ * Chooses the codec of the syncs before dd_model_commit, overriding
+ * DREAMDDP_COMPRESSION: "none", "fp16", "bf16" or "topk:RATIO"
+ * ("powersgd:RANK" is refused: not yet wired into the syncs). The default
+ * rule applies it to every layer of at least 4096 elements; smaller layers
+ * (biases, norms) stay dense. Only f32 host tensors are encoded; others
+ * travel as they are. ddp compresses gradients; the model-averaging
+ * strategies compress the change of the parameters since the layer's last
+ * sync, so that every replica holds the same parameters after each sync.
+ * Every worker must choose the same.
+ *
+ * @return DD_OK; DD_ERR_INVALID_PARAM naming the spec and what is
+ *         accepted; DD_ERR_STATE after dd_model_commit.
+ * One thread at a time per context.
+ */
+DD_API dd_status_t dd_compression_set(dd_context_h ctx, const char *spec);
+
+/**
+ * Chooses one layer's codec before dd_model_commit, whatever its size
+ * (spec as for dd_compression_set; "none" keeps the layer dense). Every
+ * worker must choose the same for the layer.
+ *
+ * @return DD_OK; DD_ERR_INVALID_PARAM naming the layer, the spec and what
+ *         is accepted, or for a layer of another context; DD_ERR_STATE
+ *         after dd_model_commit.
+ * One thread at a time per context.
+ */
+DD_API dd_status_t dd_layer_set_compression(dd_context_h ctx, dd_layer_h layer,
+                                            const char *spec);
+
 /** The strategy in force ("dreamddp:4"); the string lives as long as the
  *  context. One thread at a time per context before dd_model_commit, any
  *  thread after. */
@@ -495,7 +525,8 @@ enum {
     DD_STEP_STATS_FIELD_WAIT_S = 1u << 4,        /**< wait_s */
     DD_STEP_STATS_FIELD_REPLANNED = 1u << 5,     /**< replanned */
     DD_STEP_STATS_FIELD_EXTRA_BYTES = 1u << 6,   /**< extra_bytes */
-    DD_STEP_STATS_FIELD_STAGING_S = 1u << 7      /**< staging_s */
+    DD_STEP_STATS_FIELD_STAGING_S = 1u << 7,     /**< staging_s */
+    DD_STEP_STATS_FIELD_WIRE_BYTES = 1u << 8     /**< wire_bytes */
 };
 
 /** What one step did, returned by dd_step_end. */
@@ -514,6 +545,11 @@ typedef struct {
     double staging_s;    /**< seconds device syncs spent copying to and from
                               pinned host memory that no network overlapped
                               (part of wire_s); 0 without device layers */
+    size_t wire_bytes;   /**< bytes that went on the wire for the syncs of
+                              bytes_synced (per worker, before the route's
+                              own traffic): bytes_synced without
+                              compression, about half of it under fp16 or
+                              bf16 */
 } dd_step_stats_t;
 
 /**

@@ -126,7 +126,7 @@ fi
 
 "$DDRUN" -n 3 --timeout 60 -- "$MP" mismatch >"$TMP/mm" 2>&1
 for r in 0 1 2; do
-    expect_grep "$TMP/mm" "$r: commit: ranks disagree: layer tables differ from rank 0's on rank(s) 1; the first difference is layer 3: rank 0 has 'layer3 70000:f32', rank 1 has 'layer3 70001:f32'" "rank $r names the mismatched layer"
+    expect_grep "$TMP/mm" "$r: commit: ranks disagree: layer tables differ from rank 0's on rank(s) 1; the first difference is layer 3: rank 0 has 'layer3 70000:f32 as none', rank 1 has 'layer3 70001:f32 as none'" "rank $r names the mismatched layer"
 done
 
 if "$DDRUN" -n 2 --timeout 60 -- "$MP" misuse >"$TMP/misuse" 2>&1; then

@@ -27,6 +27,7 @@
 
 typedef struct {
     const char *profile, *strategy;
+    const char *compression; /* NULL: DREAMDDP_COMPRESSION */
     long iters, warmup;
     double scale, time_scale, bytes_per_s;
     int check, json;
@@ -50,9 +51,11 @@ static void ddbench_train_usage(FILE *out)
             "usage: ddbench train-sim --profile DIR --strategy S [--iters N]\n"
             "         [--warmup N] [--scale X] [--time-scale T] [--check] "
             "[--json]\n"
-            "         [--bytes-per-second B]\n"
+            "         [--bytes-per-second B] [--compression C]\n"
             "  S: ddp, localsgd:H, plsgd:H, dreamddp:H, adaptive, or none "
-            "(no sync)\n");
+            "(no sync)\n"
+            "  C: none, fp16, bf16, topk:RATIO (dd_compression_set; --check "
+            "needs none)\n");
 }
 
 static void ddbench_sleep(double s)
@@ -252,6 +255,7 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
         {"time-scale", required_argument, 0, 't'},
         {"bytes-per-second", required_argument, 0, 'b'},
         {"check", no_argument, 0, 'c'},
+        {"compression", required_argument, 0, 'C'},
         {"json", no_argument, 0, 'j'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -286,6 +290,9 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
         case 'c':
             o->check = 1;
             break;
+        case 'C':
+            o->compression = optarg;
+            break;
         case 'j':
             o->json = 1;
             break;
@@ -298,7 +305,9 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
         }
     }
     if (o->profile == NULL || o->strategy == NULL || o->iters < 1 ||
-        o->scale < 0 || o->time_scale < 0 || optind != argc) {
+        o->scale < 0 || o->time_scale < 0 || optind != argc ||
+        (o->check && o->compression != NULL &&
+         strcmp(o->compression, "none") != 0)) {
         ddbench_train_usage(stderr);
         return -1;
     }
@@ -322,7 +331,7 @@ static long ddbench_warmup(ddbench_sim_t *s, const ddbench_train_opts_t *o)
 
 typedef struct {
     double mean_iter_s, wait_s, modeled_s;
-    size_t bytes_per_iter;
+    size_t bytes_per_iter, wire_per_iter;
     int correct;
 } ddbench_result_t;
 
@@ -339,7 +348,8 @@ static int ddbench_loop(ddbench_sim_t *s, const ddbench_train_opts_t *o,
     r->correct = 1;
     for (long it = 0; it < warm + o->iters; it++) {
         dd_step_stats_t ss = {.field_mask = DD_STEP_STATS_FIELD_WAIT_S |
-                                            DD_STEP_STATS_FIELD_BYTES_SYNCED};
+                                            DD_STEP_STATS_FIELD_BYTES_SYNCED |
+                                            DD_STEP_STATS_FIELD_WIRE_BYTES};
         if (it == warm) {
             /* The workers start the timed steps together (a collective
              * among workers: aggregators, serving, join no barrier). */
@@ -370,11 +380,13 @@ static int ddbench_loop(ddbench_sim_t *s, const ddbench_train_opts_t *o,
         if (it >= warm) {
             r->wait_s += ss.wait_s;
             r->bytes_per_iter += ss.bytes_synced;
+            r->wire_per_iter += ss.wire_bytes;
         }
     }
     r->mean_iter_s = (dd_time_now() - t0) / (double)o->iters;
     r->wait_s /= (double)o->iters;
     r->bytes_per_iter /= (size_t)o->iters;
+    r->wire_per_iter /= (size_t)o->iters;
     free(before);
     return 0;
 }
@@ -413,6 +425,10 @@ static void ddbench_train_json(const ddbench_sim_t *s,
     dd_json_fixed(&w, r->wait_s, 6);
     dd_json_key(&w, "synced_bytes_per_iter");
     dd_json_uint(&w, r->bytes_per_iter);
+    dd_json_key(&w, "compression");
+    dd_json_string(&w, o->compression != NULL ? o->compression : "default");
+    dd_json_key(&w, "wire_bytes_per_iter");
+    dd_json_uint(&w, r->wire_per_iter);
     if (o->check && !s->none) {
         dd_json_key(&w, "correct");
         dd_json_bool(&w, r->correct);
@@ -443,8 +459,9 @@ static void ddbench_train_report(ddbench_sim_t *s,
                s->p->num_frozen, s->p->frozen_bp_s * o->time_scale);
     }
     printf("  measured %.4f s/iter, modeled %.4f s/iter, exposed wait %.4f "
-           "s/iter, %.1f MB synced/iter%s\n",
+           "s/iter, %.1f MB synced/iter (%.1f MB on the wire)%s\n",
            r->mean_iter_s, r->modeled_s, r->wait_s, r->bytes_per_iter / 1e6,
+           r->wire_per_iter / 1e6,
            o->check && !s->none
                ? (r->correct ? ", check: correct" : ", check: WRONG")
                : "");
@@ -477,6 +494,8 @@ static int ddbench_train_run(ddbench_sim_t *s, const ddbench_train_opts_t *o)
     }
     if (!s->none &&
         (dd_strategy_set(s->ctx, o->strategy) != DD_OK ||
+         (o->compression != NULL &&
+          dd_compression_set(s->ctx, o->compression) != DD_OK) ||
          ddbench_register(s) != 0 || dd_model_commit(s->ctx) != DD_OK)) {
         fprintf(stderr, "ddbench: rank %d: %s\n", s->rank, dd_last_error());
         return 1;

@@ -84,6 +84,13 @@ class Context:
     def strategy_set(self, strategy):
         self._call("dd_strategy_set", strategy.encode())
 
+    def compression_set(self, spec):
+        """The codec of the syncs ("none", "fp16", "bf16", "topk:RATIO")."""
+        self._call("dd_compression_set", spec.encode())
+
+    def layer_set_compression(self, layer, spec):
+        self._call("dd_layer_set_compression", layer, spec.encode())
+
     @property
     def strategy(self):
         return self._lib.dd_strategy_name(self.handle).decode()

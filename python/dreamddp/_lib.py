@@ -50,7 +50,7 @@ MEM_HOST, MEM_CUDA = 0, 1
 ROLE_WORKER, ROLE_AGGREGATOR = 0, 1
 
 # dd_step_stats_t and dd_layer_stats_t field bits.
-STEP_STATS_ALL = 0x3F
+STEP_STATS_ALL = 0x1FF
 LAYER_STATS_ALL = 0x1F
 
 LIBRARY_VARIABLE = "DREAMDDP_LIBRARY"
@@ -99,6 +99,7 @@ class dd_step_stats_t(ctypes.Structure):
         ("replanned", ctypes.c_int),
         ("extra_bytes", ctypes.c_size_t),
         ("staging_s", ctypes.c_double),
+        ("wire_bytes", ctypes.c_size_t),
     ]
 
 
@@ -141,6 +142,8 @@ _SIGNATURES = {
         [_P, _S, _c.POINTER(dd_tensor_t), _SZ, _c.POINTER(_P)],
     ),
     "dd_strategy_set": (_I, [_P, _S]),
+    "dd_compression_set": (_I, [_P, _S]),
+    "dd_layer_set_compression": (_I, [_P, _P, _S]),
     "dd_strategy_name": (_S, [_P]),
     "dd_model_commit": (_I, [_P]),
     "dd_step_begin": (_I, [_P]),

@@ -35,6 +35,24 @@ dd_status_t dd_strategy_set(dd_context_h ctx, const char *strategy)
                            : dd_sched_strategy_set(ctx->sched, strategy);
 }
 
+dd_status_t dd_compression_set(dd_context_h ctx, const char *spec)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_compression_set");
+
+    return status != DD_OK ? status
+                           : dd_sched_compression_set(ctx->sched, spec);
+}
+
+dd_status_t dd_layer_set_compression(dd_context_h ctx, dd_layer_h layer,
+                                     const char *spec)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_layer_set_compression");
+
+    return status != DD_OK
+               ? status
+               : dd_sched_layer_set_compression(ctx->sched, layer, spec);
+}
+
 const char *dd_strategy_name(dd_context_h ctx)
 {
     return ctx != NULL ? ctx->sched->strategy_name : NULL;

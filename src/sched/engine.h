@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 struct dd_sync_job;
+struct dd_sched_codec;
+struct dd_codec_state;
 
 /**
  * How jobs travel: every route (the backends' allreduce among workers, the
@@ -40,6 +42,11 @@ typedef struct {
 typedef struct {
     void *buf;
     size_t count;
+    /* Compressed jobs (codec_pipe.c): the tensor's codec state, and its
+     * values at the last sync when what travels is the change since then
+     * (NULL: the buffer itself travels). */
+    struct dd_codec_state *state;
+    float *ref;
 } dd_sync_item_t;
 
 typedef struct dd_sync_job {
@@ -57,7 +64,11 @@ typedef struct dd_sync_job {
     /* The pipe it travels through; NULL: the engine's route. */
     const dd_sync_pipe_t *pipe;
     const void *op; /* what the pipe does; NULL: average in place */
-    int waited;     /* dd_engine_call waits for it: not drained */
+    /* The codec the buffers travel in (NULL: as they are), and the bytes
+     * that travel (bytes without a codec). */
+    const struct dd_sched_codec *codec;
+    size_t wire_bytes;
+    int waited; /* dd_engine_call waits for it: not drained */
     double t_submit, t_start, t_end;
     void *handle; /* the pipe's, while started */
     int finished; /* the pipe is done with it */

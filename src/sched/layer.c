@@ -42,6 +42,13 @@ dd_status_t dd_sched_create(const dd_sched_env_t *env, dd_sched_t **sched_p)
                         "multiple of 8 bytes, at least 64",
                         env->opts->chunk_bytes);
     }
+    const dd_sched_codec_t *codec;
+    if (dd_sched_codec_get(sched, "invalid value DREAMDDP_COMPRESSION=",
+                           sched->opts.compression, &codec) != DD_OK) {
+        dd_sched_codecs_free(sched);
+        free(sched);
+        return DD_ERR_INVALID_CONFIG;
+    }
     dd_strategy_format(&sched->strategy, sched->strategy_name,
                        sizeof(sched->strategy_name));
     pthread_mutex_init(&sched->ready_lock, NULL);
@@ -80,6 +87,7 @@ void dd_sched_destroy(dd_sched_t *sched)
     dd_plan_free(sched->plan);
     free(sched->hold);
     free(sched->agree_v);
+    dd_sched_codecs_free(sched);
     for (size_t i = 0; i < sched->n_layers; i++) {
         free(sched->layers[i]->name);
         free(sched->layers[i]->tensors);
@@ -202,7 +210,8 @@ static char *dd_sched_table_text(dd_sched_t *sched)
 {
     size_t size = 64;
     for (size_t i = 0; i < sched->n_layers; i++) {
-        size += strlen(sched->layers[i]->name) + 32 +
+        size += strlen(sched->layers[i]->name) + 40 +
+                strlen(dd_sched_layer_codec_spec(sched, sched->layers[i])) +
                 40 * sched->layers[i]->n_tensors;
     }
     char *text = malloc(size);
@@ -216,7 +225,9 @@ static char *dd_sched_table_text(dd_sched_t *sched)
                                   dd_dtype_name(l->tensors[t].dtype),
                                   l->tensors[t].grad ? "" : ":nograd");
         }
-        o += (size_t)snprintf(text + o, size - o, "\n");
+        /* Every worker must send a layer in the same codec. */
+        o += (size_t)snprintf(text + o, size - o, " as %s\n",
+                              dd_sched_layer_codec_spec(sched, l));
     }
     if (text != NULL && sched->n_layers == 0) {
         text[0] = '\0';
@@ -452,6 +463,9 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
         (status = dd_sched_check_buffers(sched)) != DD_OK ||
         (status = dd_sched_broadcast_params(sched)) != DD_OK ||
         (status = dd_sched_choose_route(sched)) != DD_OK ||
+        (status = dd_sched_codecs_commit(
+             sched, sched->agg ? &sched->agg_pipe : &sched->coll_pipe)) !=
+            DD_OK ||
         (status =
              dd_engine_start(sched->agg ? &sched->agg_pipe : &sched->coll_pipe,
                              &sched->engine)) != DD_OK ||
@@ -481,11 +495,13 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
     }
     sched->committed = 1;
     dd_log_info(DD_SUBSYS_SCHED,
-                "committed %zu layers, strategy %s, route %s, network %.1f "
-                "us + %.3f ns/byte",
+                "committed %zu layers, strategy %s, route %s, compression "
+                "%s, network %.1f us + %.3f ns/byte",
                 sched->n_layers, sched->strategy_name,
-                sched->agg ? "aggregate" : "allreduce", sched->alpha_s * 1e6,
-                sched->beta_s * 1e9);
+                sched->agg ? "aggregate" : "allreduce",
+                sched->compression != NULL ? sched->compression
+                                           : sched->opts.compression,
+                sched->alpha_s * 1e6, sched->beta_s * 1e9);
     return DD_OK;
 }
 

@@ -37,7 +37,7 @@ static dd_status_t dd_sched_time_allreduce(dd_sched_t *sched, float *buf,
                                            double *best_p)
 {
     double best = INFINITY;
-    dd_sync_item_t item = {buf, count};
+    dd_sync_item_t item = {.buf = buf, .count = count};
     for (int r = 0; r < reps; r++) {
         dd_sync_job_t job = {.step = sched->step,
                              .dtype = DD_DTYPE_F32,
@@ -165,9 +165,13 @@ static void dd_sched_profile(const dd_sched_t *sched, double *v)
     for (size_t i = 0; i < n; i++) {
         const struct dd_layer *l = sched->layers[i];
         v[i] = l->bp_s;
-        v[n + i] = l->comm_measured
-                       ? l->comm_s
-                       : sched->alpha_s + sched->beta_s * (double)l->bytes;
+        /* Before a measurement, the model prices what the codec puts on
+         * the wire. */
+        v[n + i] =
+            l->comm_measured
+                ? l->comm_s
+                : sched->alpha_s +
+                      sched->beta_s * (double)dd_sched_layer_wire_bytes(l);
     }
 }
 

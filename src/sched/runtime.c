@@ -141,7 +141,7 @@ static dd_status_t dd_sched_job_add(dd_sync_job_t *job, size_t layer, void *buf,
         return DD_ERR_NO_MEMORY;
     }
     job->items = items;
-    items[job->n_items++] = (dd_sync_item_t){buf, count};
+    items[job->n_items++] = (dd_sync_item_t){.buf = buf, .count = count};
     if (job->n_layers == 0 || job->layers[job->n_layers - 1] != layer) {
         dd_status_t status = dd_sched_job_add_layer(job, layer);
         if (status != DD_OK) {
@@ -150,6 +150,9 @@ static dd_status_t dd_sched_job_add(dd_sync_job_t *job, size_t layer, void *buf,
     }
     size_t bytes = count * dd_dtype_size(job->dtype);
     job->bytes += bytes;
+    job->wire_bytes += job->codec != NULL
+                           ? dd_sched_codec_wire_size(job->codec, count)
+                           : bytes;
     job->layer_bytes[job->n_layers - 1] += bytes;
     return DD_OK;
 }
@@ -166,13 +169,15 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
         const dd_tensor_t *tensor = &layer->tensors[t];
         void *buf = grads ? tensor->grad : tensor->param;
         dd_sync_job_t *g = sched->group;
+        const dd_sched_codec_t *codec =
+            dd_sched_tensor_codec(sched, layer, t, grads);
 
         if (tensor->count == 0 || buf == NULL) {
             continue; /* a tensor without a gradient: see broadcast */
         }
         if (g != NULL &&
             (g->dtype != tensor->dtype || g->mem_type != tensor->mem_type ||
-             tensor->mem_type != DD_MEM_HOST)) {
+             tensor->mem_type != DD_MEM_HOST || g->codec != codec)) {
             dd_sched_flush(sched);
         }
         if (sched->group == NULL) {
@@ -181,12 +186,23 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
             if (sched->group == NULL) {
                 return DD_ERR_NO_MEMORY;
             }
+            sched->group->codec = codec;
+            if (codec != NULL) {
+                sched->group->pipe =
+                    codec->gather ? &sched->gather_pipe : &sched->codec_pipe;
+            }
         }
         dd_sched_device_job(sched, layer, tensor, sched->group);
         dd_status_t status =
             dd_sched_job_add(sched->group, layer->index, buf, tensor->count);
         if (status != DD_OK) {
             return status;
+        }
+        if (codec != NULL) {
+            dd_sync_item_t *it =
+                &sched->group->items[sched->group->n_items - 1];
+            it->state = layer->codec_states[t];
+            it->ref = grads ? NULL : layer->codec_refs[t];
         }
         if (sched->group->bytes >= dd_sched_group_limit(sched) ||
             tensor->mem_type != DD_MEM_HOST) {
@@ -497,6 +513,7 @@ static void dd_sched_account(dd_sched_t *sched, dd_sync_job_t *done,
         st->wire_s += job->t_end - job->t_start;
         st->staging_s += job->staging_s;
         st->bytes_synced += job->bytes;
+        st->wire_bytes += job->wire_bytes;
         for (size_t k = 0; k < job->n_layers; k++) {
             struct dd_layer *l = sched->layers[job->layers[k]];
             if (l->sync_seen != 1) {
@@ -512,9 +529,11 @@ static void dd_sched_account(dd_sched_t *sched, dd_sync_job_t *done,
                 st->extra_bytes += l->sync_bytes;
             }
             dd_log_debug(DD_SUBSYS_SCHED,
-                         "[SYNC] layer '%s' synced in %.1f ms (step %llu)",
-                         l->name, l->sync_msg_s * 1e3,
-                         (unsigned long long)sched->step);
+                        "[SYNC] layer '%s' synced in %.1f ms as %s (step "
+                        "%llu)",
+                        l->name, l->sync_msg_s * 1e3,
+                        dd_sched_codec_name(l->codec),
+                        (unsigned long long)sched->step);
         }
     }
 }
@@ -591,6 +610,9 @@ static void dd_sched_step_stats_fill(const dd_step_stats_t *st,
     }
     if (m & DD_STEP_STATS_FIELD_STAGING_S) {
         out->staging_s = st->staging_s;
+    }
+    if (m & DD_STEP_STATS_FIELD_WIRE_BYTES) {
+        out->wire_bytes = st->wire_bytes;
     }
 }
 

@@ -9,6 +9,7 @@
 #include "agg/agg.h"
 #include "backends/registry.h"
 #include "boot/job.h"
+#include "compress/codec.h"
 #include "device/loader.h"
 #include "sched/engine.h"
 #include "sched/plan.h"
@@ -46,7 +47,26 @@ struct dd_layer {
      * caller's stream; device jobs wait for its last record. */
     struct dd_device_event *ready_event;
     int device; /* ordinal of its device tensors; -1: host only */
+    /* Compression (codec_pipe.c): the spec dd_layer_set_compression chose
+     * (NULL: the default rule), the codec in force from commit (NULL:
+     * dense), and per tensor its state and, for parameter syncs, its values
+     * at the last sync (NULL where the tensor stays dense). */
+    char *codec_spec;
+    const struct dd_sched_codec *codec;
+    struct dd_codec_state **codec_states;
+    float **codec_refs;
 };
+
+/* A codec in use, opened once per spec. */
+#define DD_SCHED_MAX_CODECS 8
+typedef struct dd_sched_codec {
+    char *spec;
+    dd_codec_ref_t ref;
+    dd_dtype_t wire_dtype; /* of f32 layers */
+    /* Not summable (topk): every worker's encoding is allgathered among
+     * the workers, on either route, and each decodes and averages them. */
+    int gather;
+} dd_sched_codec_t;
 
 typedef struct dd_timeline dd_timeline_t;
 
@@ -127,6 +147,13 @@ typedef struct dd_sched {
     /* Device memory (staging.c): the pipe around the two above. */
     dd_sync_pipe_t device_pipe;
     struct dd_staging *staging;
+    /* Compression (codec_pipe.c): the codecs opened, and the pipe that
+     * encodes around the route. */
+    char *compression; /* dd_compression_set's; NULL: DREAMDDP_COMPRESSION */
+    dd_sched_codec_t codecs[DD_SCHED_MAX_CODECS];
+    size_t n_codecs;
+    dd_sync_pipe_t codec_pipe, gather_pipe;
+    const dd_sync_pipe_t *codec_inner;
     int said_goodbye;
 } dd_sched_t;
 
@@ -153,7 +180,8 @@ dd_status_t dd_sched_check_tables(dd_sched_t *sched);
     (DD_STEP_STATS_FIELD_STEP | DD_STEP_STATS_FIELD_LAYERS_SYNCED |            \
      DD_STEP_STATS_FIELD_BYTES_SYNCED | DD_STEP_STATS_FIELD_WIRE_S |           \
      DD_STEP_STATS_FIELD_WAIT_S | DD_STEP_STATS_FIELD_REPLANNED |              \
-     DD_STEP_STATS_FIELD_EXTRA_BYTES | DD_STEP_STATS_FIELD_STAGING_S)
+     DD_STEP_STATS_FIELD_EXTRA_BYTES | DD_STEP_STATS_FIELD_STAGING_S |         \
+     DD_STEP_STATS_FIELD_WIRE_BYTES)
 #define DD_SCHED_LAYER_STATS_FIELDS                                            \
     (DD_LAYER_STATS_FIELD_SYNCS | DD_LAYER_STATS_FIELD_BYTES |                 \
      DD_LAYER_STATS_FIELD_WIRE_S | DD_LAYER_STATS_FIELD_BP_S |                 \
@@ -184,6 +212,35 @@ typedef struct dd_staging dd_staging_t;
 void dd_sched_device_pipe_init(dd_sched_t *sched);
 void dd_sched_staging_free(dd_sched_t *sched);
 dd_status_t dd_sched_device_call(dd_sched_t *sched, dd_sync_job_t *job);
+
+/* codec_pipe.c: compression. Layers of fewer elements stay dense unless
+ * dd_layer_set_compression says otherwise. */
+#define DD_SCHED_DENSE_BELOW 4096
+/* Checks spec (what: the message's words before the quoted spec) and opens its
+ * codec once; *codec_p is NULL for the identity. */
+dd_status_t dd_sched_codec_get(dd_sched_t *sched, const char *what,
+                               const char *spec,
+                               const dd_sched_codec_t **codec_p);
+dd_status_t dd_sched_compression_set(dd_sched_t *sched, const char *spec);
+dd_status_t dd_sched_layer_set_compression(dd_sched_t *sched, dd_layer_h layer,
+                                           const char *spec);
+/* At commit, once the replicas are equal: each layer's codec, states and
+ * references, and the pipe around route. */
+dd_status_t dd_sched_codecs_commit(dd_sched_t *sched,
+                                   const dd_sync_pipe_t *route);
+/* The codec a tensor of layer travels in, for gradients or parameters. */
+const dd_sched_codec_t *dd_sched_tensor_codec(const dd_sched_t *sched,
+                                              const struct dd_layer *layer,
+                                              size_t tensor, int grads);
+const char *dd_sched_codec_name(const dd_sched_codec_t *codec);
+/* The bytes count f32 elements take in codec (NULL: dense). */
+size_t dd_sched_codec_wire_size(const dd_sched_codec_t *codec, size_t count);
+/* The bytes a layer's sync puts on the wire, in its codec. */
+size_t dd_sched_layer_wire_bytes(const struct dd_layer *layer);
+/* The spec a layer is to travel in: its own, or the default rule's. */
+const char *dd_sched_layer_codec_spec(const dd_sched_t *sched,
+                                      const struct dd_layer *layer);
+void dd_sched_codecs_free(dd_sched_t *sched);
 
 /* devmem.c: device layers. */
 dd_status_t dd_sched_device_check(dd_sched_t *sched, const char *name,

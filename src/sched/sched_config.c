@@ -82,6 +82,14 @@ static const dd_config_field_t dd_sched_fields[] = {
      "(as dd_layer_unused says; DDP's find_unused_parameters) instead of "
      "failing the step.",
      DD_CONFIG_BOOL, offsetof(dd_sched_opts_t, find_unused), 0, 0, NULL},
+    {"DREAMDDP_COMPRESSION", "none",
+     "Codec of the syncs: none, fp16, bf16 or topk:RATIO (powersgd:RANK is "
+     "not yet wired into the syncs). It applies to f32 host layers of "
+     "at least 4096 elements; smaller layers (biases, norms) stay dense, "
+     "and dd_layer_set_compression overrides it per layer. ddp compresses "
+     "gradients, the other strategies the parameters' change since the "
+     "layer's last sync.",
+     DD_CONFIG_STRING, offsetof(dd_sched_opts_t, compression), 0, 0, NULL},
 };
 
 const dd_config_table_t dd_sched_config_table = {

@@ -25,6 +25,7 @@ typedef struct {
     int route;          /* dd_route_t */
     size_t chunk_bytes; /* aggregation chunks */
     int find_unused;    /* unmarked layers count as unused at step end */
+    char *compression;  /* codec spec of the layers the default rule picks */
 } dd_sched_opts_t;
 
 typedef enum {

@@ -140,6 +140,10 @@ void dd_timeline_sync(dd_timeline_t *t, const dd_sched_t *sched,
     dd_json_uint(&t->json, job->n_layers);
     dd_json_key(&t->json, "bytes");
     dd_json_uint(&t->json, job->bytes);
+    dd_json_key(&t->json, "codec");
+    dd_json_string(&t->json, dd_sched_codec_name(job->codec));
+    dd_json_key(&t->json, "wire_bytes");
+    dd_json_uint(&t->json, job->wire_bytes);
     /* When the runtime handed the job to the engine: what start lags
      * behind it is the channel's queue. */
     dd_json_key(&t->json, "submit");

@@ -1,0 +1,524 @@
+/*
+ * Compression of the syncs: which codec each layer travels in, and the
+ * pipe that wraps the route (the workers' allreduce or the aggregators):
+ * it encodes a job's packed f32 buffer into the codec's wire dtype, runs
+ * the route on that, and decodes the average back in place. Summable
+ * codecs (fp16, bf16) go through the route, which sums their wire dtype in
+ * f32; topk's encodings (values and indices) are allgathered among the
+ * workers on either route, and every worker decodes and averages them in
+ * worker order. powersgd's rounds are not wired.
+ *
+ * Parameter syncs send the change since the layer's last sync and rebuild
+ * x = x_ref + decode(average) from the reference every replica holds
+ * equal, so the replicas stay bit-identical after every averaging. It must
+ * not change what syncs when, nor see device memory (device tensors stay
+ * dense).
+ */
+#include "core/log.h"
+#include "sched/sched.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define DD_SCHED_CODECS_WIRED "none, fp16, bf16, topk:RATIO"
+
+static int dd_sched_codec_spec_is_identity(const char *spec)
+{
+    return strcmp(spec, "none") == 0;
+}
+
+dd_status_t dd_sched_codec_get(dd_sched_t *sched, const char *what,
+                               const char *spec,
+                               const dd_sched_codec_t **codec_p)
+{
+    if (spec == NULL || dd_sched_codec_spec_is_identity(spec)) {
+        *codec_p = NULL;
+        return DD_OK;
+    }
+    for (size_t i = 0; i < sched->n_codecs; i++) {
+        if (strcmp(sched->codecs[i].spec, spec) == 0) {
+            *codec_p = &sched->codecs[i];
+            return DD_OK;
+        }
+    }
+    char name[DD_CODEC_NAME_MAX + 1];
+    size_t len = strcspn(spec, ":");
+    snprintf(name, sizeof(name), "%.*s", (int)len, spec);
+    const dd_codec_ops_t *ops = dd_codec_find(name);
+    if (ops == NULL) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
+                        "%s'%s': unknown codec, expected one "
+                        "of " DD_SCHED_CODECS_WIRED,
+                        what, spec);
+    }
+    if (ops->rounds > 0) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
+                        "%s'%s': powersgd is not yet wired into the syncs; "
+                        "expected one of " DD_SCHED_CODECS_WIRED,
+                        what, spec);
+    }
+    if (sched->n_codecs == DD_SCHED_MAX_CODECS) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
+                        "%s'%s': at most %d codec specs in one job", what, spec,
+                        DD_SCHED_MAX_CODECS);
+    }
+    dd_sched_codec_t *c = &sched->codecs[sched->n_codecs];
+    dd_status_t status = dd_codec_open(spec, &c->ref);
+    if (status != DD_OK) {
+        return dd_error(status, DD_SUBSYS_SCHED, "%s'%s': %s", what, spec,
+                        dd_last_error());
+    }
+    c->spec = strdup(spec);
+    if (c->spec == NULL) {
+        dd_codec_close(&c->ref);
+        return DD_ERR_NO_MEMORY;
+    }
+    c->wire_dtype = dd_codec_wire_dtype(ops, DD_DTYPE_F32);
+    c->gather = !(ops->caps & DD_CODEC_CAP_SUMMABLE);
+    sched->n_codecs++;
+    *codec_p = c;
+    return DD_OK;
+}
+
+dd_status_t dd_sched_compression_set(dd_sched_t *sched, const char *spec)
+{
+    const dd_sched_codec_t *codec;
+
+    if (sched->committed) {
+        return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
+                        "dd_compression_set: the model is already committed");
+    }
+    dd_status_t status = dd_sched_codec_get(
+        sched, "dd_compression_set: invalid spec ", spec, &codec);
+    if (status != DD_OK) {
+        return status == DD_ERR_INVALID_CONFIG ? DD_ERR_INVALID_PARAM : status;
+    }
+    char *copy = strdup(spec);
+    if (copy == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    free(sched->compression);
+    sched->compression = copy;
+    return DD_OK;
+}
+
+dd_status_t dd_sched_layer_set_compression(dd_sched_t *sched, dd_layer_h layer,
+                                           const char *spec)
+{
+    const dd_sched_codec_t *codec;
+    char what[256];
+
+    if (layer == NULL || layer->sched != sched) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                        "dd_layer_set_compression: not a layer of this "
+                        "context");
+    }
+    if (sched->committed) {
+        return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
+                        "dd_layer_set_compression: layer '%s': the model is "
+                        "already committed",
+                        layer->name);
+    }
+    snprintf(what, sizeof(what),
+             "dd_layer_set_compression: layer '%s': invalid spec ",
+             layer->name);
+    dd_status_t status = dd_sched_codec_get(sched, what, spec, &codec);
+    if (status != DD_OK) {
+        return status == DD_ERR_INVALID_CONFIG ? DD_ERR_INVALID_PARAM : status;
+    }
+    char *copy = strdup(spec);
+    if (copy == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    free(layer->codec_spec);
+    layer->codec_spec = copy;
+    return DD_OK;
+}
+
+const char *dd_sched_codec_name(const dd_sched_codec_t *codec)
+{
+    return codec != NULL ? codec->spec : "none";
+}
+
+static int dd_sched_tensor_encodes(const dd_tensor_t *x)
+{
+    return x->dtype == DD_DTYPE_F32 && x->mem_type == DD_MEM_HOST &&
+           x->count > 0;
+}
+
+const dd_sched_codec_t *dd_sched_tensor_codec(const dd_sched_t *sched,
+                                              const struct dd_layer *layer,
+                                              size_t tensor, int grads)
+{
+    if (layer->codec == NULL || layer->codec_states == NULL ||
+        layer->codec_states[tensor] == NULL) {
+        return NULL;
+    }
+    /* ddp's parameter syncs (dd_sync_all) keep no reference: dense. */
+    if (!grads && layer->codec_refs[tensor] == NULL) {
+        return NULL;
+    }
+    (void)sched;
+    return layer->codec;
+}
+
+/* A layer's states, and its references when parameters travel. */
+static dd_status_t dd_sched_layer_codec_init(dd_sched_t *sched,
+                                             struct dd_layer *l)
+{
+    const dd_codec_ref_t *ref = &l->codec->ref;
+    int params = !dd_strategy_syncs_grads(&sched->strategy);
+
+    l->codec_states = calloc(l->n_tensors, sizeof(*l->codec_states));
+    l->codec_refs = calloc(l->n_tensors, sizeof(*l->codec_refs));
+    if (l->codec_states == NULL || l->codec_refs == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    for (size_t t = 0; t < l->n_tensors; t++) {
+        const dd_tensor_t *x = &l->tensors[t];
+        if (!dd_sched_tensor_encodes(x)) {
+            continue;
+        }
+        dd_status_t status = ref->ops->state_create(
+            ref->codec, x->count, x->dtype, 0, 0, &l->codec_states[t]);
+        if (status != DD_OK) {
+            return status;
+        }
+        if (params) {
+            l->codec_refs[t] = malloc(x->count * sizeof(float));
+            if (l->codec_refs[t] == NULL) {
+                return DD_ERR_NO_MEMORY;
+            }
+            memcpy(l->codec_refs[t], x->param, x->count * sizeof(float));
+        }
+    }
+    return DD_OK;
+}
+
+size_t dd_sched_codec_wire_size(const dd_sched_codec_t *codec, size_t count)
+{
+    size_t bytes = count * sizeof(float);
+
+    if (codec != NULL && codec->gather) {
+        codec->ref.ops->encoded_size(codec->ref.codec, count, DD_DTYPE_F32, 0,
+                                     0, &bytes);
+    } else if (codec != NULL) {
+        bytes = count * dd_dtype_size(codec->wire_dtype);
+    }
+    return bytes;
+}
+
+size_t dd_sched_layer_wire_bytes(const struct dd_layer *l)
+{
+    size_t bytes = 0;
+    for (size_t t = 0; t < l->n_tensors; t++) {
+        const dd_tensor_t *x = &l->tensors[t];
+        int encoded = l->codec != NULL && l->codec_states != NULL &&
+                      l->codec_states[t] != NULL;
+        bytes += encoded ? dd_sched_codec_wire_size(l->codec, x->count)
+                         : x->count * dd_dtype_size(x->dtype);
+    }
+    return bytes;
+}
+
+static size_t dd_sched_layer_count(const struct dd_layer *l)
+{
+    size_t n = 0;
+    for (size_t t = 0; t < l->n_tensors; t++) {
+        n += l->tensors[t].count;
+    }
+    return n;
+}
+
+const char *dd_sched_layer_codec_spec(const dd_sched_t *sched,
+                                      const struct dd_layer *layer)
+{
+    if (layer->codec_spec != NULL) {
+        return layer->codec_spec;
+    }
+    if (dd_sched_layer_count(layer) < DD_SCHED_DENSE_BELOW) {
+        return "none";
+    }
+    return sched->compression != NULL ? sched->compression
+                                      : sched->opts.compression;
+}
+
+static dd_status_t dd_sched_codec_start(void *arg, dd_sync_job_t *job,
+                                        void *buf, size_t count,
+                                        void **handle_p);
+static dd_status_t dd_sched_codec_test(void *arg, void *handle, int *busy_p);
+
+dd_status_t dd_sched_codecs_commit(dd_sched_t *sched,
+                                   const dd_sync_pipe_t *route)
+{
+    sched->codec_inner = route;
+    sched->codec_pipe = (dd_sync_pipe_t){.start = dd_sched_codec_start,
+                                         .test = dd_sched_codec_test,
+                                         .depth = route->depth,
+                                         .arg = sched};
+    sched->gather_pipe = (dd_sync_pipe_t){.start = dd_sched_codec_start,
+                                          .test = dd_sched_codec_test,
+                                          .depth = sched->coll_pipe.depth,
+                                          .arg = sched};
+    for (size_t i = 0; i < sched->n_layers; i++) {
+        struct dd_layer *l = sched->layers[i];
+        const char *spec = dd_sched_layer_codec_spec(sched, l);
+        const char *what = "dd_layer_set_compression: invalid spec ";
+        if (l->codec_spec == NULL) {
+            what = sched->compression != NULL
+                       ? "dd_compression_set: invalid spec "
+                       : "invalid value DREAMDDP_COMPRESSION=";
+        }
+        dd_status_t status = dd_sched_codec_get(sched, what, spec, &l->codec);
+        if (status == DD_OK && l->codec != NULL) {
+            status = dd_sched_layer_codec_init(sched, l);
+        }
+        if (status != DD_OK) {
+            return status;
+        }
+    }
+    return DD_OK;
+}
+
+void dd_sched_codecs_free(dd_sched_t *sched)
+{
+    for (size_t i = 0; i < sched->n_layers; i++) {
+        struct dd_layer *l = sched->layers[i];
+        for (size_t t = 0; l->codec_states != NULL && t < l->n_tensors; t++) {
+            l->codec->ref.ops->state_free(l->codec->ref.codec,
+                                          l->codec_states[t]);
+            free(l->codec_refs[t]);
+        }
+        free(l->codec_states);
+        free(l->codec_refs);
+        free(l->codec_spec);
+    }
+    for (size_t i = 0; i < sched->n_codecs; i++) {
+        dd_codec_close(&sched->codecs[i].ref);
+        free(sched->codecs[i].spec);
+    }
+    sched->n_codecs = 0;
+    free(sched->compression);
+    sched->compression = NULL;
+}
+
+/* A compressed job in flight: its wire buffer and the route's handle. */
+typedef struct {
+    dd_sync_job_t wire_job; /* the job as the route sees it */
+    dd_sync_job_t *job;
+    float *buf;
+    size_t count;
+    void *wire;
+    size_t wire_size;
+    void *gathered; /* gather: every worker's wire, in worker order */
+    dd_sched_coll_t coll;
+    void *inner;
+} dd_sched_codec_op_t;
+
+/* The bytes of item j's encoding in the wire buffer. */
+static size_t dd_sched_item_wire(const dd_sync_job_t *job, size_t j)
+{
+    return dd_sched_codec_wire_size(job->codec, job->items[j].count);
+}
+
+static dd_status_t dd_sched_codec_encode(const dd_sync_job_t *job,
+                                         const float *buf, void *wire)
+{
+    const dd_codec_ref_t *ref = &job->codec->ref;
+    size_t off = 0, woff = 0;
+    float *delta = NULL;
+
+    for (size_t j = 0; j < job->n_items; j++) {
+        const dd_sync_item_t *it = &job->items[j];
+        const float *in = buf + off;
+        if (it->ref != NULL) {
+            float *d = realloc(delta, it->count * sizeof(float));
+            if (d == NULL) {
+                free(delta);
+                return DD_ERR_NO_MEMORY;
+            }
+            delta = d;
+            for (size_t i = 0; i < it->count; i++) {
+                delta[i] = in[i] - it->ref[i];
+            }
+            in = delta;
+        }
+        size_t bytes, want = dd_sched_item_wire(job, j);
+        dd_status_t status =
+            ref->ops->encode(ref->codec, it->state, in, it->count, DD_DTYPE_F32,
+                             (char *)wire + woff, &bytes);
+        if (status == DD_OK && bytes != want) {
+            status = dd_error(DD_ERR_INTERNAL, DD_SUBSYS_SCHED,
+                              "%s wrote %zu bytes for %zu elements, not the "
+                              "%zu it announced",
+                              job->codec->spec, bytes, it->count, want);
+        }
+        if (status != DD_OK) {
+            free(delta);
+            return status;
+        }
+        off += it->count;
+        woff += want;
+    }
+    free(delta);
+    return DD_OK;
+}
+
+/* The average over the workers of their encodings of one item, into out:
+ * decoded and summed in worker order, the same on every worker. */
+static dd_status_t dd_sched_codec_average(const dd_sync_job_t *job,
+                                          const dd_sched_codec_op_t *op,
+                                          size_t j, size_t woff, int n,
+                                          float *out, float *tmp)
+{
+    const dd_codec_ref_t *ref = &job->codec->ref;
+    const dd_sync_item_t *it = &job->items[j];
+    size_t bytes = dd_sched_item_wire(job, j);
+
+    memset(out, 0, it->count * sizeof(float));
+    for (int r = 0; r < n; r++) {
+        const char *in = (const char *)op->gathered + r * op->wire_size + woff;
+        dd_status_t status = ref->ops->decode(ref->codec, it->state, in, bytes,
+                                              tmp, it->count, DD_DTYPE_F32);
+        if (status != DD_OK) {
+            return status;
+        }
+        for (size_t i = 0; i < it->count; i++) {
+            out[i] += tmp[i];
+        }
+    }
+    for (size_t i = 0; i < it->count; i++) {
+        out[i] /= (float)n;
+    }
+    return DD_OK;
+}
+
+/* Writes the average back: x_ref + decode(average of the changes) for
+ * parameters, which becomes the new reference; decode(average) otherwise. */
+static dd_status_t dd_sched_codec_decode(const dd_sched_t *sched,
+                                         const dd_sched_codec_op_t *op)
+{
+    const dd_sync_job_t *job = op->job;
+    const dd_codec_ref_t *ref = &job->codec->ref;
+    size_t off = 0, woff = 0, most = 0;
+    float *tmp = NULL;
+    dd_status_t status = DD_OK;
+
+    for (size_t j = 0; job->codec->gather && j < job->n_items; j++) {
+        most = job->items[j].count > most ? job->items[j].count : most;
+    }
+    if (most > 0 && (tmp = malloc(most * sizeof(float))) == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    for (size_t j = 0; status == DD_OK && j < job->n_items; j++) {
+        const dd_sync_item_t *it = &job->items[j];
+        float *out = op->buf + off;
+        size_t bytes = dd_sched_item_wire(job, j);
+        if (job->codec->gather) {
+            status = dd_sched_codec_average(
+                job, op, j, woff, sched->env.job->n_workers, out, tmp);
+        } else {
+            status = ref->ops->decode(ref->codec, it->state,
+                                      (const char *)op->wire + woff, bytes, out,
+                                      it->count, DD_DTYPE_F32);
+        }
+        if (status == DD_OK && it->ref != NULL) {
+            for (size_t i = 0; i < it->count; i++) {
+                out[i] += it->ref[i];
+            }
+            memcpy(it->ref, out, it->count * sizeof(float));
+        }
+        off += it->count;
+        woff += bytes;
+    }
+    free(tmp);
+    return status;
+}
+
+static void dd_sched_codec_op_free(dd_sched_codec_op_t *op)
+{
+    if (op != NULL) {
+        free(op->wire);
+        free(op->gathered);
+        free(op);
+    }
+}
+
+/* The route's view of the job: the summable wire averaged as an array of
+ * its dtype, or every worker's wire gathered as bytes. */
+static const dd_sync_pipe_t *dd_sched_codec_route(dd_sched_t *sched,
+                                                  dd_sched_codec_op_t *op)
+{
+    dd_sync_job_t *job = op->job;
+
+    op->wire_job = *job;
+    op->wire_job.bytes = op->wire_size;
+    if (!job->codec->gather) {
+        op->wire_job.dtype = job->codec->wire_dtype;
+        return sched->codec_inner;
+    }
+    op->coll = (dd_sched_coll_t){.coll = DD_COLL_ALLGATHER,
+                                 .args = {.sendbuf = op->wire,
+                                          .recvbuf = op->gathered,
+                                          .count = op->wire_size,
+                                          .dtype = DD_DTYPE_U8,
+                                          .mem_type = DD_MEM_HOST}};
+    op->wire_job.dtype = DD_DTYPE_U8;
+    op->wire_job.op = &op->coll;
+    return &sched->coll_pipe;
+}
+
+static dd_status_t dd_sched_codec_start(void *arg, dd_sync_job_t *job,
+                                        void *buf, size_t count,
+                                        void **handle_p)
+{
+    dd_sched_t *sched = arg;
+    dd_sched_codec_op_t *op = calloc(1, sizeof(*op));
+    size_t wsize = 0;
+
+    for (size_t j = 0; j < job->n_items; j++) {
+        wsize += dd_sched_item_wire(job, j);
+    }
+    int n = job->codec->gather ? sched->env.job->n_workers : 0;
+    if (op == NULL || (op->wire = malloc(wsize)) == NULL ||
+        (n > 0 && (op->gathered = malloc((size_t)n * wsize)) == NULL)) {
+        dd_sched_codec_op_free(op);
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory to encode %zu elements in %s", count,
+                        job->codec->spec);
+    }
+    op->job = job;
+    op->buf = buf;
+    op->count = count;
+    op->wire_size = wsize;
+    dd_status_t status = dd_sched_codec_encode(job, buf, op->wire);
+    if (status == DD_OK) {
+        const dd_sync_pipe_t *inner = dd_sched_codec_route(sched, op);
+        status = inner->start(inner->arg, &op->wire_job, op->wire,
+                              job->codec->gather ? 0 : count, &op->inner);
+    }
+    if (status != DD_OK) {
+        dd_sched_codec_op_free(op);
+        return status;
+    }
+    *handle_p = op;
+    return DD_OK;
+}
+
+static dd_status_t dd_sched_codec_test(void *arg, void *handle, int *busy_p)
+{
+    dd_sched_t *sched = arg;
+    dd_sched_codec_op_t *op = handle;
+    const dd_sync_pipe_t *inner =
+        op->job->codec->gather ? &sched->coll_pipe : sched->codec_inner;
+    dd_status_t status = inner->test(inner->arg, op->inner, busy_p);
+
+    if (status == DD_INPROGRESS) {
+        return status;
+    }
+    if (status == DD_OK) {
+        status = dd_sched_codec_decode(sched, op);
+    }
+    dd_sched_codec_op_free(op);
+    return status;
+}

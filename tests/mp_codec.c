@@ -1,0 +1,208 @@
+/*
+ * Run under ddrun by test_codec_mp.sh, with DREAMDDP_COMPRESSION set. Every
+ * rank registers the same layers (two of at least 4096 elements that the
+ * default rule compresses, a 10-element one that stays dense and a
+ * 300-element one that dd_layer_set_compression compresses), moves them
+ * by rank-dependent amounts every step, and checks after each step, for
+ * every layer the step synced, that the replicas are bit-identical and
+ * within the codec's rounding of the exact f32 average (fp16, bf16); and
+ * that the wire bytes are at most 0.51 of the raw bytes (0.03 under
+ * topk:0.01).
+ *
+ *   mp_codec STRATEGY STEPS
+ */
+#include <dreamddp.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_LAYERS 4
+static const size_t sizes[N_LAYERS] = {5000, 10, 8192, 300};
+static int rank, world;
+
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "mp_codec: rank %d: ", rank);                      \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fprintf(stderr, "\n");                                             \
+            return 1;                                                          \
+        }                                                                      \
+    } while (0)
+
+typedef struct {
+    float *param, *grad, *pre, *mean, *copy;
+    dd_layer_h h;
+    uint64_t syncs;
+} layer_t;
+
+static float wave(int r, int l, long step, size_t i)
+{
+    return (float)sin(0.37 * (double)i + 1.3 * r + 0.71 * (double)step + l);
+}
+
+/* ddp: the gradients; the others: the parameters move by a small step. */
+static void touch(layer_t *L, int l, long step, int ddp)
+{
+    for (size_t i = 0; i < sizes[l]; i++) {
+        if (ddp) {
+            L->grad[i] = 0.5f + 0.3f * wave(rank, l, step, i);
+        } else {
+            L->param[i] += 0.01f * wave(rank, l, step, i);
+        }
+    }
+    memcpy(L->pre, ddp ? L->grad : L->param, sizes[l] * sizeof(float));
+}
+
+/* Whether buf is rank 0's bit for bit and near the exact average of pre. */
+static int check_layer(dd_context_h ctx, layer_t *L, int l, long step,
+                       const float *buf, double tol)
+{
+    size_t n = sizes[l];
+
+    CHECK(dd_allreduce(ctx, L->pre, L->mean, n, DD_DTYPE_F32, DD_REDUCE_AVG,
+                       DD_MEM_HOST) == DD_OK,
+          "allreduce: %s", dd_last_error());
+    memcpy(L->copy, buf, n * sizeof(float));
+    CHECK(dd_broadcast(ctx, L->copy, n, DD_DTYPE_F32, 0, DD_MEM_HOST) == DD_OK,
+          "broadcast: %s", dd_last_error());
+    CHECK(memcmp(L->copy, buf, n * sizeof(float)) == 0,
+          "step %ld: layer %d differs from rank 0's after its sync", step, l);
+    for (size_t i = 0; i < n; i++) {
+        CHECK(fabs((double)buf[i] - L->mean[i]) <= tol,
+              "step %ld: layer %d element %zu: %.7g, the average is %.7g", step,
+              l, i, (double)buf[i], (double)L->mean[i]);
+    }
+    return 0;
+}
+
+static int setup(dd_context_h ctx, layer_t *L)
+{
+    char name[32];
+
+    for (int l = 0; l < N_LAYERS; l++) {
+        size_t n = sizes[l];
+        L[l].param = malloc(n * sizeof(float));
+        L[l].grad = calloc(n, sizeof(float));
+        L[l].pre = malloc(n * sizeof(float));
+        L[l].mean = malloc(n * sizeof(float));
+        L[l].copy = malloc(n * sizeof(float));
+        CHECK(L[l].param && L[l].grad && L[l].pre && L[l].mean && L[l].copy,
+              "no memory");
+        for (size_t i = 0; i < n; i++) {
+            L[l].param[i] = 1.0f + 0.5f * wave(rank, l, -1, i);
+        }
+        dd_tensor_t t = {.param = L[l].param,
+                         .grad = L[l].grad,
+                         .count = n,
+                         .dtype = DD_DTYPE_F32,
+                         .mem_type = DD_MEM_HOST};
+        snprintf(name, sizeof(name), "layer%d", l);
+        CHECK(dd_layer_register(ctx, name, &t, 1, &L[l].h) == DD_OK,
+              "register: %s", dd_last_error());
+    }
+    const char *spec = getenv("DREAMDDP_COMPRESSION");
+    CHECK(dd_layer_set_compression(ctx, L[3].h, spec ? spec : "none") == DD_OK,
+          "dd_layer_set_compression: %s", dd_last_error());
+    CHECK(dd_layer_set_compression(ctx, L[3].h, "zip") == DD_ERR_INVALID_PARAM,
+          "dd_layer_set_compression accepted 'zip'");
+    return 0;
+}
+
+static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
+{
+    int ddp = strcmp(strategy, "ddp") == 0;
+    /* Parameters move by at most 0.01 a step between syncs; bf16 rounds
+     * each rank's change and the average to 2^-9 of themselves. */
+    double tol = ddp ? 1e-2 : 1e-3;
+    size_t raw = 0, wire = 0;
+    const char *spec = getenv("DREAMDDP_COMPRESSION");
+    /* topk sends 1 % of the largest values and their indices: the
+     * replicas must still be equal, though not near the exact average. */
+    int topk = spec != NULL && strncmp(spec, "topk:", 5) == 0;
+    double limit = topk ? 0.03 : 0.51;
+    if (topk) {
+        tol = INFINITY;
+    }
+
+    CHECK(dd_strategy_set(ctx, strategy) == DD_OK, "strategy: %s",
+          dd_last_error());
+    CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
+    for (long step = 0; step < steps; step++) {
+        dd_step_stats_t st = {.field_mask = DD_STEP_STATS_FIELD_BYTES_SYNCED |
+                                            DD_STEP_STATS_FIELD_WIRE_BYTES};
+        CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());
+        for (int l = N_LAYERS; l-- > 0;) {
+            touch(&L[l], l, step, ddp);
+            CHECK(dd_layer_ready(ctx, L[l].h) == DD_OK, "ready: %s",
+                  dd_last_error());
+        }
+        CHECK(dd_step_end(ctx, &st) == DD_OK, "end: %s", dd_last_error());
+        raw += st.bytes_synced;
+        wire += st.wire_bytes;
+        for (int l = 0; l < N_LAYERS; l++) {
+            dd_layer_stats_t ls = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS};
+            CHECK(dd_layer_stats(ctx, L[l].h, &ls) == DD_OK, "stats: %s",
+                  dd_last_error());
+            if (ls.syncs == L[l].syncs) {
+                continue;
+            }
+            L[l].syncs = ls.syncs;
+            if (check_layer(ctx, &L[l], l, step, ddp ? L[l].grad : L[l].param,
+                            tol) != 0) {
+                return 1;
+            }
+            if (ddp) { /* the replicas' parameters stay equal */
+                for (size_t i = 0; i < sizes[l]; i++) {
+                    L[l].param[i] -= 0.1f * L[l].grad[i];
+                }
+                memcpy(L[l].pre, L[l].param, sizes[l] * sizeof(float));
+                if (check_layer(ctx, &L[l], l, step, L[l].param, 1e-5) != 0) {
+                    return 1;
+                }
+            }
+        }
+    }
+    CHECK(raw > 0 && (double)wire <= limit * (double)raw,
+          "%zu wire bytes for %zu raw bytes (at most %.2f of them)", wire, raw,
+          limit);
+    if (rank == 0) {
+        printf("mp_codec: %s %s: %ld steps bit-identical on %d workers, "
+               "%zu wire bytes for %zu raw\n",
+               getenv("DREAMDDP_COMPRESSION"), strategy, steps, world, wire,
+               raw);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    dd_context_h ctx;
+    layer_t L[N_LAYERS] = {{0}};
+
+    if (argc < 3 || dd_init(NULL, &ctx) != DD_OK) {
+        fprintf(stderr, "mp_codec: usage or dd_init: %s\n", dd_last_error());
+        return 2;
+    }
+    rank = dd_rank(ctx);
+    world = dd_num_workers(ctx);
+    if (dd_role(ctx) == DD_ROLE_AGGREGATOR) {
+        dd_status_t s = dd_aggregator_serve(ctx);
+        return (dd_finalize(ctx) != DD_OK) | (s != DD_OK);
+    }
+    int rc = setup(ctx, L);
+    if (rc == 0) {
+        rc = run(ctx, L, argv[1], atol(argv[2]));
+    }
+    dd_status_t fin = dd_finalize(ctx);
+    for (int l = 0; l < N_LAYERS; l++) {
+        free(L[l].param);
+        free(L[l].grad);
+        free(L[l].pre);
+        free(L[l].mean);
+        free(L[l].copy);
+    }
+    return rc != 0 ? rc : fin != DD_OK;
+}

@@ -529,11 +529,11 @@ static void dd_sched_account(dd_sched_t *sched, dd_sync_job_t *done,
                 st->extra_bytes += l->sync_bytes;
             }
             dd_log_debug(DD_SUBSYS_SCHED,
-                        "[SYNC] layer '%s' synced in %.1f ms as %s (step "
-                        "%llu)",
-                        l->name, l->sync_msg_s * 1e3,
-                        dd_sched_codec_name(l->codec),
-                        (unsigned long long)sched->step);
+                         "[SYNC] layer '%s' synced in %.1f ms as %s (step "
+                         "%llu)",
+                         l->name, l->sync_msg_s * 1e3,
+                         dd_sched_codec_name(l->codec),
+                         (unsigned long long)sched->step);
         }
     }
 }

@@ -80,6 +80,13 @@ typedef enum { DD_STATUS_LIST(DD_STATUS_ENUM_ITEM_) } dd_status_t;
 DD_API const char *dd_status_string(dd_status_t status);
 
 /**
+ * The enum name of a status ("DD_ERR_TIMED_OUT"), for logs, tests and
+ * bindings. Never NULL; an unknown value gives "DD_STATUS_UNKNOWN". Any
+ * thread.
+ */
+DD_API const char *dd_status_name(dd_status_t status);
+
+/**
  * The message of the last error that this thread saw inside the library: the
  * same text that was logged, naming the rank, peer, layer, variable or value
  * at fault. Empty when there was none. Valid until the thread's next call.

@@ -142,7 +142,7 @@ class Context:
             raise DreamDDPError(
                 "unknown reduction '%s': expected one of %s"
                 % (op, ", ".join(_lib.REDUCE_OPS)),
-                STATUS["DD_ERR_INVALID_PARAM"],
+                _lib.ERR_INVALID_PARAM,
                 "dd_allreduce",
             )
         self._call(

@@ -18,29 +18,17 @@ import ctypes
 import ctypes.util
 import os
 
-# The X-macro list of dreamddp.h, value -> name.
-STATUS_NAMES = {
-    0: "DD_OK",
-    1: "DD_INPROGRESS",
-    -1: "DD_ERR_NO_MEMORY",
-    -2: "DD_ERR_INVALID_PARAM",
-    -3: "DD_ERR_INVALID_CONFIG",
-    -4: "DD_ERR_TIMED_OUT",
-    -5: "DD_ERR_UNREACHABLE",
-    -6: "DD_ERR_REFUSED",
-    -7: "DD_ERR_IO",
-    -8: "DD_ERR_NOT_FOUND",
-    -9: "DD_ERR_MISMATCH",
-    -10: "DD_ERR_PEER_LOST",
-    -11: "DD_ERR_UNSUPPORTED",
-    -12: "DD_ERR_NO_DEVICE",
-    -13: "DD_ERR_STATE",
-    -14: "DD_ERR_MESSAGE",
-    -15: "DD_ERR_BACKEND",
-    -16: "DD_ERR_CANCELED",
-    -17: "DD_ERR_INTERNAL",
-}
-STATUS = {name: value for value, name in STATUS_NAMES.items()}
+# The statuses this package raises before it can ask the library for
+# names (dd_status_t values, as in dreamddp.h).
+ERR_INVALID_PARAM = -2
+ERR_NOT_FOUND = -8
+ERR_UNSUPPORTED = -11
+ERR_STATE = -13
+ERR_INTERNAL = -17
+
+# value -> name, read from the loaded library (dd_status_name) by lib().
+STATUS_NAMES = {}
+STATUS = {}
 
 # dd_dtype_t, dd_reduce_op_t, dd_mem_type_t, dd_role_t.
 DTYPE_F32, DTYPE_F64, DTYPE_F16, DTYPE_BF16 = 0, 1, 2, 3
@@ -61,13 +49,13 @@ class DreamDDPError(RuntimeError):
     """An error of the dreamddp library (or of this package's use of it).
 
     status is the dd_status_t value, status_name its name
-    ("DD_ERR_INVALID_PARAM"), message the library's dd_last_error() text,
+    (as dreamddp.h spells it), message the library's dd_last_error() text,
     naming the rank, layer, variable or value at fault.
     """
 
-    def __init__(self, message, status=STATUS["DD_ERR_INTERNAL"], call=None):
+    def __init__(self, message, status=ERR_INTERNAL, call=None):
         self.status = status
-        self.status_name = STATUS_NAMES.get(status, "DD_STATUS_%d" % status)
+        self.status_name = STATUS_NAMES.get(status, "status %d" % status)
         self.message = message
         self.call = call
         where = "%s: " % call if call and not message.startswith(call) else ""
@@ -123,6 +111,7 @@ _S = ctypes.c_char_p
 # name: (restype, argtypes); dd_status_t functions return c_int.
 _SIGNATURES = {
     "dd_status_string": (_S, [_I]),
+    "dd_status_name": (_S, [_I]),
     "dd_last_error": (_S, []),
     "dd_version_string": (_S, []),
     "dd_init": (_I, [_P, _c.POINTER(_P)]),
@@ -210,7 +199,7 @@ def lib():
         raise DreamDDPError(
             "libdreamddp not found; set %s to its path. Tried: %s"
             % (LIBRARY_VARIABLE, "; ".join(tried)),
-            STATUS["DD_ERR_NOT_FOUND"],
+            ERR_NOT_FOUND,
         )
     for name, (res, args) in _SIGNATURES.items():
         fn = getattr(handle, name)
@@ -219,8 +208,19 @@ def lib():
         if hasattr(handle, name):
             fn = getattr(handle, name)
             fn.restype, fn.argtypes = res, args
+    _read_status_names(handle)
     _lib = handle
     return _lib
+
+
+def _read_status_names(handle):
+    """Fills STATUS_NAMES and STATUS from the library's own list."""
+    for value in range(1, -256, -1):
+        name = handle.dd_status_name(value)
+        name = name.decode() if isinstance(name, bytes) else name
+        if name != "DD_STATUS_UNKNOWN":
+            STATUS_NAMES[value] = name
+            STATUS[name] = value
 
 
 def has(name):

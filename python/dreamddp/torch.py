@@ -41,7 +41,7 @@ import torch
 from . import _lib
 from . import context as _context
 from . import serve_if_aggregator
-from ._lib import DreamDDPError, STATUS
+from ._lib import DreamDDPError
 
 __all__ = [
     "DreamDDP",
@@ -71,32 +71,32 @@ _GRAD_STRATEGIES = ("ddp", "adaptive")
 _BUFFER_LAYER = "dreamddp.buffers"
 
 
-def _error(status_name, message, call=None):
-    return DreamDDPError(message, STATUS[status_name], call)
+def _error(status, message, call=None):
+    return DreamDDPError(message, status, call)
 
 
 def _check_tensor(t, what, dtypes):
     if t.device.type == "cuda":
         raise _error(
-            "DD_ERR_UNSUPPORTED",
+            _lib.ERR_UNSUPPORTED,
             "%s is a CUDA tensor: CUDA tensors need the device-memory "
             "support of a later release; keep the model on the CPU" % what,
         )
     if t.device.type != "cpu":
         raise _error(
-            "DD_ERR_UNSUPPORTED",
+            _lib.ERR_UNSUPPORTED,
             "%s is on device '%s': dreamddp takes CPU tensors"
             % (what, t.device.type),
         )
     if t.dtype not in dtypes:
         raise _error(
-            "DD_ERR_UNSUPPORTED",
+            _lib.ERR_UNSUPPORTED,
             "%s has dtype %s: expected one of %s"
             % (what, t.dtype, ", ".join(str(d) for d in dtypes)),
         )
     if t.is_sparse or not t.is_contiguous():
         raise _error(
-            "DD_ERR_INVALID_PARAM",
+            _lib.ERR_INVALID_PARAM,
             "%s is not a dense contiguous tensor" % what,
         )
 
@@ -154,7 +154,7 @@ class DreamDDP(torch.nn.Module):
         self.find_unused_parameters = find_unused_parameters
         if compression is not None:
             raise _error(
-                "DD_ERR_UNSUPPORTED",
+                _lib.ERR_UNSUPPORTED,
                 "compression=%r: compression is not built yet; pass None"
                 % (compression,),
             )
@@ -218,7 +218,7 @@ class DreamDDP(torch.nn.Module):
         if isinstance(layers, (list, tuple)):
             return self._user_groups(layers, name_of, trained), frozen
         raise _error(
-            "DD_ERR_INVALID_PARAM",
+            _lib.ERR_INVALID_PARAM,
             "layers=%r: expected 'module', 'parameter' or a list of lists "
             "of parameters" % (layers,),
         )
@@ -231,13 +231,13 @@ class DreamDDP(torch.nn.Module):
             for p in group:
                 if id(p) not in name_of:
                     raise _error(
-                        "DD_ERR_INVALID_PARAM",
+                        _lib.ERR_INVALID_PARAM,
                         "layers: group %d holds a tensor that is not a "
                         "parameter of the module" % k,
                     )
                 if id(p) in seen:
                     raise _error(
-                        "DD_ERR_INVALID_PARAM",
+                        _lib.ERR_INVALID_PARAM,
                         "layers: parameter '%s' is in two groups"
                         % name_of[id(p)],
                     )
@@ -249,7 +249,7 @@ class DreamDDP(torch.nn.Module):
         left = [n for n, p in trained if id(p) not in seen]
         if left:
             raise _error(
-                "DD_ERR_INVALID_PARAM",
+                _lib.ERR_INVALID_PARAM,
                 "layers: parameters %s are in no group: every trained "
                 "parameter must be in one" % ", ".join(left),
             )
@@ -284,7 +284,7 @@ class DreamDDP(torch.nn.Module):
         for layer in self._layers:
             if names.count(layer.name) > 1:
                 raise _error(
-                    "DD_ERR_INVALID_PARAM",
+                    _lib.ERR_INVALID_PARAM,
                     "two layers are named '%s'" % layer.name,
                 )
 
@@ -350,7 +350,7 @@ class DreamDDP(torch.nn.Module):
             return
         if layer.seen[i]:
             raise _error(
-                "DD_ERR_STATE",
+                _lib.ERR_STATE,
                 "parameter '%s' got a second gradient in one step: run the "
                 "other backward passes of the step under no_sync()"
                 % layer.param_names[i],
@@ -369,7 +369,7 @@ class DreamDDP(torch.nn.Module):
             ]
             if now != layer.ptrs:
                 raise _error(
-                    "DD_ERR_STATE",
+                    _lib.ERR_STATE,
                     "layer '%s': a parameter or buffer moved to new memory "
                     "since DreamDDP registered it (.data or the module was "
                     "reassigned); update tensors in place" % layer.name,
@@ -390,7 +390,7 @@ class DreamDDP(torch.nn.Module):
         if self._step_open:
             if any(layer.marked or any(layer.seen) for layer in self._layers):
                 raise _error(
-                    "DD_ERR_STATE",
+                    _lib.ERR_STATE,
                     "the previous step is still open: call finish_step() "
                     "(or the step() of wrap_optimizer's optimizer) after "
                     "backward, before the next forward",
@@ -472,7 +472,7 @@ class DreamDDP(torch.nn.Module):
             # layer would wait there for syncs that never match. The step
             # stays open; the job cannot go on.
             raise _error(
-                "DD_ERR_STATE",
+                _lib.ERR_STATE,
                 "no gradient reached %s in this step; pass "
                 "find_unused_parameters=True if parameters may go unused"
                 % "; ".join(unused),
@@ -487,7 +487,7 @@ class DreamDDP(torch.nn.Module):
         strategy: before a checkpoint or an evaluation. Outside a step."""
         if self._step_open:
             raise _error(
-                "DD_ERR_STATE",
+                _lib.ERR_STATE,
                 "sync_all: a step is open; call finish_step() first",
                 "sync_all",
             )

@@ -47,6 +47,23 @@ free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("",0)); print(s.getsockname()[1])'
 }
 
+# free_port_pair: a port P such that P and P + 1 are both free now (a
+# torchrun job's MASTER_PORT, beside which dreamddp's store takes P + 1).
+free_port_pair() {
+    python3 -c '
+import socket
+for _ in range(100):
+    a = socket.socket(); a.bind(("", 0)); p = a.getsockname()[1]
+    b = socket.socket()
+    try:
+        b.bind(("", p + 1))
+    except OSError:
+        continue
+    print(p)
+    break
+'
+}
+
 finish() {
     if [ "$failures" -ne 0 ]; then
         echo "$failures check(s) failed"

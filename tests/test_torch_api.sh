@@ -23,7 +23,7 @@ fi
 
 # torchrun's variables by hand: torch.distributed's store on MASTER_PORT,
 # dreamddp's on the next port, in the same processes.
-port=$(free_port)
+port=$(free_port_pair)
 pids=""
 for r in 0 1; do
     (RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \

@@ -105,17 +105,27 @@ def frontend(path):
     print(f"The PyTorch front end on gpt2-blocks at scale 0.25. {machine(meta)}")
     print("Exposed = s/iter minus the compute-only run of the same code (front end:"
           " torch_frontend.py compute; PyTorch: torch_sim.py compute).\n")
+    none = med("none")
+    step_work = fcomp - none if fcomp is not None and none is not None else None
+    print("PyTorch's own step work (autograd, gradient accumulation, zero_grad and the"
+          " optimizer step over the model's bytes, 4 ranks sharing the cores) is in every"
+          " front-end run and not in train-sim's: front-end compute minus train-sim none ="
+          f" {fmt(step_work)} s/iter here. The last ratio adds it to train-sim's time.\n")
     print("| strategy | front end s/iter | train-sim s/iter | front end ÷ train-sim |"
-          " exposed s/iter | exposed ÷ PyTorch Local SGD's | runs |")
-    print("|---|---|---|---|---|---|---|")
+          " exposed s/iter | train-sim exposed s/iter | exposed ÷ PyTorch Local SGD's |"
+          " front end ÷ (train-sim + step work) | runs |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for k in sorted(k for k in t if k.startswith("frontend-") and k != "frontend-compute"):
         s_name = k[len("frontend-"):]
         v, c = t[k]
         sim = med(s_name)
         exposed = v - fcomp if fcomp is not None else None
+        sim_exposed = sim - none if sim is not None and none is not None else None
+        plus = v / (sim + step_work) if sim is not None and step_work is not None else None
         print(f"| {s_name} | {v:.3f} | {fmt(sim)} | {fmt(v / sim if sim else None)}"
-              f" | {fmt(exposed)} | {fmt(exposed / torch_exposed if exposed is not None and torch_exposed else None)}"
-              f" | {c} |")
+              f" | {fmt(exposed)} | {fmt(sim_exposed)}"
+              f" | {fmt(exposed / torch_exposed if exposed is not None and torch_exposed else None)}"
+              f" | {fmt(plus)} | {c} |")
 
 
 def sync(path):

@@ -11,10 +11,16 @@ SCALE and FORWARD as for torch_sim.py. Ranks from torchrun's variables (or
 ddrun's); dreamddp's store takes MASTER_PORT + 1. Rank 0 prints one JSON
 line: anchor "frontend-MODE", mean_iter_s, and mean exposed wait (dd_step_end's
 wait_s) per iteration.
+
+The timed iterations follow the same warm-up as ddbench train-sim's: the
+profiling steps (DREAMDDP_PROFILE_STEPS, 5 by default) rounded up to whole
+windows, plus one window for the first plan, so that the front end and
+train-sim time the same planned steps. The compute mode warms up one step.
 """
 
 import os
 import json
+import re
 import sys
 import time
 
@@ -34,6 +40,14 @@ def load_torch_sim():
     ns = {"__file__": path, "__name__": "torch_sim"}
     exec(compile(body, path, "exec"), ns)
     return ns
+
+
+def warmup(strategy):
+    """ddbench train-sim's warm-up for a strategy such as 'dreamddp:4'."""
+    m = re.match(r"[a-z_]+:([0-9]+)", strategy)
+    h = int(m.group(1)) if m else 1
+    profile = int(os.environ.get("DREAMDDP_PROFILE_STEPS", "5"))
+    return ((profile + h - 1) // h + 1) * h
 
 
 def main():
@@ -61,19 +75,20 @@ def main():
         finish = lambda: wait.append(ddp.last_stats["wait_s"])  # noqa: E731
     x = torch.ones(4, requires_grad=True)
     times = []
-    for it in range(iters + 1):
+    warm = 1 if mode == "compute" else warmup(dreamddp.context().strategy)
+    for it in range(warm + iters):
         if barrier:
             barrier()
         t0 = time.perf_counter()
         opt.zero_grad()
         model(x).backward()
         opt.step()
-        if it:
+        if it >= warm:
             times.append(time.perf_counter() - t0)
             finish()
     if rank == 0:
         out = {"anchor": "frontend-" + mode, "world": world, "scale": scale,
-               "forward": sim["FORWARD"], "iters": iters,
+               "forward": sim["FORWARD"], "iters": iters, "warmup": warm,
                "mean_iter_s": sum(times) / len(times)}
         if wait:
             out["mean_wait_s"] = sum(wait) / len(wait)

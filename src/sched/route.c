@@ -117,9 +117,12 @@ static dd_status_t dd_sched_agg_test(void *arg, void *handle, int *busy_p)
 
 void dd_sched_pipes_init(dd_sched_t *sched)
 {
+    /* Two collectives in flight, as PyTorch DDP's buckets on
+     * ProcessGroupGloo's two threads: the next starts while the last
+     * drains, which fills the ring's gaps between buckets. */
     sched->coll_pipe = (dd_sync_pipe_t){.start = dd_sched_coll_start,
                                         .test = dd_sched_coll_test,
-                                        .depth = 1,
+                                        .depth = DD_ENGINE_DEPTH,
                                         .arg = sched};
     sched->bcast_pipe = (dd_sync_pipe_t){.start = dd_sched_bcast_start,
                                          .test = dd_sched_coll_test,

@@ -2,13 +2,18 @@
  * The Gloo backend module. All of Gloo's C++ stays in this file: the ops
  * table's extern "C" entry points catch every exception and turn it into a
  * dd_status_t (Gloo's timeouts into DD_ERR_TIMED_OUT). Gloo's collectives
- * block, so they run in order on one thread per instance and requests wait
- * for them there. Rendezvous goes through dd's store (a
+ * block, so they run on the module's threads and requests wait for them
+ * there. Rendezvous goes through dd's store (a
  * gloo::rendezvous::Store adapter over the services), and the TCP device's
  * iface attribute is the user's GLOO_SOCKET_IFNAME, else the topology's
  * interface (services->ifname); without either the device binds the host
  * name's address (loopback when every rank is on this host). It never
  * sets a variable.
+ *
+ * Two threads take the queue in order, as ProcessGroupGloo's two workers
+ * do, so that a collective starts while the one before it drains: every
+ * collective has its own tag, and each rank starts them in the same order,
+ * so the k-th waits only on collectives that every rank has started.
  */
 #include <dreamddp/backend.h>
 
@@ -143,8 +148,11 @@ struct dd_backend {
     std::condition_variable cond;
     std::deque<dd_backend_request *> queue;
     bool stopping = false;
-    std::thread thread;
+    std::vector<std::thread> threads;
 };
+
+/* Collectives in flight at once (ProcessGroupGloo's default threads). */
+static const int dd_gloo_threads = 2;
 
 namespace
 {
@@ -397,7 +405,9 @@ static dd_status_t dd_gloo_init(const dd_backend_services_t *svc,
         b->context->setTimeout(b->timeout);
         dd_gloo_store store(svc);
         b->context->connectFullMesh(store, b->device);
-        b->thread = std::thread(dd_gloo_thread, b.get());
+        for (int t = 0; t < dd_gloo_threads; t++) {
+            b->threads.emplace_back(dd_gloo_thread, b.get());
+        }
         dd_coll_log(svc, DD_BACKEND_LOG_DEBUG, "connected over %s",
                     b->device->str().c_str());
         *backend_p = b.release();
@@ -412,8 +422,8 @@ static void dd_gloo_finalize(dd_backend_t *b)
         b->stopping = true;
     }
     b->cond.notify_all();
-    if (b->thread.joinable()) {
-        b->thread.join();
+    for (auto &thread : b->threads) {
+        thread.join();
     }
     try {
         b->context.reset();

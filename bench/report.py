@@ -3,7 +3,7 @@
 scripts' JSON-lines results. Medians over rounds; ratios first, the
 absolute times beside them. Reads only; stdlib only.
 
-usage: report.py coll|train|sync|plan|frontend RESULTS.jsonl
+usage: report.py coll|train|sync|plan|frontend|accuracy RESULTS.jsonl
        report.py train-dat RESULTS.jsonl      (gnuplot: time per iteration)
        report.py timeline-dat TRACE.json H    (gnuplot: one window's syncs)
 """
@@ -126,6 +126,30 @@ def frontend(path):
               f" | {fmt(exposed)} | {fmt(sim_exposed)}"
               f" | {fmt(exposed / torch_exposed if exposed is not None and torch_exposed else None)}"
               f" | {fmt(plus)} | {c} |")
+
+
+def accuracy(path):
+    """bench/accuracy.sh: mean and spread of held-out accuracy over seeds."""
+    meta, rows = load(path)
+    groups = {}
+    for r in rows:
+        key = (r["data"], r["steps"], r["strategy"], r["aggregators"], r["compression"])
+        groups.setdefault(key, []).append(r)
+    print(f"train_mlp, {rows[0]['workers'] if rows else '?'} workers, loopback;"
+          f" {meta.get('date', '?')}. Spread = standard deviation over the seeds"
+          " (min–max beside it).\n")
+    print("| data | steps | strategy | aggregators | codec | accuracy (mean ± sd) | min–max |"
+          " Δ vs ddp | wire MB per worker | seeds |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for key in sorted(groups, key=lambda k: (k[0], k[1])):
+        data, steps, strat, aggs, codec = key
+        acc = [r["accuracy"] for r in groups[key]]
+        wire = statistics.mean(r.get("wire_bytes", r["synced_bytes"]) for r in groups[key]) / 1e6
+        base = groups.get((data, steps, "ddp", 0, codec)) or groups.get((data, steps, "ddp", 0, "none"))
+        delta = statistics.mean(acc) - statistics.mean(r["accuracy"] for r in base) if base else None
+        sd = statistics.stdev(acc) if len(acc) > 1 else 0.0
+        print(f"| {data} | {steps} | {strat} | {aggs} | {codec} | {statistics.mean(acc):.4f} ± {sd:.4f}"
+              f" | {min(acc):.4f}–{max(acc):.4f} | {fmt(delta, '+.4f')} | {wire:.1f} | {len(acc)} |")
 
 
 def sync(path):
@@ -263,7 +287,7 @@ def timeline_dat(path, H):
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     fns = {"coll": coll, "train": train, "sync": sync, "plan": plan, "train-dat": train_dat,
-           "frontend": frontend}
+           "frontend": frontend, "accuracy": accuracy}
     if cmd in fns and len(sys.argv) == 3:
         fns[cmd](sys.argv[2])
     elif cmd == "timeline-dat" and len(sys.argv) == 4:

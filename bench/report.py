@@ -61,8 +61,16 @@ def coll(path):
         print(f"| {k} | {fmt(v / torch if torch else None)} | {v / ring:.3f} | {v:.3f} | {M / v / 1e6:.0f} | {c} |")
 
 
+def run_name(r):
+    """A run's name: the anchor, or the strategy with its codec (ddp/fp16)."""
+    if r.get("anchor"):
+        return r["anchor"]
+    c = r.get("compression")
+    return r["strategy"] + ("/" + c if c not in (None, "none", "default") else "")
+
+
 def train_medians(rows):
-    key = lambda r: r.get("anchor") or r["strategy"]
+    key = run_name
     return median_by(rows, key, "mean_iter_s"), median_by(rows, key, "modeled_iter_s")
 
 
@@ -73,13 +81,16 @@ def train(path):
     comp = t.get("torch-compute", (None,))[0]
     tl = t.get("torch-localsgd:4", (None,))[0]
     tddp = t.get("torch-ddp", (None,))[0]
+    tfp16 = t.get("torch-ddp-fp16", (None,))[0]
     torch_exposed = tl - comp if tl and comp else None
     print(f"Train simulator, gpt2-blocks at scale 0.25. {machine(meta)}")
     print("Exposed communication = time per iteration minus the compute-only run of the same"
           " code (ours: strategy none; PyTorch: torch_sim.py compute).\n")
-    print("| run | exposed ÷ PyTorch Local SGD's | s/iter ÷ PyTorch DDP | measured ÷ modeled |"
-          " s/iter | modeled s/iter | exposed s/iter | runs |")
-    print("|---|---|---|---|---|---|---|---|")
+    fp16_col = tfp16 is not None
+    print("| run | exposed ÷ PyTorch Local SGD's | s/iter ÷ PyTorch DDP |"
+          + (" s/iter ÷ PyTorch ddp-fp16 |" if fp16_col else "")
+          + " measured ÷ modeled | s/iter | modeled s/iter | exposed s/iter | runs |")
+    print("|---|---|---|---|---|---|---|---|" + ("---|" if fp16_col else ""))
     order = ["torch-compute", "torch-ddp", "torch-localsgd:4", "none", "ddp", "localsgd:4",
              "plsgd:4", "dreamddp:4", "adaptive"]
     for k in sorted(t, key=lambda k: order.index(k) if k in order else 99):
@@ -90,7 +101,9 @@ def train(path):
         exposed = v - base if base is not None else None
         m = model.get(k, (None,))[0]
         print(f"| {k} | {fmt(exposed / torch_exposed if exposed is not None and torch_exposed else None)}"
-              f" | {fmt(v / tddp if tddp else None)} | {fmt(v / m if m else None)} | {v:.3f}"
+              f" | {fmt(v / tddp if tddp else None)}"
+              + (f" | {fmt(v / tfp16)}" if fp16_col else "")
+              + f" | {fmt(v / m if m else None)} | {v:.3f}"
               f" | {fmt(m)} | {fmt(exposed)} | {c} |")
 
 

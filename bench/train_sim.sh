@@ -4,6 +4,8 @@
 # same 4 emulated hosts at 1 Gbit/s, interleaved over $ROUNDS rounds; then
 # the table. The last round's dreamddp:4 run also writes rank 0's
 # DREAMDDP_TIMELINE (results/timeline_dreamddp4.json) for bench/plots.sh.
+# STRATEGIES and ANCHOR_MODES choose the runs; a strategy S/C runs S with
+# --compression C (ddp/fp16 beside the anchor ddp-fp16, say).
 # Results: results/train_sim.jsonl.
 . "$(dirname "$0")/lib.sh"
 out=$RESULTS/train_sim.jsonl
@@ -16,14 +18,18 @@ round() {
         on_hosts 4 150 env SCALE=0.25 "$TORCH_PYTHON" \
             "$ANCHORS/torch_sim.py" "$m" "$iters" | keep "$out" "$1"
     done
-    for s in $strategies; do
+    for entry in $strategies; do
+        # S/C: strategy S with --compression C.
+        s=${entry%%/*}
+        codec=
+        [ "$s" = "$entry" ] || codec="--compression ${entry#*/}"
         timeline=
         if [ "$s" = dreamddp:4 ] && [ "$1" = "$ROUNDS" ]; then
             timeline=$RESULTS/timeline_dreamddp4.%r.json
         fi
         on_hosts 4 150 env DREAMDDP_TIMELINE="$timeline" "$DDBENCH" train-sim \
             --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$s" \
-            --iters "$iters" --json | keep "$out" "$1"
+            $codec --iters "$iters" --json | keep "$out" "$1"
     done
 }
 

@@ -139,7 +139,7 @@ static void dd_engine_pipe_start(dd_engine_t *e, dd_sync_job_t *job, int i)
     void *buf = NULL;
     size_t count = 0;
 
-    job->t_start = dd_time_now();
+    job->t_start = job->t_launch = dd_time_now();
     job->finished = 0;
     job->status = e->failed ? DD_ERR_CANCELED : DD_OK;
     if (job->status == DD_OK) {

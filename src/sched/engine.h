@@ -69,7 +69,10 @@ typedef struct dd_sync_job {
     const struct dd_sched_codec *codec;
     size_t wire_bytes;
     int waited; /* dd_engine_call waits for it: not drained */
-    double t_submit, t_start, t_end;
+    /* t_launch: when the engine handed it to its pipe; t_start: when it
+     * had the channel to itself (t_launch, or the previous job's end when
+     * the two overlapped), as the planner's FIFO channel counts it. */
+    double t_submit, t_launch, t_start, t_end;
     void *handle; /* the pipe's, while started */
     int finished; /* the pipe is done with it */
     dd_status_t status;

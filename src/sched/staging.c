@@ -369,7 +369,7 @@ static dd_status_t dd_staging_wait_ready(dd_staging_op_t *t, int *busy_p)
         t->t_ready = dd_time_now();
         /* The sync starts when the layer is final on the device: the wait
          * for the event is backward, not the wire, for the planner. */
-        t->job->t_start = t->t_ready;
+        t->job->t_start = t->job->t_launch = t->t_ready;
         *busy_p = 1;
     }
     return status;

@@ -148,6 +148,10 @@ void dd_timeline_sync(dd_timeline_t *t, const dd_sched_t *sched,
      * behind it is the channel's queue. */
     dd_json_key(&t->json, "submit");
     dd_json_fixed(&t->json, dd_timeline_us(t, job->t_submit), 1);
+    /* When the engine put it on the wire: before ts when it overlapped
+     * the job ahead of it (ts is when it had the channel to itself). */
+    dd_json_key(&t->json, "launch");
+    dd_json_fixed(&t->json, dd_timeline_us(t, job->t_launch), 1);
     dd_json_key(&t->json, "names");
     dd_json_array_begin(&t->json, DD_JSON_COMPACT);
     for (size_t k = 0; k < job->n_layers; k++) {

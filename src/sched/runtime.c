@@ -448,8 +448,8 @@ static dd_status_t dd_sched_report(dd_sched_t *sched, dd_sync_job_t *done)
         sched->failed = job->status;
         if (job->n_layers == 0) {
             return dd_error(job->status, DD_SUBSYS_SCHED,
-                            "step %llu: the agreement on the measured times "
-                            "failed: %s: %s",
+                            "step %llu: the window-start agreement (measured "
+                            "times, divergence) failed: %s: %s",
                             (unsigned long long)sched->step,
                             dd_status_string(job->status), job->why);
         }

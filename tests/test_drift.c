@@ -111,6 +111,14 @@ static void test_watch(void **state)
     const int want[8] = {
         0, 0, 0, DD_DRIFT_WARN_RISING, 0, 0, DD_DRIFT_WARN_RISING, 0};
     assert_memory_equal(fired, want, sizeof(want));
+    /* Rises of 10 % or less are noise, not a rise. */
+    memset(&w, 0, sizeof(w));
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(dd_drift_watch(&w, 0.1 * pow(1.05, i), 3, 0), 0);
+    }
+    assert_int_equal(w.rises, 0);
+    assert_int_equal(dd_drift_watch(&w, 0.3, 3, 0), 0);
+    assert_int_equal(w.rises, 1);
     /* A fall starts the count again. */
     assert_int_equal(dd_drift_watch(&w, 0.1, 3, 0), 0);
     assert_int_equal(w.rises, 0);

@@ -99,7 +99,8 @@ int dd_drift_watch(dd_drift_watch_t *w, double max, int windows, double warn)
     if (max < 0) {
         return 0;
     }
-    w->rises = w->agreed > 0 && max > w->last ? w->rises + 1 : 0;
+    w->rises =
+        w->agreed > 0 && max > w->last * DD_DRIFT_RISE ? w->rises + 1 : 0;
     w->last = max;
     w->agreed++;
     if (windows > 0 && w->rises >= windows) {

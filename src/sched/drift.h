@@ -45,6 +45,10 @@ typedef struct {
     uint64_t quiet_to; /* no warning before this many agreements */
 } dd_drift_watch_t;
 
+/* A rise counts when the agreed maximum grew by more than this factor:
+ * the window-to-window noise of a steady run stays below it. */
+#define DD_DRIFT_RISE 1.1
+
 enum {
     DD_DRIFT_WARN_RISING = 1 << 0, /* rose at `windows` agreements in a row */
     DD_DRIFT_WARN_ABOVE = 1 << 1   /* past the threshold */

@@ -98,8 +98,9 @@ static const dd_config_field_t dd_sched_fields[] = {
      "line, the timeline).",
      DD_CONFIG_BOOL, offsetof(dd_sched_opts_t, drift), 0, 0, NULL},
     {"DREAMDDP_DRIFT_WINDOWS", "3",
-     "Warn when a layer's agreed maximum divergence rose at this many "
-     "windows in a row; a warning silences the layer for as many windows.",
+     "Warn when a layer's agreed maximum divergence rose by more than 10 % "
+     "at this many windows in a row; a warning silences the layer for as "
+     "many windows.",
      DD_CONFIG_INT, offsetof(dd_sched_opts_t, drift_windows), 1, 1000000, NULL},
     {"DREAMDDP_DRIFT_WARN", "1.0",
      "Warn when a layer's agreed maximum divergence exceeds this (0: never); "

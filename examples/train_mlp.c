@@ -514,6 +514,51 @@ static void buffers_free(buffers_t *B)
     free(B->y);
 }
 
+/* Each layer's divergence across the workers over the run: the largest
+ * agreed maximum, and the agreed means summed over the agreements. */
+typedef struct {
+    double peak[N_LAYERS], mean_sum[N_LAYERS];
+    uint64_t agreed[N_LAYERS];
+} drift_t;
+
+/* Takes the agreements that came since the last call. */
+static void drift_sample(dd_context_h ctx, const layer_t *L, drift_t *d)
+{
+    for (int l = 0; l < N_LAYERS; l++) {
+        dd_layer_stats_t ls = {.field_mask =
+                                   DD_LAYER_STATS_FIELD_DIVERGENCE_MAX |
+                                   DD_LAYER_STATS_FIELD_DIVERGENCE_MEAN |
+                                   DD_LAYER_STATS_FIELD_DIVERGENCE_AGREED};
+        if (dd_layer_stats(ctx, L[l].handle, &ls) != DD_OK ||
+            ls.divergence_agreed == d->agreed[l]) {
+            continue;
+        }
+        d->agreed[l] = ls.divergence_agreed;
+        d->peak[l] =
+            ls.divergence_max > d->peak[l] ? ls.divergence_max : d->peak[l];
+        d->mean_sum[l] += ls.divergence_mean;
+    }
+}
+
+/* ,"divergence_max":[...],"divergence_mean":[...],"mean_divergence":X:
+ * per layer the largest agreed maximum and the mean of the agreed means,
+ * then the mean of those over the layers. */
+static void drift_print(const drift_t *d)
+{
+    double over = 0;
+    printf(",\"divergence_max\":[");
+    for (int l = 0; l < N_LAYERS; l++) {
+        printf("%s%.6g", l ? "," : "", d->peak[l]);
+    }
+    printf("],\"divergence_mean\":[");
+    for (int l = 0; l < N_LAYERS; l++) {
+        double m = d->agreed[l] > 0 ? d->mean_sum[l] / (double)d->agreed[l] : 0;
+        over += m / N_LAYERS;
+        printf("%s%.6g", l ? "," : "", m);
+    }
+    printf("],\"mean_divergence\":%.6g", over);
+}
+
 /* The steps, then the held-out accuracy and the report. */
 static int train_loop(dd_context_h ctx, const options_t *o, layer_t *L,
                       buffers_t *Bp, const float *tx, const int *ty,
@@ -531,6 +576,8 @@ static int train_loop(dd_context_h ctx, const options_t *o, layer_t *L,
     }
     double loss = 0, t_total = 0, wait = 0, test_loss, acc = 0;
     size_t synced = 0, extra = 0, wire = 0;
+    drift_t drift;
+    memset(&drift, 0, sizeof(drift));
     if (rank == 0 && !o->json) {
         printf("%6s %8s %8s %9s %7s %9s\n", "step", "loss", "test_acc",
                "step_ms", "synced", "wait_ms");
@@ -554,6 +601,7 @@ static int train_loop(dd_context_h ctx, const options_t *o, layer_t *L,
         synced += st.bytes_synced;
         extra += st.extra_bytes;
         wire += st.wire_bytes;
+        drift_sample(ctx, L, &drift);
         if (rank == 0 && !o->json &&
             ((step + 1) % o->log_every == 0 || step == 0)) {
             acc = evaluate(L, Bp->act, tx, ty, TEST_SIZE, chunk, &test_loss);
@@ -573,12 +621,14 @@ static int train_loop(dd_context_h ctx, const options_t *o, layer_t *L,
                "\"final_loss\":%.5f,\"accuracy\":%.4f,\"mean_step_s\":%.6f,"
                "\"mean_wait_s\":%.6f,\"synced_bytes\":%zu,"
                "\"extra_bytes\":%zu,\"compression\":\"%s\","
-               "\"wire_bytes\":%zu}\n",
+               "\"wire_bytes\":%zu",
                dd_strategy_name(ctx), o->noniid ? "noniid" : "iid", o->steps,
                dd_num_workers(ctx), dd_world_size(ctx) - dd_num_workers(ctx),
                test_loss, acc, t_total / o->steps, wait / o->steps, synced,
                extra, o->compression != NULL ? o->compression : "default",
                wire);
+        drift_print(&drift);
+        printf("}\n");
     } else if (rank == 0) {
         printf("done: %s%s, %d workers, %d steps: held-out accuracy %.3f, "
                "loss %.4f, %.2f ms/step (%.2f ms exposed wait), %.1f MB "

@@ -593,26 +593,45 @@ DD_API dd_status_t dd_sync_all(dd_context_h ctx);
 
 /** Bits of dd_layer_stats_t::field_mask. */
 enum {
-    DD_LAYER_STATS_FIELD_SYNCS = 1u << 0,      /**< syncs */
-    DD_LAYER_STATS_FIELD_BYTES = 1u << 1,      /**< bytes */
-    DD_LAYER_STATS_FIELD_WIRE_S = 1u << 2,     /**< wire_s */
-    DD_LAYER_STATS_FIELD_BP_S = 1u << 3,       /**< bp_s */
-    DD_LAYER_STATS_FIELD_PERIOD = 1u << 4,     /**< period */
-    DD_LAYER_STATS_FIELD_EXTRA_SYNCS = 1u << 5 /**< extra_syncs */
+    DD_LAYER_STATS_FIELD_SYNCS = 1u << 0,            /**< syncs */
+    DD_LAYER_STATS_FIELD_BYTES = 1u << 1,            /**< bytes */
+    DD_LAYER_STATS_FIELD_WIRE_S = 1u << 2,           /**< wire_s */
+    DD_LAYER_STATS_FIELD_BP_S = 1u << 3,             /**< bp_s */
+    DD_LAYER_STATS_FIELD_PERIOD = 1u << 4,           /**< period */
+    DD_LAYER_STATS_FIELD_EXTRA_SYNCS = 1u << 5,      /**< extra_syncs */
+    DD_LAYER_STATS_FIELD_DIVERGENCE = 1u << 6,       /**< divergence */
+    DD_LAYER_STATS_FIELD_DIVERGENCE_MAX = 1u << 7,   /**< divergence_max */
+    DD_LAYER_STATS_FIELD_DIVERGENCE_MEAN = 1u << 8,  /**< divergence_mean */
+    DD_LAYER_STATS_FIELD_DIVERGENCE_AGREED = 1u << 9 /**< divergence_agreed */
 };
 
 /** Per-layer totals since dd_model_commit. */
 typedef struct {
-    uint64_t field_mask;  /**< DD_LAYER_STATS_FIELD_* bits: the fields to
-                               fill; set by the caller */
-    uint64_t syncs;       /**< times the layer was averaged */
-    uint64_t bytes;       /**< bytes averaged */
-    double wire_s;        /**< seconds on the wire (a fused sync is shared by
-                               bytes) */
-    double bp_s;          /**< last measured backward time of the layer */
-    int period;           /**< adaptive: current period K; others: window H */
-    uint64_t extra_syncs; /**< of syncs, those beyond the layer's one per
-                               window (dreamddp's bubble filling) */
+    uint64_t field_mask;    /**< DD_LAYER_STATS_FIELD_* bits: the fields to
+                                 fill; set by the caller */
+    uint64_t syncs;         /**< times the layer was averaged */
+    uint64_t bytes;         /**< bytes averaged */
+    double wire_s;          /**< seconds on the wire (a fused sync is shared by
+                                 bytes) */
+    double bp_s;            /**< last measured backward time of the layer */
+    int period;             /**< adaptive: current period K; others: window H */
+    uint64_t extra_syncs;   /**< of syncs, those beyond the layer's one per
+                                 window (dreamddp's bubble filling) */
+    double divergence;      /**< this worker's relative divergence at the
+                                 layer's last parameter average:
+                                 ||x - avg|| / ||avg|| over its tensors, x
+                                 its replica before the average (||x - avg||
+                                 where avg is 0); 0 under ddp, whose
+                                 gradient averaging keeps the replicas
+                                 equal, and where DREAMDDP_DRIFT=no */
+    double divergence_max;  /**< the largest divergence over the workers,
+                                 as agreed at the latest window start (ddp:
+                                 0) */
+    double divergence_mean; /**< the workers' mean divergence, agreed with
+                                 divergence_max */
+    uint64_t divergence_agreed; /**< agreements that carried a figure of the
+                                     layer (those that updated the two
+                                     above) */
 } dd_layer_stats_t;
 
 /**

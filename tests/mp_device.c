@@ -22,6 +22,7 @@
 #include <dreamddp/device.h>
 
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,6 +197,28 @@ static int is_average(layer_t *L, int l, long step, int grads, int quiet)
     return 1;
 }
 
+/* The divergence the monitor must report for this worker's values of
+ * layer l at step's sync: from the same averages as is_average's. */
+static double divergence(const layer_t *L, int l, long step)
+{
+    double d2 = 0, n2 = 0;
+    for (size_t i = 0; i < sizes[l]; i++) {
+        double sum = 0;
+        for (int r = 0; r < world; r++) {
+            sum += value(r, l, step, i);
+        }
+        double avg = L->dtype == DD_DTYPE_F32
+                         ? (double)((float)sum / (float)world)
+                         : sum / world;
+        double mine = L->dtype == DD_DTYPE_F32
+                          ? (double)(float)value(rank, l, step, i)
+                          : value(rank, l, step, i);
+        d2 += (mine - avg) * (mine - avg);
+        n2 += avg * avg;
+    }
+    return n2 > 0 ? sqrt(d2) / sqrt(n2) : sqrt(d2);
+}
+
 static int setup(dd_context_h ctx, layer_t *L)
 {
     char name[16];
@@ -254,9 +277,10 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
 {
     int grads = strcmp(strategy, "ddp") == 0;
     uint64_t before[MAX_LAYERS];
-    dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS};
+    dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS |
+                                         DD_LAYER_STATS_FIELD_DIVERGENCE};
     double staging = 0;
-    int stale = 0;
+    int stale = 0, measured = 0;
 
     CHECK(dd_strategy_set(ctx, strategy) == DD_OK, "%s", dd_last_error());
     /* Replicas start equal: the broadcast stages device layers too. */
@@ -314,6 +338,12 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
                 CHECK(is_average(&L[l], l, s, grads, 0),
                       "%s step %ld layer %d is not the average", strategy, s,
                       l);
+                /* The monitor measured it, staged or not (ddp: 0). */
+                double want = grads ? 0 : divergence(&L[l], l, s);
+                CHECK(fabs(st.divergence - want) <= 1e-9 * want,
+                      "%s step %ld layer %d: divergence %.17g, not %.17g",
+                      strategy, s, l, st.divergence, want);
+                measured += on_device[l] && want > 0;
             }
         }
     }
@@ -327,6 +357,8 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
         return 0;
     }
     CHECK(staging > 0, "no staging time counted (%g s)", staging);
+    CHECK(grads || rank != 0 || measured > 0,
+          "%s: no device layer's divergence was measured", strategy);
     for (int l = 0; l < n_layers; l++) {
         if (fill(&L[l], l, 99, 0) != 0) {
             return 1;

@@ -75,7 +75,8 @@ lines = re.findall(r"^(\d+): .*\[SYNC\] layer '(\w+)' synced in .* \(step (\d+)\
 assert lines and max(collections.Counter(lines).values()) == 1, "a layer logged twice in a step"
 window = int(sys.argv[3].split(":")[1]) if ":" in sys.argv[3] else 1
 summary = re.findall(r"^0: .*\[SYNC\] steps? [0-9-]+: (\d+) layer syncs, (\d+) bytes, "
-                     r"wire [0-9.]+ ms, exposed wait [0-9.]+ ms$", text, re.M)
+                     r"wire [0-9.]+ ms, exposed wait [0-9.]+ ms(?:, divergence max \S+ \(layer \w+\) mean \S+)?$",
+                     text, re.M)
 assert len(summary) == 10 // window, summary
 assert sum(int(n) for n, _ in summary) == sum(1 for l in lines if l[0] == "0"), summary
 jobs = collections.Counter((e["args"]["step"], n) for e in json.load(open(sys.argv[2]))
@@ -193,5 +194,5 @@ for s in ddp localsgd:4 plsgd:4 dreamddp:4 adaptive; do
 done
 
 DREAMDDP_STRATEGY=dreamddp "$DDRUN" -n 1 -- "$MP" ddp 1 >"$TMP/bad" 2>&1
-expect_grep "$TMP/bad" "invalid value DREAMDDP_STRATEGY='dreamddp': expected ddp, localsgd:H, plsgd:H, dreamddp:H (H from 1 to 1024) or adaptive" "a bad DREAMDDP_STRATEGY is named"
+expect_grep "$TMP/bad" "invalid value DREAMDDP_STRATEGY='dreamddp': expected ddp, localsgd:H, plsgd:H, dreamddp:H (H from 1 to 1024), adaptive or adaptive:drift" "a bad DREAMDDP_STRATEGY is named"
 finish

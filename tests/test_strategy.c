@@ -43,7 +43,8 @@ static void test_parse_bad(void **state)
 
 static void test_grads(void **state)
 {
-    dd_strategy_t ddp = {DD_STRATEGY_DDP, 1}, dream = {DD_STRATEGY_DREAMDDP, 4};
+    dd_strategy_t ddp = {DD_STRATEGY_DDP, 1, DD_ADAPT_GRAD},
+                  dream = {DD_STRATEGY_DREAMDDP, 4, DD_ADAPT_GRAD};
     assert_true(dd_strategy_syncs_grads(&ddp));
     assert_false(dd_strategy_syncs_grads(&dream));
 }

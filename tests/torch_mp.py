@@ -85,6 +85,8 @@ def cmd_equal(strategy, steps):
             if stats[name]["syncs"] == before[name]:
                 continue
             before[name] = stats[name]["syncs"]
+            if strategy == "ddp" and stats[name]["divergence"] != 0:
+                fail("%s: step %d: layer %s reports divergence %g" % (strategy, step, name, stats[name]["divergence"]))
             what = layer.grads if strategy == "ddp" else layer.params + layer.buffers
             if not same_everywhere(what):
                 fail("%s: step %d: layer %s differs after its sync" % (strategy, step, name))

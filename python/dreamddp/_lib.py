@@ -39,7 +39,7 @@ ROLE_WORKER, ROLE_AGGREGATOR = 0, 1
 
 # dd_step_stats_t and dd_layer_stats_t field bits.
 STEP_STATS_ALL = 0x1FF
-LAYER_STATS_ALL = 0x1F
+LAYER_STATS_ALL = 0x3FF
 
 LIBRARY_VARIABLE = "DREAMDDP_LIBRARY"
 SONAME = "libdreamddp.so.1"
@@ -100,6 +100,10 @@ class dd_layer_stats_t(ctypes.Structure):
         ("bp_s", ctypes.c_double),
         ("period", ctypes.c_int),
         ("extra_syncs", ctypes.c_uint64),
+        ("divergence", ctypes.c_double),
+        ("divergence_max", ctypes.c_double),
+        ("divergence_mean", ctypes.c_double),
+        ("divergence_agreed", ctypes.c_uint64),
     ]
 
 

@@ -129,8 +129,8 @@ class _Layer:
 class DreamDDP(torch.nn.Module):
     """Wraps module for data-parallel training through dreamddp.
 
-    strategy: "ddp", "localsgd:H", "plsgd:H", "dreamddp:H" or "adaptive";
-        None takes DREAMDDP_STRATEGY.
+    strategy: "ddp", "localsgd:H", "plsgd:H", "dreamddp:H", "adaptive" or
+        "adaptive:drift"; None takes DREAMDDP_STRATEGY.
     compression: must be None (compression is not built yet).
     layers: "module", "parameter", or a list of lists of parameters.
     find_unused_parameters: as DDP's: a layer whose parameters got no

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/status.h"
 #include "core/time.h"
+#include "sched/drift.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -34,10 +35,12 @@ struct dd_engine {
 };
 
 /* Whether a job's buffers are fused into one message through staging:
- * several host buffers. */
+ * several host buffers, or one whose divergence is measured, since the
+ * average must not overwrite it before. */
 static int dd_engine_fused(const dd_sync_job_t *job)
 {
-    return job->n_items > 1 && job->mem_type == DD_MEM_HOST;
+    return job->mem_type == DD_MEM_HOST &&
+           (job->n_items > 1 || (job->n_items == 1 && job->measure));
 }
 
 /* Packs a fused job into staging slot i; *buf_p, *count_p: what to send
@@ -81,7 +84,8 @@ static dd_status_t dd_engine_pack(dd_engine_t *e, dd_sync_job_t *job, int i,
     return DD_OK;
 }
 
-/* Writes a fused job's averages back from staging slot i. */
+/* Writes a fused job's averages back from staging slot i, measuring how
+ * far each buffer lay from its average first when the job asks. */
 static void dd_engine_unpack(dd_engine_t *e, dd_sync_job_t *job, int i)
 {
     size_t esize = dd_dtype_size(job->dtype), off = 0;
@@ -90,8 +94,15 @@ static void dd_engine_unpack(dd_engine_t *e, dd_sync_job_t *job, int i)
         return;
     }
     for (size_t j = 0; j < job->n_items; j++) {
-        size_t n = job->items[j].count * esize;
-        memcpy(job->items[j].buf, (char *)e->staging[i] + off, n);
+        dd_sync_item_t *it = &job->items[j];
+        const char *avg = (const char *)e->staging[i] + off;
+        size_t n = it->count * esize;
+        if (job->measure) {
+            it->diff2 = it->norm2 = 0;
+            it->measured = dd_drift_norms(it->buf, avg, it->count, job->dtype,
+                                          &it->diff2, &it->norm2);
+        }
+        memcpy(it->buf, avg, n);
         off += n;
     }
 }

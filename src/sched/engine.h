@@ -47,6 +47,12 @@ typedef struct {
      * (NULL: the buffer itself travels). */
     struct dd_codec_state *state;
     float *ref;
+    /* The divergence monitor (drift.c): the layer the buffer belongs to,
+     * and, once the engine measured it, ||local - average||^2 and
+     * ||average||^2. */
+    size_t layer;
+    int measured;
+    double diff2, norm2;
 } dd_sync_item_t;
 
 typedef struct dd_sync_job {
@@ -68,7 +74,10 @@ typedef struct dd_sync_job {
      * that travel (bytes without a codec). */
     const struct dd_sched_codec *codec;
     size_t wire_bytes;
-    int waited; /* dd_engine_call waits for it: not drained */
+    int waited;  /* dd_engine_call waits for it: not drained */
+    int measure; /* parameters: measure each item's divergence before the
+                    average is written back (it then travels through
+                    staging even alone) */
     /* t_launch: when the engine handed it to its pipe; t_start: when it
      * had the channel to itself (t_launch, or the previous job's end when
      * the two overlapped), as the planner's FIFO channel counts it. */

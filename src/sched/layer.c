@@ -87,6 +87,8 @@ void dd_sched_destroy(dd_sched_t *sched)
     dd_plan_free(sched->plan);
     free(sched->hold);
     free(sched->agree_v);
+    free(sched->agree_mine);
+    free(sched->agree_all);
     dd_sched_codecs_free(sched);
     for (size_t i = 0; i < sched->n_layers; i++) {
         free(sched->layers[i]->name);
@@ -543,6 +545,18 @@ dd_status_t dd_sched_layer_stats(dd_sched_t *sched, dd_layer_h layer,
     }
     if (m & DD_LAYER_STATS_FIELD_EXTRA_SYNCS) {
         stats_p->extra_syncs = layer->stats.extra_syncs;
+    }
+    if (m & DD_LAYER_STATS_FIELD_DIVERGENCE) {
+        stats_p->divergence = layer->stats.divergence;
+    }
+    if (m & DD_LAYER_STATS_FIELD_DIVERGENCE_MAX) {
+        stats_p->divergence_max = layer->stats.divergence_max;
+    }
+    if (m & DD_LAYER_STATS_FIELD_DIVERGENCE_MEAN) {
+        stats_p->divergence_mean = layer->stats.divergence_mean;
+    }
+    if (m & DD_LAYER_STATS_FIELD_DIVERGENCE_AGREED) {
+        stats_p->divergence_agreed = layer->stats.divergence_agreed;
     }
     return DD_OK;
 }

@@ -176,43 +176,57 @@ static void dd_sched_profile(const dd_sched_t *sched, double *v)
 }
 
 /*
- * Starts the agreement on the profile in the background: the average, then
- * the first worker's copy of it, as two jobs on the engine's queue ahead of
- * the step's syncs. They run while the application computes its forward
- * pass and come back with the step's syncs at dd_step_end, which marks the
- * result ready; the next window's check reads it. No worker waits for it.
+ * Starts the window-start agreement in the background: every worker's row
+ * (the profile when a check of the plan is due, then the layers'
+ * divergence when the monitor is on) allgathered in one job on the
+ * engine's queue, ahead of the step's syncs. It runs while the application
+ * computes its forward pass and comes back with the step's syncs at
+ * dd_step_end, which marks it ready; the next window's start reads it. No
+ * worker waits for it, and every worker reduces the same rows alike.
  */
-static dd_status_t dd_sched_agree_start(dd_sched_t *sched)
+static dd_status_t dd_sched_agree_start(dd_sched_t *sched, int profile,
+                                        int drift)
 {
-    size_t n = 2 * sched->n_layers;
+    size_t n = sched->n_layers, w = (size_t)sched->env.job->n_workers;
+    size_t m = (profile ? 2 * n : 0) + (drift ? n : 0);
 
     if (sched->agree_v == NULL &&
-        (sched->agree_v = malloc(n * sizeof(double))) == NULL) {
+        (sched->agree_v = malloc(2 * n * sizeof(double))) == NULL) {
         return DD_ERR_NO_MEMORY;
     }
-    dd_sched_profile(sched, sched->agree_v);
-    for (int k = 0; k < 2; k++) {
-        dd_sync_job_t *job = calloc(1, sizeof(*job));
-        if (job == NULL) {
-            return DD_ERR_NO_MEMORY; /* the first one, if any, still runs */
-        }
-        dd_sched_coll_t *c = &sched->agree_coll[k];
-        *c =
-            (dd_sched_coll_t){.coll = k ? DD_COLL_BROADCAST : DD_COLL_ALLREDUCE,
-                              .args = {.sendbuf = sched->agree_v,
-                                       .recvbuf = sched->agree_v,
-                                       .count = n,
-                                       .dtype = DD_DTYPE_F64,
-                                       .op = DD_REDUCE_AVG,
-                                       .root = 0,
-                                       .mem_type = DD_MEM_HOST}};
-        job->step = sched->step;
-        job->dtype = DD_DTYPE_F64;
-        job->mem_type = DD_MEM_HOST;
-        job->pipe = &sched->coll_pipe;
-        job->op = c;
-        dd_engine_submit(sched->engine, job);
+    if (sched->agree_mine == NULL &&
+        (sched->agree_mine = malloc(3 * n * sizeof(double))) == NULL) {
+        return DD_ERR_NO_MEMORY;
     }
+    if (sched->agree_all == NULL &&
+        (sched->agree_all = malloc(3 * n * w * sizeof(double))) == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    dd_sync_job_t *job = calloc(1, sizeof(*job));
+    if (job == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    if (profile) {
+        dd_sched_profile(sched, sched->agree_mine);
+    }
+    if (drift) {
+        dd_sched_drift_mine(sched, sched->agree_mine + (profile ? 2 * n : 0));
+    }
+    sched->agree_coll = (dd_sched_coll_t){.coll = DD_COLL_ALLGATHER,
+                                          .args = {.sendbuf = sched->agree_mine,
+                                                   .recvbuf = sched->agree_all,
+                                                   .count = m,
+                                                   .dtype = DD_DTYPE_F64,
+                                                   .mem_type = DD_MEM_HOST}};
+    sched->agree_stride = m;
+    sched->agree_profile = profile;
+    sched->agree_drift = drift;
+    job->step = sched->step;
+    job->dtype = DD_DTYPE_F64;
+    job->mem_type = DD_MEM_HOST;
+    job->pipe = &sched->coll_pipe;
+    job->op = &sched->agree_coll;
+    dd_engine_submit(sched->engine, job);
     sched->agree_state = DD_SCHED_AGREE_RUNNING;
     return DD_OK;
 }
@@ -221,6 +235,19 @@ void dd_sched_agree_done(dd_sched_t *sched)
 {
     if (sched->agree_state == DD_SCHED_AGREE_RUNNING) {
         sched->agree_state = DD_SCHED_AGREE_READY;
+    }
+}
+
+/* The mean of the workers' rows, in worker order: v[i] for i < n. */
+static void dd_sched_rows_mean(const double *all, int n_workers, size_t stride,
+                               size_t n, double *v)
+{
+    for (size_t i = 0; i < n; i++) {
+        double sum = 0;
+        for (int r = 0; r < n_workers; r++) {
+            sum += all[(size_t)r * stride + i];
+        }
+        v[i] = sum / n_workers;
     }
 }
 
@@ -445,82 +472,174 @@ static dd_status_t dd_sched_check_drift(dd_sched_t *sched, const double *v)
     return dd_sched_plan(sched, v);
 }
 
-dd_status_t dd_sched_schedule_window(dd_sched_t *sched)
+/* The first plan waits for the agreement, once. */
+static dd_status_t dd_sched_first_plan(dd_sched_t *sched)
 {
-    unsigned h = sched->strategy.window;
     size_t n = sched->n_layers;
+    double *v = malloc(2 * n * sizeof(double));
 
-    if (sched->plan == NULL) {
-        /* plsgd always, dreamddp while it profiles: layers split evenly,
-         * so every layer is synced, and timed, once per window. */
-        dd_status_t status = dd_plan_plsgd(n, h, &sched->plan);
-        if (status != DD_OK) {
-            return status;
-        }
+    if (v == NULL) {
+        return DD_ERR_NO_MEMORY;
     }
-    if (sched->strategy.kind != DD_STRATEGY_DREAMDDP || sched->step % h != 0 ||
-        sched->step < (uint64_t)sched->opts.profile_steps) {
-        return DD_OK;
+    dd_sched_profile(sched, v);
+    dd_status_t status = dd_sched_agree(sched, v, 2 * n);
+    if (status == DD_OK) {
+        status = dd_sched_plan(sched, v);
     }
+    free(v);
+    return status;
+}
+
+/* Takes a finished window-start agreement: the divergence, then the check
+ * of the times against the plan's. */
+static dd_status_t dd_sched_agree_take(dd_sched_t *sched)
+{
+    size_t n = sched->n_layers;
+    int w = sched->env.job->n_workers;
     dd_status_t status = DD_OK;
-    if (!sched->planned) {
-        /* The first plan waits for the agreement, once. */
-        double *v = malloc(2 * n * sizeof(double));
-        if (v == NULL) {
-            return DD_ERR_NO_MEMORY;
-        }
-        dd_sched_profile(sched, v);
-        status = dd_sched_agree(sched, v, 2 * n);
-        if (status == DD_OK) {
-            status = dd_sched_plan(sched, v);
-        }
-        free(v);
-        return status;
+
+    sched->agree_state = DD_SCHED_AGREE_IDLE;
+    if (sched->agree_drift) {
+        status =
+            dd_sched_drift_agreed(sched, sched->agree_all, sched->agree_stride,
+                                  sched->agree_profile ? 2 * n : 0);
     }
-    if (sched->agree_state == DD_SCHED_AGREE_READY) {
-        sched->agree_state = DD_SCHED_AGREE_IDLE;
+    if (status == DD_OK && sched->agree_profile) {
+        dd_sched_rows_mean(sched->agree_all, w, sched->agree_stride, 2 * n,
+                           sched->agree_v);
         status = dd_sched_check_drift(sched, sched->agree_v);
-    }
-    if (status == DD_OK && sched->agree_state == DD_SCHED_AGREE_IDLE &&
-        ++sched->windows_unchecked >= sched->opts.replan_windows) {
-        sched->windows_unchecked = 0;
-        status = dd_sched_agree_start(sched);
     }
     return status;
 }
 
-dd_status_t dd_sched_adapt(dd_sched_t *sched)
+dd_status_t dd_sched_schedule_window(dd_sched_t *sched)
 {
-    size_t n = sched->n_layers;
-    const dd_sched_opts_t *o = &sched->opts;
+    unsigned h = sched->strategy.window;
+    int dream = sched->strategy.kind == DD_STRATEGY_DREAMDDP;
+    dd_status_t status = DD_OK;
 
-    if (sched->step == 0 || sched->step % (uint64_t)o->adaptive_interval) {
+    if (sched->plan == NULL && sched->strategy.kind != DD_STRATEGY_LOCALSGD) {
+        /* plsgd always, dreamddp while it profiles: layers split evenly,
+         * so every layer is synced, and timed, once per window. */
+        status = dd_plan_plsgd(sched->n_layers, h, &sched->plan);
+        if (status != DD_OK) {
+            return status;
+        }
+    }
+    if (sched->step % h != 0) {
         return DD_OK;
     }
-    double *v = malloc(n * sizeof(double));
-    if (v == NULL) {
-        return DD_ERR_NO_MEMORY;
+    int checks = dream && sched->planned &&
+                 sched->step >= (uint64_t)sched->opts.profile_steps;
+    if (dream && !sched->planned &&
+        sched->step >= (uint64_t)sched->opts.profile_steps) {
+        status = dd_sched_first_plan(sched);
     }
-    for (size_t i = 0; i < n; i++) {
-        v[i] = sched->layers[i]->grad_ema;
+    if (status == DD_OK && sched->agree_state == DD_SCHED_AGREE_READY) {
+        status = dd_sched_agree_take(sched);
     }
-    dd_status_t status = dd_sched_agree(sched, v, n);
+    if (status != DD_OK || sched->agree_state != DD_SCHED_AGREE_IDLE) {
+        return status;
+    }
+    /* The times once every DREAMDDP_REPLAN_WINDOWS windows, the divergence
+     * at every window once a window has synced. */
+    int profile =
+        checks && ++sched->windows_unchecked >= sched->opts.replan_windows;
+    int drift = dd_sched_drift_on(sched) && sched->step > 0;
+    if (profile) {
+        sched->windows_unchecked = 0;
+    }
+    return profile || drift ? dd_sched_agree_start(sched, profile, drift)
+                            : DD_OK;
+}
+
+/* Every worker's row of n values, in worker order, into all: blocking. */
+static dd_status_t dd_sched_gather_rows(dd_sched_t *sched, double *mine,
+                                        size_t n, double *all)
+{
+    dd_sched_coll_t c = {.coll = DD_COLL_ALLGATHER,
+                         .args = {.sendbuf = mine,
+                                  .recvbuf = all,
+                                  .count = n,
+                                  .dtype = DD_DTYPE_F64,
+                                  .mem_type = DD_MEM_HOST}};
+    return dd_sched_collective(sched, &c);
+}
+
+/* A layer's next period under adaptive's rule, from the agreed figures. */
+static int dd_sched_next_period(dd_sched_t *sched, const struct dd_layer *l,
+                                double grad_ema, double drift_max)
+{
+    const dd_sched_opts_t *o = &sched->opts;
+
+    if (sched->strategy.signal == DD_ADAPT_DRIFT) {
+        return drift_max < 0
+                   ? l->period
+                   : dd_strategy_drift_period(l->period, drift_max,
+                                              o->drift_target, o->adaptive_kmin,
+                                              o->adaptive_kmax);
+    }
+    double ratio = l->grad_ema_prev > 0 ? grad_ema / l->grad_ema_prev : 1.0;
+    return dd_strategy_adapt_period(l->period, ratio, o->adaptive_high,
+                                    o->adaptive_low, o->adaptive_kmin,
+                                    o->adaptive_kmax);
+}
+
+/*
+ * adaptive's update, every DREAMDDP_ADAPTIVE_INTERVAL steps: one allgather
+ * of every worker's gradient-norm EMAs and, with the monitor on, the
+ * layers' divergence since the last update; the new periods follow from
+ * the agreed figures, so every worker picks the same.
+ */
+dd_status_t dd_sched_adapt(dd_sched_t *sched)
+{
+    size_t n = sched->n_layers, w = (size_t)sched->env.job->n_workers;
+    int drift = dd_sched_drift_on(sched);
+    size_t m = drift ? 2 * n : n;
+
+    if (sched->step == 0 ||
+        sched->step % (uint64_t)sched->opts.adaptive_interval) {
+        return DD_OK;
+    }
+    double *mine = malloc(m * sizeof(double));
+    double *all = malloc(m * w * sizeof(double));
+    double *v = malloc(3 * n * sizeof(double)); /* mean EMA, max, mean */
+    dd_status_t status = DD_ERR_NO_MEMORY;
+    if (mine != NULL && all != NULL && v != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            mine[i] = sched->layers[i]->grad_ema;
+        }
+        if (drift) {
+            dd_sched_drift_mine(sched, mine + n);
+        }
+        status = dd_sched_gather_rows(sched, mine, m, all);
+    }
+    if (status == DD_OK) {
+        dd_sched_rows_mean(all, (int)w, m, n, v);
+        for (size_t i = 0; i < n; i++) {
+            v[n + i] = DD_DRIFT_NONE;
+        }
+        if (drift) {
+            dd_drift_reduce(all, (int)w, m, n, n, v + n, v + 2 * n);
+            status = dd_sched_drift_agreed(sched, all, m, n);
+        }
+    }
     for (size_t i = 0; status == DD_OK && i < n; i++) {
         struct dd_layer *l = sched->layers[i];
-        double ratio = l->grad_ema_prev > 0 ? v[i] / l->grad_ema_prev : 1.0;
-        int period = dd_strategy_adapt_period(
-            l->period, ratio, o->adaptive_high, o->adaptive_low,
-            o->adaptive_kmin, o->adaptive_kmax);
+        int period = dd_sched_next_period(sched, l, v[i], v[n + i]);
         if (period != l->period) {
             dd_log_debug(DD_SUBSYS_SCHED,
                          "adaptive: layer '%s' period %d -> %d (gradient "
-                         "EMA ratio %.2f)",
-                         l->name, l->period, period, ratio);
+                         "EMA %.3g, was %.3g; divergence %.3g)",
+                         l->name, l->period, period, v[i], l->grad_ema_prev,
+                         v[n + i]);
         }
         l->period = period;
         l->stats.period = period;
         l->grad_ema_prev = v[i];
     }
+    free(mine);
+    free(all);
     free(v);
     return status;
 }

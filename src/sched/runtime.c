@@ -63,7 +63,8 @@ dd_status_t dd_sched_step_begin(dd_sched_t *sched)
     }
     sched->replanned = 0;
     if (sched->strategy.kind == DD_STRATEGY_DREAMDDP ||
-        sched->strategy.kind == DD_STRATEGY_PLSGD) {
+        sched->strategy.kind == DD_STRATEGY_PLSGD ||
+        sched->strategy.kind == DD_STRATEGY_LOCALSGD) {
         status = dd_sched_schedule_window(sched);
     } else if (sched->strategy.kind == DD_STRATEGY_ADAPTIVE) {
         status = dd_sched_adapt(sched);
@@ -141,7 +142,8 @@ static dd_status_t dd_sched_job_add(dd_sync_job_t *job, size_t layer, void *buf,
         return DD_ERR_NO_MEMORY;
     }
     job->items = items;
-    items[job->n_items++] = (dd_sync_item_t){.buf = buf, .count = count};
+    items[job->n_items++] =
+        (dd_sync_item_t){.buf = buf, .count = count, .layer = layer};
     if (job->n_layers == 0 || job->layers[job->n_layers - 1] != layer) {
         dd_status_t status = dd_sched_job_add_layer(job, layer);
         if (status != DD_OK) {
@@ -187,6 +189,7 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
                 return DD_ERR_NO_MEMORY;
             }
             sched->group->codec = codec;
+            sched->group->measure = !grads && dd_sched_drift_on(sched);
             if (codec != NULL) {
                 sched->group->pipe =
                     codec->gather ? &sched->gather_pipe : &sched->codec_pipe;
@@ -445,8 +448,8 @@ static dd_status_t dd_sched_report(dd_sched_t *sched, dd_sync_job_t *done)
         sched->failed = job->status;
         if (job->n_layers == 0) {
             return dd_error(job->status, DD_SUBSYS_SCHED,
-                            "step %llu: the agreement on the measured times "
-                            "failed: %s: %s",
+                            "step %llu: the window-start agreement (measured "
+                            "times, divergence) failed: %s: %s",
                             (unsigned long long)sched->step,
                             dd_status_string(job->status), job->why);
         }
@@ -482,6 +485,9 @@ static void dd_sched_gather(dd_sched_t *sched, const dd_sync_job_t *done)
             l->sync_share_s +=
                 job->bytes ? wire * (double)bytes / (double)job->bytes : wire;
             l->sync_msg_s += wire;
+        }
+        if (job->measure) {
+            dd_sched_drift_gather(sched, job);
         }
         if (sched->timeline != NULL && job->n_layers > 0) {
             dd_timeline_sync(sched->timeline, sched, job);
@@ -633,7 +639,7 @@ static void dd_sched_window_log(dd_sched_t *sched, const dd_step_stats_t *st)
     if ((sched->step + 1) % window != 0) {
         return;
     }
-    char steps[64];
+    char steps[64], drift[256];
     if (window > 1) {
         snprintf(steps, sizeof(steps), "steps %llu-%llu",
                  (unsigned long long)(sched->step + 1 - window),
@@ -642,11 +648,12 @@ static void dd_sched_window_log(dd_sched_t *sched, const dd_step_stats_t *st)
         snprintf(steps, sizeof(steps), "step %llu",
                  (unsigned long long)sched->step);
     }
+    dd_sched_drift_summary(sched, drift, sizeof(drift));
     dd_log_info(DD_SUBSYS_SCHED,
                 "[SYNC] %s: %d layer syncs, %zu bytes, wire %.1f ms, "
-                "exposed wait %.1f ms",
+                "exposed wait %.1f ms%s",
                 steps, w->layers_synced, w->bytes_synced, w->wire_s * 1e3,
-                w->wait_s * 1e3);
+                w->wait_s * 1e3, drift);
     memset(w, 0, sizeof(*w));
 }
 
@@ -682,6 +689,7 @@ dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p)
     if (status == DD_OK) {
         status = dd_sched_finish(sched, &st);
     }
+    dd_sched_drift_step(sched);
     if (status == DD_OK && marks != DD_OK) {
         status = marks;
     } else if (status == DD_OK && missing[0] != '\0') {
@@ -727,5 +735,7 @@ dd_status_t dd_sched_sync_all(dd_sched_t *sched)
             return status;
         }
     }
-    return dd_sched_finish(sched, &st);
+    status = dd_sched_finish(sched, &st);
+    dd_sched_drift_step(sched);
+    return status;
 }

@@ -11,6 +11,7 @@
 #include "boot/job.h"
 #include "compress/codec.h"
 #include "device/loader.h"
+#include "sched/drift.h"
 #include "sched/engine.h"
 #include "sched/plan.h"
 #include "sched/sched_config.h"
@@ -43,6 +44,12 @@ struct dd_layer {
     int period;
     uint64_t last_sync_step;
     double grad_ema, grad_ema_prev;
+    /* Divergence monitor (drift.c): this step's sums over the items the
+     * engine measured, whether a figure came since the last agreement, and
+     * the warning state; the figures are in stats. */
+    double drift_diff2, drift_norm2;
+    int drift_seen, drift_fresh;
+    dd_drift_watch_t drift_watch;
     /* Device layers (devmem.c): recorded by dd_layer_ready_stream on the
      * caller's stream; device jobs wait for its last record. */
     struct dd_device_event *ready_event;
@@ -124,7 +131,14 @@ typedef struct dd_sched {
         DD_SCHED_AGREE_READY    /* agree_v holds the agreed times */
     } agree_state;
     double *agree_v; /* [2n] bp, then comm */
-    dd_sched_coll_t agree_coll[2];
+    /* The window-start agreement is one allgather of every worker's row:
+     * the profile when a check is due ([2n]), then the layers' divergence
+     * when the monitor is on ([n]); agree_all holds the rows in worker
+     * order, every worker reduces them alike. */
+    double *agree_mine, *agree_all;
+    size_t agree_stride;
+    int agree_profile, agree_drift;
+    dd_sched_coll_t agree_coll;
     int windows_unchecked, drift_checks;
     /* Network model from commit: sync time = alpha + beta * bytes. */
     double alpha_s, beta_s;
@@ -185,7 +199,10 @@ dd_status_t dd_sched_check_tables(dd_sched_t *sched);
 #define DD_SCHED_LAYER_STATS_FIELDS                                            \
     (DD_LAYER_STATS_FIELD_SYNCS | DD_LAYER_STATS_FIELD_BYTES |                 \
      DD_LAYER_STATS_FIELD_WIRE_S | DD_LAYER_STATS_FIELD_BP_S |                 \
-     DD_LAYER_STATS_FIELD_PERIOD | DD_LAYER_STATS_FIELD_EXTRA_SYNCS)
+     DD_LAYER_STATS_FIELD_PERIOD | DD_LAYER_STATS_FIELD_EXTRA_SYNCS |          \
+     DD_LAYER_STATS_FIELD_DIVERGENCE | DD_LAYER_STATS_FIELD_DIVERGENCE_MAX |   \
+     DD_LAYER_STATS_FIELD_DIVERGENCE_MEAN |                                    \
+     DD_LAYER_STATS_FIELD_DIVERGENCE_AGREED)
 
 /* runtime.c */
 dd_status_t dd_sched_step_begin(dd_sched_t *sched);
@@ -261,6 +278,24 @@ dd_status_t dd_sched_schedule_window(dd_sched_t *sched);
 void dd_sched_agree_done(dd_sched_t *sched);
 dd_status_t dd_sched_adapt(dd_sched_t *sched);
 
+/* drift.c: the divergence monitor. */
+/* dd_sched_gather's part: adds what the engine measured to its layers. */
+void dd_sched_drift_gather(dd_sched_t *sched, const dd_sync_job_t *job);
+/* After a step's (or dd_sync_all's) jobs: each layer measured gets its
+ * figure. */
+void dd_sched_drift_step(dd_sched_t *sched);
+/* This worker's row for the agreement ([n]: DD_DRIFT_NONE where no figure
+ * came since the last one). */
+void dd_sched_drift_mine(dd_sched_t *sched, double *v);
+/* Takes the agreed rows ([n_workers][stride], the figures at offset):
+ * stats, warnings, counters. */
+dd_status_t dd_sched_drift_agreed(dd_sched_t *sched, const double *all,
+                                  size_t stride, size_t offset);
+/* ", divergence max X (layer L) mean Y" for the [SYNC] line, or "". */
+void dd_sched_drift_summary(const dd_sched_t *sched, char *buf, size_t size);
+/* Whether parameter syncs measure the divergence. */
+int dd_sched_drift_on(const dd_sched_t *sched);
+
 /* timeline.c */
 dd_status_t dd_timeline_open(const char *pattern, int rank,
                              dd_timeline_t **timeline_p);
@@ -268,6 +303,9 @@ void dd_timeline_mark(dd_timeline_t *t, const char *layer, uint64_t step,
                       double at);
 void dd_timeline_sync(dd_timeline_t *t, const dd_sched_t *sched,
                       const dd_sync_job_t *job);
+/* A layer's divergence counter track ("C" events). */
+void dd_timeline_counter(dd_timeline_t *t, const char *layer, double at,
+                         double local, double max, double mean);
 void dd_timeline_close(dd_timeline_t *t);
 
 #endif

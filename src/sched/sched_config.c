@@ -10,8 +10,8 @@ const char *const dd_route_names[] = {"auto", "allreduce", "aggregate", NULL};
 
 static const dd_config_field_t dd_sched_fields[] = {
     {"DREAMDDP_STRATEGY", "ddp",
-     "Synchronization strategy: ddp, localsgd:H, plsgd:H, dreamddp:H or "
-     "adaptive.",
+     "Synchronization strategy: ddp, localsgd:H, plsgd:H, dreamddp:H, "
+     "adaptive or adaptive:drift.",
      DD_CONFIG_STRING, offsetof(dd_sched_opts_t, strategy), 0, 0, NULL},
     {"DREAMDDP_BUCKET_BYTES", "25M",
      "ddp: gradient bucket size after the first bucket.", DD_CONFIG_SIZE,
@@ -90,6 +90,27 @@ static const dd_config_field_t dd_sched_fields[] = {
      "gradients, the other strategies the parameters' change since the "
      "layer's last sync.",
      DD_CONFIG_STRING, offsetof(dd_sched_opts_t, compression), 0, 0, NULL},
+    {"DREAMDDP_DRIFT", "yes",
+     "Measure at every parameter sync each layer's relative divergence "
+     "(the norm of x - avg over the norm of avg, in the progress engine, "
+     "before the average is written back); the workers agree on its "
+     "maximum and mean at every window's start (dd_layer_stats, the [SYNC] "
+     "line, the timeline).",
+     DD_CONFIG_BOOL, offsetof(dd_sched_opts_t, drift), 0, 0, NULL},
+    {"DREAMDDP_DRIFT_WINDOWS", "3",
+     "Warn when a layer's agreed maximum divergence rose by more than 10 % "
+     "at this many windows in a row; a warning silences the layer for as "
+     "many windows.",
+     DD_CONFIG_INT, offsetof(dd_sched_opts_t, drift_windows), 1, 1000000, NULL},
+    {"DREAMDDP_DRIFT_WARN", "1.0",
+     "Warn when a layer's agreed maximum divergence exceeds this (0: never); "
+     "at 1 a replica lies as far from the average as the average from 0.",
+     DD_CONFIG_FLOAT, offsetof(dd_sched_opts_t, drift_warn), 0, 1000000, NULL},
+    {"DREAMDDP_DRIFT_TARGET", "0.06",
+     "adaptive:drift: a layer's period shortens when its agreed maximum "
+     "divergence exceeds this, and lengthens below half of it.",
+     DD_CONFIG_FLOAT, offsetof(dd_sched_opts_t, drift_target), 0, 1000000,
+     NULL},
 };
 
 const dd_config_table_t dd_sched_config_table = {

@@ -22,10 +22,14 @@ typedef struct {
     double adaptive_high;
     double adaptive_low;
     int adaptive_interval;
-    int route;          /* dd_route_t */
-    size_t chunk_bytes; /* aggregation chunks */
-    int find_unused;    /* unmarked layers count as unused at step end */
-    char *compression;  /* codec spec of the layers the default rule picks */
+    int route;           /* dd_route_t */
+    size_t chunk_bytes;  /* aggregation chunks */
+    int find_unused;     /* unmarked layers count as unused at step end */
+    char *compression;   /* codec spec of the layers the default rule picks */
+    int drift;           /* measure the divergence at parameter syncs */
+    int drift_windows;   /* rises in a row that warn */
+    double drift_warn;   /* agreed maximum that warns; 0: none */
+    double drift_target; /* adaptive:drift's target divergence */
 } dd_sched_opts_t;
 
 typedef enum {

@@ -45,6 +45,10 @@ struct dd_staging {
     size_t slot_bytes;
     void **pinned;
     dd_device_event_t **events;
+    /* The divergence monitor: each slot's chunk as this worker had it,
+     * kept while the network averages the pinned copy; made on the first
+     * measured job. */
+    void **kept;
 };
 
 /* One job in the device pipe. */
@@ -140,10 +144,40 @@ void dd_sched_staging_free(dd_sched_t *sched)
     }
     ops->stream_destroy(s->dev->instance, s->d2h);
     ops->stream_destroy(s->dev->instance, s->h2d);
+    for (int i = 0; s->kept != NULL && i < s->n_slots; i++) {
+        free(s->kept[i]);
+    }
+    free(s->kept);
     free(s->pinned);
     free(s->events);
     free(s);
     sched->staging = NULL;
+}
+
+/* The slots' copies of what this worker sent, for measured jobs. */
+static dd_status_t dd_staging_keep_alloc(dd_staging_t *s)
+{
+    if (s->kept != NULL) {
+        return DD_OK;
+    }
+    void **kept = calloc((size_t)s->n_slots, sizeof(void *));
+    for (int i = 0; kept != NULL && i < s->n_slots; i++) {
+        if ((kept[i] = malloc(s->slot_bytes)) == NULL) {
+            while (i-- > 0) {
+                free(kept[i]);
+            }
+            free(kept);
+            kept = NULL;
+        }
+    }
+    if (kept == NULL) {
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory to keep %d staging chunks of %zu bytes "
+                        "for the divergence monitor",
+                        s->n_slots, s->slot_bytes);
+    }
+    s->kept = kept;
+    return DD_OK;
 }
 
 /* Whether the backend among workers takes device memory itself: only
@@ -211,6 +245,9 @@ static dd_status_t dd_staging_start(void *arg, dd_sync_job_t *job, void *buf,
     }
     if (status == DD_OK && !t->native) {
         status = dd_staging_setup(sched, job->device);
+    }
+    if (status == DD_OK && !t->native && job->measure) {
+        status = dd_staging_keep_alloc(sched->staging);
     }
     if (status == DD_OK && !t->native) {
         dd_staging_t *s = sched->staging;
@@ -305,6 +342,9 @@ static dd_status_t dd_staging_slot(dd_staging_op_t *t, int i, int *busy_p)
             return DD_OK;
         }
         dd_staging_sub(t, slot, s->pinned[i], n);
+        if (t->job->measure) {
+            memcpy(s->kept[i], s->pinned[i], n * t->esize);
+        }
         status = t->inner->start(t->inner->arg, &slot->sub, s->pinned[i], n,
                                  &slot->inner);
         if (status != DD_OK) {
@@ -326,6 +366,12 @@ static dd_status_t dd_staging_slot(dd_staging_op_t *t, int i, int *busy_p)
         }
         t->n_net--;
         t->t_last_net = dd_time_now();
+        if (t->job->measure && t->job->n_items == 1) {
+            dd_sync_item_t *it = &t->job->items[0];
+            it->measured |=
+                dd_drift_norms(s->kept[i], s->pinned[i], n, t->job->dtype,
+                               &it->diff2, &it->norm2);
+        }
         status =
             dev->ops->memcpy_async(dev->instance, t->dst + off, s->pinned[i],
                                    n * t->esize, DD_DEVICE_COPY_H2D, s->h2d);

@@ -1,5 +1,5 @@
 /*
- * Strategy names and the adaptive period rule. Pure.
+ * Strategy names and the adaptive period rules. Pure.
  */
 #include "sched/strategy.h"
 
@@ -19,11 +19,17 @@ dd_status_t dd_strategy_parse(const char *s, dd_strategy_t *strategy_p)
             continue;
         }
         int windowed = k != DD_STRATEGY_DDP && k != DD_STRATEGY_ADAPTIVE;
+        if (k == DD_STRATEGY_ADAPTIVE && strcmp(s + len, ":drift") == 0) {
+            *strategy_p =
+                (dd_strategy_t){DD_STRATEGY_ADAPTIVE, 1, DD_ADAPT_DRIFT};
+            return DD_OK;
+        }
         if (!windowed) {
             if (s[len] != '\0') {
                 return DD_ERR_INVALID_PARAM;
             }
-            *strategy_p = (dd_strategy_t){(dd_strategy_kind_t)k, 1};
+            *strategy_p =
+                (dd_strategy_t){(dd_strategy_kind_t)k, 1, DD_ADAPT_GRAD};
             return DD_OK;
         }
         if (s[len] != ':') {
@@ -36,7 +42,8 @@ dd_status_t dd_strategy_parse(const char *s, dd_strategy_t *strategy_p)
             h > 1024) {
             return DD_ERR_INVALID_PARAM;
         }
-        *strategy_p = (dd_strategy_t){(dd_strategy_kind_t)k, (unsigned)h};
+        *strategy_p =
+            (dd_strategy_t){(dd_strategy_kind_t)k, (unsigned)h, DD_ADAPT_GRAD};
         return DD_OK;
     }
     return DD_ERR_INVALID_PARAM;
@@ -45,8 +52,11 @@ dd_status_t dd_strategy_parse(const char *s, dd_strategy_t *strategy_p)
 void dd_strategy_format(const dd_strategy_t *strategy, char *buf, size_t size)
 {
     const char *name = dd_strategy_names[strategy->kind];
-    if (strategy->kind == DD_STRATEGY_DDP ||
-        strategy->kind == DD_STRATEGY_ADAPTIVE) {
+    if (strategy->kind == DD_STRATEGY_ADAPTIVE &&
+        strategy->signal == DD_ADAPT_DRIFT) {
+        snprintf(buf, size, "%s:drift", name);
+    } else if (strategy->kind == DD_STRATEGY_DDP ||
+               strategy->kind == DD_STRATEGY_ADAPTIVE) {
         snprintf(buf, size, "%s", name);
     } else {
         snprintf(buf, size, "%s:%u", name, strategy->window);
@@ -64,6 +74,20 @@ int dd_strategy_adapt_period(int period, double ratio, double high, double low,
     if (ratio > high) {
         period--;
     } else if (ratio < low) {
+        period++;
+    }
+    if (period < kmin) {
+        period = kmin;
+    }
+    return period > kmax ? kmax : period;
+}
+
+int dd_strategy_drift_period(int period, double divergence, double target,
+                             int kmin, int kmax)
+{
+    if (divergence > target) {
+        period--;
+    } else if (divergence < 0.5 * target) {
         period++;
     }
     if (period < kmin) {

@@ -17,13 +17,21 @@ typedef enum {
     DD_STRATEGY_ADAPTIVE  /* parameters, per-layer period from gradients */
 } dd_strategy_kind_t;
 
+/* What drives adaptive's periods. */
+typedef enum {
+    DD_ADAPT_GRAD = 0, /* adaptive: the gradient-norm EMA's change */
+    DD_ADAPT_DRIFT     /* adaptive:drift: the agreed divergence */
+} dd_adapt_signal_t;
+
 typedef struct {
     dd_strategy_kind_t kind;
     unsigned window; /* H; 1 for ddp and adaptive */
+    dd_adapt_signal_t signal;
 } dd_strategy_t;
 
 #define DD_STRATEGY_ACCEPTED                                                   \
-    "ddp, localsgd:H, plsgd:H, dreamddp:H (H from 1 to 1024) or adaptive"
+    "ddp, localsgd:H, plsgd:H, dreamddp:H (H from 1 to 1024), adaptive or "    \
+    "adaptive:drift"
 
 /** Parses "dreamddp:4" and the like. DD_ERR_INVALID_PARAM, without logging,
  *  for anything else. */
@@ -41,6 +49,14 @@ int dd_strategy_syncs_grads(const dd_strategy_t *strategy);
  * one step longer below low, clamped to [kmin, kmax].
  */
 int dd_strategy_adapt_period(int period, double ratio, double high, double low,
+                             int kmin, int kmax);
+
+/**
+ * adaptive:drift's next period of a layer from its divergence across the
+ * workers: one step shorter above target, one step longer below half of
+ * it, clamped to [kmin, kmax].
+ */
+int dd_strategy_drift_period(int period, double divergence, double target,
                              int kmin, int kmax);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * DREAMDDP_TIMELINE: a Chrome-trace JSON (the array form, which Perfetto and
- * chrome://tracing open) of each rank's backward marks and syncs. Written
+ * chrome://tracing open) of each rank's backward marks, syncs and layers'
+ * divergence (counter tracks). Written
  * by the application's threads, one at a time: at dd_layer_ready, under the
  * scheduler's ready_lock, and at dd_step_end. Each file's timestamps count
  * from its own monotonic start; the process_name metadata carries that
@@ -158,6 +159,33 @@ void dd_timeline_sync(dd_timeline_t *t, const dd_sched_t *sched,
         dd_json_string(&t->json, sched->layers[job->layers[k]]->name);
     }
     dd_json_array_end(&t->json);
+    dd_json_object_end(&t->json);
+    dd_json_object_end(&t->json);
+}
+
+/* A counter per layer, in the trace's own thread row: Perfetto and
+ * chrome://tracing draw each name as a track of its three series. */
+void dd_timeline_counter(dd_timeline_t *t, const char *layer, double at,
+                         double local, double max, double mean)
+{
+    char name[DD_TIMELINE_NAME_MAX];
+
+    snprintf(name, sizeof(name), "divergence %s", layer);
+    dd_timeline_event(t, name, "divergence", "C");
+    dd_json_key(&t->json, "pid");
+    dd_json_int(&t->json, t->rank);
+    dd_json_key(&t->json, "tid");
+    dd_json_int(&t->json, 0);
+    dd_json_key(&t->json, "ts");
+    dd_json_fixed(&t->json, dd_timeline_us(t, at), 1);
+    dd_json_key(&t->json, "args");
+    dd_json_object_begin(&t->json, DD_JSON_COMPACT);
+    dd_json_key(&t->json, "local");
+    dd_json_double(&t->json, local);
+    dd_json_key(&t->json, "max");
+    dd_json_double(&t->json, max);
+    dd_json_key(&t->json, "mean");
+    dd_json_double(&t->json, mean);
     dd_json_object_end(&t->json);
     dd_json_object_end(&t->json);
 }

@@ -1,0 +1,65 @@
+/*
+ * The divergence monitor's arithmetic: how far a worker's replica of a
+ * layer lies from the average it is about to take, the figures the workers
+ * agree on, and when a layer's figures deserve a warning. Pure: no I/O, no
+ * clocks, no state beyond what the caller hands in.
+ */
+#ifndef DD_SCHED_DRIFT_H
+#define DD_SCHED_DRIFT_H
+
+#include <dreamddp.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/**
+ * Adds ||local - avg||^2 to *diff2_p and ||avg||^2 to *norm2_p over count
+ * elements of dtype (f32 or f64; other dtypes add nothing and return 0).
+ * Returns 1 when it measured. Sums in double, in blocks of independent
+ * lanes the compiler vectorises.
+ */
+int dd_drift_norms(const void *local, const void *avg, size_t count,
+                   dd_dtype_t dtype, double *diff2_p, double *norm2_p);
+
+/** ||x - avg|| / ||avg|| from the sums; ||x - avg|| itself when avg is 0. */
+double dd_drift_relative(double diff2, double norm2);
+
+/** A layer's figure that was not measured since the last agreement. */
+#define DD_DRIFT_NONE (-1.0)
+
+/**
+ * The cross-worker figures of n layers from every worker's row of all
+ * ([n_workers][stride], the layers' figures at offset): the maximum and the
+ * mean, in worker order, over the workers that measured the layer (a value
+ * of DD_DRIFT_NONE elsewhere); DD_DRIFT_NONE in both where none did. The
+ * same on every worker that holds the same rows.
+ */
+void dd_drift_reduce(const double *all, int n_workers, size_t stride,
+                     size_t offset, size_t n, double *max, double *mean);
+
+/** The warning state of one layer. */
+typedef struct {
+    double last;       /* the previous agreed maximum; < 0: none yet */
+    int rises;         /* agreements in a row that raised it */
+    uint64_t agreed;   /* agreements that carried a figure */
+    uint64_t quiet_to; /* no warning before this many agreements */
+} dd_drift_watch_t;
+
+/* A rise counts when the agreed maximum grew by more than this factor:
+ * the window-to-window noise of a steady run stays below it. */
+#define DD_DRIFT_RISE 1.1
+
+enum {
+    DD_DRIFT_WARN_RISING = 1 << 0, /* rose at `windows` agreements in a row */
+    DD_DRIFT_WARN_ABOVE = 1 << 1   /* past the threshold */
+};
+
+/**
+ * Takes a layer's next agreed maximum: the DD_DRIFT_WARN_* reasons to warn
+ * now (0: none). windows: rises in a row that warn (0: never), and the
+ * agreements a warning silences the layer for; warn: the threshold (0:
+ * none).
+ */
+int dd_drift_watch(dd_drift_watch_t *w, double max, int windows, double warn);
+
+#endif

@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "sched/sched.h"
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -432,6 +433,21 @@ static void dd_context_free(dd_context_h ctx)
     free(ctx);
 }
 
+/* A peer that dies while this rank writes to it must be an error naming
+ * it, never a silent death by SIGPIPE: our own sockets send with
+ * MSG_NOSIGNAL, but the backends' libraries (Gloo's and UCX's TCP
+ * transports) write without it. So SIGPIPE is ignored, unless the
+ * application has its own handler, which is left alone. */
+static void dd_context_ignore_sigpipe(void)
+{
+    struct sigaction old;
+
+    if (sigaction(SIGPIPE, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+        old.sa_handler == SIG_DFL) {
+        signal(SIGPIPE, SIG_IGN);
+    }
+}
+
 dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p)
 {
     int role_override = -1;
@@ -454,6 +470,7 @@ dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p)
     if (ctx == NULL) {
         return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_CORE, "dd_init: no memory");
     }
+    dd_context_ignore_sigpipe();
     status = dd_context_config(ctx);
     if (status != DD_OK) {
         free(ctx);

@@ -103,7 +103,7 @@ static void test_bad_value_fails_init(void **state)
     assert_null(ctx);
     assert_string_equal(dd_last_error(),
                         "invalid value DREAMDDP_TIMEOUT_S='soon': expected a "
-                        "duration such as 30s, 500ms, 2m");
+                        "duration such as 30s, 500ms, 2m, up to 86400 s");
     unsetenv("DREAMDDP_TIMEOUT_S");
 
     setenv("DREAMDDP_LOG_LEVEL", "loud", 1);

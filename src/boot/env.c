@@ -13,6 +13,7 @@
 #include "core/log.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -76,7 +77,8 @@ static dd_status_t dd_boot_parse(dd_getenv_fn_t getenv_fn, void *arg,
     }
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > INT_MAX) {
+    if (!(isdigit((unsigned char)s[0]) || s[0] == '-') || errno != 0 ||
+        end == s || *end != '\0' || v < min || v > INT_MAX) {
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
                         "invalid value %s='%s': expected an integer from %d",
                         name, s, min);

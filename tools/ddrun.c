@@ -6,6 +6,8 @@
  * stops every rank when one fails, and exits with the first failing rank's
  * status. It links nothing of the library: it only starts processes.
  */
+#include "argnum.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -70,10 +72,8 @@ static double ddrun_now(void)
 
 static int ddrun_parse_count(const char *s, int min, int *value_p)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > 100000) {
+    long v;
+    if (dd_arg_parse_long(s, min, 100000, &v) != 0) {
         return -1;
     }
     *value_p = (int)v;

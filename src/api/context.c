@@ -93,8 +93,9 @@ static dd_status_t dd_context_config(dd_context_h ctx)
     return status;
 }
 
-/* The token: DREAMDDP_JOB_TOKEN or DREAMDDP_JOB_TOKEN_FILE, else derived
- * from the launcher's job id, else the store address and world size. A
+/* The token: DREAMDDP_JOB_TOKEN or DREAMDDP_JOB_TOKEN_FILE, else the
+ * launcher's per-job secret (mpirun's), else derived from the launcher's
+ * job id, else from the store address and world size. A
  * derived one keeps different jobs apart but keeps no one out: anyone who
  * can reach the port can compute it, so rank 0 says so, once. */
 static dd_status_t dd_context_token(dd_context_h ctx, int port, int tcp,
@@ -109,6 +110,10 @@ static dd_status_t dd_context_token(dd_context_h ctx, int port, int tcp,
     if (token != NULL) {
         *hash_p = dd_store_token_hash(token);
         free(token);
+        return DD_OK;
+    }
+    if (ctx->env.job_secret[0] != '\0') {
+        *hash_p = dd_store_token_hash(ctx->env.job_secret);
         return DD_OK;
     }
     if (tcp && ctx->env.rank == 0 && ctx->env.world_size > 1) {

@@ -44,8 +44,9 @@ static const dd_config_field_t dd_boot_fields[] = {
      DD_CONFIG_INT, offsetof(dd_boot_opts_t, master_port), 1, 65535, NULL},
     {"DREAMDDP_JOB_TOKEN", NULL,
      "Secret every rank presents to the store (ddrun makes one); when "
-     "neither it nor DREAMDDP_JOB_TOKEN_FILE is set, it is derived from the "
-     "launcher's job id or the store's address, which anyone can compute.",
+     "neither it nor DREAMDDP_JOB_TOKEN_FILE is set, mpirun's per-job key, "
+     "else derived from the launcher's job id or the store's address, which "
+     "anyone can compute.",
      DD_CONFIG_STRING, offsetof(dd_boot_opts_t, job_token), 0, 0, NULL},
     {"DREAMDDP_JOB_TOKEN_FILE", NULL,
      "File holding the job token on one line, on a directory every rank "

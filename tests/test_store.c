@@ -270,6 +270,33 @@ static void test_listens_on_given_address(void **state)
     assert_int_equal(errno, ECONNREFUSED);
 }
 
+/* A host name that means loopback here: the store takes loopback only when
+ * every rank is on this host, and every interface otherwise (other hosts
+ * resolve the name to another address). */
+static void test_loopback_name(void **state)
+{
+    for (int one_host = 0; one_host <= 1; one_host++) {
+        dd_store_server_t *srv;
+        dd_store_server_params_t params = {.addr = "localhost",
+                                           .one_host = one_host,
+                                           .token_hash = TOKEN,
+                                           .world_size = 2};
+        assert_int_equal(dd_store_server_start(&params, &srv), DD_OK);
+        int port = dd_store_server_port(srv);
+        dd_store_t *s = NULL;
+        assert_int_equal(
+            dd_store_tcp_connect("localhost", port, TOKEN, 1, 2, 5.0, &s),
+            DD_OK);
+        int fd = outsider("127.0.0.2", port);
+        assert_int_equal(fd >= 0, !one_host);
+        if (fd >= 0) {
+            close(fd);
+        }
+        dd_store_close(s);
+        dd_store_server_stop(srv, 5.0);
+    }
+}
+
 static int group_setup(void **state)
 {
     return dd_log_configure(DD_LOG_ERROR, ~0u, "/dev/null", 0);
@@ -288,6 +315,7 @@ int main(void)
         STORE_CASE(test_connection_limit),
         STORE_CASE(test_stop_ignores_outsiders),
         STORE_CASE(test_listens_on_given_address),
+        STORE_CASE(test_loopback_name),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }

@@ -192,6 +192,9 @@ static dd_status_t dd_context_store_tcp(dd_context_h ctx)
          * loopback address for a job on one host. */
         double login_s = ctx->core.timeout_s < 10 ? ctx->core.timeout_s : 10;
         dd_store_server_params_t params = {.addr = addr,
+                                           .one_host = env->local_size >= 0 &&
+                                                       env->local_size ==
+                                                           env->world_size,
                                            .port = port,
                                            .token_hash = token,
                                            .world_size = env->world_size,

@@ -125,9 +125,11 @@ typedef struct {
     /** Address to listen on: rank 0's address as the other ranks know it
      *  (a loopback address keeps the store to this host); NULL or "": every
      *  interface. A host name that resolves to a loopback address here is
-     *  taken as every interface, since other hosts resolve it elsewhere. */
+     *  taken as every interface, since other hosts resolve it elsewhere,
+     *  unless one_host says every rank is on this host. */
     const char *addr;
-    int port; /**< 0: any free port */
+    int one_host; /**< every rank is on this host: names may mean loopback */
+    int port;     /**< 0: any free port */
     uint64_t token_hash;
     int world_size;
     /** A client that has not logged in by then is dropped; <= 0: 10 s. */

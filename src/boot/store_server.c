@@ -614,9 +614,10 @@ static int dd_server_is_loopback(const struct sockaddr *sa)
 }
 
 /* Listens on addr (every interface when NULL, empty, or a host name that
- * means loopback only here), reporting the address and port it took. */
-static int dd_server_listen(const char *addr, int port, int *port_p,
-                            char *bound, size_t size)
+ * means loopback only here while other hosts may take part), reporting the
+ * address and port it took. */
+static int dd_server_listen(const char *addr, int one_host, int port,
+                            int *port_p, char *bound, size_t size)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
     char service[16];
@@ -636,7 +637,7 @@ static int dd_server_listen(const char *addr, int port, int *port_p,
         }
         for (struct addrinfo *ai = res; ai != NULL && fd < 0;
              ai = ai->ai_next) {
-            if (!numeric && dd_server_is_loopback(ai->ai_addr)) {
+            if (!numeric && !one_host && dd_server_is_loopback(ai->ai_addr)) {
                 continue;
             }
             fd = dd_server_bind(ai->ai_addr, ai->ai_addrlen, ai->ai_family);
@@ -694,8 +695,9 @@ dd_status_t dd_store_server_start(const dd_store_server_params_t *params,
     srv->token = params->token_hash;
     srv->world_size = params->world_size;
     srv->login_s = params->login_s > 0 ? params->login_s : DD_SERVER_LOGIN_S;
-    srv->listen_fd = dd_server_listen(params->addr, params->port, &srv->port,
-                                      bound, sizeof(bound));
+    srv->listen_fd =
+        dd_server_listen(params->addr, params->one_host, params->port,
+                         &srv->port, bound, sizeof(bound));
     if (srv->listen_fd < 0) {
         dd_status_t status =
             dd_error(DD_ERR_IO, DD_SUBSYS_NET,

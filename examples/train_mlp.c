@@ -24,7 +24,10 @@
  */
 #include <dreamddp.h>
 
+#include "argnum.h"
+
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -454,7 +457,9 @@ static int parse(int argc, char **argv, options_t *o)
         {"compression", required_argument, 0, 'c'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+    static const char *const P = "train_mlp";
     int opt;
+    long seed;
     *o = (options_t){"ddp", NULL, 300, 32, 0, 50, 0.1, 0.9, 1, 0};
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (opt) {
@@ -462,16 +467,25 @@ static int parse(int argc, char **argv, options_t *o)
             o->strategy = optarg;
             break;
         case 'n':
-            o->steps = atoi(optarg);
+            if (dd_arg_int(P, "--steps", optarg, 1, INT_MAX, &o->steps)) {
+                return -1;
+            }
             break;
         case 'l':
-            o->lr = atof(optarg);
+            if (dd_arg_double(P, "--lr", optarg, 1e-12, 1e3, &o->lr)) {
+                return -1;
+            }
             break;
         case 'b':
-            o->batch = atoi(optarg);
+            if (dd_arg_int(P, "--batch", optarg, 1, 1 << 20, &o->batch)) {
+                return -1;
+            }
             break;
         case 'r':
-            o->seed = (unsigned)atoi(optarg);
+            if (dd_arg_long(P, "--seed", optarg, 0, UINT_MAX, &seed)) {
+                return -1;
+            }
+            o->seed = (unsigned)seed;
             break;
         case 'd':
             if (strcmp(optarg, "iid") != 0 && strcmp(optarg, "noniid") != 0) {

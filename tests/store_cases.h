@@ -7,6 +7,7 @@
 #define DD_TESTS_STORE_CASES_H
 
 #include "boot/store.h"
+#include "core/status.h"
 #include "core/time.h"
 
 #include <pthread.h>
@@ -51,6 +52,34 @@ static void case_set_get_add_delete(void **state)
     assert_false(deleted);
     assert_int_equal(dd_store_check(s, "ctr", &exists), DD_OK);
     assert_false(exists);
+    dd_store_close(s);
+}
+
+/* The atomic add stops at the int64 range: an error naming the key, the
+ * counter unchanged, and the store still usable. */
+static void case_add_overflow(void **state)
+{
+    dd_store_t *s = open_store(0, 1, 5.0);
+    int64_t n = 0;
+    void *v;
+    size_t len;
+
+    assert_int_equal(dd_store_add(s, "big", INT64_MAX, &n), DD_OK);
+    assert_true(n == INT64_MAX);
+    assert_int_equal(dd_store_add(s, "big", 1, &n), DD_ERR_INVALID_PARAM);
+    assert_non_null(strstr(dd_last_error(), "key 'big'"));
+    assert_non_null(strstr(dd_last_error(), "overflows"));
+    assert_int_equal(dd_store_add(s, "small", INT64_MIN, &n), DD_OK);
+    assert_int_equal(dd_store_add(s, "small", -1, &n), DD_ERR_INVALID_PARAM);
+    assert_int_equal(dd_store_get(s, "big", &v, &len), DD_OK);
+    assert_string_equal(v, "9223372036854775807");
+    free(v);
+    /* A key that holds no counter is not read as 0. */
+    assert_int_equal(dd_store_set(s, "text", "12abc", 5), DD_OK);
+    assert_int_equal(dd_store_add(s, "text", 1, &n), DD_ERR_INVALID_PARAM);
+    assert_non_null(strstr(dd_last_error(), "does not hold a counter"));
+    assert_int_equal(dd_store_add(s, "big", -7, &n), DD_OK);
+    assert_true(n == INT64_MAX - 7);
     dd_store_close(s);
 }
 
@@ -157,7 +186,8 @@ static void case_allgather_size_mismatch(void **state)
 #define STORE_CASE(f)                                                          \
     cmocka_unit_test_setup_teardown(f, store_setup, store_teardown)
 #define STORE_CASES                                                            \
-    STORE_CASE(case_set_get_add_delete), STORE_CASE(case_get_times_out),       \
+    STORE_CASE(case_set_get_add_delete), STORE_CASE(case_add_overflow),        \
+        STORE_CASE(case_get_times_out),                                        \
         STORE_CASE(case_ranks_barrier_allgather_add),                          \
         STORE_CASE(case_barrier_names_missing_ranks),                          \
         STORE_CASE(case_allgather_size_mismatch)

@@ -616,8 +616,9 @@ static void topk_step(dd_codec_ref_t *ref, dd_codec_state_t *st,
 
 static void test_topk_rejects_bad_specs(void **state)
 {
-    const char *const bad[] = {"0",   "2",    "abc",  "",   "-0.1",
-                               "nan", "0.5x", " 0.5", "inf"};
+    const char *const bad[] = {"0",       "2",      "abc",  "",    "-0.1",
+                               "nan",     "0.5x",   " 0.5", "inf", "+0.5",
+                               "0x0.1p0", "1e-400", "1e400"};
     char spec[64], message[256];
 
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -72,6 +72,72 @@ static void test_float(void **state)
     assert_true(v == 10.0);
 }
 
+/* Numbers are plain decimals taken whole: no blanks, no plus sign, no
+ * hexadecimal, nothing infinite or out of range. */
+static void test_strict_numbers(void **state)
+{
+    int i;
+    double d;
+    size_t z;
+    const char *bad_int[] = {" 4", "+4", "4 ", "0x10", "4\n", "-", "1e3"};
+    for (size_t k = 0; k < sizeof(bad_int) / sizeof(bad_int[0]); k++) {
+        if (dd_config_parse_int(bad_int[k], -100, 100000, &i) !=
+            DD_ERR_INVALID_CONFIG) {
+            fail_msg("int '%s' accepted", bad_int[k]);
+        }
+    }
+    const char *bad_float[] = {" 1",  "+1",   "0x1p0", "1e400", "-1e400",
+                               "inf", "-nan", "1.5 ",  ".",     "1e"};
+    for (size_t k = 0; k < sizeof(bad_float) / sizeof(bad_float[0]); k++) {
+        if (dd_config_parse_float(bad_float[k], -1e300, 1e300, &d) !=
+            DD_ERR_INVALID_CONFIG) {
+            fail_msg("float '%s' accepted", bad_float[k]);
+        }
+    }
+    assert_int_equal(dd_config_parse_float("-.5", -1, 1, &d), DD_OK);
+    assert_true(d == -0.5);
+    const char *bad_size[] = {"1e400", "0x100", " 4K", "+4K", "1e30"};
+    for (size_t k = 0; k < sizeof(bad_size) / sizeof(bad_size[0]); k++) {
+        if (dd_config_parse_size(bad_size[k], &z) != DD_ERR_INVALID_CONFIG) {
+            fail_msg("size '%s' accepted", bad_size[k]);
+        }
+    }
+    const char *bad_dur[] = {"1e400", "0x10s", " 5s", "+5s", "1e400ms"};
+    for (size_t k = 0; k < sizeof(bad_dur) / sizeof(bad_dur[0]); k++) {
+        if (dd_config_parse_duration(bad_dur[k], &d) != DD_ERR_INVALID_CONFIG) {
+            fail_msg("duration '%s' accepted", bad_dur[k]);
+        }
+    }
+}
+
+/* DREAMDDP_TIMEOUT_S is bounded to what every backend can represent: a day.
+ * 1e10 made every wait time out at once, 1e300 failed inside Gloo. */
+static void test_timeout_bounded(void **state)
+{
+    dd_core_opts_t o;
+    const char *bad[] = {"DREAMDDP_TIMEOUT_S=1e10", "DREAMDDP_TIMEOUT_S=1e300",
+                         "DREAMDDP_TIMEOUT_S=86401", "DREAMDDP_TIMEOUT_S=25h"};
+    dd_log_configure(DD_LOG_ERROR, ~0u, "/dev/null", 0);
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        const char *env[] = {bad[k], NULL};
+        assert_int_equal(
+            dd_config_load(&dd_core_config_table, &o, fake_getenv, env),
+            DD_ERR_INVALID_CONFIG);
+        char want[160];
+        snprintf(want, sizeof(want),
+                 "invalid value DREAMDDP_TIMEOUT_S='%s': expected a duration "
+                 "such as 30s, 500ms, 2m, up to 86400 s",
+                 strchr(bad[k], '=') + 1);
+        assert_string_equal(dd_last_error(), want);
+    }
+    const char *ok[] = {"DREAMDDP_TIMEOUT_S=24h", NULL};
+    assert_int_equal(dd_config_load(&dd_core_config_table, &o, fake_getenv, ok),
+                     DD_OK);
+    assert_true(o.timeout_s == 86400);
+    dd_config_release(&dd_core_config_table, &o);
+    dd_log_close();
+}
+
 static void test_size(void **state)
 {
     size_t v = 0;
@@ -254,7 +320,7 @@ static void test_print(void **state)
     assert_non_null(strstr(buf, "DD_T_WAIT = 5m (set; default 30s)\n"
                                 "    How long.\n"
                                 "    Accepts a duration such as 30s, 500ms, "
-                                "2m.\n"));
+                                "2m, up to 31536000 s.\n"));
     assert_non_null(strstr(buf, "DD_T_COUNT = 99 (INVALID; default 3)"));
     assert_non_null(strstr(buf, "DD_T_NAME = unset (default)"));
     free(buf);
@@ -390,6 +456,8 @@ int main(void)
         cmocka_unit_test(test_bool),
         cmocka_unit_test(test_int),
         cmocka_unit_test(test_float),
+        cmocka_unit_test(test_strict_numbers),
+        cmocka_unit_test(test_timeout_bounded),
         cmocka_unit_test(test_size),
         cmocka_unit_test(test_duration),
         cmocka_unit_test(test_enum_and_flags),

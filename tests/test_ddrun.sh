@@ -51,4 +51,21 @@ expect_grep "$TMP/noexec" "cannot run /nonexistent/program" "an unrunnable comma
 printf 'partial' >"$TMP/partial.txt"
 "$DDRUN" -n 1 -- cat "$TMP/partial.txt" >"$TMP/partial" 2>&1
 expect_grep "$TMP/partial" "0: partial" "a last line without newline is printed"
+# kill -9 of ddrun: its ranks die with it (they trained on, orphaned).
+"$DDRUN" -n 3 -- sh -c 'echo "pid $$"; exec sleep 60' >"$TMP/orphans" 2>&1 &
+ddrun_pid=$!
+for i in $(seq 50); do
+    [ "$(grep -c '^[0-9]: pid ' "$TMP/orphans")" -eq 3 ] && break
+    sleep 0.1
+done
+ranks=$(sed -n 's/^[0-9]: pid //p' "$TMP/orphans")
+[ "$(echo $ranks | wc -w)" -eq 3 ] && pass "three ranks started" || fail "ranks did not start: $(cat "$TMP/orphans")"
+kill -9 "$ddrun_pid"
+wait "$ddrun_pid" 2>/dev/null
+sleep 2
+alive=""
+for p in $ranks; do
+    kill -0 "$p" 2>/dev/null && alive="$alive $p"
+done
+[ -z "$alive" ] && pass "no rank runs 2 s after kill -9 of ddrun" || { fail "ranks$alive outlived ddrun"; kill $alive 2>/dev/null; }
 finish

@@ -100,6 +100,34 @@ static void test_ompi(void **state)
     expect(vars, 3, 6, 0, 3, "Open MPI");
 }
 
+/* mpirun's per-job key is kept as the job's secret, whatever the rank
+ * variables came from; a launcher without one leaves it empty. */
+static void test_job_secret(void **state)
+{
+    dd_boot_env_t env;
+    const char *ompi[] = {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=1",
+                          "OMPI_MCA_orte_precondition_transports="
+                          "0552cea94aaa875b-057af7c4c2ccb84e",
+                          NULL};
+    assert_int_equal(detect(ompi, &env), DD_OK);
+    assert_string_equal(env.job_secret, "OMPI_MCA_orte_precondition_transports="
+                                        "0552cea94aaa875b-057af7c4c2ccb84e");
+    const char *dd[] = {"DREAMDDP_RANK=0", "DREAMDDP_WORLD_SIZE=1",
+                        "OMPI_MCA_opal_precondition_transports="
+                        "00112233445566778899",
+                        NULL};
+    assert_int_equal(detect(dd, &env), DD_OK);
+    assert_non_null(strstr(env.job_secret, "=00112233445566778899"));
+    const char *slurm[] = {"SLURM_PROCID=0", "SLURM_NTASKS=1",
+                           "SLURM_JOB_ID=77", NULL};
+    assert_int_equal(detect(slurm, &env), DD_OK);
+    assert_string_equal(env.job_secret, "");
+    /* A short value is no secret worth the name. */
+    const char *weak[] = {"OMPI_MCA_orte_precondition_transports=1", NULL};
+    assert_int_equal(detect(weak, &env), DD_OK);
+    assert_string_equal(env.job_secret, "");
+}
+
 static void test_slurm(void **state)
 {
     const char *vars[] = {"SLURM_PROCID=7", "SLURM_NTASKS=16",
@@ -342,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_dd),
         cmocka_unit_test(test_torchrun),
         cmocka_unit_test(test_ompi),
+        cmocka_unit_test(test_job_secret),
         cmocka_unit_test(test_slurm),
         cmocka_unit_test(test_pmi),
         cmocka_unit_test(test_slurm_master_is_first_step_host),

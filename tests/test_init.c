@@ -12,10 +12,13 @@
 
 #include <dreamddp.h>
 
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static const char *const touched[] = {"DREAMDDP_TIMEOUT_S",
@@ -52,6 +55,46 @@ static void test_single_rank(void **state)
     assert_int_equal(dd_finalize(ctx), DD_OK);
 }
 
+static volatile sig_atomic_t app_sigpipes;
+
+static void app_handler(int sig)
+{
+    (void)sig;
+    app_sigpipes++;
+}
+
+/* A write to a peer that is gone, as a backend's library makes it. */
+static ssize_t write_to_closed_peer(void)
+{
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    close(sv[1]);
+    ssize_t n = write(sv[0], "x", 1);
+    int err = errno;
+    close(sv[0]);
+    errno = err;
+    return n;
+}
+
+/* After dd_init, a write to a lost peer is EPIPE, not death by SIGPIPE;
+ * an application's own handler is left in place. */
+static void test_sigpipe_never_kills(void **state)
+{
+    dd_context_h ctx = NULL;
+    signal(SIGPIPE, SIG_DFL);
+    assert_int_equal(dd_init(NULL, &ctx), DD_OK);
+    assert_int_equal(write_to_closed_peer(), -1);
+    assert_int_equal(errno, EPIPE);
+    assert_int_equal(dd_finalize(ctx), DD_OK);
+
+    signal(SIGPIPE, app_handler);
+    assert_int_equal(dd_init(NULL, &ctx), DD_OK);
+    assert_int_equal(write_to_closed_peer(), -1);
+    assert_int_equal(app_sigpipes, 1);
+    assert_int_equal(dd_finalize(ctx), DD_OK);
+    signal(SIGPIPE, SIG_DFL);
+}
+
 static void test_bad_value_fails_init(void **state)
 {
     dd_context_h ctx = NULL;
@@ -60,7 +103,7 @@ static void test_bad_value_fails_init(void **state)
     assert_null(ctx);
     assert_string_equal(dd_last_error(),
                         "invalid value DREAMDDP_TIMEOUT_S='soon': expected a "
-                        "duration such as 30s, 500ms, 2m");
+                        "duration such as 30s, 500ms, 2m, up to 86400 s");
     unsetenv("DREAMDDP_TIMEOUT_S");
 
     setenv("DREAMDDP_LOG_LEVEL", "loud", 1);
@@ -380,6 +423,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_single_rank, clean_env),
+        cmocka_unit_test_setup(test_sigpipe_never_kills, clean_env),
         cmocka_unit_test_setup(test_bad_value_fails_init, clean_env),
         cmocka_unit_test_setup(test_multi_rank_needs_master, clean_env),
         cmocka_unit_test_setup(test_role_override, clean_env),

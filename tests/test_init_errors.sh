@@ -11,6 +11,16 @@ for r in 0 1 2; do
     expect_grep "$TMP/bad.$r" "[rank $r] dreamddp ERROR core: invalid value DREAMDDP_TIMEOUT_S='abc': expected a duration such as 30s, 500ms, 2m" "rank $r names DREAMDDP_TIMEOUT_S"
 done
 
+# Timeouts no backend can represent: refused at dd_init, naming the variable
+# (1e10 made every wait time out at once, 1e300 failed inside Gloo).
+for v in 1e10 1e300 86401; do
+    launch 2 "$TMP/big" env DREAMDDP_TIMEOUT_S=$v timeout 30 "$SMOKE"
+    for r in 0 1; do
+        [ "$(cat "$TMP/big.$r.rc")" -ne 0 ] && pass "DREAMDDP_TIMEOUT_S=$v fails rank $r" || fail "rank $r accepted DREAMDDP_TIMEOUT_S=$v"
+        expect_grep "$TMP/big.$r" "invalid value DREAMDDP_TIMEOUT_S='$v': expected a duration such as 30s, 500ms, 2m, up to 86400 s" "rank $r names DREAMDDP_TIMEOUT_S=$v"
+    done
+done
+
 # A wrong token on rank 2: it is refused; the others time out naming it.
 start=$(date +%s)
 launch 3 "$TMP/tok" env DREAMDDP_TIMEOUT_S=3 sh -c 'if [ "$DREAMDDP_RANK" = 2 ]; then export DREAMDDP_JOB_TOKEN=intruder; else export DREAMDDP_JOB_TOKEN=job; fi; exec "$0"' "$SMOKE"

@@ -68,4 +68,14 @@ fake 1 "$TMP/nouri" "$ompi" "$SMOKE"
 [ "$(cat "$TMP/nouri.0.rc")" != 0 ] && pass "no address under Open MPI fails" || fail "no address under Open MPI passed"
 expect_grep "$TMP/nouri.0" "no store address: Open MPI puts the ranks on several hosts" "the error says what the launcher lacks"
 expect_grep "$TMP/nouri.0" "set DREAMDDP_MASTER_ADDR (or MASTER_ADDR) to rank 0's host" "the error names the variables"
+# mpirun's per-job key (OMPI_MCA_orte_precondition_transports) is the job
+# token when none is set: the ranks meet without a warning, and a process
+# that knows only the job id, which used to be the token, is refused.
+one='OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=$r OMPI_COMM_WORLD_LOCAL_SIZE=2 OMPI_MCA_orte_num_nodes=1 OMPI_MCA_ess_base_jobid=$job OMPI_MCA_orte_precondition_transports=5eed$job-0123456789abcdef'
+fake 2 "$TMP/key" "$one" "$SMOKE"
+ok_all 2 "$TMP/key" "Open MPI's job key as the token"
+grep -q "open to anyone" "$TMP/key.0" && fail "rank 0 warns although mpirun gave a job key" || pass "no warning with mpirun's job key"
+fake 2 "$TMP/nokey" "$one" env DREAMDDP_TIMEOUT_S=3 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then unset OMPI_MCA_orte_precondition_transports; fi; exec "$0"' "$SMOKE"
+[ "$(cat "$TMP/nokey.1.rc")" != 0 ] && pass "a process without the job key fails" || fail "a process with only the job id joined"
+expect_grep "$TMP/nokey.1" "refused rank 1: the job token differs" "the store refuses a process with only the job id"
 finish

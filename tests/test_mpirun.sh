@@ -28,4 +28,5 @@ mpirun --allow-run-as-root --oversubscribe -np 3 \
 rc=$?
 [ $rc -eq 0 ] && pass "mpirun -np 3 train_mlp exits 0" || { fail "mpirun exited $rc"; sed 's/^/    /' "$TMP/out"; }
 expect_grep "$TMP/out" "done: ddp, 3 workers, 20 steps" "three workers trained under mpirun"
+grep -q "open to anyone" "$TMP/out" && fail "rank 0 warns of a derived token under mpirun" || pass "mpirun's job key is the token: no warning"
 finish

@@ -10,6 +10,13 @@
 #include "core/log.h"
 #include "store_cases.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #define TOKEN 0x5eedull
 
 static pthread_mutex_t server_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -20,8 +27,11 @@ static int server_port(int world)
 {
     pthread_mutex_lock(&server_lock);
     if (server == NULL) {
-        assert_int_equal(dd_store_server_start(0, TOKEN, world, &server),
-                         DD_OK);
+        dd_store_server_params_t params = {.addr = "127.0.0.1",
+                                           .token_hash = TOKEN,
+                                           .world_size = world,
+                                           .login_s = 1.0};
+        assert_int_equal(dd_store_server_start(&params, &server), DD_OK);
     }
     int port = dd_store_server_port(server);
     pthread_mutex_unlock(&server_lock);
@@ -111,6 +121,205 @@ static void test_lost_master(void **state)
     dd_store_close(s);
 }
 
+/* A raw TCP connection to the store, as an outsider makes it. */
+static int outsider(const char *addr, int port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(inet_pton(AF_INET, addr, &sa.sin_addr), 1);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Seconds until the server closes fd (reading and dropping what it sends),
+ * or -1 when it is still open after limit_s. */
+static double time_to_close(int fd, double limit_s)
+{
+    double t0 = dd_time_now();
+    char buf[256];
+    while (dd_time_now() - t0 < limit_s) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 50) > 0) {
+            ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+                return dd_time_now() - t0;
+            }
+        }
+    }
+    return -1;
+}
+
+static size_t rss_bytes(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%ld %ld", &pages, &resident), 2);
+    fclose(f);
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Eight outsiders announce 64 MiB frames and push 2 MiB each: the server
+ * drops them at the length, and its memory does not grow by their data
+ * (it took 64 MiB a client before login). */
+static void test_prelogin_frames_capped(void **state)
+{
+    enum { N = 8, PUSH = 2 << 20 };
+    int port = server_port(2), fds[N];
+    char *junk = calloc(1, 1 << 16);
+    assert_non_null(junk);
+    size_t before = rss_bytes();
+    for (int i = 0; i < N; i++) {
+        fds[i] = outsider("127.0.0.1", port);
+        assert_true(fds[i] >= 0);
+        uint8_t len[4] = {0xff, 0xff, 0xff, 0x03}; /* 64 MiB - 1 */
+        assert_int_equal(send(fds[i], len, 4, MSG_NOSIGNAL), 4);
+        for (size_t sent = 0; sent < PUSH;) {
+            ssize_t n =
+                send(fds[i], junk, 1 << 16, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n <= 0) {
+                break; /* closed, or the kernel's buffers are full */
+            }
+            sent += (size_t)n;
+        }
+    }
+    double slowest = 0;
+    for (int i = 0; i < N; i++) {
+        double t = time_to_close(fds[i], 2.0);
+        if (t < 0 || t > 1.0) {
+            fail_msg("outsider %d still connected after %.2f s", i, t);
+        }
+        slowest = t > slowest ? t : slowest;
+        close(fds[i]);
+    }
+    size_t after = rss_bytes();
+    free(junk);
+    printf("# 8 pre-login clients: rss %zu -> %zu bytes (+%zd), all dropped "
+           "within %.3f s\n",
+           before, after, (ssize_t)(after - before), slowest);
+    assert_true(after < before + (1 << 20));
+    /* The ranks still get in. */
+    dd_store_t *s = open_store(1, 2, 5.0);
+    assert_non_null(s);
+    dd_store_close(s);
+}
+
+static void test_login_deadline(void **state)
+{
+    int fd = outsider("127.0.0.1", server_port(2)); /* login_s is 1 s */
+    assert_true(fd >= 0);
+    double t = time_to_close(fd, 5.0);
+    printf("# an idle outsider was dropped after %.2f s\n", t);
+    assert_true(t >= 0.8 && t < 3.0);
+    close(fd);
+}
+
+/* Beyond world_size + DD_STORE_MAX_PENDING outsiders waiting to log in, a
+ * new connection is closed at once; those already waiting stay. */
+static void test_connection_limit(void **state)
+{
+    enum { LIMIT = 2 + DD_STORE_MAX_PENDING, TRIES = 20 };
+    dd_store_server_t *srv;
+    dd_store_server_params_t params = {.addr = "127.0.0.1",
+                                       .token_hash = TOKEN,
+                                       .world_size = 2,
+                                       .login_s = 60};
+    assert_int_equal(dd_store_server_start(&params, &srv), DD_OK);
+    int port = dd_store_server_port(srv), fds[LIMIT + TRIES], n = 0;
+    for (; n < LIMIT; n++) {
+        fds[n] = outsider("127.0.0.1", port);
+        assert_true(fds[n] >= 0);
+    }
+    /* The server accepts one at a time: an extra that it still takes
+     * counts towards the limit, and the next is tried. */
+    int refused = 0;
+    for (int i = 0; i < TRIES && !refused; i++) {
+        int extra = outsider("127.0.0.1", port);
+        assert_true(extra >= 0);
+        double t = time_to_close(extra, 0.3);
+        refused = t >= 0;
+        if (refused) {
+            close(extra);
+        } else {
+            fds[n++] = extra;
+        }
+    }
+    assert_true(refused);
+    for (int i = 0; i < n; i++) {
+        if (time_to_close(fds[i], 0.01) >= 0) {
+            fail_msg("waiting outsider %d was dropped", i);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        close(fds[i]);
+    }
+    dd_store_server_stop(srv, 5.0);
+}
+
+/* Rank 0 stops as soon as the ranks have left, although an outsider is
+ * still connected (it waited the whole timeout before). */
+static void test_stop_ignores_outsiders(void **state)
+{
+    dd_store_t *s = open_store(1, 2, 5.0);
+    assert_non_null(s);
+    int fd = outsider("127.0.0.1", dd_store_server_port(server));
+    assert_true(fd >= 0);
+    dd_store_close(s);
+    double t0 = dd_time_now();
+    dd_store_server_stop(server, 30.0);
+    server = NULL;
+    double t = dd_time_now() - t0;
+    printf("# stop with an idle outsider connected took %.3f s\n", t);
+    assert_true(t < 1.0);
+    close(fd);
+}
+
+/* The server listens on the address it is given: 127.0.0.1 is not
+ * 127.0.0.2, though both are this host's. */
+static void test_listens_on_given_address(void **state)
+{
+    int port = server_port(2);
+    int fd = outsider("127.0.0.2", port);
+    if (fd >= 0) {
+        close(fd);
+        fail_msg("the store bound to 127.0.0.1 took a connection on "
+                 "127.0.0.2");
+    }
+    assert_int_equal(errno, ECONNREFUSED);
+}
+
+/* A host name that means loopback here: the store takes loopback only when
+ * every rank is on this host, and every interface otherwise (other hosts
+ * resolve the name to another address). */
+static void test_loopback_name(void **state)
+{
+    for (int one_host = 0; one_host <= 1; one_host++) {
+        dd_store_server_t *srv;
+        dd_store_server_params_t params = {.addr = "localhost",
+                                           .one_host = one_host,
+                                           .token_hash = TOKEN,
+                                           .world_size = 2};
+        assert_int_equal(dd_store_server_start(&params, &srv), DD_OK);
+        int port = dd_store_server_port(srv);
+        dd_store_t *s = NULL;
+        assert_int_equal(
+            dd_store_tcp_connect("localhost", port, TOKEN, 1, 2, 5.0, &s),
+            DD_OK);
+        int fd = outsider("127.0.0.2", port);
+        assert_int_equal(fd >= 0, !one_host);
+        if (fd >= 0) {
+            close(fd);
+        }
+        dd_store_close(s);
+        dd_store_server_stop(srv, 5.0);
+    }
+}
+
 static int group_setup(void **state)
 {
     return dd_log_configure(DD_LOG_ERROR, ~0u, "/dev/null", 0);
@@ -124,6 +333,12 @@ int main(void)
         STORE_CASE(test_world_mismatch_and_duplicate_rank),
         STORE_CASE(test_unreachable_master_names_address),
         STORE_CASE(test_lost_master),
+        STORE_CASE(test_prelogin_frames_capped),
+        STORE_CASE(test_login_deadline),
+        STORE_CASE(test_connection_limit),
+        STORE_CASE(test_stop_ignores_outsiders),
+        STORE_CASE(test_listens_on_given_address),
+        STORE_CASE(test_loopback_name),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }

@@ -31,10 +31,24 @@ static void test_parse(void **state)
 
 static void test_parse_bad(void **state)
 {
-    const char *bad[] = {
-        "",           "dreamddp",     "dreamddp:",   "dreamddp:0",
-        "dreamddp:x", "localsgd:4:4", "ddp:2",       "adaptive:3",
-        "plsgd:1025", "DDP",          "dreamddp:-1", "sgd"};
+    const char *bad[] = {"",
+                         "dreamddp",
+                         "dreamddp:",
+                         "dreamddp:0",
+                         "dreamddp:x",
+                         "localsgd:4:4",
+                         "ddp:2",
+                         "adaptive:3",
+                         "plsgd:1025",
+                         "DDP",
+                         "dreamddp:-1",
+                         "sgd",
+                         "dreamddp: 4",
+                         "dreamddp:+4",
+                         "dreamddp:4 ",
+                         "dreamddp:0x4",
+                         "localsgd:\t4",
+                         "plsgd:99999999999999999999"};
     dd_strategy_t st;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         assert_int_equal(dd_strategy_parse(bad[i], &st), DD_ERR_INVALID_PARAM);

@@ -11,8 +11,11 @@
 
 #include <dreamddp.h>
 
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,12 +56,24 @@ int ddbench_parse_bytes(const char *s, size_t *bytes_p)
                  {"MB", 1e6}, {"G", 1073741824}, {"GiB", 1073741824},
                  {"GB", 1e9}, {"B", 1}};
     char *end;
-    double v = strtod(s, &end);
 
-    for (size_t i = 0; end != s && v >= 0 && i < sizeof(units) / sizeof(*units);
-         i++) {
+    /* Strictly: a plain non-negative decimal, finite, and a whole number of
+     * bytes that fits (1e400 and 1e30 were taken, as inf and a wrap). */
+    if (s[0] == '-' || !dd_arg_plain(s, 1)) {
+        return -1;
+    }
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || !isfinite(v)) {
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof(units) / sizeof(*units); i++) {
         if (strcmp(end, units[i].suffix) == 0) {
-            *bytes_p = (size_t)(v * units[i].scale);
+            double bytes = v * units[i].scale;
+            if (bytes != floor(bytes) || bytes > (double)(SIZE_MAX / 2)) {
+                return -1;
+            }
+            *bytes_p = (size_t)bytes;
             return 0;
         }
     }
@@ -126,6 +141,7 @@ static int ddbench_coll_parse(int argc, char **argv, ddbench_coll_opts_t *o)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int c, v = 0, have_op = 0, have_bytes = 0;
+    long lv = 0;
 
     memset(o, 0, sizeof(*o));
     o->dtype = DD_DTYPE_F32;
@@ -159,10 +175,8 @@ static int ddbench_coll_parse(int argc, char **argv, ddbench_coll_opts_t *o)
             break;
         case 'i':
         case 'w':
-            v = atoi(optarg);
-            bad = v < (c == 'i') ||
-                  strspn(optarg, "0123456789") != strlen(optarg);
-            *(c == 'i' ? &o->iters : &o->warmup) = v;
+            bad = dd_arg_parse_long(optarg, c == 'i', INT_MAX, &lv) != 0;
+            *(c == 'i' ? &o->iters : &o->warmup) = (int)lv;
             break;
         case 'j':
             o->json = 1;

@@ -4,6 +4,7 @@
 #ifndef DD_TOOLS_DDBENCH_H
 #define DD_TOOLS_DDBENCH_H
 
+#include "argnum.h"
 #include "core/time.h"
 
 #include <dreamddp.h>

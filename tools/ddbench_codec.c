@@ -12,6 +12,7 @@
 #include "ddbench.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +65,9 @@ static int ddbench_codec_parse(int argc, char **argv, ddbench_codec_opts_t *o)
         {"json", no_argument, 0, 'j'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+    static const char *const P = "ddbench codec";
     int opt;
+    long v;
 
     *o = (ddbench_codec_opts_t){.dtype = DD_DTYPE_F32, .iters = 5};
     optind = 1;
@@ -80,7 +83,9 @@ static int ddbench_codec_parse(int argc, char **argv, ddbench_codec_opts_t *o)
             }
             break;
         case 'i':
-            o->iters = atoi(optarg);
+            if (dd_arg_int(P, "--iters", optarg, 1, INT_MAX, &o->iters)) {
+                return 2;
+            }
             break;
         case 'd':
             o->dtype = DD_DTYPE_LAST;
@@ -96,10 +101,12 @@ static int ddbench_codec_parse(int argc, char **argv, ddbench_codec_opts_t *o)
             }
             break;
         case 'r':
-            o->rows = strtoul(optarg, NULL, 10);
-            break;
         case 'C':
-            o->cols = strtoul(optarg, NULL, 10);
+            if (dd_arg_long(P, opt == 'r' ? "--rows" : "--cols", optarg, 1,
+                            1L << 40, &v)) {
+                return 2;
+            }
+            *(opt == 'r' ? &o->rows : &o->cols) = (size_t)v;
             break;
         case 'j':
             o->json = 1;

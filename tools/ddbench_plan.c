@@ -204,15 +204,15 @@ int ddbench_plan_main(int argc, char **argv)
     while ((opt = getopt_long(argc, argv, "H:jh", longopts, NULL)) != -1) {
         switch (opt) {
         case 'H':
-            h = strtol(optarg, NULL, 10);
-            if (h < 1 || h > 1024) {
-                fprintf(stderr, "ddbench plan: --H takes 1 to 1024, not %s\n",
-                        optarg);
+            if (dd_arg_long("ddbench plan", "--H", optarg, 1, 1024, &h)) {
                 return 2;
             }
             break;
         case 'b':
-            bytes_per_s = atof(optarg);
+            if (dd_arg_double("ddbench plan", "--bytes-per-second", optarg, 0,
+                              1e15, &bytes_per_s)) {
+                return 2;
+            }
             break;
         case 'j':
             json = 1;

@@ -14,6 +14,7 @@
 #include "sched/sched.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,10 +57,16 @@ static int ddbench_sync_parse(int argc, char **argv, ddbench_sync_opts_t *o)
             }
             break;
         case 'i':
-            o->iters = atoi(optarg);
+            if (dd_arg_int("ddbench sync", "--iters", optarg, 1, INT_MAX,
+                           &o->iters)) {
+                return -1;
+            }
             break;
         case 'l':
-            o->link_gbps = atof(optarg);
+            if (dd_arg_double("ddbench sync", "--link-gbps", optarg, 0, 1e6,
+                              &o->link_gbps)) {
+                return -1;
+            }
             break;
         case 'j':
             o->json = 1;

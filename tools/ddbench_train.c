@@ -259,7 +259,8 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
         {"json", no_argument, 0, 'j'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    int opt;
+    static const char *const P = "ddbench train-sim";
+    int opt, bad = 0;
 
     *o = (ddbench_train_opts_t){
         .iters = 20, .warmup = -1, .scale = 1.0, .time_scale = 1.0};
@@ -272,20 +273,24 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
         case 's':
             o->strategy = optarg;
             break;
+        /* Bounded so that a simulated run ends: --time-scale 1e400 was
+         * taken as inf and spun forever. */
         case 'i':
-            o->iters = atol(optarg);
+            bad = dd_arg_long(P, "--iters", optarg, 1, 100000000, &o->iters);
             break;
         case 'w':
-            o->warmup = atol(optarg);
+            bad = dd_arg_long(P, "--warmup", optarg, 0, 100000000, &o->warmup);
             break;
         case 'x':
-            o->scale = atof(optarg);
+            bad = dd_arg_double(P, "--scale", optarg, 0, 1e3, &o->scale);
             break;
         case 't':
-            o->time_scale = atof(optarg);
+            bad = dd_arg_double(P, "--time-scale", optarg, 0, 1e3,
+                                &o->time_scale);
             break;
         case 'b':
-            o->bytes_per_s = atof(optarg);
+            bad = dd_arg_double(P, "--bytes-per-second", optarg, 0, 1e15,
+                                &o->bytes_per_s);
             break;
         case 'c':
             o->check = 1;
@@ -301,6 +306,9 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
             exit(0);
         default:
             ddbench_train_usage(stderr);
+            return -1;
+        }
+        if (bad) {
             return -1;
         }
     }

@@ -6,6 +6,8 @@
  * stops every rank when one fails, and exits with the first failing rank's
  * status. It links nothing of the library: it only starts processes.
  */
+#include "argnum.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -69,10 +72,8 @@ static double ddrun_now(void)
 
 static int ddrun_parse_count(const char *s, int min, int *value_p)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > 100000) {
+    long v;
+    if (dd_arg_parse_long(s, min, 100000, &v) != 0) {
         return -1;
     }
     *value_p = (int)v;
@@ -130,13 +131,20 @@ static void ddrun_setenv_int(const char *name, int value)
 }
 
 /* In the child: the rank's environment, then exec. */
-static void ddrun_exec_rank(int rank, int n, int aggregators, int port,
-                            const char *token, char **argv, int out, int err)
+static void ddrun_exec_rank(pid_t parent, int rank, int n, int aggregators,
+                            int port, const char *token, char **argv, int out,
+                            int err)
 {
     static const char *const stale[] = {
         "RANK",        "WORLD_SIZE",  "LOCAL_RANK", "LOCAL_WORLD_SIZE",
         "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK", "TORCHELASTIC_RUN_ID"};
 
+    /* A rank dies with ddrun, even by SIGKILL, which ddrun cannot forward.
+     * The signal is armed for the parent that is alive now: if ddrun died
+     * before prctl, the parent is already another process, so check. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) {
+        _exit(127);
+    }
     setpgid(0, 0);
     dup2(out, STDOUT_FILENO);
     dup2(err, STDERR_FILENO);
@@ -149,7 +157,10 @@ static void ddrun_exec_rank(int rank, int n, int aggregators, int port,
     ddrun_setenv_int("DREAMDDP_LOCAL_SIZE", n);
     setenv("DREAMDDP_MASTER_ADDR", "127.0.0.1", 1);
     ddrun_setenv_int("DREAMDDP_MASTER_PORT", port);
-    setenv("DREAMDDP_JOB_TOKEN", token, 0); /* a token the user set wins */
+    const char *token_file = getenv("DREAMDDP_JOB_TOKEN_FILE");
+    if (token_file == NULL || token_file[0] == '\0') {
+        setenv("DREAMDDP_JOB_TOKEN", token, 0); /* a token the user set wins */
+    }
     /* The rank's stdout is our pipe: its progress should come line by line
      * (the library's setvbuf at dd_init), unless the user said otherwise. */
     setenv("DREAMDDP_LINE_BUFFERED", "yes", 0);
@@ -175,9 +186,10 @@ static int ddrun_spawn(ddrun_rank_t *r, int rank, int n, int aggregators,
         return -1;
     }
     fflush(NULL);
+    pid_t parent = getpid();
     r->pid = fork();
     if (r->pid == 0) {
-        ddrun_exec_rank(rank, n, aggregators, port, token, argv, out[1],
+        ddrun_exec_rank(parent, rank, n, aggregators, port, token, argv, out[1],
                         err[1]);
     }
     close(out[1]);

@@ -129,7 +129,40 @@ int dd_agg_hdr_valid(const dd_agg_transport_t *t, const dd_agg_hdr_t *h,
     } else if (h->kind != DD_AGG_BYE &&
                !dd_agg_dtype_ok((dd_dtype_t)h->dtype)) {
         snprintf(why, size, "unsupported dtype %u", h->dtype);
+    } else if (h->status > 0) {
+        snprintf(why, size, "status %d is neither success nor an error",
+                 h->status);
+    } else if (h->kind != DD_AGG_BYE && (h->seq >> 40) != 0) {
+        /* Tags carry 40 bits of it: a larger one would alias another. */
+        snprintf(why, size, "sequence number %llu is out of range",
+                 (unsigned long long)h->seq);
     } else {
+        return 1;
+    }
+    return 0;
+}
+
+int dd_agg_hdr_bytes(const dd_agg_hdr_t *h, size_t cap, size_t *bytes_p,
+                     char *why, size_t size)
+{
+    size_t esize = dd_dtype_size((dd_dtype_t)h->dtype);
+    uint64_t bytes, end;
+
+    /* Every product and sum of header fields is checked before it sizes a
+     * receive or a summation: a wrapped one would pass the bound below. */
+    if (h->count == 0) {
+        snprintf(why, size, "an empty chunk");
+    } else if (esize == 0 || __builtin_mul_overflow(h->count, esize, &bytes) ||
+               bytes > cap) {
+        snprintf(why, size,
+                 "%llu elements of dtype %u do not fit a chunk of %zu bytes",
+                 (unsigned long long)h->count, h->dtype, cap);
+    } else if (__builtin_add_overflow(h->offset, h->count, &end) ||
+               end > SIZE_MAX / esize) {
+        snprintf(why, size, "offset %llu and %llu elements run past any buffer",
+                 (unsigned long long)h->offset, (unsigned long long)h->count);
+    } else {
+        *bytes_p = (size_t)bytes;
         return 1;
     }
     return 0;
@@ -147,7 +180,8 @@ void dd_agg_layer_name(const dd_agg_env_t *env, uint32_t layer, char *buf,
     int exists = 0;
     snprintf(key, sizeof(key), "dd/layers/%d",
              job->n_workers > 0 ? job->worker_ranks[0] : 0);
-    if (dd_store_check(job->store, key, &exists) == DD_OK && exists &&
+    if (job->store != NULL &&
+        dd_store_check(job->store, key, &exists) == DD_OK && exists &&
         dd_store_get(job->store, key, (void **)&table, &len) == DD_OK) {
         const char *line = table;
         for (uint32_t i = 0; i < layer && line != NULL; i++) {

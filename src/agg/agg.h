@@ -114,7 +114,7 @@ const char *dd_agg_server_why(const dd_agg_server_t *s);
 /** Whether no worker can send any more (all said goodbye or failed). */
 int dd_agg_server_streams_closed(const dd_agg_server_t *s);
 
-/** Number of workers that said goodbye. */
+/** Number of distinct workers that said goodbye (repeats count once). */
 int dd_agg_server_byes(const dd_agg_server_t *s);
 
 /**

@@ -54,6 +54,7 @@ struct dd_agg_server {
     uint64_t *posted;      /* per worker: header receives posted */
     uint64_t *handled;     /* per worker: headers handled, in order */
     int *has_pushed;
+    int *said_bye; /* per worker: its goodbye came */
     dd_agg_slot_t slot[DD_AGG_SLOTS];
     dd_agg_local_t *locals[DD_AGG_WINDOW];
     int byes;
@@ -103,8 +104,9 @@ dd_status_t dd_agg_server_create(const dd_agg_env_t *env,
     s->has_pushed = calloc((size_t)s->n, sizeof(int));
     s->posted = calloc((size_t)s->n, sizeof(uint64_t));
     s->handled = calloc((size_t)s->n, sizeof(uint64_t));
-    int ok =
-        s->inbox && s->last_seq && s->has_pushed && s->posted && s->handled;
+    s->said_bye = calloc((size_t)s->n, sizeof(int));
+    int ok = s->inbox && s->last_seq && s->has_pushed && s->posted &&
+             s->handled && s->said_bye;
     for (int i = 0; ok && i < s->n * DD_AGG_INBOX; i++) {
         ok = (s->inbox[i].data = malloc(s->cap)) != NULL;
     }
@@ -143,19 +145,43 @@ static void dd_agg_post_headers(dd_agg_server_t *s, int w)
     }
 }
 
+/* A goodbye: counted once per worker, so that repeats cannot end the
+ * service while another worker still pushes. */
+static void dd_agg_on_bye(dd_agg_server_t *s, int w, dd_agg_inbox_t *in)
+{
+    int peer = s->env->job->worker_ranks[w];
+
+    in->state = IN_BYE;
+    if (s->said_bye[w]) {
+        dd_log_warn(DD_SUBSYS_AGG,
+                    "home rank %d: ignored a repeated goodbye from worker "
+                    "rank %d",
+                    s->env->job->rank, peer);
+        return;
+    }
+    s->said_bye[w] = 1;
+    s->byes++;
+    if (in->hdr.status != DD_OK) {
+        in->hdr.why[DD_AGG_WHY - 1] = '\0';
+        dd_agg_fail(s, (dd_status_t)in->hdr.status,
+                    "worker rank %d gave up: %s", peer, in->hdr.why);
+    }
+}
+
 /* A push header arrived: check it, then receive its data. */
 static void dd_agg_on_header(dd_agg_server_t *s, int w, dd_agg_inbox_t *in)
 {
     int peer = s->env->job->worker_ranks[w];
-    size_t esize = dd_dtype_size((dd_dtype_t)in->hdr.dtype);
+    size_t bytes = 0;
     char why[128];
     int valid =
         dd_agg_hdr_valid(s->t, &in->hdr, DD_AGG_PUSH, peer, why, sizeof(why));
 
-    if (valid && in->hdr.kind == DD_AGG_PUSH &&
-        (in->hdr.count == 0 || in->hdr.count * esize > s->cap)) {
-        snprintf(why, sizeof(why), "%llu elements do not fit a chunk",
-                 (unsigned long long)in->hdr.count);
+    if (valid && in->hdr.kind == DD_AGG_PUSH) {
+        valid = dd_agg_hdr_bytes(&in->hdr, s->cap, &bytes, why, sizeof(why));
+    }
+    if (valid && in->hdr.kind == DD_AGG_PUSH && s->said_bye[w]) {
+        snprintf(why, sizeof(why), "a push after its goodbye");
         valid = 0;
     }
     if (!valid) {
@@ -171,13 +197,7 @@ static void dd_agg_on_header(dd_agg_server_t *s, int w, dd_agg_inbox_t *in)
                  (unsigned long long)s->last_seq[w],
                  (unsigned long long)in->order);
     if (in->hdr.kind == DD_AGG_BYE) {
-        in->state = IN_BYE;
-        s->byes++;
-        if (in->hdr.status != DD_OK) {
-            in->hdr.why[DD_AGG_WHY - 1] = '\0';
-            dd_agg_fail(s, (dd_status_t)in->hdr.status,
-                        "worker rank %d gave up: %s", peer, in->hdr.why);
-        }
+        dd_agg_on_bye(s, w, in);
         return;
     }
     if (s->has_pushed[w] && in->hdr.seq <= s->last_seq[w]) {
@@ -194,7 +214,7 @@ static void dd_agg_on_header(dd_agg_server_t *s, int w, dd_agg_inbox_t *in)
     s->has_pushed[w] = 1;
     s->last_seq[w] = in->hdr.seq;
     if (dd_agg_recv(s->t, peer, dd_agg_tag(DD_AGG_TAG_DATA, in->hdr.seq),
-                    in->data, in->hdr.count * esize, &in->req) != DD_OK) {
+                    in->data, bytes, &in->req) != DD_OK) {
         dd_agg_fail(s, DD_ERR_PEER_LOST, "cannot receive from worker rank %d",
                     peer);
         return;
@@ -570,5 +590,6 @@ void dd_agg_server_destroy(dd_agg_server_t *s)
     free(s->has_pushed);
     free(s->posted);
     free(s->handled);
+    free(s->said_bye);
     free(s);
 }

@@ -5,6 +5,7 @@
  * portable conversions otherwise; bf16 is a shift. No I/O here.
  */
 #include "agg/wire.h"
+#include "core/cpu.h"
 #include "core/reduce.h"
 
 #include <string.h>
@@ -48,8 +49,7 @@ static int dd_agg_have_f16c(void)
 {
     static int have = -1;
     if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+        have = dd_cpu_has_f16c_avx();
     }
     return have;
 }

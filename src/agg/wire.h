@@ -69,9 +69,15 @@ dd_status_t dd_agg_recv(dd_agg_transport_t *t, int peer, uint64_t tag,
 dd_status_t dd_agg_test(dd_agg_transport_t *t, dd_agg_req_t *req);
 void dd_agg_cancel(dd_agg_transport_t *t, dd_agg_req_t *req);
 
-/* Checks magic, token, kind and sender; why says what is wrong. */
+/* Checks magic, token, kind, sender, dtype, status and sequence number;
+ * why says what is wrong. */
 int dd_agg_hdr_valid(const dd_agg_transport_t *t, const dd_agg_hdr_t *h,
                      uint32_t kind, int sender, char *why, size_t size);
+
+/* The bytes of a push's data, when its count, dtype and offset make a
+ * chunk of at most cap bytes; else 0 with why. Checks for wrap-around. */
+int dd_agg_hdr_bytes(const dd_agg_hdr_t *h, size_t cap, size_t *bytes_p,
+                     char *why, size_t size);
 
 /* agg_sum.c */
 int dd_agg_dtype_ok(dd_dtype_t dtype);

@@ -5,11 +5,13 @@
  */
 #include "api/context.h"
 #include "api/net_agree.h"
+#include "boot/job_token.h"
 #include "boot/sock.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "sched/sched.h"
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,21 +93,48 @@ static dd_status_t dd_context_config(dd_context_h ctx)
     return status;
 }
 
-/* The token: DREAMDDP_JOB_TOKEN, else the launcher's job id, else the store
- * address and world size (which at least keeps different jobs apart). */
-static uint64_t dd_context_token(dd_context_h ctx, int port)
+/* The token: DREAMDDP_JOB_TOKEN or DREAMDDP_JOB_TOKEN_FILE, else the
+ * launcher's per-job secret (mpirun's), else derived from the launcher's
+ * job id, else from the store address and world size. A
+ * derived one keeps different jobs apart but keeps no one out: anyone who
+ * can reach the port can compute it, so rank 0 says so, once. */
+static dd_status_t dd_context_token(dd_context_h ctx, int port, int tcp,
+                                    uint64_t *hash_p)
 {
-    char fallback[512];
+    char fallback[512], *token;
+    dd_status_t status = dd_boot_job_token(&ctx->boot, &token);
 
-    if (ctx->boot.job_token != NULL) {
-        return dd_store_token_hash(ctx->boot.job_token);
+    if (status != DD_OK) {
+        return status;
+    }
+    if (token != NULL) {
+        *hash_p = dd_store_token_hash(token);
+        free(token);
+        return DD_OK;
+    }
+    if (ctx->env.job_secret[0] != '\0') {
+        *hash_p = dd_store_token_hash(ctx->env.job_secret);
+        return DD_OK;
+    }
+    if (tcp && ctx->env.rank == 0 && ctx->env.world_size > 1) {
+        dd_log_warn(DD_SUBSYS_BOOT,
+                    "no DREAMDDP_JOB_TOKEN or DREAMDDP_JOB_TOKEN_FILE: the "
+                    "job token is derived from %s, which anyone can compute, "
+                    "so the store on port %d is open to anyone who can reach "
+                    "the port; ddrun makes a secret token, or set "
+                    "DREAMDDP_JOB_TOKEN_FILE to a file of mode 0600",
+                    ctx->env.job_id[0] ? "the launcher's job id"
+                                       : "the store's address",
+                    port);
     }
     if (ctx->env.job_id[0] != '\0') {
-        return dd_store_token_hash(ctx->env.job_id);
+        *hash_p = dd_store_token_hash(ctx->env.job_id);
+        return DD_OK;
     }
     snprintf(fallback, sizeof(fallback), "%s:%d:%d", ctx->env.master_addr, port,
              ctx->env.world_size);
-    return dd_store_token_hash(fallback);
+    *hash_p = dd_store_token_hash(fallback);
+    return DD_OK;
 }
 
 /* Rank 0 hosts the store at an address Open MPI gave for mpirun's host; a
@@ -153,11 +182,24 @@ static dd_status_t dd_context_store_tcp(dd_context_h ctx)
         dd_log_info(DD_SUBSYS_BOOT, "store at %s:%d, from %s", addr, port,
                     env->master_from);
     }
-    uint64_t token = dd_context_token(ctx, port);
+    uint64_t token;
+    if ((status = dd_context_token(ctx, port, 1, &token)) != DD_OK) {
+        return status;
+    }
     ctx->token_hash = token;
     if (env->rank == 0) {
-        status =
-            dd_store_server_start(port, token, env->world_size, &ctx->server);
+        /* Only where the other ranks look: rank 0's address, which is a
+         * loopback address for a job on one host. */
+        double login_s = ctx->core.timeout_s < 10 ? ctx->core.timeout_s : 10;
+        dd_store_server_params_t params = {.addr = addr,
+                                           .one_host = env->local_size >= 0 &&
+                                                       env->local_size ==
+                                                           env->world_size,
+                                           .port = port,
+                                           .token_hash = token,
+                                           .world_size = env->world_size,
+                                           .login_s = login_s};
+        status = dd_store_server_start(&params, &ctx->server);
         if (status != DD_OK) {
             return status;
         }
@@ -175,7 +217,10 @@ static dd_status_t dd_context_store(dd_context_h ctx)
         return dd_context_store_tcp(ctx);
     }
     if (strncmp(store, "file:", 5) == 0 && store[5] != '\0') {
-        ctx->token_hash = dd_context_token(ctx, 0);
+        dd_status_t status = dd_context_token(ctx, 0, 0, &ctx->token_hash);
+        if (status != DD_OK) {
+            return status;
+        }
         return dd_store_file_open(store + 5, ctx->token_hash, ctx->env.rank,
                                   ctx->env.world_size, ctx->core.timeout_s,
                                   &ctx->store);
@@ -396,6 +441,21 @@ static void dd_context_free(dd_context_h ctx)
     free(ctx);
 }
 
+/* A peer that dies while this rank writes to it must be an error naming
+ * it, never a silent death by SIGPIPE: our own sockets send with
+ * MSG_NOSIGNAL, but the backends' libraries (Gloo's and UCX's TCP
+ * transports) write without it. So SIGPIPE is ignored, unless the
+ * application has its own handler, which is left alone. */
+static void dd_context_ignore_sigpipe(void)
+{
+    struct sigaction old;
+
+    if (sigaction(SIGPIPE, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+        old.sa_handler == SIG_DFL) {
+        signal(SIGPIPE, SIG_IGN);
+    }
+}
+
 dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p)
 {
     int role_override = -1;
@@ -418,6 +478,7 @@ dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p)
     if (ctx == NULL) {
         return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_CORE, "dd_init: no memory");
     }
+    dd_context_ignore_sigpipe();
     status = dd_context_config(ctx);
     if (status != DD_OK) {
         free(ctx);

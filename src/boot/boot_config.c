@@ -43,9 +43,15 @@ static const dd_config_field_t dd_boot_fields[] = {
      "when the address was found from the launcher).",
      DD_CONFIG_INT, offsetof(dd_boot_opts_t, master_port), 1, 65535, NULL},
     {"DREAMDDP_JOB_TOKEN", NULL,
-     "Secret every rank presents to the store; derived from the launcher's "
-     "job id when unset.",
+     "Secret every rank presents to the store (ddrun makes one); when "
+     "neither it nor DREAMDDP_JOB_TOKEN_FILE is set, mpirun's per-job key, "
+     "else derived from the launcher's job id or the store's address, which "
+     "anyone can compute.",
      DD_CONFIG_STRING, offsetof(dd_boot_opts_t, job_token), 0, 0, NULL},
+    {"DREAMDDP_JOB_TOKEN_FILE", NULL,
+     "File holding the job token on one line, on a directory every rank "
+     "shares; it must be readable by its owner only (mode 0600).",
+     DD_CONFIG_STRING, offsetof(dd_boot_opts_t, job_token_file), 0, 0, NULL},
     {"DREAMDDP_STORE", "tcp",
      "Rendezvous store: tcp (hosted by rank 0) or file:DIR on a shared "
      "directory.",

@@ -8,16 +8,17 @@
 #include "core/config.h"
 
 typedef struct {
-    int rank;            /* -1: unset */
-    int world_size;      /* -1: unset */
-    int local_rank;      /* -1: unset */
-    int local_size;      /* -1: unset */
-    int role;            /* -1: unset, else dd_role_t */
-    int num_aggregators; /* 0: none */
-    char *master_addr;   /* NULL: unset */
-    int master_port;     /* -1: unset */
-    char *job_token;     /* NULL: derive */
-    char *store;         /* "tcp" or "file:DIR" */
+    int rank;             /* -1: unset */
+    int world_size;       /* -1: unset */
+    int local_rank;       /* -1: unset */
+    int local_size;       /* -1: unset */
+    int role;             /* -1: unset, else dd_role_t */
+    int num_aggregators;  /* 0: none */
+    char *master_addr;    /* NULL: unset */
+    int master_port;      /* -1: unset */
+    char *job_token;      /* NULL: DREAMDDP_JOB_TOKEN_FILE, else derive */
+    char *job_token_file; /* NULL: unset */
+    char *store;          /* "tcp" or "file:DIR" */
 } dd_boot_opts_t;
 
 extern const dd_config_table_t dd_boot_config_table;

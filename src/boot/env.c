@@ -13,6 +13,7 @@
 #include "core/log.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -76,7 +77,8 @@ static dd_status_t dd_boot_parse(dd_getenv_fn_t getenv_fn, void *arg,
     }
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > INT_MAX) {
+    if (!(isdigit((unsigned char)s[0]) || s[0] == '-') || errno != 0 ||
+        end == s || *end != '\0' || v < min || v > INT_MAX) {
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
                         "invalid value %s='%s': expected an integer from %d",
                         name, s, min);
@@ -397,6 +399,26 @@ static dd_status_t dd_boot_master(const dd_boot_opts_t *opts,
     return DD_OK;
 }
 
+/* A launcher's per-job secret, when it has one: Open MPI's mpirun draws a
+ * random key for every job (for its transports) and hands it only to the
+ * job's processes, unlike a job id, which anyone can learn or guess. */
+static void dd_boot_secret(dd_getenv_fn_t getenv_fn, void *arg,
+                           dd_boot_env_t *env)
+{
+    static const char *const names[] = {
+        "OMPI_MCA_orte_precondition_transports",
+        "OMPI_MCA_opal_precondition_transports"};
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *s = dd_boot_get(getenv_fn, arg, names[i]);
+        if (s != NULL && strlen(s) >= 16) {
+            snprintf(env->job_secret, sizeof(env->job_secret), "%s=%s",
+                     names[i], s);
+            return;
+        }
+    }
+}
+
 dd_status_t dd_boot_env_detect(const dd_boot_opts_t *opts,
                                dd_getenv_fn_t getenv_fn, void *arg,
                                dd_boot_env_t *env_p)
@@ -449,6 +471,7 @@ dd_status_t dd_boot_env_detect(const dd_boot_opts_t *opts,
     if (status != DD_OK) {
         return status;
     }
+    dd_boot_secret(getenv_fn, arg, &env);
     *env_p = env;
     return DD_OK;
 }

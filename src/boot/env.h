@@ -17,6 +17,9 @@ typedef struct {
     char master_addr[256]; /* empty: unset */
     int master_port;       /* -1: unset */
     char job_id[128];      /* the launcher's job id; empty when none */
+    /* The launcher's per-job secret ("NAME=value", Open MPI's transport
+     * key), which only the job's processes see; empty when none. */
+    char job_secret[160];
     /* What gave master_addr (a variable, or how it was found); empty when
      * none did. */
     char master_from[64];

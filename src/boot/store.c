@@ -6,6 +6,7 @@
 #include "boot/store.h"
 #include "core/log.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,39 @@ uint64_t dd_store_token_hash(const char *token)
         h = (h ^ *p) * 0x100000001b3ull;
     }
     return h;
+}
+
+dd_status_t dd_store_add_value(const char *key, const void *old, size_t len,
+                               int64_t delta, int64_t *value_p, char *why,
+                               size_t size)
+{
+    char text[32], *end;
+    long long v = 0;
+
+    if (old != NULL) {
+        if (len == 0 || len >= sizeof(text)) {
+            snprintf(why, size, "key '%s' does not hold a counter", key);
+            return DD_ERR_INVALID_PARAM;
+        }
+        memcpy(text, old, len);
+        text[len] = '\0';
+        errno = 0;
+        v = strtoll(text, &end, 10);
+        if (errno != 0 || *end != '\0' ||
+            !(text[0] == '-' || (text[0] >= '0' && text[0] <= '9'))) {
+            snprintf(why, size, "key '%s' does not hold a counter", key);
+            return DD_ERR_INVALID_PARAM;
+        }
+    }
+    int64_t sum;
+    if (__builtin_add_overflow((int64_t)v, delta, &sum)) {
+        snprintf(why, size,
+                 "adding %lld to key '%s' (%lld) overflows a 64-bit counter",
+                 (long long)delta, key, v);
+        return DD_ERR_INVALID_PARAM;
+    }
+    *value_p = sum;
+    return DD_OK;
 }
 
 dd_status_t dd_store_check(dd_store_t *s, const char *key, int *exists_p)

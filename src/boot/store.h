@@ -45,6 +45,15 @@ struct dd_store {
 uint64_t dd_store_token_hash(const char *token);
 
 /**
+ * The atomic add of both stores: old (len bytes, NULL when the key is
+ * new) must be a whole decimal int64, and old + delta must not overflow;
+ * else DD_ERR_INVALID_PARAM with why naming the key and the values.
+ */
+dd_status_t dd_store_add_value(const char *key, const void *old, size_t len,
+                               int64_t delta, int64_t *value_p, char *why,
+                               size_t size);
+
+/**
  * Connects to the TCP store at addr:port, retrying until timeout_s, and
  * presents the token hash with this rank and world size. DD_ERR_UNREACHABLE
  * names the address; DD_ERR_REFUSED and DD_ERR_MISMATCH carry the server's
@@ -111,19 +120,43 @@ dd_status_t dd_store_allgather(dd_store_t *s, const char *name,
 /* The TCP store's server, hosted by rank 0. */
 typedef struct dd_store_server dd_store_server_t;
 
+/** Where and for whom the TCP store's server listens. */
+typedef struct {
+    /** Address to listen on: rank 0's address as the other ranks know it
+     *  (a loopback address keeps the store to this host); NULL or "": every
+     *  interface. A host name that resolves to a loopback address here is
+     *  taken as every interface, since other hosts resolve it elsewhere,
+     *  unless one_host says every rank is on this host. */
+    const char *addr;
+    int one_host; /**< every rank is on this host: names may mean loopback */
+    int port;     /**< 0: any free port */
+    uint64_t token_hash;
+    int world_size;
+    /** A client that has not logged in by then is dropped; <= 0: 10 s. */
+    double login_s;
+} dd_store_server_params_t;
+
+/* Limits on clients that have not logged in: what keeps an outsider from
+ * holding the store's memory or connections. */
+#define DD_STORE_MAX_LOGIN_FRAME 4096 /* bytes of a frame before login */
+#define DD_STORE_MAX_PENDING 64       /* beyond world_size, at once */
+
 /**
- * Listens on port (0: any free port) on every address and serves on its own
- * thread. Only clients presenting token_hash and world_size are accepted.
+ * Listens and serves on its own thread. Only clients presenting token_hash
+ * and world_size are accepted; before that, a client may send one frame of
+ * at most DD_STORE_MAX_LOGIN_FRAME bytes, must log in within login_s, and
+ * at most world_size + DD_STORE_MAX_PENDING clients may wait to log in.
  */
-dd_status_t dd_store_server_start(int port, uint64_t token_hash, int world_size,
+dd_status_t dd_store_server_start(const dd_store_server_params_t *params,
                                   dd_store_server_t **server_p);
 
 /** The port the server listens on. */
 int dd_store_server_port(const dd_store_server_t *server);
 
 /**
- * Waits up to timeout_s until every client but the caller's own has
- * disconnected, then stops the server and frees it.
+ * Waits up to timeout_s until every rank but the caller has disconnected,
+ * then stops the server and frees it. Clients that never logged in are not
+ * waited for.
  */
 void dd_store_server_stop(dd_store_server_t *server, double timeout_s);
 

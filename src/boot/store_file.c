@@ -193,16 +193,20 @@ static dd_status_t dd_file_add(dd_store_t *s, const char *key, int64_t delta,
         }
         return status;
     }
-    void *old;
-    size_t len;
+    void *old = NULL;
+    size_t len = 0;
     int64_t v = 0;
-    if (dd_file_read(path, &old, &len) == DD_OK) {
-        v = strtoll(old, NULL, 10);
-        free(old);
+    char why[1200];
+    int have = dd_file_read(path, &old, &len) == DD_OK;
+    dd_status_t status = dd_store_add_value(key, have ? old : NULL, len, delta,
+                                            &v, why, sizeof(why));
+    free(old);
+    if (status == DD_OK) {
+        snprintf(text, sizeof(text), "%lld", (long long)v);
+        status = dd_file_write(path, text, strlen(text), s->rank);
+    } else {
+        status = dd_error(status, DD_SUBSYS_BOOT, "file store: %s", why);
     }
-    v += delta;
-    snprintf(text, sizeof(text), "%lld", (long long)v);
-    dd_status_t status = dd_file_write(path, text, strlen(text), s->rank);
     close(fd); /* releases the lock */
     if (status == DD_OK && value_p != NULL) {
         *value_p = v;

@@ -3,6 +3,9 @@
  * the clients. Requests that must wait (get, wait) are parked on their client
  * and answered when a set or add makes them ready, or with a timeout reply at
  * their deadline. A client that fails the handshake is refused and closed.
+ * Until it has logged in, a client is an outsider: it may send one small
+ * frame, must do so by its login deadline, and only so many may wait at
+ * once; the server never waits for one when it stops.
  * Must not block on any one client: reads are non-blocking; replies are sent
  * with a short deadline since each client is waiting for its answer.
  */
@@ -14,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -24,6 +28,7 @@
 
 #define DD_SERVER_BUCKETS 1024
 #define DD_SERVER_SEND_S 10.0
+#define DD_SERVER_LOGIN_S 10.0
 
 typedef struct dd_server_entry {
     struct dd_server_entry *next;
@@ -34,7 +39,8 @@ typedef struct dd_server_entry {
 
 typedef struct {
     int fd;
-    int rank; /* -1 until the handshake */
+    int rank;        /* -1 until the handshake */
+    double login_by; /* dropped then if rank is still -1 */
     uint8_t *in;
     size_t in_len, in_cap;
     /* A parked get or wait. */
@@ -53,6 +59,8 @@ struct dd_store_server {
     pthread_t thread;
     dd_server_client_t *clients;
     int n_clients, cap_clients;
+    double login_s;
+    int refused_warned; /* the connection limit was logged */
     dd_server_entry_t *buckets[DD_SERVER_BUCKETS];
     volatile int stopping;
     double stop_deadline;
@@ -281,15 +289,15 @@ static int dd_server_add(dd_store_server_t *srv, dd_server_client_t *c,
                          const char *key, int64_t delta)
 {
     dd_server_entry_t *e = dd_server_find(srv, key);
-    char text[32];
+    char text[32], why[DD_STORE_MAX_KEY + 128];
     int64_t v = 0;
 
-    if (e != NULL) {
-        memcpy(text, e->value, e->len < 31 ? e->len : 31);
-        text[e->len < 31 ? e->len : 31] = '\0';
-        v = strtoll(text, NULL, 10);
+    if (dd_store_add_value(key, e ? e->value : NULL, e ? e->len : 0, delta, &v,
+                           why, sizeof(why)) != DD_OK) {
+        dd_log_warn(DD_SUBSYS_NET, "store: rank %d: %s", c->rank, why);
+        dd_server_reply_text(c, DD_STORE_REPLY_BAD, why);
+        return 0; /* the request failed, not the client */
     }
-    v += delta;
     snprintf(text, sizeof(text), "%lld", (long long)v);
     if (dd_server_put(srv, key, text, strlen(text)) != 0) {
         return -1;
@@ -356,12 +364,25 @@ static int dd_server_request(dd_store_server_t *srv, dd_server_client_t *c,
     return -1;
 }
 
-/* Reads what the client sent and serves every complete frame. */
+/* The longest frame the client may send now. */
+static size_t dd_server_frame_max(const dd_server_client_t *c)
+{
+    return c->rank < 0 ? DD_STORE_MAX_LOGIN_FRAME : DD_STORE_MAX_FRAME;
+}
+
+/* Reads what the client sent and serves every complete frame. Before login
+ * the buffer holds one login frame at most, so an outsider costs a few KiB
+ * however much it sends. */
 static int dd_server_read(dd_store_server_t *srv, dd_server_client_t *c)
 {
     while (1) {
-        if (c->in_cap - c->in_len < 4096) {
+        size_t limit = 4 + dd_server_frame_max(c);
+        if (c->in_len == c->in_cap && c->in_cap >= limit) {
+            break; /* serve what is here first; poll says the rest */
+        }
+        if (c->in_cap - c->in_len < 4096 && c->in_cap < limit) {
             size_t cap = c->in_cap ? c->in_cap * 2 : 8192;
+            cap = cap < limit ? cap : limit;
             uint8_t *in = realloc(c->in, cap);
             if (in == NULL) {
                 return -1;
@@ -383,13 +404,22 @@ static int dd_server_read(dd_store_server_t *srv, dd_server_client_t *c)
             return -1;
         }
         c->in_len += (size_t)n;
+        if (c->rank < 0 && c->in_len >= 4) {
+            break; /* a login frame, or too long to be one: look first */
+        }
     }
     size_t off = 0;
     while (c->in_len - off >= 4) {
         const uint8_t *h = c->in + off;
         size_t len = (size_t)h[0] | ((size_t)h[1] << 8) | ((size_t)h[2] << 16) |
                      ((size_t)h[3] << 24);
-        if (len > DD_STORE_MAX_FRAME) {
+        if (len > dd_server_frame_max(c)) {
+            if (c->rank < 0) {
+                dd_log_warn(DD_SUBSYS_NET,
+                            "store: dropped a client that sent a %zu-byte "
+                            "frame before logging in (at most %d)",
+                            len, DD_STORE_MAX_LOGIN_FRAME);
+            }
             return -1;
         }
         if (c->in_len - off - 4 < len) {
@@ -416,10 +446,30 @@ static void dd_server_drop(dd_store_server_t *srv, int i)
     srv->clients[i] = srv->clients[--srv->n_clients];
 }
 
+static int dd_server_count(const dd_store_server_t *srv, int logged_in)
+{
+    int n = 0;
+    for (int i = 0; i < srv->n_clients; i++) {
+        n += (srv->clients[i].rank >= 0) == logged_in;
+    }
+    return n;
+}
+
 static void dd_server_accept(dd_store_server_t *srv)
 {
     int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
+        return;
+    }
+    if (dd_server_count(srv, 0) >= srv->world_size + DD_STORE_MAX_PENDING) {
+        if (!srv->refused_warned) {
+            srv->refused_warned = 1;
+            dd_log_warn(DD_SUBSYS_NET,
+                        "store: %d clients are waiting to log in; closing "
+                        "further connections until they do or time out",
+                        srv->world_size + DD_STORE_MAX_PENDING);
+        }
+        close(fd);
         return;
     }
     if (srv->n_clients == srv->cap_clients) {
@@ -437,16 +487,36 @@ static void dd_server_accept(dd_store_server_t *srv)
     memset(&srv->clients[srv->n_clients], 0, sizeof(dd_server_client_t));
     srv->clients[srv->n_clients].fd = fd;
     srv->clients[srv->n_clients].rank = -1;
+    srv->clients[srv->n_clients].login_by = dd_time_now() + srv->login_s;
     srv->n_clients++;
 }
 
-/* The poll timeout: until the nearest parked deadline, or the stop's. */
+/* Drops the clients that did not log in in time. */
+static void dd_server_expire(dd_store_server_t *srv, double now)
+{
+    for (int i = srv->n_clients - 1; i >= 0; i--) {
+        if (srv->clients[i].rank < 0 && now >= srv->clients[i].login_by) {
+            dd_log_warn(DD_SUBSYS_NET,
+                        "store: dropped a client that did not log in within "
+                        "%.0f s",
+                        srv->login_s);
+            dd_server_drop(srv, i);
+        }
+    }
+}
+
+/* The poll timeout: until the nearest parked or login deadline, or the
+ * stop's. */
 static int dd_server_poll_ms(dd_store_server_t *srv)
 {
     double next = dd_time_now() + 1.0;
     for (int i = 0; i < srv->n_clients; i++) {
-        if (srv->clients[i].parked_op && srv->clients[i].deadline < next) {
-            next = srv->clients[i].deadline;
+        const dd_server_client_t *c = &srv->clients[i];
+        if (c->parked_op && c->deadline < next) {
+            next = c->deadline;
+        }
+        if (c->rank < 0 && c->login_by < next) {
+            next = c->login_by;
         }
     }
     if (srv->stopping && srv->stop_deadline < next) {
@@ -461,8 +531,10 @@ static void *dd_server_main(void *arg)
     struct pollfd *pfds = NULL;
     int cap = 0;
 
-    while (!(srv->stopping &&
-             (srv->n_clients == 0 || dd_time_now() >= srv->stop_deadline))) {
+    /* Stopping waits for the ranks only: an outsider that never logged in
+     * cannot hold rank 0 back. */
+    while (!(srv->stopping && (dd_server_count(srv, 1) == 0 ||
+                               dd_time_now() >= srv->stop_deadline))) {
         int n = srv->n_clients + 2;
         if (n > cap) {
             struct pollfd *p = realloc(pfds, sizeof(*p) * (size_t)n * 2);
@@ -498,6 +570,7 @@ static void *dd_server_main(void *arg)
             dd_server_accept(srv);
         }
         double now = dd_time_now();
+        dd_server_expire(srv, now);
         for (int i = 0; i < srv->n_clients; i++) {
             if (srv->clients[i].parked_op) {
                 dd_server_try_parked(srv, &srv->clients[i], now);
@@ -508,52 +581,129 @@ static void *dd_server_main(void *arg)
     return NULL;
 }
 
-static int dd_server_listen(int port, int *port_p)
+/* Binds and listens on one address; -1 with errno. */
+static int dd_server_bind(const struct sockaddr *sa, socklen_t len, int family)
 {
-    struct sockaddr_in6 sa;
-    socklen_t slen = sizeof(sa);
     int one = 1, zero = 0;
-    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 
     if (fd < 0) {
         return -1;
     }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-    memset(&sa, 0, sizeof(sa));
-    sa.sin6_family = AF_INET6;
-    sa.sin6_addr = in6addr_any;
-    sa.sin6_port = htons((uint16_t)port);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-        listen(fd, 1024) != 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &slen) != 0) {
+    if (family == AF_INET6) {
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    }
+    if (bind(fd, sa, len) != 0 || listen(fd, 1024) != 0) {
         int err = errno;
         close(fd);
         errno = err;
         return -1;
     }
-    *port_p = ntohs(sa.sin6_port);
     return fd;
 }
 
-dd_status_t dd_store_server_start(int port, uint64_t token_hash, int world_size,
+static int dd_server_is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+    return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+}
+
+/* Listens on addr (every interface when NULL, empty, or a host name that
+ * means loopback only here while other hosts may take part), reporting the
+ * address and port it took. */
+static int dd_server_listen(const char *addr, int one_host, int port,
+                            int *port_p, char *bound, size_t size)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    char service[16];
+    int fd = -1;
+
+    snprintf(service, sizeof(service), "%d", port);
+    snprintf(bound, size, "every interface");
+    if (addr != NULL && addr[0] != '\0') {
+        hints.ai_flags = AI_NUMERICHOST;
+        int numeric = getaddrinfo(addr, service, &hints, &res) == 0;
+        if (!numeric) {
+            hints.ai_flags = 0;
+            res = NULL;
+            if (getaddrinfo(addr, service, &hints, &res) != 0) {
+                res = NULL;
+            }
+        }
+        for (struct addrinfo *ai = res; ai != NULL && fd < 0;
+             ai = ai->ai_next) {
+            if (!numeric && !one_host && dd_server_is_loopback(ai->ai_addr)) {
+                continue;
+            }
+            fd = dd_server_bind(ai->ai_addr, ai->ai_addrlen, ai->ai_family);
+            if (fd < 0 && errno != EADDRNOTAVAIL) {
+                freeaddrinfo(res);
+                return -1; /* the port is taken: no other address helps */
+            }
+            if (fd >= 0) {
+                snprintf(bound, size, "%s", addr);
+            }
+        }
+        if (res != NULL) {
+            freeaddrinfo(res);
+        }
+        if (fd < 0 && numeric) {
+            dd_log_warn(DD_SUBSYS_NET,
+                        "store: %s is not an address of this host; listening "
+                        "on every interface",
+                        addr);
+        }
+    }
+    if (fd < 0) {
+        struct sockaddr_in6 any = {.sin6_family = AF_INET6,
+                                   .sin6_addr = in6addr_any,
+                                   .sin6_port = htons((uint16_t)port)};
+        fd = dd_server_bind((struct sockaddr *)&any, sizeof(any), AF_INET6);
+        if (fd < 0) {
+            return -1;
+        }
+    }
+    struct sockaddr_storage sa;
+    socklen_t slen = sizeof(sa);
+    if (getsockname(fd, (struct sockaddr *)&sa, &slen) != 0) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    *port_p = ntohs(sa.ss_family == AF_INET
+                        ? ((struct sockaddr_in *)&sa)->sin_port
+                        : ((struct sockaddr_in6 *)&sa)->sin6_port);
+    return fd;
+}
+
+dd_status_t dd_store_server_start(const dd_store_server_params_t *params,
                                   dd_store_server_t **server_p)
 {
     dd_store_server_t *srv = calloc(1, sizeof(*srv));
+    char bound[256];
 
     if (srv == NULL) {
         return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_NET,
                         "store: out of memory");
     }
-    srv->token = token_hash;
-    srv->world_size = world_size;
-    srv->listen_fd = dd_server_listen(port, &srv->port);
+    srv->token = params->token_hash;
+    srv->world_size = params->world_size;
+    srv->login_s = params->login_s > 0 ? params->login_s : DD_SERVER_LOGIN_S;
+    srv->listen_fd =
+        dd_server_listen(params->addr, params->one_host, params->port,
+                         &srv->port, bound, sizeof(bound));
     if (srv->listen_fd < 0) {
         dd_status_t status =
             dd_error(DD_ERR_IO, DD_SUBSYS_NET,
                      "store: rank 0 cannot listen on port %d: %m (is another "
                      "job using DREAMDDP_MASTER_PORT?)",
-                     port);
+                     params->port);
         free(srv);
         return status;
     }
@@ -563,7 +713,8 @@ dd_status_t dd_store_server_start(int port, uint64_t token_hash, int world_size,
     if (pthread_create(&srv->thread, NULL, dd_server_main, srv) != 0) {
         goto err_close_pipe;
     }
-    dd_log_debug(DD_SUBSYS_NET, "store: serving on port %d", srv->port);
+    dd_log_debug(DD_SUBSYS_NET, "store: serving on %s, port %d", bound,
+                 srv->port);
     *server_p = srv;
     return DD_OK;
 
@@ -587,10 +738,10 @@ void dd_store_server_stop(dd_store_server_t *srv, double timeout_s)
     __atomic_store_n(&srv->stopping, 1, __ATOMIC_SEQ_CST);
     (void)!write(srv->wake[1], "x", 1);
     pthread_join(srv->thread, NULL);
-    if (srv->n_clients > 0) {
+    int ranks = dd_server_count(srv, 1);
+    if (ranks > 0) {
         dd_log_warn(DD_SUBSYS_NET,
-                    "store: stopping with %d rank(s) still connected",
-                    srv->n_clients);
+                    "store: stopping with %d rank(s) still connected", ranks);
     }
     while (srv->n_clients > 0) {
         dd_server_drop(srv, srv->n_clients - 1);

@@ -206,6 +206,15 @@ static dd_status_t dd_tcp_simple(dd_store_tcp_t *t, int op, const char *key,
     }
     dd_store_cursor_t cur = {body, blen, 0};
     uint8_t code = dd_store_get_u8(&cur);
+    if (code == DD_STORE_REPLY_BAD && op == DD_STORE_OP_ADD) {
+        char why[DD_STORE_MAX_KEY + 128];
+        dd_store_get_str(&cur, why, sizeof(why));
+        free(body);
+        return dd_tcp_end(
+            t, cur.failed ? dd_tcp_bad_reply(t)
+                          : dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_NET,
+                                     "store %s: %s", t->base.where, why));
+    }
     uint64_t v =
         op == DD_STORE_OP_ADD ? dd_store_get_u64(&cur) : dd_store_get_u8(&cur);
     if (cur.failed || code != DD_STORE_REPLY_OK) {

@@ -10,6 +10,7 @@
 #include "compress/codec.h"
 #include "compress/convert.h"
 #include "compress/half.h"
+#include "core/cpu.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -126,8 +127,7 @@ int dd_fp16_have_simd(void)
 #ifdef DD_FP16_X86
     static int have = -1;
     if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+        have = dd_cpu_has_f16c_avx();
     }
     return have;
 #else

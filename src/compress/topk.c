@@ -55,7 +55,9 @@ static dd_status_t dd_topk_create(const char *arg, char *why, size_t why_size,
     char *end = NULL;
     double ratio = 0;
 
-    if (arg != NULL && arg[0] != '\0' && arg[0] != ' ' && arg[0] != '\t') {
+    /* A plain decimal: strtod alone would take "+0.1", " 0.1", "0x0.1p0". */
+    if (arg != NULL && ((arg[0] >= '0' && arg[0] <= '9') || arg[0] == '.') &&
+        strpbrk(arg, "xXpP") == NULL) {
         errno = 0;
         ratio = strtod(arg, &end);
     }

@@ -38,10 +38,28 @@ dd_status_t dd_config_parse_bool(const char *s, int *value_p)
     return DD_ERR_INVALID_CONFIG;
 }
 
+/* Whether s starts a plain decimal number: a digit (or '.' where
+ * fractions are allowed), after at most a minus sign. strtol and strtod
+ * would take leading blanks, a plus sign, hexadecimal and "inf" too. */
+static int dd_config_plain_number(const char *s, int fraction)
+{
+    if (s[0] == '-') {
+        s++;
+    }
+    if (!(isdigit((unsigned char)s[0]) ||
+          (fraction && s[0] == '.' && isdigit((unsigned char)s[1])))) {
+        return 0;
+    }
+    return strpbrk(s, "xXpP") == NULL;
+}
+
 dd_status_t dd_config_parse_int(const char *s, long min, long max, int *value_p)
 {
     char *end;
 
+    if (!dd_config_plain_number(s, 0)) {
+        return DD_ERR_INVALID_CONFIG;
+    }
     errno = 0;
     long v = strtol(s, &end, 10);
     if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
@@ -56,6 +74,9 @@ dd_status_t dd_config_parse_float(const char *s, double min, double max,
 {
     char *end;
 
+    if (!dd_config_plain_number(s, 1)) {
+        return DD_ERR_INVALID_CONFIG;
+    }
     errno = 0;
     double v = strtod(s, &end);
     if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || v < min ||
@@ -72,8 +93,8 @@ static int dd_config_split_unit(const char *s, double *num_p,
 {
     char *end;
 
-    if (!isdigit((unsigned char)s[0]) && s[0] != '.') {
-        return -1; /* no sign, no "inf", no "nan" */
+    if (s[0] == '-' || !dd_config_plain_number(s, 1)) {
+        return -1; /* no sign, no "inf", no "nan", no hexadecimal */
     }
     errno = 0;
     double v = strtod(s, &end);
@@ -258,6 +279,13 @@ int dd_iflist_match(const dd_iflist_t *list, const char *ifname)
     return list->exclude ? !listed : listed;
 }
 
+/* A duration's bound: its field's max, else a year, so that every
+ * conversion (to milliseconds in 32 bits, to a backend's chrono) holds. */
+static double dd_config_duration_max(const dd_config_field_t *field)
+{
+    return field->max > 0 ? (double)field->max : 365.0 * 86400;
+}
+
 static void dd_config_join(const char *const *values, char *buf, size_t size)
 {
     size_t o = 0;
@@ -284,7 +312,8 @@ void dd_config_describe(const dd_config_field_t *field, char *buf, size_t size)
         snprintf(buf, size, "a size in bytes such as 4096, 64K, 4M, 1G");
         break;
     case DD_CONFIG_DURATION:
-        snprintf(buf, size, "a duration such as 30s, 500ms, 2m");
+        snprintf(buf, size, "a duration such as 30s, 500ms, 2m, up to %.0f s",
+                 dd_config_duration_max(field));
         break;
     case DD_CONFIG_ENUM:
         dd_config_join(field->values, list, sizeof(list));
@@ -321,8 +350,15 @@ static dd_status_t dd_config_parse_field(const dd_config_field_t *field,
         return dd_config_parse_int(s, field->min, field->max, dst);
     case DD_CONFIG_SIZE:
         return dd_config_parse_size(s, dst);
-    case DD_CONFIG_DURATION:
-        return dd_config_parse_duration(s, dst);
+    case DD_CONFIG_DURATION: {
+        double v;
+        if (dd_config_parse_duration(s, &v) != DD_OK ||
+            v < (double)field->min || v > dd_config_duration_max(field)) {
+            return DD_ERR_INVALID_CONFIG;
+        }
+        *(double *)dst = v;
+        return DD_OK;
+    }
     case DD_CONFIG_ENUM:
         return dd_config_parse_enum(s, field->values, dst);
     case DD_CONFIG_FLAGS:

@@ -26,8 +26,8 @@ static const dd_config_field_t dd_core_fields[] = {
      DD_CONFIG_BOOL, offsetof(dd_core_opts_t, line_buffered), 0, 0, NULL},
     {"DREAMDDP_TIMEOUT_S", "300s",
      "Longest wait for the store or any peer before an error names who is "
-     "missing.",
-     DD_CONFIG_DURATION, offsetof(dd_core_opts_t, timeout_s), 0, 0, NULL},
+     "missing; at most a day, which every backend can represent.",
+     DD_CONFIG_DURATION, offsetof(dd_core_opts_t, timeout_s), 0, 86400, NULL},
 };
 
 const dd_config_table_t dd_core_config_table = {

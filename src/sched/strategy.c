@@ -35,10 +35,13 @@ dd_status_t dd_strategy_parse(const char *s, dd_strategy_t *strategy_p)
         if (s[len] != ':') {
             return DD_ERR_INVALID_PARAM;
         }
+        /* Digits only: strtol alone would take "dreamddp: 4" and
+         * "dreamddp:+4". */
+        const char *w = s + len + 1;
         char *end;
         errno = 0;
-        long h = strtol(s + len + 1, &end, 10);
-        if (errno != 0 || end == s + len + 1 || *end != '\0' || h < 1 ||
+        long h = strtol(w, &end, 10);
+        if (*w < '0' || *w > '9' || errno != 0 || *end != '\0' || h < 1 ||
             h > 1024) {
             return DD_ERR_INVALID_PARAM;
         }

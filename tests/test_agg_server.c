@@ -1,0 +1,342 @@
+/* A home's server against crafted messages: headers with each field at its
+ * extremes are rejected naming the sender, before any data receive is posted
+ * or any sum runs, and the server lives on; goodbyes count once per worker.
+ * The transport is an in-memory fake backend that records what the server
+ * posts. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "agg/wire.h"
+#include "core/log.h"
+
+#include <string.h>
+
+#define TOKEN 0x5eed5eedull
+#define CHUNK_BYTES 4096
+#define MAX_REQS 512
+
+struct dd_backend_request {
+    int used, is_send, done, released;
+    int peer;
+    uint64_t tag;
+    void *buf;
+    size_t bytes;
+};
+
+static struct dd_backend_request reqs[MAX_REQS];
+static int n_reqs;
+
+static dd_status_t fake_op(dd_backend_t *b, const dd_backend_args_t *args,
+                           dd_backend_request_t **req_p, int is_send)
+{
+    (void)b;
+    assert_true(n_reqs < MAX_REQS);
+    struct dd_backend_request *r = &reqs[n_reqs++];
+    *r = (struct dd_backend_request){.used = 1,
+                                     .is_send = is_send,
+                                     .peer = args->peer,
+                                     .tag = args->tag,
+                                     .buf = args->recvbuf,
+                                     .bytes = args->count};
+    /* Sends complete at once: the fake has no flow control. */
+    r->done = is_send;
+    *req_p = r;
+    return DD_OK;
+}
+
+static dd_status_t fake_send(dd_backend_t *b, const dd_backend_args_t *args,
+                             dd_backend_request_t **req_p)
+{
+    return fake_op(b, args, req_p, 1);
+}
+
+static dd_status_t fake_recv(dd_backend_t *b, const dd_backend_args_t *args,
+                             dd_backend_request_t **req_p)
+{
+    return fake_op(b, args, req_p, 0);
+}
+
+static dd_status_t fake_test(dd_backend_t *b, dd_backend_request_t *r)
+{
+    (void)b;
+    assert_false(r->released);
+    if (!r->done) {
+        return DD_INPROGRESS;
+    }
+    r->released = 1;
+    return DD_OK;
+}
+
+static void fake_cancel(dd_backend_t *b, dd_backend_request_t *r)
+{
+    (void)b;
+    r->released = 1;
+}
+
+static const dd_backend_ops_t fake_ops = {.name = "fake",
+                                          .recv = fake_recv,
+                                          .send = fake_send,
+                                          .test = fake_test,
+                                          .cancel = fake_cancel};
+
+static const int worker_ranks[2] = {0, 1};
+static const dd_role_t roles[3] = {DD_ROLE_WORKER, DD_ROLE_WORKER,
+                                   DD_ROLE_AGGREGATOR};
+static dd_job_t job = {.rank = 2,
+                       .world_size = 3,
+                       .role = DD_ROLE_AGGREGATOR,
+                       .roles = roles,
+                       .n_workers = 2,
+                       .worker_ranks = worker_ranks,
+                       .timeout_s = 30,
+                       .token_hash = TOKEN};
+static dd_agg_env_t env = {
+    .job = &job, .chunk_bytes = CHUNK_BYTES, .ops = &fake_ops};
+
+typedef struct {
+    dd_agg_transport_t t;
+    dd_agg_server_t *s;
+} fixture_t;
+
+static int setup(void **state)
+{
+    static fixture_t f;
+    memset(reqs, 0, sizeof(reqs));
+    n_reqs = 0;
+    assert_int_equal(dd_agg_transport_init(&env, &f.t), DD_OK);
+    assert_int_equal(dd_agg_server_create(&env, &f.t, -1, &f.s), DD_OK);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *f = *state;
+    dd_agg_server_destroy(f->s);
+    return 0;
+}
+
+static dd_status_t progress(fixture_t *f, int times)
+{
+    dd_status_t st = DD_OK;
+    int busy;
+    for (int i = 0; i < times; i++) {
+        st = dd_agg_server_progress(f->s, &busy);
+    }
+    return st;
+}
+
+/* Delivers bytes from peer on tag to the oldest matching receive. */
+static void deliver(int peer, uint64_t tag, const void *msg, size_t bytes)
+{
+    for (int i = 0; i < n_reqs; i++) {
+        struct dd_backend_request *r = &reqs[i];
+        if (!r->is_send && !r->done && !r->released && r->peer == peer &&
+            r->tag == tag) {
+            assert_true(bytes <= r->bytes);
+            memcpy(r->buf, msg, bytes);
+            r->done = 1;
+            return;
+        }
+    }
+    fail_msg("no receive posted from rank %d on tag %llx", peer,
+             (unsigned long long)tag);
+}
+
+static dd_agg_hdr_t push_hdr(int sender, uint64_t seq, uint64_t count)
+{
+    dd_agg_hdr_t h;
+    memset(&h, 0, sizeof(h));
+    h.magic = DD_AGG_MAGIC;
+    h.kind = DD_AGG_PUSH;
+    h.token = TOKEN;
+    h.seq = seq;
+    h.count = count;
+    h.dtype = DD_DTYPE_F32;
+    h.sender = sender;
+    return h;
+}
+
+static void send_hdr(int sender, const dd_agg_hdr_t *h)
+{
+    deliver(sender, dd_agg_tag(DD_AGG_TAG_HDR, 0), h, sizeof(*h));
+}
+
+/* Receives posted for data, and result sends, since the start. */
+static int count_reqs(int tag_kind)
+{
+    int n = 0;
+    for (int i = 0; i < n_reqs; i++) {
+        if (((reqs[i].tag >> 40) & 0x3f) == (uint64_t)tag_kind) {
+            n++;
+        }
+    }
+    return n;
+}
+
+static void test_valid_push_posts_exact_receive(void **state)
+{
+    fixture_t *f = *state;
+    progress(f, 1);
+    dd_agg_hdr_t h = push_hdr(1, 0, 100);
+    send_hdr(1, &h);
+    assert_int_equal(progress(f, 2), DD_OK);
+    assert_int_equal(count_reqs(DD_AGG_TAG_DATA), 1);
+    for (int i = 0; i < n_reqs; i++) {
+        if (((reqs[i].tag >> 40) & 0x3f) == DD_AGG_TAG_DATA) {
+            assert_int_equal(reqs[i].bytes, 100 * sizeof(float));
+            assert_int_equal(reqs[i].peer, 1);
+        }
+    }
+}
+
+/* One crafted header from rank 1: refused, rank named, nothing received
+ * into a buffer, nothing summed or sent, and the server keeps going. */
+static void expect_rejected(fixture_t *f, const dd_agg_hdr_t *h,
+                            const char *reason)
+{
+    progress(f, 1);
+    send_hdr(1, h);
+    assert_int_equal(progress(f, 3), DD_ERR_MESSAGE);
+    const char *why = dd_agg_server_why(f->s);
+    if (strstr(why, "from rank 1") == NULL || strstr(why, reason) == NULL) {
+        fail_msg("why '%s' does not name rank 1 and '%s'", why, reason);
+    }
+    assert_int_equal(count_reqs(DD_AGG_TAG_DATA), 0);
+    assert_int_equal(count_reqs(DD_AGG_TAG_RDATA), 0);
+    /* Alive: it still takes headers and answers with the failure. */
+    dd_agg_hdr_t ok = push_hdr(0, 0, 8);
+    send_hdr(0, &ok);
+    assert_int_equal(progress(f, 3), DD_ERR_MESSAGE);
+    assert_int_equal(count_reqs(DD_AGG_TAG_RDATA), 0);
+}
+
+#define CRAFTED(name, field_expr, reason)                                      \
+    static void test_##name(void **state)                                      \
+    {                                                                          \
+        dd_agg_hdr_t h = push_hdr(1, 0, 16);                                   \
+        field_expr;                                                            \
+        expect_rejected(*state, &h, reason);                                   \
+    }
+
+/* count * 4 wraps to 0 and count * 2 to 0: the sums used to run past the
+ * buffer (heap-buffer-overflow) since the wrapped product passed. */
+CRAFTED(count_wraps_f32, h.count = 1ull << 62, "do not fit")
+CRAFTED(count_wraps_f16, (h.count = 1ull << 63, h.dtype = DD_DTYPE_F16),
+        "do not fit")
+CRAFTED(count_wraps_f64, h.count = (UINT64_MAX / 8) + 2, "do not fit")
+CRAFTED(count_max, h.count = UINT64_MAX, "do not fit")
+CRAFTED(count_zero, h.count = 0, "empty chunk")
+CRAFTED(count_one_too_many, h.count = CHUNK_BYTES / 4 + 1, "do not fit")
+CRAFTED(offset_wraps, h.offset = UINT64_MAX, "run past")
+CRAFTED(dtype_max, h.dtype = UINT32_MAX, "unsupported dtype")
+CRAFTED(dtype_int, h.dtype = DD_DTYPE_I64, "unsupported dtype")
+CRAFTED(magic_zero, h.magic = 0, "not an aggregation header")
+CRAFTED(token_wrong, h.token = ~(uint64_t)TOKEN, "token differs")
+CRAFTED(sender_min, h.sender = INT32_MIN, "claims to come from rank")
+CRAFTED(sender_max, h.sender = INT32_MAX, "claims to come from rank")
+CRAFTED(kind_max, h.kind = UINT32_MAX, "unexpected message kind")
+CRAFTED(kind_result, h.kind = DD_AGG_RESULT, "unexpected message kind")
+CRAFTED(seq_max, h.seq = UINT64_MAX, "sequence number")
+CRAFTED(status_positive, h.status = INT32_MAX, "neither success")
+
+/* The layer, chunk, step and worker count take no part in any size: at
+ * their extremes a push is still taken, and sized by its count alone. */
+static void test_unsized_fields_at_extremes(void **state)
+{
+    fixture_t *f = *state;
+    progress(f, 1);
+    dd_agg_hdr_t h = push_hdr(1, 0, 3);
+    h.layer = UINT32_MAX;
+    h.chunk = UINT32_MAX;
+    h.step = UINT64_MAX;
+    h.n_workers = UINT32_MAX;
+    memset(h.why, 'x', sizeof(h.why)); /* not NUL-terminated */
+    send_hdr(1, &h);
+    assert_int_equal(progress(f, 2), DD_OK);
+    assert_int_equal(count_reqs(DD_AGG_TAG_DATA), 1);
+}
+
+static dd_agg_hdr_t bye_hdr(int sender, int32_t status)
+{
+    dd_agg_hdr_t h = push_hdr(sender, 0, 0);
+    h.kind = DD_AGG_BYE;
+    h.status = status;
+    return h;
+}
+
+static void test_repeated_goodbye_counts_once(void **state)
+{
+    fixture_t *f = *state;
+    dd_agg_hdr_t bye = bye_hdr(0, DD_OK);
+    progress(f, 1);
+    for (int i = 0; i < 3; i++) {
+        send_hdr(0, &bye);
+        assert_int_equal(progress(f, 2), DD_OK);
+    }
+    /* Three goodbyes of worker 0 are one worker gone, not the whole job. */
+    assert_int_equal(dd_agg_server_byes(f->s), 1);
+    assert_false(dd_agg_server_streams_closed(f->s));
+    dd_agg_hdr_t bye1 = bye_hdr(1, DD_OK);
+    send_hdr(1, &bye1);
+    assert_int_equal(progress(f, 2), DD_OK);
+    assert_int_equal(dd_agg_server_byes(f->s), 2);
+}
+
+static void test_push_after_goodbye_rejected(void **state)
+{
+    fixture_t *f = *state;
+    dd_agg_hdr_t bye = bye_hdr(1, DD_OK);
+    progress(f, 1);
+    send_hdr(1, &bye);
+    assert_int_equal(progress(f, 2), DD_OK);
+    dd_agg_hdr_t h = push_hdr(1, 0, 16);
+    expect_rejected(f, &h, "after its goodbye");
+}
+
+static void test_goodbye_with_error_names_worker(void **state)
+{
+    fixture_t *f = *state;
+    dd_agg_hdr_t bye = bye_hdr(1, DD_ERR_TIMED_OUT);
+    memset(bye.why, 'z', sizeof(bye.why)); /* not NUL-terminated */
+    progress(f, 1);
+    send_hdr(1, &bye);
+    assert_int_equal(progress(f, 2), DD_ERR_TIMED_OUT);
+    assert_non_null(strstr(dd_agg_server_why(f->s), "worker rank 1 gave up"));
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(test_##name, setup, teardown)
+
+int main(void)
+{
+    dd_log_configure(DD_LOG_ERROR, ~0u, NULL, 2);
+    const struct CMUnitTest tests[] = {
+        T(valid_push_posts_exact_receive),
+        T(count_wraps_f32),
+        T(count_wraps_f16),
+        T(count_wraps_f64),
+        T(count_max),
+        T(count_zero),
+        T(count_one_too_many),
+        T(offset_wraps),
+        T(dtype_max),
+        T(dtype_int),
+        T(magic_zero),
+        T(token_wrong),
+        T(sender_min),
+        T(sender_max),
+        T(kind_max),
+        T(kind_result),
+        T(seq_max),
+        T(status_positive),
+        T(unsized_fields_at_extremes),
+        T(repeated_goodbye_counts_once),
+        T(push_after_goodbye_rejected),
+        T(goodbye_with_error_names_worker),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

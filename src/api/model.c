@@ -3,6 +3,7 @@
  * context and hands the scheduler (src/sched) what it asked for. Nothing
  * here decides what syncs.
  */
+#include "api/clock_agree.h"
 #include "api/context.h"
 #include "core/log.h"
 #include "sched/sched.h"
@@ -62,6 +63,14 @@ dd_status_t dd_model_commit(dd_context_h ctx)
 {
     dd_status_t status = dd_api_check(ctx, "dd_model_commit");
 
+    /* The clocks first, so that the timeline opened by the commit records
+     * the offset; a commit the scheduler refuses (twice, on an
+     * aggregator) skips it, since it would meet no peer. */
+    if (status == DD_OK && ctx->role == DD_ROLE_WORKER &&
+        !ctx->sched->committed && ctx->n_workers > 1) {
+        status = dd_clock_agree(ctx, &ctx->sched->clock_offset_us,
+                                &ctx->sched->clock_uncertainty_us);
+    }
     return status != DD_OK ? status : dd_sched_commit(ctx->sched);
 }
 

@@ -473,8 +473,7 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
         return status;
     }
     if (sched->opts.timeline != NULL) {
-        status = dd_timeline_open(sched->opts.timeline, sched->env.job->rank,
-                                  &sched->timeline);
+        status = dd_timeline_open(sched, &sched->timeline);
         if (status != DD_OK) {
             return status;
         }

@@ -139,6 +139,9 @@ typedef struct dd_sched {
     int buckets_done; /* ddp: buckets launched this step */
     dd_engine_t *engine;
     dd_timeline_t *timeline;
+    /* Rank 0's wall clock minus this rank's, agreed at dd_model_commit
+     * (src/api), and its uncertainty; the timeline records both. */
+    double clock_offset_us, clock_uncertainty_us;
     /* How syncs travel: the workers' collectives, or the homes; ddp's
      * buffers (tensors without gradients) come from the first worker
      * through bcast_pipe, on either route. */
@@ -262,7 +265,7 @@ void dd_sched_agree_done(dd_sched_t *sched);
 dd_status_t dd_sched_adapt(dd_sched_t *sched);
 
 /* timeline.c */
-dd_status_t dd_timeline_open(const char *pattern, int rank,
+dd_status_t dd_timeline_open(const dd_sched_t *sched,
                              dd_timeline_t **timeline_p);
 void dd_timeline_mark(dd_timeline_t *t, const char *layer, uint64_t step,
                       double at);

@@ -48,6 +48,12 @@ static const dd_config_field_t dd_sched_fields[] = {
      "was launched) to this file (%r: rank); `ddbench timeline merge` puts "
      "the ranks' files on one clock, a track per rank.",
      DD_CONFIG_STRING, offsetof(dd_sched_opts_t, timeline), 0, 0, NULL},
+    {"DREAMDDP_TEST_CLOCK_SKEW_US", "0",
+     "For tests: microseconds added to this rank's wall clock where the "
+     "timeline and the clock agreement at dd_model_commit read it, to give "
+     "ranks of one host different clocks.",
+     DD_CONFIG_FLOAT, offsetof(dd_sched_opts_t, clock_skew_us), -1000000000,
+     1000000000, NULL},
     {"DREAMDDP_ADAPTIVE_KMIN", "1", "adaptive: shortest sync period, in steps.",
      DD_CONFIG_INT, offsetof(dd_sched_opts_t, adaptive_kmin), 1, 1024, NULL},
     {"DREAMDDP_ADAPTIVE_KMAX", "16", "adaptive: longest sync period, in steps.",

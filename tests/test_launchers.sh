@@ -2,7 +2,8 @@
 # Jobs started with a launcher's variables faked and no address set by
 # hand: Slurm (rank 0 on the first host of the step's node list), Open MPI
 # on several hosts (mpirun's host from OMPI_MCA_orte_hnp_uri) and the errors
-# when rank 0's host cannot be found or is not mpirun's.
+# when rank 0's host cannot be found, is not mpirun's, or the PMIx server
+# the variables name does not answer.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 SMOKE=$top_builddir/examples/smoke
 unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE DREAMDDP_MASTER_ADDR \
@@ -68,4 +69,17 @@ fake 1 "$TMP/nouri" "$ompi" "$SMOKE"
 [ "$(cat "$TMP/nouri.0.rc")" != 0 ] && pass "no address under Open MPI fails" || fail "no address under Open MPI passed"
 expect_grep "$TMP/nouri.0" "no store address: Open MPI puts the ranks on several hosts" "the error says what the launcher lacks"
 expect_grep "$TMP/nouri.0" "set DREAMDDP_MASTER_ADDR (or MASTER_ADDR) to rank 0's host" "the error names the variables"
+
+# A PMIx server that the variables name but nobody runs: built with PMIx,
+# the error says which call failed and what to set, at once; without, the
+# hint says PMIx would have found the address.
+pmix='OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_SIZE=1 PMIX_NAMESPACE=$job PMIX_RANK=1 PMIX_SERVER_URI4="$job.0;tcp4://127.0.0.1:1"'
+fake 1 "$TMP/deadpmix" "$pmix" timeout 20 "$SMOKE"
+[ "$(cat "$TMP/deadpmix.0.rc")" = 1 ] && pass "an unreachable PMIx server fails dd_init" || fail "an unreachable PMIx server: exit $(cat "$TMP/deadpmix.0.rc")"
+if grep -q '^#define HAVE_PMIX 1' "$top_builddir/config.h"; then
+    expect_grep "$TMP/deadpmix.0" "PMIx_Init failed: UNREACHABLE" "the error names the PMIx call"
+    expect_grep "$TMP/deadpmix.0" "set DREAMDDP_MASTER_ADDR to rank 0's host instead" "the error names the variable"
+else
+    expect_grep "$TMP/deadpmix.0" "built without PMIx (configure --with-pmix" "the error says PMIx is not built in"
+fi
 finish

@@ -101,6 +101,17 @@ def _check_tensor(t, what, dtypes):
         )
 
 
+def _matrix_shape(t):
+    """(rows, cols) of a parameter as the matrix PowerSGD factors, as
+    PyTorch's PowerSGD hook views it: the first dimension by the rest (a
+    Linear weight (out, in); a convolution's (out, in * kh * kw)); (0, 0)
+    for a vector or a scalar."""
+    if t.dim() < 2 or t.numel() == 0:
+        return (0, 0)
+    rows = t.shape[0]
+    return (rows, t.numel() // rows if rows else 0)
+
+
 def _dtype_code(t):
     return _BUFFER_DTYPES[t.dtype]
 
@@ -289,6 +300,7 @@ class DreamDDP(torch.nn.Module):
                 )
 
     def _tensors(self, layer):
+        # Parameters go with their shape as a matrix, for powersgd.
         out = []
         for p in layer.params:
             g = p.grad
@@ -304,6 +316,7 @@ class DreamDDP(torch.nn.Module):
             layer.grads.append(g)
             out.append(
                 (p.data_ptr(), g.data_ptr(), p.numel(), _dtype_code(p), 0)
+                + _matrix_shape(p)
             )
         for b in layer.buffers:
             out.append((b.data_ptr(), None, b.numel(), _dtype_code(b), 0))

@@ -418,11 +418,13 @@ DD_API dd_status_t dd_strategy_set(dd_context_h ctx, const char *strategy);
 
 /**
  * Chooses the codec of the syncs before dd_model_commit, overriding
- * DREAMDDP_COMPRESSION: "none", "fp16", "bf16" or "topk:RATIO"
- * ("powersgd:RANK" is refused: not yet wired into the syncs). The default
- * rule applies it to every layer of at least 4096 elements; smaller layers
- * (biases, norms) stay dense. Only f32 host tensors are encoded; others
- * travel as they are. ddp compresses gradients; the model-averaging
+ * DREAMDDP_COMPRESSION: "none", "fp16", "bf16", "topk:RATIO" or
+ * "powersgd:RANK". The default rule applies it to every layer of at least
+ * 4096 elements; smaller layers (biases, norms) stay dense. powersgd also
+ * sends dense (f32) the tensors of such layers that have no shape
+ * (dd_tensor_t::rows and cols 0) or whose factors, (rows + cols) x RANK,
+ * would not be smaller than the tensor. Only f32 host tensors are encoded;
+ * others travel as they are. ddp compresses gradients; the model-averaging
  * strategies compress the change of the parameters since the layer's last
  * sync, so that every replica holds the same parameters after each sync.
  * Every worker must choose the same.

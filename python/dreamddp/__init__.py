@@ -85,7 +85,8 @@ class Context:
         self._call("dd_strategy_set", strategy.encode())
 
     def compression_set(self, spec):
-        """The codec of the syncs ("none", "fp16", "bf16", "topk:RATIO")."""
+        """The codec of the syncs ("none", "fp16", "bf16", "topk:RATIO",
+        "powersgd:RANK")."""
         self._call("dd_compression_set", spec.encode())
 
     def layer_set_compression(self, layer, spec):

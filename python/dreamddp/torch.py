@@ -142,7 +142,10 @@ class DreamDDP(torch.nn.Module):
 
     strategy: "ddp", "localsgd:H", "plsgd:H", "dreamddp:H" or "adaptive";
         None takes DREAMDDP_STRATEGY.
-    compression: must be None (compression is not built yet).
+    compression: the codec of the syncs ("fp16", "bf16", "topk:RATIO",
+        "powersgd:RANK"); None takes DREAMDDP_COMPRESSION. Parameters go
+        with their shape as a matrix (first dimension by the rest), which
+        powersgd factors; layers under 4096 elements stay dense.
     layers: "module", "parameter", or a list of lists of parameters.
     find_unused_parameters: as DDP's: a layer whose parameters got no
         gradient in a step counts as ready with zero gradients. Without it,
@@ -163,12 +166,6 @@ class DreamDDP(torch.nn.Module):
         super().__init__()
         self.module = module
         self.find_unused_parameters = find_unused_parameters
-        if compression is not None:
-            raise _error(
-                _lib.ERR_UNSUPPORTED,
-                "compression=%r: compression is not built yet; pass None"
-                % (compression,),
-            )
         groups, frozen = self._groups(layers)
         buffers = list(self.module.named_buffers())
         for name, b in buffers:
@@ -178,6 +175,8 @@ class DreamDDP(torch.nn.Module):
         self._ctx = ctx
         if strategy is not None:
             ctx.strategy_set(strategy)
+        if compression is not None:
+            ctx.compression_set(compression)
         self.strategy = ctx.strategy
         averaged = self._averaged_buffers(buffers)
         self._layers = self._make_layers(groups, averaged, layers == "module")

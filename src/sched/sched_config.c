@@ -89,9 +89,10 @@ static const dd_config_field_t dd_sched_fields[] = {
      "failing the step.",
      DD_CONFIG_BOOL, offsetof(dd_sched_opts_t, find_unused), 0, 0, NULL},
     {"DREAMDDP_COMPRESSION", "none",
-     "Codec of the syncs: none, fp16, bf16 or topk:RATIO (powersgd:RANK is "
-     "not yet wired into the syncs). It applies to f32 host layers of "
-     "at least 4096 elements; smaller layers (biases, norms) stay dense, "
+     "Codec of the syncs: none, fp16, bf16, topk:RATIO or powersgd:RANK. It "
+     "applies to f32 host layers of at least 4096 elements; smaller layers "
+     "(biases, norms) stay dense, as do powersgd's tensors without a shape "
+     "(dd_tensor_t rows and cols) or that its factors would not shrink, "
      "and dd_layer_set_compression overrides it per layer. ddp compresses "
      "gradients, the other strategies the parameters' change since the "
      "layer's last sync.",

@@ -361,15 +361,25 @@ static double evaluate(layer_t *L, float **act, const float *x, const int *y,
 }
 
 /* Each layer is one dreamddp layer of two tensors, weights and bias, with
- * their gradient buffers (used by gradient strategies such as ddp). */
+ * their gradient buffers (used by gradient strategies such as ddp). The
+ * weights are shaped out x in, as nn.Linear's (powersgd factors them); the
+ * bias is a vector. */
 static int register_model(dd_context_h ctx, layer_t *L)
 {
     char name[32];
     for (int l = 0; l < N_LAYERS; l++) {
-        dd_tensor_t t[2] = {
-            {L[l].w, L[l].gw, (size_t)L[l].in * L[l].out, DD_DTYPE_F32,
-             DD_MEM_HOST, 0},
-            {L[l].b, L[l].gb, (size_t)L[l].out, DD_DTYPE_F32, DD_MEM_HOST, 0}};
+        dd_tensor_t t[2] = {{.param = L[l].w,
+                             .grad = L[l].gw,
+                             .count = (size_t)L[l].in * L[l].out,
+                             .dtype = DD_DTYPE_F32,
+                             .mem_type = DD_MEM_HOST,
+                             .rows = (size_t)L[l].out,
+                             .cols = (size_t)L[l].in},
+                            {.param = L[l].b,
+                             .grad = L[l].gb,
+                             .count = (size_t)L[l].out,
+                             .dtype = DD_DTYPE_F32,
+                             .mem_type = DD_MEM_HOST}};
         snprintf(name, sizeof(name), "fc%d", l + 1);
         if (dd_layer_register(ctx, name, t, 2, &L[l].handle) != DD_OK) {
             return -1;

@@ -343,10 +343,19 @@ typedef struct dd_layer *dd_layer_h;
  * under it every layer needs at least one tensor with a gradient.
  * dd_model_commit checks these rules for the strategy then in force.
  *
+ * rows and cols give the tensor's shape as a matrix, rows x cols = count,
+ * for codecs that work on matrices (powersgd): a linear layer's weight is
+ * (out features) x (in features), a convolution's (out channels) x (in
+ * channels x kernel elements). 0 x 0, the default, is a vector.
+ *
  * ABI: `device` was added at the end in 0.2 (library version 1 of the
- * soname). Tensors are passed in arrays, so the struct's size is part of
- * the ABI: programs built against an older dreamddp.h must be rebuilt;
- * sources that initialize the first five fields keep device 0.
+ * soname), `rows` and `cols` after it with dd_layer_register_sized
+ * (libtool interface 2, the soname unchanged). Tensors are passed in
+ * arrays, so the struct's size is part of the ABI: dd_layer_register is a
+ * macro that passes sizeof(dd_tensor_t) to dd_layer_register_sized, and
+ * the function dd_layer_register itself reads the layout that ends at
+ * `device` (rows and cols 0), so programs built against it run unchanged.
+ * Sources that initialize the first fields keep the others 0.
  */
 typedef struct {
     void *param;
@@ -354,8 +363,11 @@ typedef struct {
     size_t count;
     dd_dtype_t dtype;
     dd_mem_type_t mem_type;
-    int device; /**< DD_MEM_CUDA: the device's ordinal (as cudaSetDevice
-                     takes it); ignored for host memory */
+    int device;  /**< DD_MEM_CUDA: the device's ordinal (as cudaSetDevice
+                      takes it); ignored for host memory */
+    size_t rows; /**< the shape as a matrix, rows x cols = count; 0 x 0: a
+                      vector (since 0.3) */
+    size_t cols;
 } dd_tensor_t;
 
 /**
@@ -375,6 +387,25 @@ DD_API dd_status_t dd_layer_register(dd_context_h ctx, const char *name,
                                      size_t n_tensors, dd_layer_h *layer_p);
 
 /**
+ * dd_layer_register for tensors of tensor_size bytes each, the
+ * sizeof(dd_tensor_t) of the dreamddp.h the caller was built against:
+ * fields past it read as 0. The dd_layer_register macro below calls it.
+ *
+ * @return as dd_layer_register; DD_ERR_INVALID_PARAM also for a
+ *         tensor_size below the layout without rows and cols or above
+ *         this library's, and for a shape
+ *         whose rows x cols is not count (naming the layer and tensor).
+ */
+DD_API dd_status_t dd_layer_register_sized(dd_context_h ctx, const char *name,
+                                           const dd_tensor_t *tensors,
+                                           size_t n_tensors, size_t tensor_size,
+                                           dd_layer_h *layer_p);
+
+#define dd_layer_register(ctx, name, tensors, n_tensors, layer_p)              \
+    dd_layer_register_sized((ctx), (name), (tensors), (n_tensors),             \
+                            sizeof(dd_tensor_t), (layer_p))
+
+/**
  * Chooses the synchronization strategy before dd_model_commit, overriding
  * DREAMDDP_STRATEGY: "ddp", "localsgd:H", "plsgd:H", "dreamddp:H" or
  * "adaptive".
@@ -387,11 +418,13 @@ DD_API dd_status_t dd_strategy_set(dd_context_h ctx, const char *strategy);
 
 /**
  * Chooses the codec of the syncs before dd_model_commit, overriding
- * DREAMDDP_COMPRESSION: "none", "fp16", "bf16" or "topk:RATIO"
- * ("powersgd:RANK" is refused: not yet wired into the syncs). The default
- * rule applies it to every layer of at least 4096 elements; smaller layers
- * (biases, norms) stay dense. Only f32 host tensors are encoded; others
- * travel as they are. ddp compresses gradients; the model-averaging
+ * DREAMDDP_COMPRESSION: "none", "fp16", "bf16", "topk:RATIO" or
+ * "powersgd:RANK". The default rule applies it to every layer of at least
+ * 4096 elements; smaller layers (biases, norms) stay dense. powersgd also
+ * sends dense (f32) the tensors of such layers that have no shape
+ * (dd_tensor_t::rows and cols 0) or whose factors, (rows + cols) x RANK,
+ * would not be smaller than the tensor. Only f32 host tensors are encoded;
+ * others travel as they are. ddp compresses gradients; the model-averaging
  * strategies compress the change of the parameters since the layer's last
  * sync, so that every replica holds the same parameters after each sync.
  * Every worker must choose the same.

@@ -87,7 +87,7 @@ static int setup(dd_context_h ctx, dd_dtype_t dt, size_t *sizes, int n)
     for (int l = 0; l < n; l++) {
         char name[32];
         bufs[l] = calloc(sizes[l] ? sizes[l] : 1, dd_dtype_size(dt));
-        dd_tensor_t t = {bufs[l], NULL, sizes[l], dt, DD_MEM_HOST, 0};
+        dd_tensor_t t = {bufs[l], NULL, sizes[l], dt, DD_MEM_HOST, 0, 0, 0};
         snprintf(name, sizeof(name), "layer%d", l);
         if (dd_layer_register(ctx, name, &t, 1, NULL) != DD_OK) {
             return 1;

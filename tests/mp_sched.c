@@ -97,8 +97,8 @@ static int setup(dd_context_h ctx, layer_t *L, int mismatch)
         L[l].param = calloc(sizes[l], es);
         L[l].grad = calloc(sizes[l], es);
         size_t count = sizes[l] + (mismatch && rank == 1 && l == 3);
-        dd_tensor_t t = {L[l].param, L[l].grad,   count,
-                         L[l].dtype, DD_MEM_HOST, 0};
+        dd_tensor_t t = {L[l].param,  L[l].grad, count, L[l].dtype,
+                         DD_MEM_HOST, 0,         0,     0};
         snprintf(name, sizeof(name), "layer%d", l);
         CHECK(dd_layer_register(ctx, name, &t, 1, &L[l].h) == DD_OK,
               "register: %s", dd_last_error());
@@ -209,7 +209,7 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
 
 static int misuse(dd_context_h ctx, layer_t *L)
 {
-    dd_tensor_t t = {L[0].param, NULL, 1, DD_DTYPE_F32, DD_MEM_HOST, 0};
+    dd_tensor_t t = {L[0].param, NULL, 1, DD_DTYPE_F32, DD_MEM_HOST, 0, 0, 0};
     CHECK(dd_layer_register(ctx, "layer0", &t, 1, NULL) == DD_ERR_INVALID_PARAM,
           "duplicate name accepted");
     CHECK(dd_step_begin(ctx) == DD_ERR_STATE, "begin before commit");

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "boot/env.h"
+#include "boot/pmix.h"
 #include "core/log.h"
 #include "fake_env.h"
 
@@ -291,6 +292,93 @@ static void test_ompi_hosts_without_uri(void **state)
     assert_non_null(strstr(env.master_hint, "mpirun -x DREAMDDP_MASTER_ADDR"));
 }
 
+/* What Open MPI 4.1's mpirun sets for its PMIx server, on several hosts. */
+#define PMIX_OMPI_VARS(rank)                                                   \
+    "OMPI_COMM_WORLD_RANK=" rank, "OMPI_COMM_WORLD_SIZE=6",                    \
+        "OMPI_COMM_WORLD_LOCAL_SIZE=3", "OMPI_MCA_orte_num_nodes=2",           \
+        "OMPI_MCA_orte_hnp_uri=3590651904.0;tcp://198.18.0.1:41095",           \
+        "PMIX_NAMESPACE=3590651905", "PMIX_RANK=" rank,                        \
+        "PMIX_SERVER_URI4=3590651904.0;tcp4://127.0.0.1:54451"
+
+/* Under a PMIx server rank 0 publishes its store, where the library is
+ * built with PMIx; without, the other conventions still find it, and the
+ * hint says what PMIx would have done. */
+static void test_pmix_server_publishes(void **state)
+{
+    const char *a[] = {PMIX_OMPI_VARS("4"), NULL};
+    dd_boot_env_t env;
+
+    assert_int_equal(detect(a, &env), DD_OK);
+    if (dd_boot_pmix_built()) {
+        assert_true(env.master_pmix);
+        assert_string_equal(env.master_addr, "");
+        assert_string_equal(env.master_from, "rank 0 through PMIx");
+        assert_int_equal(env.master_port, -1); /* rank 0's store picks it */
+    } else {
+        assert_false(env.master_pmix);
+        assert_string_equal(env.master_addr, "198.18.0.1");
+    }
+    /* Every rank on one host: PMIx all the same, for the port it gives. */
+    const char *b[] = {"OMPI_COMM_WORLD_RANK=1",
+                       "OMPI_COMM_WORLD_SIZE=3",
+                       "OMPI_COMM_WORLD_LOCAL_SIZE=3",
+                       "PMIX_NAMESPACE=77",
+                       "PMIX_RANK=1",
+                       "PMIX_SERVER_URI41=77.0;tcp4://127.0.0.1:1",
+                       NULL};
+    assert_int_equal(detect(b, &env), DD_OK);
+    assert_int_equal(env.master_pmix, dd_boot_pmix_built());
+    /* An address given by hand wins. */
+    const char *c[] = {PMIX_OMPI_VARS("4"), "MASTER_ADDR=head", NULL};
+    expect_master(c, "head", "MASTER_ADDR");
+    assert_int_equal(detect(c, &env), DD_OK);
+    assert_false(env.master_pmix);
+}
+
+/* A namespace without a server URI is no PMIx server; a PMIx rank that is
+ * not this rank is not used, and the hint says why. */
+static void test_pmix_not_usable(void **state)
+{
+    const char *a[] = {"OMPI_COMM_WORLD_RANK=1",
+                       "OMPI_COMM_WORLD_SIZE=3",
+                       "OMPI_COMM_WORLD_LOCAL_RANK=1",
+                       "OMPI_COMM_WORLD_LOCAL_SIZE=3",
+                       "PMIX_NAMESPACE=77",
+                       "PMIX_RANK=1",
+                       NULL};
+    dd_boot_env_t env;
+    assert_int_equal(detect(a, &env), DD_OK);
+    assert_false(env.master_pmix);
+    assert_string_equal(env.master_addr, "127.0.0.1");
+
+    const char *b[] = {"DREAMDDP_RANK=1",
+                       "DREAMDDP_WORLD_SIZE=3",
+                       "PMIX_NAMESPACE=77",
+                       "PMIX_RANK=2",
+                       "PMIX_SERVER_URI4=77.0;tcp4://127.0.0.1:1",
+                       NULL};
+    assert_int_equal(detect(b, &env), DD_OK);
+    assert_false(env.master_pmix);
+    assert_string_equal(env.master_addr, "");
+    assert_non_null(strstr(env.master_hint, "PMIX_RANK=2 is not rank 1"));
+
+    /* Built without PMIx under a PMIx server with nothing else to go by:
+     * the hint names what is missing. */
+    const char *c[] = {"DREAMDDP_RANK=1",
+                       "DREAMDDP_WORLD_SIZE=3",
+                       "PMIX_NAMESPACE=77",
+                       "PMIX_RANK=1",
+                       "PMIX_SERVER_URI2=77.0;tcp4://127.0.0.1:1",
+                       NULL};
+    assert_int_equal(detect(c, &env), DD_OK);
+    if (dd_boot_pmix_built()) {
+        assert_true(env.master_pmix);
+        assert_string_equal(env.job_id, "PMIX_NAMESPACE=77");
+    } else {
+        assert_non_null(strstr(env.master_hint, "built without PMIx"));
+    }
+}
+
 static void test_pmi_one_host(void **state)
 {
     const char *a[] = {"PMI_RANK=1", "PMI_SIZE=2", "MPI_LOCALRANKID=1",
@@ -386,6 +474,8 @@ int main(void)
         cmocka_unit_test(test_contradictions),
         cmocka_unit_test(test_dd_values_validated),
         cmocka_unit_test(test_guess_rank),
+        cmocka_unit_test(test_pmix_server_publishes),
+        cmocka_unit_test(test_pmix_not_usable),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

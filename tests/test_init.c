@@ -277,7 +277,7 @@ static void commit_ddp_or_skip(dd_context_h ctx)
 static dd_context_h one_step(float *w, float *g, dd_layer_h *layer_p)
 {
     dd_context_h ctx = NULL;
-    dd_tensor_t t = {w, g, 16, DD_DTYPE_F32, DD_MEM_HOST, 0};
+    dd_tensor_t t = {w, g, 16, DD_DTYPE_F32, DD_MEM_HOST, 0, 0, 0};
 
     assert_int_equal(dd_init(NULL, &ctx), DD_OK);
     assert_int_equal(dd_layer_register(ctx, "fc", &t, 1, layer_p), DD_OK);
@@ -285,6 +285,52 @@ static dd_context_h one_step(float *w, float *g, dd_layer_h *layer_p)
     assert_int_equal(dd_step_begin(ctx), DD_OK);
     assert_int_equal(dd_layer_ready(ctx, *layer_p), DD_OK);
     return ctx;
+}
+
+/* The layout of dd_tensor_t before rows and cols, as programs built then
+ * pass it to the function dd_layer_register. */
+typedef struct {
+    void *param, *grad;
+    size_t count;
+    dd_dtype_t dtype;
+    dd_mem_type_t mem_type;
+    int device;
+} old_tensor_t;
+
+/* A shape must match the count; the old layout and the sized call read
+ * the tensors they are given, the shape 0 x 0 where the layout has none. */
+static void test_layer_shape_and_layout(void **state)
+{
+    float w[2][12] = {{0}};
+    dd_context_h ctx = NULL;
+    dd_tensor_t bad = {.param = w[0], .count = 12, .rows = 3, .cols = 5};
+    dd_tensor_t half = {.param = w[0], .count = 12, .rows = 3};
+    dd_tensor_t good = {.param = w[0], .count = 12, .rows = 3, .cols = 4};
+    old_tensor_t old[2] = {{w[0], NULL, 12, DD_DTYPE_F32, DD_MEM_HOST, 0},
+                           {w[1], NULL, 12, DD_DTYPE_F32, DD_MEM_HOST, 0}};
+
+    assert_int_equal(dd_init(NULL, &ctx), DD_OK);
+    assert_int_equal(dd_layer_register(ctx, "fc", &bad, 1, NULL),
+                     DD_ERR_INVALID_PARAM);
+    assert_string_equal(dd_last_error(),
+                        "dd_layer_register: layer 'fc' tensor 0 of 12 "
+                        "elements is shaped 3 x 5: expected rows x cols = "
+                        "count, or 0 x 0 for a vector");
+    assert_int_equal(dd_layer_register(ctx, "fc", &half, 1, NULL),
+                     DD_ERR_INVALID_PARAM);
+    assert_int_equal(dd_layer_register(ctx, "fc", &good, 1, NULL), DD_OK);
+    /* Two old tensors, read at their own stride: the second one's count
+     * would be garbage at the new one. */
+    assert_int_equal(
+        (dd_layer_register)(ctx, "old", (const void *)old, 2, NULL), DD_OK);
+    assert_int_equal(dd_num_layers(ctx), 2);
+    assert_int_equal(dd_layer_register_sized(ctx, "tiny", &good, 1, 8, NULL),
+                     DD_ERR_INVALID_PARAM);
+    assert_non_null(strstr(dd_last_error(), "tensors of 8 bytes, expected"));
+    assert_int_equal(dd_layer_register_sized(ctx, "big", &good, 1,
+                                             sizeof(dd_tensor_t) + 8, NULL),
+                     DD_ERR_INVALID_PARAM);
+    dd_finalize(ctx);
 }
 
 /* dd_step_end fills the fields its field_mask names and no other; an
@@ -387,7 +433,7 @@ static void test_layer_ready_threads(void **state)
 
     assert_int_equal(dd_init(NULL, &ctx), DD_OK);
     for (int l = 0; l < TH_LAYERS; l++) {
-        dd_tensor_t t = {w[l], g[l], 64, DD_DTYPE_F32, DD_MEM_HOST, 0};
+        dd_tensor_t t = {w[l], g[l], 64, DD_DTYPE_F32, DD_MEM_HOST, 0, 0, 0};
         snprintf(name, sizeof(name), "l%d", l);
         assert_int_equal(dd_layer_register(ctx, name, &t, 1, &layers[l]),
                          DD_OK);
@@ -431,6 +477,7 @@ int main(void)
         cmocka_unit_test_setup(test_config_print, clean_env),
         cmocka_unit_test_setup(test_init_sets_no_backend_variable, clean_env),
         cmocka_unit_test_setup(test_nccl_sets_its_own, clean_env),
+        cmocka_unit_test_setup(test_layer_shape_and_layout, clean_env),
         cmocka_unit_test_setup(test_step_stats_mask, clean_env),
         cmocka_unit_test_setup(test_layer_stats_mask, clean_env),
         cmocka_unit_test_setup(test_layer_ready_threads, clean_env),

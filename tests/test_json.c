@@ -2,7 +2,7 @@
  * Tests of the JSON writer (src/core/json_write.c): escapes of quotes,
  * backslashes and control characters, UTF-8 passed through, commas and
  * nesting, the three layouts, numbers, misuse, and the DREAMDDP_TIMELINE
- * trace that writes through it.
+ * trace that writes through it (escaped names, the agreed clock offset).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -285,11 +285,17 @@ static void test_timeline_escapes_names(void **state)
     char path[] = "/tmp/dd_test_timeline_XXXXXX";
     char text[4096];
     dd_timeline_t *t;
+    dd_job_t job = {.rank = 3};
+    static dd_sched_t sched; /* large: zeroed, off the stack */
 
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
-    assert_int_equal(dd_timeline_open(path, 3, &t), DD_OK);
+    sched.env.job = &job;
+    sched.opts.timeline = path;
+    sched.clock_offset_us = -1234.5;
+    sched.clock_uncertainty_us = 12.5;
+    assert_int_equal(dd_timeline_open(&sched, &t), DD_OK);
     dd_timeline_mark(t, "fc\"1\\w", 0, dd_time_now());
     dd_timeline_close(t);
     FILE *f = fopen(path, "r");
@@ -309,6 +315,9 @@ static void test_timeline_escapes_names(void **state)
     }
     assert_true(strncmp(text, want, strlen(want)) == 0);
     assert_non_null(strstr(text, mark)); /* the name escaped */
+    /* The clock agreed at commit, with the 0.1 us the trace keeps. */
+    assert_non_null(strstr(text, "\"clock_offset_us\":-1234.5,"
+                                 "\"clock_uncertainty_us\":12.5"));
     assert_non_null(strstr(text, "\"tid\":0,\"ts\":"));
     assert_true(n >= 4 && strcmp(text + n - 4, "}\n]\n") == 0);
 }

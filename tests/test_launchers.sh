@@ -2,7 +2,8 @@
 # Jobs started with a launcher's variables faked and no address set by
 # hand: Slurm (rank 0 on the first host of the step's node list), Open MPI
 # on several hosts (mpirun's host from OMPI_MCA_orte_hnp_uri) and the errors
-# when rank 0's host cannot be found or is not mpirun's.
+# when rank 0's host cannot be found, is not mpirun's, or the PMIx server
+# the variables name does not answer.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 SMOKE=$top_builddir/examples/smoke
 unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE DREAMDDP_MASTER_ADDR \
@@ -78,4 +79,17 @@ grep -q "open to anyone" "$TMP/key.0" && fail "rank 0 warns although mpirun gave
 fake 2 "$TMP/nokey" "$one" env DREAMDDP_TIMEOUT_S=3 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then unset OMPI_MCA_orte_precondition_transports; fi; exec "$0"' "$SMOKE"
 [ "$(cat "$TMP/nokey.1.rc")" != 0 ] && pass "a process without the job key fails" || fail "a process with only the job id joined"
 expect_grep "$TMP/nokey.1" "refused rank 1: the job token differs" "the store refuses a process with only the job id"
+
+# A PMIx server that the variables name but nobody runs: built with PMIx,
+# the error says which call failed and what to set, at once; without, the
+# hint says PMIx would have found the address.
+pmix='OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_SIZE=1 PMIX_NAMESPACE=$job PMIX_RANK=1 PMIX_SERVER_URI4="$job.0;tcp4://127.0.0.1:1"'
+fake 1 "$TMP/deadpmix" "$pmix" timeout 20 "$SMOKE"
+[ "$(cat "$TMP/deadpmix.0.rc")" = 1 ] && pass "an unreachable PMIx server fails dd_init" || fail "an unreachable PMIx server: exit $(cat "$TMP/deadpmix.0.rc")"
+if grep -q '^#define HAVE_PMIX 1' "$top_builddir/config.h"; then
+    expect_grep "$TMP/deadpmix.0" "PMIx_Init failed: UNREACHABLE" "the error names the PMIx call"
+    expect_grep "$TMP/deadpmix.0" "set DREAMDDP_MASTER_ADDR to rank 0's host instead" "the error names the variable"
+else
+    expect_grep "$TMP/deadpmix.0" "built without PMIx (configure --with-pmix" "the error says PMIx is not built in"
+fi
 finish

@@ -146,7 +146,8 @@ static int ddbench_sync_worker(dd_context_h ctx, const ddbench_sync_opts_t *o)
     size_t n = o->bytes / sizeof(float);
     float *x = calloc(n, sizeof(float));
     double *t = calloc((size_t)o->iters + 1, sizeof(double));
-    dd_tensor_t tensor = {x, NULL, n, DD_DTYPE_F32, DD_MEM_HOST, 0};
+    dd_tensor_t tensor = {
+        .param = x, .count = n, .dtype = DD_DTYPE_F32, .mem_type = DD_MEM_HOST};
     int correct = 1;
 
     if (x == NULL || t == NULL ||

@@ -1,10 +1,12 @@
 /*
  * ddbench timeline merge: the per-rank DREAMDDP_TIMELINE traces into one
- * Chrome trace on one clock. Each file's process_name metadata gives the
- * CLOCK_REALTIME instant its timestamps count from (t0_realtime_us); every
- * file is shifted to the earliest of them, and each keeps its pid (the
- * rank), so each rank is its own track. It reads traces, it never
- * reinterprets their events.
+ * Chrome trace on one clock, rank 0's. Each file's process_name metadata
+ * gives the CLOCK_REALTIME instant its timestamps count from
+ * (t0_realtime_us) and rank 0's clock minus that rank's, agreed at
+ * dd_model_commit (clock_offset_us; files without it count as 0); every
+ * file is shifted to the earliest start on rank 0's clock, and each keeps
+ * its pid (the rank), so each rank is its own track. It reads traces, it
+ * never reinterprets their events.
  */
 #include "ddbench.h"
 
@@ -18,7 +20,7 @@
 typedef struct {
     const char *path;
     json_object *root; /* the top array */
-    double t0_us;      /* CLOCK_REALTIME of ts 0 */
+    double t0_us;      /* ts 0 on rank 0's CLOCK_REALTIME */
     int rank;
 } ddbench_trace_t;
 
@@ -29,13 +31,16 @@ static int ddbench_trace_clock(ddbench_trace_t *t)
 
     for (size_t i = 0; i < n; i++) {
         json_object *ev = json_object_array_get_idx(t->root, i);
-        json_object *name, *args, *t0, *pid;
+        json_object *name, *args, *t0, *pid, *offset;
         if (json_object_object_get_ex(ev, "name", &name) &&
             strcmp(json_object_get_string(name), "process_name") == 0 &&
             json_object_object_get_ex(ev, "args", &args) &&
             json_object_object_get_ex(args, "t0_realtime_us", &t0) &&
             json_object_object_get_ex(ev, "pid", &pid)) {
             t->t0_us = json_object_get_double(t0);
+            if (json_object_object_get_ex(args, "clock_offset_us", &offset)) {
+                t->t0_us += json_object_get_double(offset);
+            }
             t->rank = json_object_get_int(pid);
             return 0;
         }
@@ -157,8 +162,8 @@ int ddbench_timeline_main(int argc, char **argv)
         (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
         printf("usage: ddbench timeline merge FILE... > merged.json\n"
                "  merges per-rank DREAMDDP_TIMELINE traces into one Chrome "
-               "trace,\n  one track per rank, on rank files' common "
-               "CLOCK_REALTIME\n");
+               "trace,\n  one track per rank, on rank 0's CLOCK_REALTIME "
+               "(the offsets agreed\n  at dd_model_commit)\n");
         return 0;
     }
     if (argc < 3 || strcmp(argv[1], "merge") != 0) {

@@ -184,8 +184,11 @@ static int ddbench_register(ddbench_sim_t *s)
     for (size_t l = 0; l < s->n; l++) {
         s->param[l] = calloc(s->count[l] ? s->count[l] : 1, sizeof(float));
         s->grad[l] = calloc(s->count[l] ? s->count[l] : 1, sizeof(float));
-        dd_tensor_t t = {s->param[l],  s->grad[l],  s->count[l],
-                         DD_DTYPE_F32, DD_MEM_HOST, 0};
+        dd_tensor_t t = {.param = s->param[l],
+                         .grad = s->grad[l],
+                         .count = s->count[l],
+                         .dtype = DD_DTYPE_F32,
+                         .mem_type = DD_MEM_HOST};
         if (s->param[l] == NULL || s->grad[l] == NULL ||
             dd_layer_register(s->ctx, s->p->names[l], &t, 1, &s->layer[l]) !=
                 DD_OK) {

@@ -85,7 +85,8 @@ class Context:
         self._call("dd_strategy_set", strategy.encode())
 
     def compression_set(self, spec):
-        """The codec of the syncs ("none", "fp16", "bf16", "topk:RATIO")."""
+        """The codec of the syncs ("none", "fp16", "bf16", "topk:RATIO",
+        "powersgd:RANK")."""
         self._call("dd_compression_set", spec.encode())
 
     def layer_set_compression(self, layer, spec):
@@ -96,16 +97,22 @@ class Context:
         return self._lib.dd_strategy_name(self.handle).decode()
 
     def layer_register(self, name, tensors):
-        """tensors: (param_ptr, grad_ptr or None, count, dtype, mem_type)."""
+        """tensors: (param_ptr, grad_ptr or None, count, dtype, mem_type)
+        or the same with (rows, cols) after it: the shape as a matrix,
+        which powersgd factors (0, 0: a vector)."""
         arr = (_lib.dd_tensor_t * len(tensors))(
-            *[_lib.dd_tensor_t(p, g, n, d, m) for p, g, n, d, m in tensors]
+            *[
+                _lib.dd_tensor_t(t[0], t[1], t[2], t[3], t[4], 0, *t[5:7])
+                for t in tensors
+            ]
         )
         layer = ctypes.c_void_p()
         self._call(
-            "dd_layer_register",
+            "dd_layer_register_sized",
             name.encode(),
             arr,
             len(tensors),
+            ctypes.sizeof(_lib.dd_tensor_t),
             ctypes.byref(layer),
         )
         return layer

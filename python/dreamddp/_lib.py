@@ -73,6 +73,9 @@ class dd_tensor_t(ctypes.Structure):
         ("dtype", ctypes.c_int),
         ("mem_type", ctypes.c_int),
         ("device", ctypes.c_int),
+        # The shape as a matrix for powersgd; 0 x 0: a vector.
+        ("rows", ctypes.c_size_t),
+        ("cols", ctypes.c_size_t),
     ]
 
 
@@ -130,9 +133,11 @@ _SIGNATURES = {
     "dd_allreduce": (_I, [_P, _P, _P, _SZ, _I, _I, _I]),
     "dd_broadcast": (_I, [_P, _P, _SZ, _I, _I, _I]),
     "dd_allgather": (_I, [_P, _P, _P, _SZ, _I, _I]),
-    "dd_layer_register": (
+    # dd_layer_register is the header's macro over this, with the struct's
+    # size: the ctypes mirror passes its own.
+    "dd_layer_register_sized": (
         _I,
-        [_P, _S, _c.POINTER(dd_tensor_t), _SZ, _c.POINTER(_P)],
+        [_P, _S, _c.POINTER(dd_tensor_t), _SZ, _SZ, _c.POINTER(_P)],
     ),
     "dd_strategy_set": (_I, [_P, _S]),
     "dd_compression_set": (_I, [_P, _S]),

@@ -101,6 +101,17 @@ def _check_tensor(t, what, dtypes):
         )
 
 
+def _matrix_shape(t):
+    """(rows, cols) of a parameter as the matrix PowerSGD factors, as
+    PyTorch's PowerSGD hook views it: the first dimension by the rest (a
+    Linear weight (out, in); a convolution's (out, in * kh * kw)); (0, 0)
+    for a vector or a scalar."""
+    if t.dim() < 2 or t.numel() == 0:
+        return (0, 0)
+    rows = t.shape[0]
+    return (rows, t.numel() // rows if rows else 0)
+
+
 def _dtype_code(t):
     return _BUFFER_DTYPES[t.dtype]
 
@@ -131,7 +142,10 @@ class DreamDDP(torch.nn.Module):
 
     strategy: "ddp", "localsgd:H", "plsgd:H", "dreamddp:H", "adaptive" or
         "adaptive:drift"; None takes DREAMDDP_STRATEGY.
-    compression: must be None (compression is not built yet).
+    compression: the codec of the syncs ("fp16", "bf16", "topk:RATIO",
+        "powersgd:RANK"); None takes DREAMDDP_COMPRESSION. Parameters go
+        with their shape as a matrix (first dimension by the rest), which
+        powersgd factors; layers under 4096 elements stay dense.
     layers: "module", "parameter", or a list of lists of parameters.
     find_unused_parameters: as DDP's: a layer whose parameters got no
         gradient in a step counts as ready with zero gradients. Without it,
@@ -152,12 +166,6 @@ class DreamDDP(torch.nn.Module):
         super().__init__()
         self.module = module
         self.find_unused_parameters = find_unused_parameters
-        if compression is not None:
-            raise _error(
-                _lib.ERR_UNSUPPORTED,
-                "compression=%r: compression is not built yet; pass None"
-                % (compression,),
-            )
         groups, frozen = self._groups(layers)
         buffers = list(self.module.named_buffers())
         for name, b in buffers:
@@ -167,6 +175,8 @@ class DreamDDP(torch.nn.Module):
         self._ctx = ctx
         if strategy is not None:
             ctx.strategy_set(strategy)
+        if compression is not None:
+            ctx.compression_set(compression)
         self.strategy = ctx.strategy
         averaged = self._averaged_buffers(buffers)
         self._layers = self._make_layers(groups, averaged, layers == "module")
@@ -289,6 +299,7 @@ class DreamDDP(torch.nn.Module):
                 )
 
     def _tensors(self, layer):
+        # Parameters go with their shape as a matrix, for powersgd.
         out = []
         for p in layer.params:
             g = p.grad
@@ -304,6 +315,7 @@ class DreamDDP(torch.nn.Module):
             layer.grads.append(g)
             out.append(
                 (p.data_ptr(), g.data_ptr(), p.numel(), _dtype_code(p), 0)
+                + _matrix_shape(p)
             )
         for b in layer.buffers:
             out.append((b.data_ptr(), None, b.numel(), _dtype_code(b), 0))

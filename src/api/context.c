@@ -6,6 +6,7 @@
 #include "api/context.h"
 #include "api/net_agree.h"
 #include "boot/job_token.h"
+#include "boot/pmix.h"
 #include "boot/sock.h"
 #include "core/log.h"
 #include "core/status.h"
@@ -153,6 +154,38 @@ static dd_status_t dd_context_check_master(const dd_boot_env_t *env)
                     env->master_addr);
 }
 
+/* Under a PMIx launcher: rank 0's store listens on DREAMDDP_MASTER_PORT
+ * or any free port, and the address and port travel through PMIx. */
+static dd_status_t dd_context_store_pmix(dd_context_h ctx)
+{
+    dd_boot_env_t *env = &ctx->env;
+    int port = env->master_port < 0 ? 0 : env->master_port;
+    uint64_t token = dd_context_token(ctx, 0);
+    dd_status_t status;
+
+    ctx->token_hash = token;
+    if (env->rank == 0) {
+        status =
+            dd_store_server_start(port, token, env->world_size, &ctx->server);
+        if (status != DD_OK) {
+            return status;
+        }
+        port = dd_store_server_port(ctx->server);
+    }
+    status =
+        dd_boot_pmix_exchange(env->rank, ctx->core.timeout_s, env->master_addr,
+                              sizeof(env->master_addr), &port);
+    if (status != DD_OK) {
+        return status;
+    }
+    env->master_port = port;
+    dd_log_info(DD_SUBSYS_BOOT, "store at %s:%d, from %s", env->master_addr,
+                port, env->master_from);
+    return dd_store_tcp_connect(env->master_addr, port, token, env->rank,
+                                env->world_size, ctx->core.timeout_s,
+                                &ctx->store);
+}
+
 static dd_status_t dd_context_store_tcp(dd_context_h ctx)
 {
     const dd_boot_env_t *env = &ctx->env;
@@ -160,6 +193,9 @@ static dd_status_t dd_context_store_tcp(dd_context_h ctx)
     int port = env->master_port;
     dd_status_t status;
 
+    if (env->master_pmix) {
+        return dd_context_store_pmix(ctx);
+    }
     if (addr[0] == '\0' && env->world_size > 1) {
         return dd_error(
             DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,

@@ -3,9 +3,14 @@
  * context and hands the scheduler (src/sched) what it asked for. Nothing
  * here decides what syncs.
  */
+#include "api/clock_agree.h"
 #include "api/context.h"
 #include "core/log.h"
 #include "sched/sched.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 static dd_status_t dd_api_check(dd_context_h ctx, const char *what)
 {
@@ -16,15 +21,55 @@ static dd_status_t dd_api_check(dd_context_h ctx, const char *what)
     return DD_OK;
 }
 
-dd_status_t dd_layer_register(dd_context_h ctx, const char *name,
-                              const dd_tensor_t *tensors, size_t n_tensors,
-                              dd_layer_h *layer_p)
+/* The layout of dd_tensor_t before rows and cols, which the function
+ * dd_layer_register reads (programs built before the shape). */
+#define DD_TENSOR_SIZE_UNSHAPED offsetof(dd_tensor_t, rows)
+
+dd_status_t dd_layer_register_sized(dd_context_h ctx, const char *name,
+                                    const dd_tensor_t *tensors,
+                                    size_t n_tensors, size_t tensor_size,
+                                    dd_layer_h *layer_p)
 {
     dd_status_t status = dd_api_check(ctx, "dd_layer_register");
 
-    return status != DD_OK ? status
-                           : dd_sched_layer_register(ctx->sched, name, tensors,
-                                                     n_tensors, layer_p);
+    if (status != DD_OK) {
+        return status;
+    }
+    if (tensor_size < DD_TENSOR_SIZE_UNSHAPED ||
+        tensor_size > sizeof(dd_tensor_t)) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                        "dd_layer_register: layer '%s': tensors of %zu bytes, "
+                        "expected %zu to %zu (built against another "
+                        "dreamddp.h?)",
+                        name ? name : "(null)", tensor_size,
+                        (size_t)DD_TENSOR_SIZE_UNSHAPED, sizeof(dd_tensor_t));
+    }
+    if (tensor_size == sizeof(dd_tensor_t) || tensors == NULL) {
+        return dd_sched_layer_register(ctx->sched, name, tensors, n_tensors,
+                                       layer_p);
+    }
+    /* An older layout: copied into this one, the fields past it 0. */
+    dd_tensor_t *copy = calloc(n_tensors ? n_tensors : 1, sizeof(*copy));
+    if (copy == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    for (size_t t = 0; t < n_tensors; t++) {
+        memcpy(&copy[t], (const char *)tensors + t * tensor_size, tensor_size);
+    }
+    status =
+        dd_sched_layer_register(ctx->sched, name, copy, n_tensors, layer_p);
+    free(copy);
+    return status;
+}
+
+/* The exported symbol of programs built before dd_tensor_t had a shape;
+ * the header's macro of the same name calls dd_layer_register_sized. */
+dd_status_t(dd_layer_register)(dd_context_h ctx, const char *name,
+                               const dd_tensor_t *tensors, size_t n_tensors,
+                               dd_layer_h *layer_p)
+{
+    return dd_layer_register_sized(ctx, name, tensors, n_tensors,
+                                   DD_TENSOR_SIZE_UNSHAPED, layer_p);
 }
 
 dd_status_t dd_strategy_set(dd_context_h ctx, const char *strategy)
@@ -62,6 +107,14 @@ dd_status_t dd_model_commit(dd_context_h ctx)
 {
     dd_status_t status = dd_api_check(ctx, "dd_model_commit");
 
+    /* The clocks first, so that the timeline opened by the commit records
+     * the offset; a commit the scheduler refuses (twice, on an
+     * aggregator) skips it, since it would meet no peer. */
+    if (status == DD_OK && ctx->role == DD_ROLE_WORKER &&
+        !ctx->sched->committed && ctx->n_workers > 1) {
+        status = dd_clock_agree(ctx, &ctx->sched->clock_offset_us,
+                                &ctx->sched->clock_uncertainty_us);
+    }
     return status != DD_OK ? status : dd_sched_commit(ctx->sched);
 }
 

@@ -34,8 +34,8 @@ static const dd_config_field_t dd_boot_fields[] = {
      NULL},
     {"DREAMDDP_MASTER_ADDR", NULL,
      "Address of rank 0, which hosts the rendezvous store (else MASTER_ADDR, "
-     "else found from the launcher: one host, Slurm's node list, mpirun's "
-     "host).",
+     "else found from the launcher: published through PMIx, one host, "
+     "Slurm's node list, mpirun's host).",
      DD_CONFIG_STRING, offsetof(dd_boot_opts_t, master_addr), 0, 0, NULL},
     {"DREAMDDP_MASTER_PORT", NULL,
      "TCP port of the rendezvous store (else MASTER_PORT + 1, next to "

@@ -5,11 +5,13 @@
  * (RANK, WORLD_SIZE) must agree when both are set. Outer allocation layers
  * (Slurm, MPI) are ignored below a higher convention, since torchrun run by
  * srun legitimately disagrees with them. Rank 0's address, when no variable
- * gives it, is found from what the launcher says of its hosts; this file
- * only reads variables and never resolves a name or opens a socket.
+ * gives it, comes through the launcher's PMIx server where it runs one, or
+ * is found from what the launcher says of its hosts; this file only reads
+ * variables and never resolves a name, opens a socket or calls PMIx.
  */
 #include "boot/env.h"
 #include "boot/nodelist.h"
+#include "boot/pmix.h"
 #include "core/log.h"
 
 #include <arpa/inet.h>
@@ -333,6 +335,48 @@ static int dd_boot_found_port(const dd_boot_env_t *env,
     return DD_BOOT_FOUND_PORT_BASE + (int)(h % DD_BOOT_FOUND_PORT_SPAN);
 }
 
+static const char *const dd_boot_pmix_uris[] = {
+    "PMIX_SERVER_URI41", "PMIX_SERVER_URI4", "PMIX_SERVER_URI3",
+    "PMIX_SERVER_URI21", "PMIX_SERVER_URI2"};
+
+/* A PMIx server gives the address when the launcher runs one (a
+ * namespace, a rank and a server URI in the environment), its rank is
+ * this rank, and the library is built with PMIx. Anything short of that
+ * is said in the hint, for when nothing else finds the address. */
+static int dd_boot_pmix_usable(dd_getenv_fn_t getenv_fn, void *arg,
+                               dd_boot_env_t *env)
+{
+    const char *nspace = dd_boot_get(getenv_fn, arg, "PMIX_NAMESPACE");
+    const char *uri = NULL;
+    int rank;
+
+    for (size_t i = 0; i < 5 && uri == NULL; i++) {
+        uri = dd_boot_get(getenv_fn, arg, dd_boot_pmix_uris[i]);
+    }
+    if (nspace == NULL || uri == NULL ||
+        dd_boot_parse(getenv_fn, arg, "PMIX_RANK", 0, &rank) != DD_OK ||
+        rank < 0) {
+        return 0;
+    }
+    if (rank != env->rank) {
+        snprintf(env->pmix_note, sizeof(env->pmix_note),
+                 "PMIx is not used: PMIX_RANK=%d is not rank %d (%s)", rank,
+                 env->rank, env->source);
+        return 0;
+    }
+    if (!dd_boot_pmix_built()) {
+        snprintf(env->pmix_note, sizeof(env->pmix_note),
+                 "the launcher runs a PMIx server, but this dreamddp is "
+                 "built without PMIx (configure --with-pmix, Debian's "
+                 "libpmix-dev)");
+        return 0;
+    }
+    if (env->job_id[0] == '\0') {
+        snprintf(env->job_id, sizeof(env->job_id), "PMIX_NAMESPACE=%s", nspace);
+    }
+    return 1;
+}
+
 /* Finds rank 0's address from the launcher when no variable gives it. */
 static dd_status_t dd_boot_master_found(dd_getenv_fn_t getenv_fn, void *arg,
                                         dd_boot_env_t *env)
@@ -340,6 +384,14 @@ static dd_status_t dd_boot_master_found(dd_getenv_fn_t getenv_fn, void *arg,
     dd_status_t status = DD_OK;
 
     if (env->world_size <= 1 || strcmp(env->source, "none") == 0) {
+        return DD_OK;
+    }
+    /* PMIx first: it knows where rank 0 is, and rank 0 publishes the port
+     * its store got, so two jobs on one host never meet. */
+    if (dd_boot_pmix_usable(getenv_fn, arg, env)) {
+        env->master_pmix = 1;
+        snprintf(env->master_from, sizeof(env->master_from),
+                 "rank 0 through PMIx");
         return DD_OK;
     }
     if (dd_boot_one_host(env, getenv_fn, arg)) {
@@ -354,6 +406,12 @@ static dd_status_t dd_boot_master_found(dd_getenv_fn_t getenv_fn, void *arg,
     if (status == DD_OK && env->master_addr[0] != '\0' &&
         env->master_port < 0) {
         env->master_port = dd_boot_found_port(env, getenv_fn, arg);
+    }
+    if (status == DD_OK && env->master_addr[0] == '\0' &&
+        env->pmix_note[0] != '\0') {
+        size_t n = strlen(env->master_hint);
+        snprintf(env->master_hint + n, sizeof(env->master_hint) - n, "%s%s",
+                 n ? "; " : "", env->pmix_note);
     }
     return status;
 }

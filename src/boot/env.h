@@ -27,7 +27,12 @@ typedef struct {
      * be on; rank 0 checks the address is one of its own. */
     int master_check_local;
     /* When no address was found: what the launcher lacks and what to set. */
-    char master_hint[256];
+    char master_hint[384];
+    /* No address yet: rank 0 publishes its store through the launcher's
+     * PMIx server (boot/pmix.h), and the others read it there. */
+    int master_pmix;
+    /* Why a PMIx server in the environment is not used; empty otherwise. */
+    char pmix_note[160];
 } dd_boot_env_t;
 
 /**
@@ -35,7 +40,10 @@ typedef struct {
  * all, the job is a single rank. Partial or contradictory settings return
  * DD_ERR_INVALID_CONFIG with a message naming the variables.
  *
- * Rank 0's address is DREAMDDP_MASTER_ADDR, else MASTER_ADDR, else found
+ * Rank 0's address is DREAMDDP_MASTER_ADDR, else MASTER_ADDR, else
+ * published through the launcher's PMIx server (master_pmix: PMIX_NAMESPACE,
+ * PMIX_RANK equal to the rank and a PMIX_SERVER_URI* are set, and the
+ * library is built with PMIx), else found
  * from the launcher: 127.0.0.1 when it says every rank is on one host;
  * under Slurm the first host of SLURM_STEP_NODELIST (else
  * SLURM_JOB_NODELIST); under Open MPI on several hosts mpirun's host, from

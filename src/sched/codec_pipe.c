@@ -6,7 +6,7 @@
  * codecs (fp16, bf16) go through the route, which sums their wire dtype in
  * f32; topk's encodings (values and indices) are allgathered among the
  * workers on either route, and every worker decodes and averages them in
- * worker order. powersgd's rounds are not wired.
+ * worker order. powersgd's rounds go through codec_rounds.c's pipe.
  *
  * Parameter syncs send the change since the layer's last sync and rebuild
  * x = x_ref + decode(average) from the reference every replica holds
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DD_SCHED_CODECS_WIRED "none, fp16, bf16, topk:RATIO"
+#define DD_SCHED_CODECS_WIRED "none, fp16, bf16, topk:RATIO, powersgd:RANK"
 
 static int dd_sched_codec_spec_is_identity(const char *spec)
 {
@@ -51,12 +51,6 @@ dd_status_t dd_sched_codec_get(dd_sched_t *sched, const char *what,
                         "of " DD_SCHED_CODECS_WIRED,
                         what, spec);
     }
-    if (ops->rounds > 0) {
-        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
-                        "%s'%s': powersgd is not yet wired into the syncs; "
-                        "expected one of " DD_SCHED_CODECS_WIRED,
-                        what, spec);
-    }
     if (sched->n_codecs == DD_SCHED_MAX_CODECS) {
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
                         "%s'%s': at most %d codec specs in one job", what, spec,
@@ -74,7 +68,8 @@ dd_status_t dd_sched_codec_get(dd_sched_t *sched, const char *what,
         return DD_ERR_NO_MEMORY;
     }
     c->wire_dtype = dd_codec_wire_dtype(ops, DD_DTYPE_F32);
-    c->gather = !(ops->caps & DD_CODEC_CAP_SUMMABLE);
+    c->rounds = ops->rounds > 0;
+    c->gather = !(ops->caps & DD_CODEC_CAP_SUMMABLE) && !c->rounds;
     sched->n_codecs++;
     *codec_p = c;
     return DD_OK;
@@ -179,8 +174,9 @@ static dd_status_t dd_sched_layer_codec_init(dd_sched_t *sched,
         if (!dd_sched_tensor_encodes(x)) {
             continue;
         }
-        dd_status_t status = ref->ops->state_create(
-            ref->codec, x->count, x->dtype, 0, 0, &l->codec_states[t]);
+        dd_status_t status =
+            ref->ops->state_create(ref->codec, x->count, x->dtype, x->rows,
+                                   x->cols, &l->codec_states[t]);
         if (status != DD_OK) {
             return status;
         }
@@ -195,15 +191,17 @@ static dd_status_t dd_sched_layer_codec_init(dd_sched_t *sched,
     return DD_OK;
 }
 
-size_t dd_sched_codec_wire_size(const dd_sched_codec_t *codec, size_t count)
+size_t dd_sched_codec_wire_size(const dd_sched_codec_t *codec,
+                                const dd_tensor_t *x)
 {
-    size_t bytes = count * sizeof(float);
+    size_t bytes = x->count * sizeof(float);
 
-    if (codec != NULL && codec->gather) {
-        codec->ref.ops->encoded_size(codec->ref.codec, count, DD_DTYPE_F32, 0,
-                                     0, &bytes);
+    if (codec != NULL && (codec->gather || codec->rounds)) {
+        /* powersgd: the sum of its rounds, P and Q. */
+        codec->ref.ops->encoded_size(codec->ref.codec, x->count, DD_DTYPE_F32,
+                                     x->rows, x->cols, &bytes);
     } else if (codec != NULL) {
-        bytes = count * dd_dtype_size(codec->wire_dtype);
+        bytes = x->count * dd_dtype_size(codec->wire_dtype);
     }
     return bytes;
 }
@@ -215,7 +213,7 @@ size_t dd_sched_layer_wire_bytes(const struct dd_layer *l)
         const dd_tensor_t *x = &l->tensors[t];
         int encoded = l->codec != NULL && l->codec_states != NULL &&
                       l->codec_states[t] != NULL;
-        bytes += encoded ? dd_sched_codec_wire_size(l->codec, x->count)
+        bytes += encoded ? dd_sched_codec_wire_size(l->codec, x)
                          : x->count * dd_dtype_size(x->dtype);
     }
     return bytes;
@@ -260,6 +258,7 @@ dd_status_t dd_sched_codecs_commit(dd_sched_t *sched,
                                           .test = dd_sched_codec_test,
                                           .depth = sched->coll_pipe.depth,
                                           .arg = sched};
+    dd_sched_rounds_pipe_init(sched);
     for (size_t i = 0; i < sched->n_layers; i++) {
         struct dd_layer *l = sched->layers[i];
         const char *spec = dd_sched_layer_codec_spec(sched, l);
@@ -315,10 +314,13 @@ typedef struct {
     void *inner;
 } dd_sched_codec_op_t;
 
-/* The bytes of item j's encoding in the wire buffer. */
+/* The bytes of item j's encoding in the wire buffer (fp16, bf16, topk:
+ * codecs that need no shape). */
 static size_t dd_sched_item_wire(const dd_sync_job_t *job, size_t j)
 {
-    return dd_sched_codec_wire_size(job->codec, job->items[j].count);
+    dd_tensor_t x = {.count = job->items[j].count};
+
+    return dd_sched_codec_wire_size(job->codec, &x);
 }
 
 static dd_status_t dd_sched_codec_encode(const dd_sync_job_t *job,

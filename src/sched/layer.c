@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "sched/sched.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +133,16 @@ static dd_status_t dd_layer_check(dd_sched_t *sched, const char *name,
                             "buffer",
                             name, t);
         }
+        size_t rows = tensors[t].rows, cols = tensors[t].cols;
+        if ((rows == 0) != (cols == 0) ||
+            (rows != 0 &&
+             (cols > SIZE_MAX / rows || rows * cols != tensors[t].count))) {
+            return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                            "dd_layer_register: layer '%s' tensor %zu of %zu "
+                            "elements is shaped %zu x %zu: expected rows x "
+                            "cols = count, or 0 x 0 for a vector",
+                            name, t, tensors[t].count, rows, cols);
+        }
     }
     return DD_OK;
 }
@@ -207,14 +218,15 @@ dd_status_t dd_sched_strategy_set(dd_sched_t *sched, const char *strategy)
 }
 
 /* One line per layer: "name count:dtype,count:dtype", a tensor without a
- * gradient marked ":nograd", since ddp treats it differently. */
+ * gradient marked ":nograd", since ddp treats it differently, and a shaped
+ * one ":ROWSxCOLS". */
 static char *dd_sched_table_text(dd_sched_t *sched)
 {
     size_t size = 64;
     for (size_t i = 0; i < sched->n_layers; i++) {
         size += strlen(sched->layers[i]->name) + 40 +
                 strlen(dd_sched_layer_codec_spec(sched, sched->layers[i])) +
-                40 * sched->layers[i]->n_tensors;
+                80 * sched->layers[i]->n_tensors;
     }
     char *text = malloc(size);
     size_t o = 0;
@@ -222,10 +234,15 @@ static char *dd_sched_table_text(dd_sched_t *sched)
         struct dd_layer *l = sched->layers[i];
         o += (size_t)snprintf(text + o, size - o, "%s", l->name);
         for (size_t t = 0; t < l->n_tensors; t++) {
-            o += (size_t)snprintf(text + o, size - o, "%c%zu:%s%s",
-                                  t ? ',' : ' ', l->tensors[t].count,
-                                  dd_dtype_name(l->tensors[t].dtype),
-                                  l->tensors[t].grad ? "" : ":nograd");
+            const dd_tensor_t *x = &l->tensors[t];
+            o += (size_t)snprintf(
+                text + o, size - o, "%c%zu:%s%s", t ? ',' : ' ', x->count,
+                dd_dtype_name(x->dtype), x->grad ? "" : ":nograd");
+            /* powersgd factors by the shape: every worker the same. */
+            if (x->rows != 0) {
+                o += (size_t)snprintf(text + o, size - o, ":%zux%zu", x->rows,
+                                      x->cols);
+            }
         }
         /* Every worker must send a layer in the same codec. */
         o += (size_t)snprintf(text + o, size - o, " as %s\n",
@@ -475,8 +492,7 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
         return status;
     }
     if (sched->opts.timeline != NULL) {
-        status = dd_timeline_open(sched->opts.timeline, sched->env.job->rank,
-                                  &sched->timeline);
+        status = dd_timeline_open(sched, &sched->timeline);
         if (status != DD_OK) {
             return status;
         }

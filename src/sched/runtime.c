@@ -132,10 +132,11 @@ static dd_status_t dd_sched_job_add_layer(dd_sync_job_t *job, size_t layer)
     return DD_OK;
 }
 
-/* Appends a buffer (and its layer, once) to a job. */
+/* Appends a tensor's buffer (and its layer, once) to a job. */
 static dd_status_t dd_sched_job_add(dd_sync_job_t *job, size_t layer, void *buf,
-                                    size_t count)
+                                    const dd_tensor_t *x)
 {
+    size_t count = x->count;
     dd_sync_item_t *items =
         realloc(job->items, (job->n_items + 1) * sizeof(*items));
     if (items == NULL) {
@@ -152,9 +153,8 @@ static dd_status_t dd_sched_job_add(dd_sync_job_t *job, size_t layer, void *buf,
     }
     size_t bytes = count * dd_dtype_size(job->dtype);
     job->bytes += bytes;
-    job->wire_bytes += job->codec != NULL
-                           ? dd_sched_codec_wire_size(job->codec, count)
-                           : bytes;
+    job->wire_bytes +=
+        job->codec != NULL ? dd_sched_codec_wire_size(job->codec, x) : bytes;
     job->layer_bytes[job->n_layers - 1] += bytes;
     return DD_OK;
 }
@@ -191,13 +191,14 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
             sched->group->codec = codec;
             sched->group->measure = !grads && dd_sched_drift_on(sched);
             if (codec != NULL) {
-                sched->group->pipe =
-                    codec->gather ? &sched->gather_pipe : &sched->codec_pipe;
+                sched->group->pipe = codec->gather   ? &sched->gather_pipe
+                                     : codec->rounds ? &sched->rounds_pipe
+                                                     : &sched->codec_pipe;
             }
         }
         dd_sched_device_job(sched, layer, tensor, sched->group);
         dd_status_t status =
-            dd_sched_job_add(sched->group, layer->index, buf, tensor->count);
+            dd_sched_job_add(sched->group, layer->index, buf, tensor);
         if (status != DD_OK) {
             return status;
         }
@@ -276,7 +277,7 @@ static dd_status_t dd_sched_broadcast_buffers(dd_sched_t *sched,
         }
         dd_sync_job_t *job = dd_sched_new_job(sched, x->dtype, x->mem_type);
         if (job == NULL ||
-            dd_sched_job_add(job, layer->index, x->param, x->count) != DD_OK) {
+            dd_sched_job_add(job, layer->index, x->param, x) != DD_OK) {
             dd_sync_job_free_list(job);
             return DD_ERR_NO_MEMORY;
         }

@@ -73,6 +73,9 @@ typedef struct dd_sched_codec {
     /* Not summable (topk): every worker's encoding is allgathered among
      * the workers, on either route, and each decodes and averages them. */
     int gather;
+    /* A multi-round protocol (powersgd): each round's f32 output averaged
+     * through the route (codec_rounds.c). */
+    int rounds;
 } dd_sched_codec_t;
 
 typedef struct dd_timeline dd_timeline_t;
@@ -153,6 +156,9 @@ typedef struct dd_sched {
     int buckets_done; /* ddp: buckets launched this step */
     dd_engine_t *engine;
     dd_timeline_t *timeline;
+    /* Rank 0's wall clock minus this rank's, agreed at dd_model_commit
+     * (src/api), and its uncertainty; the timeline records both. */
+    double clock_offset_us, clock_uncertainty_us;
     /* How syncs travel: the workers' collectives, or the homes; ddp's
      * buffers (tensors without gradients) come from the first worker
      * through bcast_pipe, on either route. */
@@ -166,7 +172,7 @@ typedef struct dd_sched {
     char *compression; /* dd_compression_set's; NULL: DREAMDDP_COMPRESSION */
     dd_sched_codec_t codecs[DD_SCHED_MAX_CODECS];
     size_t n_codecs;
-    dd_sync_pipe_t codec_pipe, gather_pipe;
+    dd_sync_pipe_t codec_pipe, gather_pipe, rounds_pipe;
     const dd_sync_pipe_t *codec_inner;
     int said_goodbye;
 } dd_sched_t;
@@ -250,8 +256,12 @@ const dd_sched_codec_t *dd_sched_tensor_codec(const dd_sched_t *sched,
                                               const struct dd_layer *layer,
                                               size_t tensor, int grads);
 const char *dd_sched_codec_name(const dd_sched_codec_t *codec);
-/* The bytes count f32 elements take in codec (NULL: dense). */
-size_t dd_sched_codec_wire_size(const dd_sched_codec_t *codec, size_t count);
+/* The bytes an f32 tensor (its count and shape) takes in codec (NULL:
+ * dense). */
+size_t dd_sched_codec_wire_size(const dd_sched_codec_t *codec,
+                                const dd_tensor_t *x);
+/* codec_rounds.c: the pipe of multi-round codecs, around codec_inner. */
+void dd_sched_rounds_pipe_init(dd_sched_t *sched);
 /* The bytes a layer's sync puts on the wire, in its codec. */
 size_t dd_sched_layer_wire_bytes(const struct dd_layer *layer);
 /* The spec a layer is to travel in: its own, or the default rule's. */
@@ -297,7 +307,7 @@ void dd_sched_drift_summary(const dd_sched_t *sched, char *buf, size_t size);
 int dd_sched_drift_on(const dd_sched_t *sched);
 
 /* timeline.c */
-dd_status_t dd_timeline_open(const char *pattern, int rank,
+dd_status_t dd_timeline_open(const dd_sched_t *sched,
                              dd_timeline_t **timeline_p);
 void dd_timeline_mark(dd_timeline_t *t, const char *layer, uint64_t step,
                       double at);

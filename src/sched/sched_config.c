@@ -48,6 +48,12 @@ static const dd_config_field_t dd_sched_fields[] = {
      "was launched) to this file (%r: rank); `ddbench timeline merge` puts "
      "the ranks' files on one clock, a track per rank.",
      DD_CONFIG_STRING, offsetof(dd_sched_opts_t, timeline), 0, 0, NULL},
+    {"DREAMDDP_TEST_CLOCK_SKEW_US", "0",
+     "For tests: microseconds added to this rank's wall clock where the "
+     "timeline and the clock agreement at dd_model_commit read it, to give "
+     "ranks of one host different clocks.",
+     DD_CONFIG_FLOAT, offsetof(dd_sched_opts_t, clock_skew_us), -1000000000,
+     1000000000, NULL},
     {"DREAMDDP_ADAPTIVE_KMIN", "1", "adaptive: shortest sync period, in steps.",
      DD_CONFIG_INT, offsetof(dd_sched_opts_t, adaptive_kmin), 1, 1024, NULL},
     {"DREAMDDP_ADAPTIVE_KMAX", "16", "adaptive: longest sync period, in steps.",
@@ -83,9 +89,10 @@ static const dd_config_field_t dd_sched_fields[] = {
      "failing the step.",
      DD_CONFIG_BOOL, offsetof(dd_sched_opts_t, find_unused), 0, 0, NULL},
     {"DREAMDDP_COMPRESSION", "none",
-     "Codec of the syncs: none, fp16, bf16 or topk:RATIO (powersgd:RANK is "
-     "not yet wired into the syncs). It applies to f32 host layers of "
-     "at least 4096 elements; smaller layers (biases, norms) stay dense, "
+     "Codec of the syncs: none, fp16, bf16, topk:RATIO or powersgd:RANK. It "
+     "applies to f32 host layers of at least 4096 elements; smaller layers "
+     "(biases, norms) stay dense, as do powersgd's tensors without a shape "
+     "(dd_tensor_t rows and cols) or that its factors would not shrink, "
      "and dd_layer_set_compression overrides it per layer. ddp compresses "
      "gradients, the other strategies the parameters' change since the "
      "layer's last sync.",

@@ -5,10 +5,12 @@
  * by the application's threads, one at a time: at dd_layer_ready, under the
  * scheduler's ready_lock, and at dd_step_end. Each file's timestamps count
  * from its own monotonic start; the process_name metadata carries that
- * start on CLOCK_REALTIME (t0_realtime_us), which `ddbench timeline merge`
- * uses to put every rank on one clock: within microseconds on one host,
- * within what NTP keeps across hosts.
+ * start on this rank's CLOCK_REALTIME (t0_realtime_us) and rank 0's clock
+ * minus this one's, agreed at dd_model_commit (clock_offset_us, within
+ * clock_uncertainty_us), which `ddbench timeline merge` adds to put every
+ * rank on rank 0's clock, whatever NTP keeps across hosts.
  */
+#include "core/clock.h"
 #include "core/json_write.h"
 #include "core/log.h"
 #include "core/time.h"
@@ -16,7 +18,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 struct dd_timeline {
     FILE *file;
@@ -28,10 +29,12 @@ struct dd_timeline {
 /* Layer names are at most 200 bytes (dd_layer_register checks). */
 #define DD_TIMELINE_NAME_MAX 256
 
-dd_status_t dd_timeline_open(const char *pattern, int rank,
+dd_status_t dd_timeline_open(const dd_sched_t *sched,
                              dd_timeline_t **timeline_p)
 {
     char path[4096];
+    int rank = sched->env.job->rank;
+    const char *pattern = sched->opts.timeline;
 
     dd_path_expand_rank(path, sizeof(path), pattern, rank);
     dd_timeline_t *t = calloc(1, sizeof(*t));
@@ -47,12 +50,9 @@ dd_status_t dd_timeline_open(const char *pattern, int rank,
     t->rank = rank;
     /* The realtime read between two monotonic ones, so that t0 and its
      * wall-clock value name the same instant to within the reads. */
-    struct timespec real;
     double before = dd_time_now();
-    clock_gettime(CLOCK_REALTIME, &real);
+    double t0_realtime_us = dd_clock_realtime_us(sched->opts.clock_skew_us);
     t->t0 = 0.5 * (before + dd_time_now());
-    double t0_realtime_us =
-        (double)real.tv_sec * 1e6 + 1e-3 * (double)real.tv_nsec;
     char name[32];
     snprintf(name, sizeof(name), "rank %d", rank);
     dd_json_writer_init(&t->json, t->file, 0);
@@ -70,6 +70,10 @@ dd_status_t dd_timeline_open(const char *pattern, int rank,
     dd_json_string(&t->json, name);
     dd_json_key(&t->json, "t0_realtime_us");
     dd_json_fixed(&t->json, t0_realtime_us, 1);
+    dd_json_key(&t->json, "clock_offset_us");
+    dd_json_fixed(&t->json, sched->clock_offset_us, 1);
+    dd_json_key(&t->json, "clock_uncertainty_us");
+    dd_json_fixed(&t->json, sched->clock_uncertainty_us, 1);
     dd_json_object_end(&t->json);
     dd_json_object_end(&t->json);
     *timeline_p = t;

@@ -160,13 +160,23 @@ static dd_status_t dd_context_store_pmix(dd_context_h ctx)
 {
     dd_boot_env_t *env = &ctx->env;
     int port = env->master_port < 0 ? 0 : env->master_port;
-    uint64_t token = dd_context_token(ctx, 0);
-    dd_status_t status;
+    uint64_t token;
+    dd_status_t status = dd_context_token(ctx, port, 1, &token);
 
+    if (status != DD_OK) {
+        return status;
+    }
     ctx->token_hash = token;
     if (env->rank == 0) {
-        status =
-            dd_store_server_start(port, token, env->world_size, &ctx->server);
+        /* Every interface: the address rank 0 publishes is chosen after
+         * the store starts. */
+        double login_s = ctx->core.timeout_s < 10 ? ctx->core.timeout_s : 10;
+        dd_store_server_params_t params = {.addr = NULL,
+                                           .port = port,
+                                           .token_hash = token,
+                                           .world_size = env->world_size,
+                                           .login_s = login_s};
+        status = dd_store_server_start(&params, &ctx->server);
         if (status != DD_OK) {
             return status;
         }

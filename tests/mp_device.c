@@ -16,7 +16,8 @@
  *   mp_device big STEPS        one 100 MiB device layer under ddp
  *   mp_device bandwidth        one worker: a staged step of 100 MiB against
  *                              a plain pinned copy of the same bytes
- * The device module is DREAMDDP_DEVICE's (fake unless it says cuda).
+ * The device module is DREAMDDP_DEVICE's (fake unless it says cuda); the
+ * layers are on device MP_DEVICE_ORDINAL (0 by default).
  */
 #include <dreamddp.h>
 #include <dreamddp/device.h>
@@ -36,6 +37,7 @@ static const dd_device_ops_t *ops;
 static dd_device_t *dev;
 static void *stream;
 static void *scratch; /* the target of the long "kernel" */
+static int ordinal;   /* MP_DEVICE_ORDINAL: the device the layers are on */
 
 #define CHECK(cond, ...)                                                       \
     do {                                                                       \
@@ -95,7 +97,9 @@ static int open_device(void)
     CHECK(entry != NULL, "no %s in %s", DD_DEVICE_ENTRY, path);
     ops = entry();
     CHECK(ops->init(&svc, &dev) == DD_OK, "fake init");
-    CHECK(ops->stream_create(dev, 0, &stream) == DD_OK, "stream");
+    const char *o = getenv("MP_DEVICE_ORDINAL");
+    ordinal = o != NULL ? atoi(o) : 0;
+    CHECK(ops->stream_create(dev, ordinal, &stream) == DD_OK, "stream");
     return 0;
 }
 
@@ -105,7 +109,7 @@ static void *alloc(int l, size_t bytes)
     if (!on_device[l]) {
         return calloc(1, bytes);
     }
-    return ops->mem_alloc(dev, 0, bytes, &p) == DD_OK ? p : NULL;
+    return ops->mem_alloc(dev, ordinal, bytes, &p) == DD_OK ? p : NULL;
 }
 
 /* The "backward" of layer l: its values reach the device late, on the
@@ -127,7 +131,7 @@ static int fill(layer_t *L, int l, long step, int grads)
     /* A long "kernel" first: the copies below land some 30 ms after the
      * layer is marked, long after a sync that did not wait would read. */
     static char scratch_host;
-    if (scratch == NULL && ops->mem_alloc(dev, 0, 1, &scratch) != DD_OK) {
+    if (scratch == NULL && ops->mem_alloc(dev, ordinal, 1, &scratch) != DD_OK) {
         return 1;
     }
     for (int k = 0; l == 3 && k < 100; k++) {
@@ -212,7 +216,7 @@ static int setup(dd_context_h ctx, layer_t *L)
                          .count = sizes[l],
                          .dtype = L[l].dtype,
                          .mem_type = on_device[l] ? DD_MEM_CUDA : DD_MEM_HOST,
-                         .device = 0};
+                         .device = ordinal};
         snprintf(name, sizeof(name), "%s%d", on_device[l] ? "dev" : "host", l);
         CHECK(dd_layer_register(ctx, name, &t, 1, &L[l].h) == DD_OK,
               "register: %s", dd_last_error());

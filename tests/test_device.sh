@@ -46,6 +46,13 @@ else
     fail "nowait"; cat "$TMP/nowait"
 fi
 
+# The device sum (reduce_async) of every dtype.
+if "$DDRUN" -n 1 --timeout 60 -- "$MP" sum >"$TMP/sum" 2>&1; then
+    expect_grep "$TMP/sum" "mp_device: sum: every dtype exact" "the fake device's sum of every dtype"
+else
+    fail "the fake device's sum"; cat "$TMP/sum"
+fi
+
 DREAMDDP_DEVICE=none "$DDRUN" -n 1 -- "$MP" nomodule >"$TMP/none" 2>&1
 expect_grep "$TMP/none" "dd_layer_register: layer 'conv1.weight' tensor 0 is in CUDA memory, but no device module is loaded (DREAMDDP_DEVICE=none" "a CUDA layer without a device module is an error naming it"
 

@@ -96,9 +96,10 @@ class Context:
         return self._lib.dd_strategy_name(self.handle).decode()
 
     def layer_register(self, name, tensors):
-        """tensors: (param_ptr, grad_ptr or None, count, dtype, mem_type)."""
+        """tensors: (param_ptr, grad_ptr or None, count, dtype, mem_type,
+        device), as dd_tensor_t's fields."""
         arr = (_lib.dd_tensor_t * len(tensors))(
-            *[_lib.dd_tensor_t(p, g, n, d, m) for p, g, n, d, m in tensors]
+            *[_lib.dd_tensor_t(*t) for t in tensors]
         )
         layer = ctypes.c_void_p()
         self._call(
@@ -119,6 +120,11 @@ class Context:
 
     def layer_ready(self, layer):
         self._call("dd_layer_ready", layer)
+
+    def layer_ready_stream(self, layer, stream):
+        """stream: the device stream (a cudaStream_t as an integer; 0 or
+        None is the default stream) on which the layer becomes final."""
+        self._call("dd_layer_ready_stream", layer, stream or None)
 
     def layer_unused(self, layer):
         self._call("dd_layer_unused", layer)

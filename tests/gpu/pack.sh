@@ -9,7 +9,8 @@
 # tools/ and tests/ (the programs, real ELF files, not libtool wrappers),
 # lib/ (every shared library ldd names except glibc's and NVIDIA's:
 # libcuda, libcudart, libnccl stay the machine's), lib/ucx/ (UCX's
-# transport modules, found through UCX_MODULE_DIR), lib/fallback/
+# transport modules, found through UCX_MODULE_DIR), lib/hwloc/ (hwloc's
+# PCI plugin, through HWLOC_PLUGINS_PATH), lib/fallback/
 # (libstdc++ and libgcc_s, used only where the machine's are too old) and
 # PACKED (what was packed, from which commit). It must stay under 64 MiB.
 set -eu
@@ -96,6 +97,16 @@ if [ -n "$ucs" ]; then
         [ -e "$pack/lib/ucx/$so.0" ] || cp -L "$m" "$pack/lib/ucx/$so.0"
         take "$m"
     done
+fi
+
+# hwloc finds PCI devices (NICs, GPUs) through its pci plugin, which it
+# dlopens from its own directory: pack that one (HWLOC_PLUGINS_PATH), not
+# the GL, OpenCL or libxml ones and their large dependencies.
+hwloc=$(ldd "$build/.libs/libdreamddp.so.1" 2>/dev/null | awk '$1 ~ /^libhwloc\.so/ {print $3}')
+if [ -n "$hwloc" ] && [ -e "$(dirname "$hwloc")/hwloc/hwloc_pci.so" ]; then
+    mkdir -p "$pack/lib/hwloc"
+    cp -L "$(dirname "$hwloc")/hwloc/hwloc_pci.so" "$pack/lib/hwloc/"
+    take "$pack/lib/hwloc/hwloc_pci.so"
 fi
 
 {

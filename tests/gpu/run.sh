@@ -7,8 +7,8 @@
 # with): run tests/gpu/pack.sh here, carry gpu-pack with the working tree,
 # and run there, from the repository root, the one command
 #   tests/gpu/run.sh gpu-pack
-# (a pack sets its own LD_LIBRARY_PATH and UCX_MODULE_DIR; its PACKED file
-# says from which commit it was built).
+# (a pack sets its own LD_LIBRARY_PATH, UCX_MODULE_DIR and
+# HWLOC_PLUGINS_PATH; its PACKED file says from which commit it was built).
 # It prints one line per check (ok:, FAIL: or SKIP:, with its figures) and
 # exits 0 when all pass, 1 when one fails, 77 with the reason where no GPU
 # is visible. The programs are plain C: device memory comes from the cuda
@@ -40,7 +40,7 @@ if [ -f "$build/PACKED" ]; then
         lib=$lib:$build/lib/fallback
     fi
     export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    export UCX_MODULE_DIR="$build/lib/ucx"
+    export UCX_MODULE_DIR="$build/lib/ucx" HWLOC_PLUGINS_PATH="$build/lib/hwloc"
     missing=$(for f in "$build"/.libs/*.so "$build"/tools/* "$build"/tests/*; do
         ldd "$f" 2>&1 | grep 'not found' | sed "s|^|$(basename "$f"): |"
     done | grep -v 'dd_backend_nccl\|dd_device_cuda\|mp_nccl' | sort -u | head -5)

@@ -30,11 +30,27 @@ else
     fail "device layers among 3 workers"; cat "$TMP/three"
 fi
 
+# Layers on device 1: the commit's broadcast and the syncs stage on the
+# layers' device (the commit once staged on device 0, and the first sync
+# then failed).
+if MP_DEVICE_ORDINAL=1 "$DDRUN" -n 2 --timeout 120 -- "$MP" ddp 3 >"$TMP/dev1" 2>&1; then
+    expect_grep "$TMP/dev1" "mp_device: ddp: 3 steps bit-exact on 2 workers" "device layers on device 1"
+else
+    fail "device layers on device 1"; cat "$TMP/dev1"
+fi
+
 # The check above can see a sync that does not wait for the stream.
 if "$DDRUN" -n 2 --timeout 120 -- "$MP" nowait 3 >"$TMP/nowait" 2>&1; then
     expect_grep "$TMP/nowait" "mp_device: without the readiness event, stale data shows" "a sync that ignores the stream reads stale data"
 else
     fail "nowait"; cat "$TMP/nowait"
+fi
+
+# The device sum (reduce_async) of every dtype.
+if "$DDRUN" -n 1 --timeout 60 -- "$MP" sum >"$TMP/sum" 2>&1; then
+    expect_grep "$TMP/sum" "mp_device: sum: every dtype exact" "the fake device's sum of every dtype"
+else
+    fail "the fake device's sum"; cat "$TMP/sum"
 fi
 
 DREAMDDP_DEVICE=none "$DDRUN" -n 1 -- "$MP" nomodule >"$TMP/none" 2>&1

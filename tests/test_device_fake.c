@@ -3,7 +3,9 @@
  * late (a reader who does not wait sees stale data), events follow CUDA's
  * semantics (complete until recorded, then after the work before them),
  * copies refuse the wrong direction, IPC handles map a buffer in another
- * process, and the loader honours DREAMDDP_DEVICE.
+ * process, device sums (reduce_async) equal the host's bit for bit and
+ * run in stream order, also from an IPC mapping, and the loader honours
+ * DREAMDDP_DEVICE.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +15,7 @@
 #include <cmocka.h>
 
 #include "core/log.h"
+#include "core/reduce.h"
 #include "device/loader.h"
 
 #include <stdlib.h>
@@ -176,6 +179,113 @@ static void test_ipc_across_processes(void **state)
     ops->mem_free(dev, d);
 }
 
+/* Values of every dtype that round in f16 and bf16 and wrap in u8. */
+static void fill(void *buf, dd_dtype_t dtype, size_t n, int seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        float f =
+            (float)((int)((i * 7919u + (unsigned)seed * 104729u) % 2001u) -
+                    1000) *
+            0.01171875f / 3.0f;
+        switch (dtype) {
+        case DD_DTYPE_F32:
+            ((float *)buf)[i] = f;
+            break;
+        case DD_DTYPE_F64:
+            ((double *)buf)[i] = (double)f / 7.0;
+            break;
+        case DD_DTYPE_F16:
+            ((uint16_t *)buf)[i] = dd_coll_f32_to_f16(f);
+            break;
+        case DD_DTYPE_BF16:
+            ((uint16_t *)buf)[i] = dd_coll_f32_to_bf16(f);
+            break;
+        case DD_DTYPE_I32:
+            ((int32_t *)buf)[i] = (int32_t)(f * 1e7f);
+            break;
+        case DD_DTYPE_I64:
+            ((int64_t *)buf)[i] = (int64_t)(f * 1e15);
+            break;
+        default:
+            ((uint8_t *)buf)[i] = (uint8_t)(i * 37u + (unsigned)seed);
+            break;
+        }
+    }
+}
+
+/*
+ * reduce_async: every dtype's device sum equals the host's
+ * (dd_coll_reduce) bit for bit; it runs after the copies queued before it
+ * and completes late, like the copies; its source may be an IPC mapping
+ * (how a host's workers sum each other's buffers); bad arguments are
+ * errors.
+ */
+static void test_reduce_async(void **state)
+{
+    enum { N = 3001 };
+    void *stream;
+    dd_device_event_t *ev;
+    dd_device_ipc_handle_t h;
+
+    (void)state;
+    assert_int_equal(ops->stream_create(dev, 0, &stream), DD_OK);
+    assert_int_equal(ops->event_create(dev, 0, &ev), DD_OK);
+    for (int t = 0; t < DD_DTYPE_LAST; t++) {
+        size_t bytes = N * dd_coll_dtype_size((dd_dtype_t)t);
+        unsigned char *a, *b, *back, *want, *da, *db, *peer;
+        assert_int_equal(ops->host_alloc(dev, bytes, (void **)&a), DD_OK);
+        assert_int_equal(ops->host_alloc(dev, bytes, (void **)&b), DD_OK);
+        assert_int_equal(ops->host_alloc(dev, bytes, (void **)&back), DD_OK);
+        want = malloc(bytes);
+        fill(a, (dd_dtype_t)t, N, 1);
+        fill(b, (dd_dtype_t)t, N, 2);
+        memcpy(want, a, bytes);
+        dd_coll_reduce(want, b, N, (dd_dtype_t)t, DD_REDUCE_SUM);
+        memset(back, 0, bytes);
+        assert_int_equal(ops->mem_alloc(dev, 0, bytes, (void **)&da), DD_OK);
+        assert_int_equal(ops->mem_alloc(dev, 0, bytes, (void **)&db), DD_OK);
+        assert_int_equal(ops->ipc_get(dev, db, &h), DD_OK);
+        assert_int_equal(ops->ipc_open(dev, &h, (void **)&peer), DD_OK);
+        assert_int_equal(
+            ops->memcpy_async(dev, da, a, bytes, DD_DEVICE_COPY_H2D, stream),
+            DD_OK);
+        assert_int_equal(
+            ops->memcpy_async(dev, db, b, bytes, DD_DEVICE_COPY_H2D, stream),
+            DD_OK);
+        assert_int_equal(
+            ops->reduce_async(dev, da, peer, N, (dd_dtype_t)t, stream), DD_OK);
+        assert_int_equal(
+            ops->memcpy_async(dev, back, da, bytes, DD_DEVICE_COPY_D2H, stream),
+            DD_OK);
+        assert_int_equal(ops->event_record(dev, ev, stream), DD_OK);
+        assert_int_equal(ops->event_query(dev, ev), DD_INPROGRESS);
+        assert_int_equal(ops->event_synchronize(dev, ev), DD_OK);
+        assert_memory_equal(back, want, bytes);
+        assert_memory_not_equal(back, a, bytes);
+        assert_int_equal(ops->ipc_close(dev, peer), DD_OK);
+        ops->mem_free(dev, da);
+        ops->mem_free(dev, db);
+        ops->host_free(dev, a);
+        ops->host_free(dev, b);
+        ops->host_free(dev, back);
+        free(want);
+    }
+    void *d, *host;
+    assert_int_equal(ops->mem_alloc(dev, 0, 64, &d), DD_OK);
+    assert_int_equal(ops->host_alloc(dev, 64, &host), DD_OK);
+    assert_int_equal(ops->reduce_async(dev, d, d, 4, DD_DTYPE_LAST, stream),
+                     DD_ERR_INVALID_PARAM);
+    assert_int_equal(ops->reduce_async(dev, d, host, 4, DD_DTYPE_F32, stream),
+                     DD_ERR_INVALID_PARAM);
+    assert_non_null(strstr(dd_last_error(), "must lie in device memory"));
+    assert_int_equal(ops->reduce_async(dev, d, d, 17, DD_DTYPE_F32, stream),
+                     DD_ERR_INVALID_PARAM); /* past the end of the buffer */
+    ops->mem_free(dev, d);
+    ops->host_free(dev, host);
+    ops->event_destroy(dev, ev);
+    ops->stream_destroy(dev, stream);
+}
+
 static void test_info(void **state)
 {
     dd_device_info_t info;
@@ -235,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_copies_complete_late),
         cmocka_unit_test(test_events_per_stream),
         cmocka_unit_test(test_ipc_across_processes),
+        cmocka_unit_test(test_reduce_async),
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_loader_choice),
     };

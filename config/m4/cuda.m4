@@ -29,6 +29,9 @@ AC_DEFUN([DD_CHECK_CUDA], [
   ])
   AS_IF([test "x$dd_have_cuda" = xyes], [AC_DEFINE([HAVE_CUDA], [1], [CUDA found])])
   AM_CONDITIONAL([HAVE_CUDA], [test "x$dd_have_cuda" = xyes])
+  dd_have_nvcc=no
+  AS_IF([test "x$dd_have_cuda" = xyes && test -x "$NVCC"], [dd_have_nvcc=yes])
+  AM_CONDITIONAL([HAVE_NVCC], [test "x$dd_have_nvcc" = xyes])
   AC_SUBST([CUDA_CPPFLAGS])
   AC_SUBST([CUDA_LDFLAGS])
   AC_SUBST([CUDA_LIBS])

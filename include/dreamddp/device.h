@@ -27,8 +27,9 @@
 extern "C" {
 #endif
 
-/** Version of this ABI; the core refuses a module built against another. */
-#define DD_DEVICE_ABI_VERSION 1u
+/** Version of this ABI; the core refuses a module built against another.
+ *  2 added reduce_async at the end of dd_device_ops_t. */
+#define DD_DEVICE_ABI_VERSION 2u
 
 /** Name of the function every module exports (dd_device_entry_fn_t). */
 #define DD_DEVICE_ENTRY "dd_device_ops_get"
@@ -151,6 +152,19 @@ typedef struct dd_device_ops {
                             const dd_device_ipc_handle_t *handle, void **ptr_p);
     /** Unmaps what ipc_open() mapped. */
     dd_status_t (*ipc_close)(dd_device_t *device, void *ptr);
+
+    /** Queues dst[i] += src[i] for i < count, elements of dtype, on
+     *  stream, after the work queued there before it; both buffers are
+     *  device memory (src may be another process's, mapped with
+     *  ipc_open()), and neither may be touched until an event recorded
+     *  after it completes. Every dd_dtype_t, summed as the library's host
+     *  reductions sum it (integers wrap; f16 and bf16 in binary32, rounded
+     *  once to nearest even), so that a device sum equals the host's bit
+     *  for bit. DD_ERR_INVALID_PARAM for an invalid dtype;
+     *  DD_ERR_UNSUPPORTED where the module has no way to sum on the device
+     *  (it says why). Added in ABI version 2. */
+    dd_status_t (*reduce_async)(dd_device_t *device, void *dst, const void *src,
+                                size_t count, dd_dtype_t dtype, void *stream);
 } dd_device_ops_t;
 
 /** Type of DD_DEVICE_ENTRY. */

@@ -97,14 +97,11 @@ class Context:
         return self._lib.dd_strategy_name(self.handle).decode()
 
     def layer_register(self, name, tensors):
-        """tensors: (param_ptr, grad_ptr or None, count, dtype, mem_type)
-        or the same with (rows, cols) after it: the shape as a matrix,
-        which powersgd factors (0, 0: a vector)."""
+        """tensors: (param_ptr, grad_ptr or None, count, dtype, mem_type,
+        device, rows, cols), as dd_tensor_t's fields; those left out are 0
+        (device 0; 0 x 0: a vector, which powersgd does not factor)."""
         arr = (_lib.dd_tensor_t * len(tensors))(
-            *[
-                _lib.dd_tensor_t(t[0], t[1], t[2], t[3], t[4], 0, *t[5:7])
-                for t in tensors
-            ]
+            *[_lib.dd_tensor_t(*t) for t in tensors]
         )
         layer = ctypes.c_void_p()
         self._call(
@@ -126,6 +123,11 @@ class Context:
 
     def layer_ready(self, layer):
         self._call("dd_layer_ready", layer)
+
+    def layer_ready_stream(self, layer, stream):
+        """stream: the device stream (a cudaStream_t as an integer; 0 or
+        None is the default stream) on which the layer becomes final."""
+        self._call("dd_layer_ready_stream", layer, stream or None)
 
     def layer_unused(self, layer):
         self._call("dd_layer_unused", layer)

@@ -146,6 +146,7 @@ _SIGNATURES = {
     "dd_model_commit": (_I, [_P]),
     "dd_step_begin": (_I, [_P]),
     "dd_layer_ready": (_I, [_P, _P]),
+    "dd_layer_ready_stream": (_I, [_P, _P, _P]),
     "dd_step_end": (_I, [_P, _c.POINTER(dd_step_stats_t)]),
     "dd_sync_all": (_I, [_P]),
     "dd_layer_stats": (_I, [_P, _P, _c.POINTER(dd_layer_stats_t)]),

@@ -31,6 +31,13 @@ How it maps onto the library:
     broadcast from rank 0 at the start of each step, as DDP does.
   - Frozen parameters (requires_grad=False) are broadcast from rank 0 once,
     at construction, and not synced after.
+  - CUDA tensors: a layer on a GPU registers as DD_MEM_CUDA on its device
+    and is marked with dd_layer_ready_stream on the stream its gradients
+    became final on, so nothing waits for the GPU on the way; the library
+    needs its cuda device module (its error names the layer otherwise).
+    CPU and CUDA layers may be mixed; a layer's tensors share one device,
+    and a process syncs one GPU. _placement and _ready_stream are the two
+    places that read where a tensor lives and which stream it is final on.
 """
 
 import contextlib
@@ -75,17 +82,38 @@ def _error(status, message, call=None):
     return DreamDDPError(message, status, call)
 
 
-def _check_tensor(t, what, dtypes):
+def _placement(t):
+    """(mem_type, device ordinal) of tensor t's memory, as dd_tensor_t
+    takes them, or None for memory dreamddp does not take."""
+    if t.device.type == "cpu":
+        return _lib.MEM_HOST, 0
     if t.device.type == "cuda":
+        index = t.device.index
+        return _lib.MEM_CUDA, torch.cuda.current_device() if index is None else index
+    return None
+
+
+def _ready_stream(p):
+    """The CUDA stream on which p's gradient is final, as the integer
+    (cudaStream_t) that dd_layer_ready_stream takes: the current stream of
+    p's device on the thread that runs its gradient accumulator (autograd
+    runs it on the stream of the forward op that used p)."""
+    return torch.cuda.current_stream(p.device).cuda_stream
+
+
+def _join_streams(handles, device):
+    """Makes the last of the streams (cudaStream_t integers) wait for the
+    work queued so far on the others."""
+    last = torch.cuda.ExternalStream(handles[-1], device=device)
+    for h in set(handles[:-1]) - {handles[-1]}:
+        last.wait_stream(torch.cuda.ExternalStream(h, device=device))
+
+
+def _check_tensor(t, what, dtypes):
+    if _placement(t) is None:
         raise _error(
             _lib.ERR_UNSUPPORTED,
-            "%s is a CUDA tensor: CUDA tensors need the device-memory "
-            "support of a later release; keep the model on the CPU" % what,
-        )
-    if t.device.type != "cpu":
-        raise _error(
-            _lib.ERR_UNSUPPORTED,
-            "%s is on device '%s': dreamddp takes CPU tensors"
+            "%s is on device '%s': dreamddp takes CPU and CUDA tensors"
             % (what, t.device.type),
         )
     if t.dtype not in dtypes:
@@ -112,6 +140,33 @@ def _matrix_shape(t):
     return (rows, t.numel() // rows if rows else 0)
 
 
+def _check_devices(layers):
+    """One device a layer, and at most one GPU a process (the library
+    stages one device's layers)."""
+    gpus = set()
+    for layer in layers:
+        places = {_placement(t) for t in layer.params + layer.buffers}
+        if len(places) > 1:
+            raise _error(
+                _lib.ERR_UNSUPPORTED,
+                "layer '%s' holds tensors on %s: the tensors of a layer "
+                "must be on one device" % (layer.name, _place_names(places)),
+            )
+        gpus |= {p for p in places if p[0] == _lib.MEM_CUDA}
+    if len(gpus) > 1:
+        raise _error(
+            _lib.ERR_UNSUPPORTED,
+            "the model is on %s: dreamddp syncs one GPU per process (one "
+            "rank per GPU)" % _place_names(gpus),
+        )
+
+
+def _place_names(places):
+    return " and ".join(
+        sorted("cuda:%d" % d if m == _lib.MEM_CUDA else "cpu" for m, d in places)
+    )
+
+
 def _dtype_code(t):
     return _BUFFER_DTYPES[t.dtype]
 
@@ -130,11 +185,14 @@ class _Layer:
         self.seen = [False] * len(params)
         self.pending = len(params)
         self.marked = False
+        self.on_device = False  # a CUDA layer: marked on a stream
+        self.streams = []  # this step's streams of its gradients
 
     def reset(self):
         self.seen = [False] * len(self.params)
         self.pending = len(self.params)
         self.marked = False
+        self.streams = []
 
 
 class DreamDDP(torch.nn.Module):
@@ -184,6 +242,7 @@ class DreamDDP(torch.nn.Module):
             b for _, b in buffers if not any(b is a for a in averaged.values())
         ]
         self._check_unique_names()
+        _check_devices(self._layers)
         # Everything rank 0 has that the table does not carry; collectives
         # before the commit run directly.
         for t in frozen + self._bcast:
@@ -299,7 +358,9 @@ class DreamDDP(torch.nn.Module):
                 )
 
     def _tensors(self, layer):
-        # Parameters go with their shape as a matrix, for powersgd.
+        """The layer's dd_tensor_t fields: (param, grad or None, count,
+        dtype, mem_type, device, rows, cols); parameters go with their shape
+        as a matrix, for powersgd."""
         out = []
         for p in layer.params:
             g = p.grad
@@ -314,11 +375,14 @@ class DreamDDP(torch.nn.Module):
                 p.grad = g
             layer.grads.append(g)
             out.append(
-                (p.data_ptr(), g.data_ptr(), p.numel(), _dtype_code(p), 0)
+                (p.data_ptr(), g.data_ptr(), p.numel(), _dtype_code(p))
+                + _placement(p)
                 + _matrix_shape(p)
             )
         for b in layer.buffers:
-            out.append((b.data_ptr(), None, b.numel(), _dtype_code(b), 0))
+            out.append((b.data_ptr(), None, b.numel(), _dtype_code(b))
+                       + _placement(b))
+        layer.on_device = any(t[4] == _lib.MEM_CUDA for t in out)
         layer.ptrs = [p.data_ptr() for p in layer.params] + [
             b.data_ptr() for b in layer.buffers
         ]
@@ -338,12 +402,14 @@ class DreamDDP(torch.nn.Module):
 
     @staticmethod
     def _flatten_plan(tensors):
-        """Buffers to broadcast, one flat tensor per dtype."""
-        by_dtype = {}
+        """Buffers to broadcast, one flat tensor per dtype and device."""
+        by_kind = {}
         for t in tensors:
-            by_dtype.setdefault(t.dtype, []).append(t)
-        return [(ts, torch.empty(sum(t.numel() for t in ts), dtype=d))
-                for d, ts in by_dtype.items()]
+            by_kind.setdefault((t.dtype, t.device), []).append(t)
+        return [
+            (ts, torch.empty(sum(t.numel() for t in ts), dtype=d, device=dev))
+            for (d, dev), ts in by_kind.items()
+        ]
 
     # ---- the step ---------------------------------------------------------
 
@@ -370,9 +436,25 @@ class DreamDDP(torch.nn.Module):
             )
         layer.seen[i] = True
         layer.pending -= 1
+        if layer.on_device:
+            layer.streams.append(_ready_stream(p))
         if layer.pending == 0:
-            layer.marked = True
+            self._mark(layer)
+
+    def _mark(self, layer):
+        """dd_layer_ready, or for a CUDA layer dd_layer_ready_stream on
+        the stream its last gradient became final on, made to wait for the
+        others' streams first."""
+        layer.marked = True
+        if not layer.on_device:
             self._ctx.layer_ready(layer.handle)
+            return
+        streams = layer.streams
+        if not streams:  # no gradient this step: what ran here is final
+            streams = [_ready_stream((layer.params + layer.buffers)[0])]
+        if len(set(streams)) > 1:
+            _join_streams(streams, (layer.params + layer.buffers)[0].device)
+        self._ctx.layer_ready_stream(layer.handle, streams[-1])
 
     def _check_memory(self):
         for layer in self._layers:
@@ -457,11 +539,16 @@ class DreamDDP(torch.nn.Module):
                     g.zero_()
                     p.grad = g
         whole = len(missing) == len(layer.params)
-        layer.marked = True
-        if whole and _lib.has("dd_layer_unused"):
+        if layer.on_device:
+            # dd_layer_unused zeroes host gradients only: these were zeroed
+            # above, on the current stream, which the mark waits for.
+            layer.streams.append(_ready_stream(layer.params[0]))
+            self._mark(layer)
+        elif whole and _lib.has("dd_layer_unused"):
+            layer.marked = True
             self._ctx.layer_unused(layer.handle)
         else:
-            self._ctx.layer_ready(layer.handle)
+            self._mark(layer)
 
     def finish_step(self):
         """Closes the step (dd_step_end): this step's averages land in place.
@@ -473,8 +560,7 @@ class DreamDDP(torch.nn.Module):
         unused = []
         for layer, missing in self._unmarked():
             if not layer.params:
-                layer.marked = True  # buffers only: nothing to wait for
-                self._ctx.layer_ready(layer.handle)
+                self._mark(layer)  # buffers only: final since forward
             elif self.find_unused_parameters:
                 self._mark_unused(layer, missing)
             else:
@@ -538,33 +624,46 @@ def wrap_optimizer(optimizer, model):
     return optimizer
 
 
-# ---- collectives over the workers, on CPU tensors, in place --------------
+# ---- collectives over the workers, in place ------------------------------
+#
+# A CUDA tensor goes through a host copy: these calls are for setup,
+# checkpoints and small buffers, not the layers' syncs, and the copy
+# orders them after the work queued on the tensor's stream.
 
 
-def _coll_tensor(t, call):
+def _coll_host(t, call):
+    """A host tensor holding t's values (t itself on the CPU)."""
     _check_tensor(t, "the tensor of %s" % call, _BUFFER_DTYPES)
-    return t.data_ptr(), t.numel(), _dtype_code(t)
+    return t if _placement(t)[0] == _lib.MEM_HOST else t.cpu()
+
+
+def _coll_back(t, host):
+    if host is not t:
+        with torch.no_grad():
+            t.copy_(host)
+    return t
 
 
 def allreduce(tensor, op="avg"):
     """Reduces tensor across the workers in place ("sum", "avg", "max",
     "min"); returns it."""
-    ptr, n, d = _coll_tensor(tensor, "allreduce")
-    _context().allreduce(ptr, n, d, op)
-    return tensor
+    host = _coll_host(tensor, "allreduce")
+    _context().allreduce(host.data_ptr(), host.numel(), _dtype_code(host), op)
+    return _coll_back(tensor, host)
 
 
 def broadcast(tensor, root=0):
     """Copies root's tensor into every worker's, in place; returns it."""
-    ptr, n, d = _coll_tensor(tensor, "broadcast")
-    _context().broadcast(ptr, n, d, root)
-    return tensor
+    host = _coll_host(tensor, "broadcast")
+    _context().broadcast(host.data_ptr(), host.numel(), _dtype_code(host), root)
+    return _coll_back(tensor, host)
 
 
 def all_gather(tensor):
-    """A new tensor of shape (workers, *tensor.shape): every worker's."""
-    ptr, n, d = _coll_tensor(tensor, "all_gather")
+    """A new tensor of shape (workers, *tensor.shape), on tensor's device:
+    every worker's."""
+    host = _coll_host(tensor, "all_gather")
     ctx = _context()
-    out = torch.empty((ctx.num_workers,) + tuple(tensor.shape), dtype=tensor.dtype)
-    ctx.allgather(ptr, out.data_ptr(), n, d)
-    return out
+    out = torch.empty((ctx.num_workers,) + tuple(host.shape), dtype=host.dtype)
+    ctx.allgather(host.data_ptr(), out.data_ptr(), host.numel(), _dtype_code(host))
+    return out if host is tensor else out.to(tensor.device)

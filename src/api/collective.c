@@ -70,7 +70,7 @@ static dd_status_t dd_coll_run(dd_context_h ctx, dd_coll_t coll,
         return status;
     }
     /* The workers' instances number the workers from 0. */
-    dd_sched_coll_t c = {.coll = coll, .args = *args};
+    dd_sched_coll_t c = {.coll = coll, .args = *args, .device = -1};
     c.args.root = dd_context_worker_index(ctx, args->root);
     return dd_sched_collective(ctx->sched, &c);
 }

@@ -9,6 +9,8 @@
  */
 #include <dreamddp/device.h>
 
+#include "device/cuda_sum.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -386,6 +388,17 @@ static dd_status_t dd_cuda_ipc_close(dd_device_t *d, void *ptr)
     return DD_OK;
 }
 
+static dd_status_t dd_cuda_reduce_async(dd_device_t *d, void *dst,
+                                        const void *src, size_t count,
+                                        dd_dtype_t dtype, void *stream)
+{
+    char why[384];
+    dd_status_t status =
+        dd_cuda_sum_launch(dst, src, count, dtype, stream, why, sizeof(why));
+
+    return status == DD_OK ? DD_OK : d->svc.error(d->svc.arg, status, why);
+}
+
 static const dd_device_ops_t dd_cuda_ops = {
     .abi_version = DD_DEVICE_ABI_VERSION,
     .name = "cuda",
@@ -409,6 +422,7 @@ static const dd_device_ops_t dd_cuda_ops = {
     .ipc_get = dd_cuda_ipc_get,
     .ipc_open = dd_cuda_ipc_open,
     .ipc_close = dd_cuda_ipc_close,
+    .reduce_async = dd_cuda_reduce_async,
 };
 
 DD_API const dd_device_ops_t *dd_device_ops_get(void)

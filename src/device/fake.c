@@ -11,6 +11,8 @@
  */
 #include <dreamddp/device.h>
 
+#include "core/reduce.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -46,6 +48,8 @@ typedef struct dd_fake_op {
     size_t bytes;
     dd_device_event_t *event; /* an event record, when not NULL */
     uint64_t seq;
+    int reduce; /* dst += src, bytes / size elements of dtype */
+    dd_dtype_t dtype;
 } dd_fake_op_t;
 
 typedef struct {
@@ -165,6 +169,10 @@ static void *dd_fake_stream_main(void *arg)
         nanosleep(&nap, NULL);
         if (op->event != NULL) {
             dd_fake_event_complete(op->event, op->seq);
+        } else if (op->reduce) {
+            dd_coll_reduce(op->dst, op->src,
+                           op->bytes / dd_coll_dtype_size(op->dtype), op->dtype,
+                           DD_REDUCE_SUM);
         } else {
             memcpy(op->dst, op->src, op->bytes);
         }
@@ -555,6 +563,38 @@ static dd_status_t dd_fake_memcpy_async(dd_device_t *d, void *dst,
     return dd_fake_enqueue(d, stream, op);
 }
 
+/* The device's "kernel": the library's own host sum, on the stream's
+ * thread, so that it equals the host reductions bit for bit. */
+static dd_status_t dd_fake_reduce_async(dd_device_t *d, void *dst,
+                                        const void *src, size_t count,
+                                        dd_dtype_t dtype, void *stream)
+{
+    dd_fake_alloc_t a;
+    size_t es = dd_coll_dtype_size(dtype);
+
+    if (es == 0) {
+        return dd_fake_error(d, DD_ERR_INVALID_PARAM,
+                             "reduce_async: invalid dtype %d", (int)dtype);
+    }
+    if (count > SIZE_MAX / es || !dd_fake_find(dst, count * es, &a) ||
+        !dd_fake_find(src, count * es, &a)) {
+        return dd_fake_error(d, DD_ERR_INVALID_PARAM,
+                             "reduce_async: %zu elements at %p += %p: both "
+                             "must lie in device memory",
+                             count, dst, src);
+    }
+    dd_fake_op_t *op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        return dd_fake_error(d, DD_ERR_NO_MEMORY, "no memory");
+    }
+    op->dst = dst;
+    op->src = src;
+    op->bytes = count * es;
+    op->reduce = 1;
+    op->dtype = dtype;
+    return dd_fake_enqueue(d, stream, op);
+}
+
 /* ---- IPC: the shared-memory object's name ------------------------------ */
 
 static dd_status_t dd_fake_ipc_get(dd_device_t *d, void *ptr,
@@ -642,6 +682,7 @@ static const dd_device_ops_t dd_fake_ops = {
     .ipc_get = dd_fake_ipc_get,
     .ipc_open = dd_fake_ipc_open,
     .ipc_close = dd_fake_ipc_close,
+    .reduce_async = dd_fake_reduce_async,
 };
 
 DD_API const dd_device_ops_t *dd_device_ops_get(void)

@@ -431,7 +431,8 @@ static dd_status_t dd_sched_broadcast_params(dd_sched_t *sched)
                                               .count = x->count,
                                               .dtype = x->dtype,
                                               .root = 0,
-                                              .mem_type = x->mem_type}};
+                                              .mem_type = x->mem_type},
+                                     .device = x->device};
             dd_status_t status = dd_sched_collective(sched, &bcast);
             if (status != DD_OK) {
                 return dd_error(status, DD_SUBSYS_SCHED,

@@ -139,6 +139,25 @@ double dd_sched_engine_timeout(const dd_sched_t *sched)
     return sched->env.job->timeout_s + DD_ENGINE_GRACE_S;
 }
 
+/* The ordinal a collective on device memory runs on: its own, or that of
+ * the process's device layers (the public collectives take none). */
+static int dd_sched_coll_device(const dd_sched_t *sched,
+                                const dd_sched_coll_t *c)
+{
+    if (c->device >= 0) {
+        return c->device;
+    }
+    for (size_t i = 0; i < sched->n_layers; i++) {
+        const struct dd_layer *l = sched->layers[i];
+        for (size_t t = 0; t < l->n_tensors; t++) {
+            if (l->tensors[t].mem_type == DD_MEM_CUDA) {
+                return l->tensors[t].device;
+            }
+        }
+    }
+    return 0;
+}
+
 dd_status_t dd_sched_collective(dd_sched_t *sched, const dd_sched_coll_t *c)
 {
     const dd_job_t *job = sched->env.job;
@@ -147,6 +166,7 @@ dd_status_t dd_sched_collective(dd_sched_t *sched, const dd_sched_coll_t *c)
         dd_sync_job_t call = {.step = sched->step,
                               .dtype = c->args.dtype,
                               .mem_type = c->args.mem_type,
+                              .device = dd_sched_coll_device(sched, c),
                               .op = c};
         return sched->env.device != NULL
                    ? dd_sched_device_call(sched, &call)
@@ -171,6 +191,7 @@ dd_status_t dd_sched_collective(dd_sched_t *sched, const dd_sched_coll_t *c)
     call->step = sched->step;
     call->dtype = c->args.dtype;
     call->mem_type = c->args.mem_type;
+    call->device = dd_sched_coll_device(sched, c);
     call->pipe = c->args.mem_type != DD_MEM_HOST && sched->env.device != NULL
                      ? &sched->device_pipe
                      : &sched->coll_pipe;

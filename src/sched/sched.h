@@ -99,6 +99,8 @@ typedef struct {
 typedef struct {
     dd_coll_t coll;
     dd_backend_args_t args; /* root as a worker index */
+    int device;             /* device memory: its ordinal; -1: the device of the
+                               process's device layers (0 without any) */
 } dd_sched_coll_t;
 
 typedef struct dd_sched {

@@ -1,7 +1,14 @@
 #!/bin/sh
-# The checks that need a GPU, from a configured and built tree, in one run
-# of at most 8 minutes (each check has its own timeout):
+# The checks that need a GPU, in one run of at most 8 minutes (each check
+# has its own timeout), from a configured and built tree or from the pack
+# that tests/gpu/pack.sh made:
 #   tests/gpu/run.sh [BUILD_DIR]
+# On the lent GPU machine (no UCX, Gloo or hwloc there, nothing to build
+# with): run tests/gpu/pack.sh here, carry gpu-pack with the working tree,
+# and run there, from the repository root, the one command
+#   tests/gpu/run.sh gpu-pack
+# (a pack sets its own LD_LIBRARY_PATH, UCX_MODULE_DIR and
+# HWLOC_PLUGINS_PATH; its PACKED file says from which commit it was built).
 # It prints one line per check (ok:, FAIL: or SKIP:, with its figures) and
 # exits 0 when all pass, 1 when one fails, 77 with the reason where no GPU
 # is visible. The programs are plain C: device memory comes from the cuda
@@ -15,17 +22,41 @@
 #   4. device layers under every strategy, 2 workers on one GPU (UCX)
 #   5. a device layer passed to NCCL as it is (one rank)
 #   6. NCCL's collectives on a communicator of one rank (mp_nccl)
+#   6b. the cuda module's device sum (reduce_async, the PTX kernels) of
+#      every dtype, exact, and its speed on 100 MiB
+#   7. the PyTorch front end on CUDA tensors (tests/gpu/torch_gpu.py), 2
+#      ranks on one GPU (UCX, staging) under ddp and dreamddp:4: replicas
+#      equal after every averaging, ddp's gradients equal to a
+#      single-process reference; skipped without torch or torch.cuda
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$here}" && pwd)
-if ! make -C "$build" -j"$(nproc)" all tests/mp_coll tests/mp_device \
+if [ -f "$build/PACKED" ]; then
+    # A pack: nothing to build; its libraries before the machine's, and
+    # libstdc++ from it only where the machine's is too old for Gloo's.
+    lib=$build/.libs:$build/lib
+    if LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        ldd "$build/.libs/dd_backend_gloo.so" 2>&1 | grep -q 'GLIBCXX.*not found'; then
+        lib=$lib:$build/lib/fallback
+    fi
+    export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export UCX_MODULE_DIR="$build/lib/ucx" HWLOC_PLUGINS_PATH="$build/lib/hwloc"
+    missing=$(for f in "$build"/.libs/*.so "$build"/tools/* "$build"/tests/*; do
+        ldd "$f" 2>&1 | grep 'not found' | sed "s|^|$(basename "$f"): |"
+    done | grep -v 'dd_backend_nccl\|dd_device_cuda\|mp_nccl' | sort -u | head -5)
+    if [ -n "$missing" ]; then
+        echo "FAIL: the pack cannot load here: $(echo "$missing" | tr '\n' ' ')"
+        exit 1
+    fi
+    echo "ok: pack: $(sed -n 2p "$build/PACKED")"
+elif ! make -C "$build" -j"$(nproc)" all tests/mp_coll tests/mp_device \
     >"${TMPDIR:-/tmp}/dd-gpu-build.log" 2>&1; then
     echo "FAIL: build (see ${TMPDIR:-/tmp}/dd-gpu-build.log)"
     exit 1
 fi
 have_nccl=0
-make -C "$build" tests/mp_nccl >/dev/null 2>&1 && [ -x "$build/tests/mp_nccl" ] &&
-    have_nccl=1
+[ -f "$build/PACKED" ] || make -C "$build" tests/mp_nccl >/dev/null 2>&1
+[ -x "$build/tests/mp_nccl" ] && have_nccl=1
 export top_srcdir="$here" top_builddir="$build" DDRUN="$build/tools/ddrun"
 export DREAMDDP_BACKEND_PATH="$build/.libs" DREAMDDP_TIMEOUT_S=120
 unset DREAMDDP_BACKENDS DREAMDDP_NUM_AGGREGATORS DREAMDDP_ROUTE
@@ -84,6 +115,26 @@ if [ $have_nccl = 1 ]; then
         env DREAMDDP_BACKENDS=nccl "$DDRUN" -n 1 --timeout 55 -- "$build/tests/mp_nccl"
 else
     echo "SKIP: NCCL: configure did not find it (no tests/mp_nccl)"
+fi
+
+# 6b. The device sum's kernels, loaded through the driver.
+check "device sum (reduce_async) of every dtype, 100 MiB speed" 60 \
+    "mp_device: sum: every dtype exact" \
+    "$DDRUN" -n 1 --timeout 55 -- "$MP" sum
+
+# 7. The PyTorch front end on CUDA tensors, two ranks sharing the GPU.
+py=${DDTEST_PYTHON:-python3}
+if ! why=$("$py" -c 'import torch; print(torch.__version__) if torch.cuda.is_available() else print("torch.cuda sees no GPU") or exit(1)' 2>&1); then
+    echo "SKIP: PyTorch on the GPU: $py: $(echo "$why" | tail -1)"
+else
+    for s in ddp dreamddp:4; do
+        check "PyTorch $why, CUDA tensors, $s, 2 ranks on one GPU" 90 \
+            "torch_gpu: $s: " \
+            env PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" \
+            DREAMDDP_LIBRARY="$build/.libs/libdreamddp.so.1" \
+            DREAMDDP_BACKENDS=ucx DREAMDDP_STAGING_BYTES=64K OMP_NUM_THREADS=1 \
+            "$DDRUN" -n 2 --timeout 80 -- "$py" "$here/tests/gpu/torch_gpu.py" $s 8
+    done
 fi
 
 [ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }

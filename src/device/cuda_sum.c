@@ -28,9 +28,9 @@ typedef int dd_cu_result_t; /* CUresult: 0 is CUDA_SUCCESS */
 #define DD_CU_MAX_GRID 4096u
 
 static const char *const dd_cu_kernels[DD_DTYPE_LAST] = {
-    [DD_DTYPE_F32] = "dd_cuda_sum_f32",   [DD_DTYPE_F64] = "dd_cuda_sum_f64",
-    [DD_DTYPE_F16] = "dd_cuda_sum_f16",   [DD_DTYPE_BF16] = "dd_cuda_sum_bf16",
-    [DD_DTYPE_I32] = "dd_cuda_sum_i32",   [DD_DTYPE_I64] = "dd_cuda_sum_i64",
+    [DD_DTYPE_F32] = "dd_cuda_sum_f32", [DD_DTYPE_F64] = "dd_cuda_sum_f64",
+    [DD_DTYPE_F16] = "dd_cuda_sum_f16", [DD_DTYPE_BF16] = "dd_cuda_sum_bf16",
+    [DD_DTYPE_I32] = "dd_cuda_sum_i32", [DD_DTYPE_I64] = "dd_cuda_sum_i64",
     [DD_DTYPE_U8] = "dd_cuda_sum_u8"};
 
 /* The driver's entry points, and each context's kernels. */
@@ -75,15 +75,14 @@ static void dd_cu_load(void)
 
     dd_cu.dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (dd_cu.dl == NULL) {
-        snprintf(dd_cu.why, sizeof(dd_cu.why), "no CUDA driver: %s",
-                 dlerror());
+        snprintf(dd_cu.why, sizeof(dd_cu.why), "no CUDA driver: %s", dlerror());
         return;
     }
     for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
         void *f = dlsym(dd_cu.dl, syms[i].name);
         if (f == NULL) {
-            snprintf(dd_cu.why, sizeof(dd_cu.why),
-                     "the CUDA driver lacks %s", syms[i].name);
+            snprintf(dd_cu.why, sizeof(dd_cu.why), "the CUDA driver lacks %s",
+                     syms[i].name);
             dlclose(dd_cu.dl);
             dd_cu.dl = NULL;
             return;
@@ -159,8 +158,9 @@ static dd_status_t dd_cu_context(void *stream, void **ctx_p, char *why,
         return dd_cu_fail(err, "the context of the stream", why, size);
     }
     if (*ctx_p == NULL) {
-        snprintf(why, size, "no current CUDA context for a sum on the "
-                            "default stream");
+        snprintf(why, size,
+                 "no current CUDA context for a sum on the "
+                 "default stream");
         return DD_ERR_STATE;
     }
     return DD_OK;
@@ -181,9 +181,10 @@ dd_status_t dd_cuda_sum_launch(void *dst, const void *src, size_t count,
     }
 #ifndef DD_CUDA_HAVE_SUM_PTX
     (void)dst, (void)src, (void)stream;
-    snprintf(why, size, "reduce_async: this cuda module was built without "
-                        "nvcc, so it has no device sum kernels (configure "
-                        "--with-cuda where nvcc is)");
+    snprintf(why, size,
+             "reduce_async: this cuda module was built without "
+             "nvcc, so it has no device sum kernels (configure "
+             "--with-cuda where nvcc is)");
     return DD_ERR_UNSUPPORTED;
 #else
     void *ctx, **fn = NULL;

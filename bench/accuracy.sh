@@ -14,6 +14,8 @@
 #   SEEDS       (default: 1 2 3)
 #   WORKERS     (default: 4)
 #   EXTRA       more train_mlp arguments, such as --lr 0.05
+#   APPEND=1    add to the results instead of starting them afresh (to
+#               rerun what failed)
 . "$(dirname "$0")/lib.sh"
 out=${OUT:-$RESULTS/accuracy.jsonl}
 strategies=${STRATEGIES:-ddp localsgd:4 localsgd:16 plsgd:4 dreamddp:4 adaptive dreamddp:4+agg2}
@@ -25,7 +27,9 @@ workers=${WORKERS:-4}
 DDRUN=${DDRUN:-$builddir/tools/ddrun}
 TRAIN_MLP=${TRAIN_MLP:-$builddir/examples/train_mlp}
 
-start_results "$out" 1
+[ "${APPEND:-0}" = 1 ] && [ -s "$out" ] || start_results "$out" 1
+log=$(mktemp "${TMPDIR:-/tmp}/dd-accuracy.XXXXXX")
+trap 'rm -f "$log"' EXIT
 for data in $datas; do
     for steps in $steps_list; do
         for s in $strategies; do
@@ -37,9 +41,15 @@ for data in $datas; do
                     "$DDRUN" -n $((workers + aggs)) --aggregators "$aggs" \
                         --timeout 900 -- "$TRAIN_MLP" --strategy "$strategy" \
                         --data "$data" --steps "$steps" --seed "$seed" \
-                        --compression "$c" --json ${EXTRA:-} 2>&1 |
-                        sed -n "s/^0: {/{\"seed\":$seed,/p" | tee -a "$out" ||
-                        echo "bench: $s $c seed $seed failed" >&2
+                        --compression "$c" --json ${EXTRA:-} >"$log" 2>&1
+                    rc=$?
+                    line=$(sed -n "s/^0: {/{\"seed\":$seed,/p" "$log")
+                    if [ $rc = 0 ] && [ -n "$line" ]; then
+                        printf '%s\n' "$line" | tee -a "$out"
+                    else
+                        echo "bench: $s $c $data $steps steps seed $seed failed (exit $rc):" >&2
+                        tail -n 5 "$log" | sed 's/^/    /' >&2
+                    fi
                 done
             done
         done

@@ -41,8 +41,8 @@ for data in $datas; do
                     "$DDRUN" -n $((workers + aggs)) --aggregators "$aggs" \
                         --timeout 900 -- "$TRAIN_MLP" --strategy "$strategy" \
                         --data "$data" --steps "$steps" --seed "$seed" \
-                        --compression "$c" --json ${EXTRA:-} >"$log" 2>&1
-                    rc=$?
+                        --compression "$c" --json ${EXTRA:-} >"$log" 2>&1 &&
+                        rc=0 || rc=$?
                     line=$(sed -n "s/^0: {/{\"seed\":$seed,/p" "$log")
                     if [ $rc = 0 ] && [ -n "$line" ]; then
                         printf '%s\n' "$line" | tee -a "$out"

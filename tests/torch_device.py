@@ -169,7 +169,7 @@ def cmd_equal(strategy, steps):
     device_layers = [n for n in model.layer_names() if n != "fc2"]
     for name, tensors in calls["register"].items():
         want = (lib.MEM_HOST, 0) if name == "fc2" else (lib.MEM_CUDA, DEVICE)
-        got = {tuple(t[4:]) for t in tensors}
+        got = {tuple(t[4:6]) for t in tensors}
         if got != {want}:
             fail("layer %s registered as (mem_type, device) %s, expected %s" % (name, got, want))
     if not same_everywhere(list(net.parameters())):

@@ -22,7 +22,9 @@ round() {
         # S/C: strategy S with --compression C.
         s=${entry%%/*}
         codec=
-        [ "$s" = "$entry" ] || codec="--compression ${entry#*/}"
+        # With a codec, layers are matrices of 768 columns, as torch_sim.py
+        # shapes them (what powersgd factors).
+        [ "$s" = "$entry" ] || codec="--compression ${entry#*/} --cols 768"
         timeline=
         if [ "$s" = dreamddp:4 ] && [ "$1" = "$ROUNDS" ]; then
             timeline=$RESULTS/timeline_dreamddp4.%r.json

@@ -28,7 +28,7 @@
 typedef struct {
     const char *profile, *strategy;
     const char *compression; /* NULL: DREAMDDP_COMPRESSION */
-    long iters, warmup;
+    long iters, warmup, cols;
     double scale, time_scale, bytes_per_s;
     int check, json;
 } ddbench_train_opts_t;
@@ -51,11 +51,17 @@ static void ddbench_train_usage(FILE *out)
             "usage: ddbench train-sim --profile DIR --strategy S [--iters N]\n"
             "         [--warmup N] [--scale X] [--time-scale T] [--check] "
             "[--json]\n"
-            "         [--bytes-per-second B] [--compression C]\n"
+            "         [--bytes-per-second B] [--compression C] [--cols N]\n"
             "  S: ddp, localsgd:H, plsgd:H, dreamddp:H, adaptive, or none "
             "(no sync)\n"
-            "  C: none, fp16, bf16, topk:RATIO (dd_compression_set; --check "
-            "needs none)\n");
+            "  C: none, fp16, bf16, topk:RATIO, powersgd:RANK "
+            "(dd_compression_set;\n"
+            "     --check needs none)\n"
+            "  --cols N: layers of at least N elements are matrices of N "
+            "columns (their\n"
+            "     count rounded down to whole rows), which powersgd "
+            "factors; default 0:\n"
+            "     vectors (torch_sim.py uses 768, GPT-2's width)\n");
 }
 
 static void ddbench_sleep(double s)
@@ -171,11 +177,15 @@ static int ddbench_sizes(ddbench_sim_t *s, const ddbench_train_opts_t *o)
                             ? (double)s->p->num_params[l]
                             : s->p->comm_s[l] * o->bytes_per_s / 4.0;
         s->count[l] = (size_t)llround(params * o->scale);
+        /* As torch_sim.py shapes its layers: whole rows of cols. */
+        if (o->cols > 0 && s->count[l] >= (size_t)o->cols) {
+            s->count[l] -= s->count[l] % (size_t)o->cols;
+        }
     }
     return 0;
 }
 
-static int ddbench_register(ddbench_sim_t *s)
+static int ddbench_register(ddbench_sim_t *s, const ddbench_train_opts_t *o)
 {
     s->param = calloc(s->n, sizeof(float *));
     s->grad = calloc(s->n, sizeof(float *));
@@ -189,6 +199,10 @@ static int ddbench_register(ddbench_sim_t *s)
                          .count = s->count[l],
                          .dtype = DD_DTYPE_F32,
                          .mem_type = DD_MEM_HOST};
+        if (o->cols > 0 && s->count[l] >= (size_t)o->cols) {
+            t.cols = (size_t)o->cols;
+            t.rows = s->count[l] / t.cols;
+        }
         if (s->param[l] == NULL || s->grad[l] == NULL ||
             dd_layer_register(s->ctx, s->p->names[l], &t, 1, &s->layer[l]) !=
                 DD_OK) {
@@ -259,6 +273,7 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
         {"bytes-per-second", required_argument, 0, 'b'},
         {"check", no_argument, 0, 'c'},
         {"compression", required_argument, 0, 'C'},
+        {"cols", required_argument, 0, 'k'},
         {"json", no_argument, 0, 'j'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -294,6 +309,9 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
         case 'b':
             bad = dd_arg_double(P, "--bytes-per-second", optarg, 0, 1e15,
                                 &o->bytes_per_s);
+            break;
+        case 'k':
+            bad = dd_arg_long(P, "--cols", optarg, 0, 100000000, &o->cols);
             break;
         case 'c':
             o->check = 1;
@@ -507,7 +525,7 @@ static int ddbench_train_run(ddbench_sim_t *s, const ddbench_train_opts_t *o)
         (dd_strategy_set(s->ctx, o->strategy) != DD_OK ||
          (o->compression != NULL &&
           dd_compression_set(s->ctx, o->compression) != DD_OK) ||
-         ddbench_register(s) != 0 || dd_model_commit(s->ctx) != DD_OK)) {
+         ddbench_register(s, o) != 0 || dd_model_commit(s->ctx) != DD_OK)) {
         fprintf(stderr, "ddbench: rank %d: %s\n", s->rank, dd_last_error());
         return 1;
     }

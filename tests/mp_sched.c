@@ -6,6 +6,8 @@
  * was synced at least once in every window.
  *
  *   mp_sched STRATEGY STEPS   check the strategy
+ *   mp_sched env STEPS        the same under DREAMDDP_STRATEGY (a rank may
+ *                             have other settings than the rest)
  *   mp_sched collective STRATEGY STEPS
  *                             the same, with dd_allreduce and dd_broadcast
  *                             called in the middle of every backward
@@ -33,6 +35,7 @@
 static const size_t sizes[N_LAYERS] = {1, 7, 4099, 70000, 33};
 static int rank, world;
 static int user_coll; /* collectives inside the open step */
+static int from_env;  /* the strategy is DREAMDDP_STRATEGY's */
 
 #define CHECK(cond, ...)                                                       \
     do {                                                                       \
@@ -139,7 +142,8 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
     dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS |
                                          DD_LAYER_STATS_FIELD_PERIOD};
 
-    CHECK(dd_strategy_set(ctx, strategy) == DD_OK, "%s", dd_last_error());
+    CHECK(from_env || dd_strategy_set(ctx, strategy) == DD_OK, "%s",
+          dd_last_error());
     CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
     for (int l = 0; l < N_LAYERS; l++) {
         window_start[l] = 0;
@@ -498,6 +502,9 @@ int main(int argc, char **argv)
         rc = misuse(ctx, L);
     } else if (rc == 0 && strcmp(argv[1], "unused") == 0 && argc > 4) {
         rc = unused(ctx, L, argv[2], atol(argv[3]), argv[4]);
+    } else if (rc == 0 && strcmp(argv[1], "env") == 0) {
+        from_env = 1;
+        rc = run(ctx, L, dd_strategy_name(ctx), argc > 2 ? atol(argv[2]) : 12);
     } else if (rc == 0) {
         rc = run(ctx, L, argv[1], argc > 2 ? atol(argv[2]) : 12);
     }

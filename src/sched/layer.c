@@ -459,7 +459,8 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
         return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
                         "dd_model_commit: no layer is registered");
     }
-    if ((status = dd_sched_check_tables(sched)) != DD_OK ||
+    if ((status = dd_sched_check_settings(sched)) != DD_OK ||
+        (status = dd_sched_check_tables(sched)) != DD_OK ||
         (status = dd_sched_check_buffers(sched)) != DD_OK ||
         (status = dd_sched_broadcast_params(sched)) != DD_OK ||
         (status = dd_sched_choose_route(sched)) != DD_OK ||

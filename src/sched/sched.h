@@ -172,6 +172,9 @@ void dd_sched_destroy(dd_sched_t *sched);
  * has said goodbye. */
 void dd_sched_quiesce(dd_sched_t *sched);
 dd_status_t dd_sched_check_tables(dd_sched_t *sched);
+/* settings.c: the settings that shape the wire, the same on every worker;
+ * a difference fails every worker alike, naming the variables and ranks. */
+dd_status_t dd_sched_check_settings(dd_sched_t *sched);
 
 #define DD_SCHED_REPLAN_PERSIST 2
 

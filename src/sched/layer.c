@@ -470,6 +470,9 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
         (status =
              dd_engine_start(sched->agg ? &sched->agg_pipe : &sched->coll_pipe,
                              &sched->engine)) != DD_OK ||
+        (dd_engine_set_abort(sched->engine, sched->env.job->abort,
+                             sched->env.job->timeout_s),
+         0) ||
         (status = dd_sched_fit_network(sched)) != DD_OK) {
         return status;
     }

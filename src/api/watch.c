@@ -1,0 +1,333 @@
+/*
+ * The job's watch: how a lost or frozen peer stops every rank within one
+ * DREAMDDP_TIMEOUT_S, with one message naming it.
+ *
+ * - A thread per rank beats a heartbeat counter in the store (dd/hb/RANK)
+ *   and looks for the job's abort key (DD_STORE_ABORT_KEY) every period
+ *   (a twelfth of the timeout, 20 ms to 0.5 s: two small requests). When
+ *   the key appears, it raises the reason in the rank's dd_abort_t, which
+ *   every wait of the library checks: the progress engine, the
+ *   aggregators' loops, the store's waits. A store that stops answering
+ *   is rank 0 lost, since rank 0 hosts it.
+ * - The store's server publishes the key itself when a rank's connection
+ *   closes before its goodbye (a killed process): no collective needs to
+ *   be waiting on that rank for the others to learn it.
+ * - A rank whose own sync fails (a backend error or timeout: a frozen
+ *   peer keeps its connections open) takes a census before reporting: the
+ *   ranks whose heartbeat did not move over 2.5 periods are the ones that
+ *   stopped. The first rank to claim the abort publishes its finding;
+ *   every rank then reports that one message.
+ *
+ * It must not touch the backends: a rank that aborts leaves their
+ * operations in flight, and dd_finalize leaves them to the exit.
+ */
+#include "api/watch.h"
+#include "api/context.h"
+#include "core/log.h"
+#include "core/status.h"
+#include "core/time.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct dd_watch {
+    dd_context_h ctx;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int stopping;
+    double period_s;
+};
+
+double dd_watch_period(double timeout_s)
+{
+    double p = timeout_s / 12;
+    return p < 0.02 ? 0.02 : p > 0.5 ? 0.5 : p;
+}
+
+/* The store no longer answers: rank 0, which hosts it, is gone or frozen
+ * (a file store has no host, so this is only the TCP store's). */
+static void dd_watch_store_lost(dd_context_h ctx, dd_status_t status)
+{
+    char why[512];
+
+    snprintf(why, sizeof(why), "rank 0 was lost: the store it hosts (%s) %s",
+             ctx->store->where,
+             status == DD_ERR_TIMED_OUT ? "stopped answering"
+                                        : "closed its connection");
+    dd_abort_raise(&ctx->abort, why);
+}
+
+/* One beat: the heartbeat, then the abort key. */
+static int dd_watch_beat(dd_context_h ctx)
+{
+    char key[64];
+    int exists = 0;
+
+    snprintf(key, sizeof(key), "dd/hb/%d", ctx->env.rank);
+    dd_status_t status = dd_store_add(ctx->store, key, 1, NULL);
+    if (status == DD_OK) {
+        status = dd_store_check(ctx->store, DD_STORE_ABORT_KEY, &exists);
+    }
+    if (status != DD_OK) {
+        if (ctx->server == NULL && strncmp(ctx->store->where, "tcp:", 4) == 0) {
+            dd_watch_store_lost(ctx, status);
+        }
+        return -1;
+    }
+    if (exists) {
+        void *value;
+        size_t len;
+        if (dd_store_get_within(ctx->store, DD_STORE_ABORT_KEY, 1.0, &value,
+                                &len) == DD_OK) {
+            char why[sizeof(ctx->abort.why)];
+            snprintf(why, sizeof(why), "%.*s", (int)len, (char *)value);
+            free(value);
+            dd_abort_raise(&ctx->abort, why);
+        }
+    }
+    return 0;
+}
+
+static void dd_watch_deadline(struct timespec *ts, double s)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += (time_t)s;
+    ts->tv_nsec += (long)((s - (double)(time_t)s) * 1e9);
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+static void *dd_watch_main(void *arg)
+{
+    dd_watch_t *w = arg;
+    struct timespec ts;
+
+    pthread_mutex_lock(&w->lock);
+    while (!w->stopping) {
+        dd_watch_deadline(&ts, w->period_s);
+        pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+        if (w->stopping) {
+            break;
+        }
+        pthread_mutex_unlock(&w->lock);
+        int gone =
+            dd_watch_beat(w->ctx) != 0 || dd_abort_raised(&w->ctx->abort);
+        pthread_mutex_lock(&w->lock);
+        if (gone) {
+            break; /* nothing more to learn; the waits know */
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+dd_status_t dd_watch_start(dd_context_h ctx)
+{
+    dd_watch_t *w = calloc(1, sizeof(*w));
+    pthread_condattr_t attr;
+
+    if (w == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    w->ctx = ctx;
+    w->period_s = dd_watch_period(ctx->core.timeout_s);
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cond, &attr);
+    pthread_condattr_destroy(&attr);
+    ctx->store->abort = &ctx->abort;
+    if (pthread_create(&w->thread, NULL, dd_watch_main, w) != 0) {
+        pthread_cond_destroy(&w->cond);
+        pthread_mutex_destroy(&w->lock);
+        free(w);
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_CORE,
+                        "cannot start the watch thread");
+    }
+    ctx->watch = w;
+    return DD_OK;
+}
+
+void dd_watch_stop(dd_context_h ctx)
+{
+    dd_watch_t *w = ctx->watch;
+
+    if (w == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&w->lock);
+    w->stopping = 1;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    pthread_join(w->thread, NULL);
+    pthread_cond_destroy(&w->cond);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+    ctx->watch = NULL;
+}
+
+void dd_watch_leave(dd_context_h ctx)
+{
+    char key[64];
+
+    if (ctx->store == NULL || dd_abort_raised(&ctx->abort)) {
+        return;
+    }
+    snprintf(key, sizeof(key), DD_STORE_BYE_KEY "%d", ctx->env.rank);
+    dd_store_set(ctx->store, key, "1", 1);
+}
+
+/* Whether status says a peer may be gone (rather than a bad argument,
+ * which this rank alone made). */
+static int dd_watch_is_fault(dd_status_t status)
+{
+    switch (status) {
+    case DD_ERR_TIMED_OUT:
+    case DD_ERR_UNREACHABLE:
+    case DD_ERR_IO:
+    case DD_ERR_PEER_LOST:
+    case DD_ERR_BACKEND:
+    case DD_ERR_CANCELED:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Every rank's heartbeat count into hb; -1 where it cannot be read. */
+static dd_status_t dd_watch_read_beats(dd_context_h ctx, int64_t *hb)
+{
+    char key[64];
+
+    for (int r = 0; r < ctx->env.world_size; r++) {
+        snprintf(key, sizeof(key), "dd/hb/%d", r);
+        dd_status_t status = dd_store_add(ctx->store, key, 0, &hb[r]);
+        if (status != DD_OK) {
+            return status;
+        }
+    }
+    return DD_OK;
+}
+
+/* Sleeps s seconds, or less once the job is aborted. */
+static void dd_watch_nap(dd_context_h ctx, double s)
+{
+    double end = dd_time_now() + s;
+    while (!dd_abort_raised(&ctx->abort) && dd_time_now() < end) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The ranks whose heartbeat stood still over 2.5 periods, as "rank 3" or
+ * "ranks 3, 5", into out ("" when every rank beats). */
+static dd_status_t dd_watch_census(dd_context_h ctx, char *out, size_t size)
+{
+    int world = ctx->env.world_size, n = 0;
+    int64_t *before = calloc((size_t)world * 2, sizeof(int64_t));
+    dd_status_t status = before != NULL ? DD_OK : DD_ERR_NO_MEMORY;
+
+    out[0] = '\0';
+    if (status == DD_OK) {
+        status = dd_watch_read_beats(ctx, before);
+    }
+    if (status == DD_OK) {
+        dd_watch_nap(ctx, 2.5 * dd_watch_period(ctx->core.timeout_s));
+        status = dd_watch_read_beats(ctx, before + world);
+    }
+    for (int r = 0; status == DD_OK && r < world; r++) {
+        char bye[64];
+        int left = 0;
+        if (r == ctx->env.rank || before[world + r] != before[r]) {
+            continue;
+        }
+        snprintf(bye, sizeof(bye), DD_STORE_BYE_KEY "%d", r);
+        if (dd_store_check(ctx->store, bye, &left) == DD_OK && left) {
+            continue; /* it finished: its watch stopped on purpose */
+        }
+        size_t o = strlen(out);
+        snprintf(out + o, size - o, "%s%d", n++ ? ", " : "", r);
+    }
+    if (n > 1) {
+        char ranks[256];
+        snprintf(ranks, sizeof(ranks), "ranks %s", out);
+        snprintf(out, size, "%s", ranks);
+    } else if (n == 1) {
+        char ranks[256];
+        snprintf(ranks, sizeof(ranks), "rank %s", out);
+        snprintf(out, size, "%s", ranks);
+    }
+    free(before);
+    return status;
+}
+
+/* Publishes why as the job's abort unless another rank did first; raises
+ * whichever won. */
+static void dd_watch_publish(dd_context_h ctx, const char *why)
+{
+    int64_t claims = 0;
+    int exists = 0;
+
+    if (dd_store_check(ctx->store, DD_STORE_ABORT_KEY, &exists) == DD_OK &&
+        !exists &&
+        dd_store_add(ctx->store, "dd/abort/claim", 1, &claims) == DD_OK &&
+        claims == 1) {
+        dd_store_set(ctx->store, DD_STORE_ABORT_KEY, why, strlen(why));
+        dd_abort_raise(&ctx->abort, why);
+        return;
+    }
+    /* Another rank's finding, which it publishes right after its claim. */
+    void *value;
+    size_t len;
+    if (!dd_abort_raised(&ctx->abort) &&
+        dd_store_get_within(ctx->store, DD_STORE_ABORT_KEY,
+                            4 * dd_watch_period(ctx->core.timeout_s), &value,
+                            &len) == DD_OK) {
+        char text[sizeof(ctx->abort.why)];
+        snprintf(text, sizeof(text), "%.*s", (int)len, (char *)value);
+        free(value);
+        dd_abort_raise(&ctx->abort, text);
+    }
+    dd_abort_raise(&ctx->abort, why);
+}
+
+dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status)
+{
+    char seen[512], silent[256], why[sizeof(ctx->abort.why)];
+
+    if (status == DD_OK || ctx == NULL || ctx->watch == NULL ||
+        (!dd_watch_is_fault(status) && !dd_abort_raised(&ctx->abort))) {
+        return status;
+    }
+    if (dd_abort_raised(&ctx->abort)) {
+        return dd_abort_error(&ctx->abort, DD_SUBSYS_CORE);
+    }
+    snprintf(seen, sizeof(seen), "%s", dd_last_error());
+    dd_status_t census = dd_watch_census(ctx, silent, sizeof(silent));
+    if (dd_abort_raised(&ctx->abort)) {
+        return dd_abort_error(&ctx->abort, DD_SUBSYS_CORE);
+    }
+    if (census != DD_OK) {
+        dd_watch_store_lost(ctx, census);
+        return dd_abort_error(&ctx->abort, DD_SUBSYS_CORE);
+    }
+    if (silent[0] != '\0') {
+        snprintf(why, sizeof(why),
+                 "%s stopped answering (no heartbeat for %.1f s: frozen or "
+                 "stopped); rank %d saw: %s",
+                 silent, 2.5 * dd_watch_period(ctx->core.timeout_s),
+                 ctx->env.rank, seen);
+    } else {
+        snprintf(why, sizeof(why),
+                 "rank %d failed (every rank still answers): %s", ctx->env.rank,
+                 seen);
+    }
+    dd_watch_publish(ctx, why);
+    return dd_abort_error(&ctx->abort, DD_SUBSYS_CORE);
+}

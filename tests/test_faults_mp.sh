@@ -21,8 +21,9 @@ fault() {
     while [ "$r" -lt "$n" ]; do
         (DREAMDDP_RANK=$r DREAMDDP_WORLD_SIZE=$n DREAMDDP_MASTER_ADDR=127.0.0.1 \
          DREAMDDP_MASTER_PORT=$port DREAMDDP_NUM_AGGREGATORS=$k \
-         DREAMDDP_STRATEGY=$strategy timeout -s KILL 120 "$MP" env 100000000 \
-         >"$out.$r" 2>&1; echo $? >"$out.$r.rc"; now >"$out.$r.end") &
+         DREAMDDP_STRATEGY=$strategy timeout -s KILL 120 \
+         sh -c 'echo $$ >"$0.pid"; exec "$1" env 100000000' "$out.$r" "$MP" \
+         >"$out.$r" 2>&1; echo $? >"$out.$r.rc"; now >"$out.$r.t"; mv "$out.$r.t" "$out.$r.end") &
         r=$((r + 1))
     done
     # Training has started once every worker committed; aggregators serve.
@@ -31,11 +32,9 @@ fault() {
         sleep 0.1; w=$((w + 1))
     done
     sleep 1
-    # The rank's own process (not its timeout, nor libtool's wrapper).
-    pid=$(pgrep mp_sched | while read -r p; do
-              tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "DREAMDDP_MASTER_PORT=$port" &&
-              tr '\0' '\n' <"/proc/$p/environ" | grep -qx "DREAMDDP_RANK=$victim" && echo "$p"
-          done | head -1)
+    # The rank's own process: the sh that wrote its pid exec'ed it (or
+    # libtool's wrapper, which execs it in turn).
+    pid=$(cat "$out.$victim.pid" 2>/dev/null)
     if [ -z "$pid" ]; then
         fail "$what: rank $victim is not running"; cat "$out".[0-9]; return
     fi

@@ -397,12 +397,15 @@ static void dd_context_free(dd_context_h ctx)
     }
     dd_watch_leave(ctx);
     dd_watch_stop(ctx);
+    if (aborted && ctx->server != NULL) {
+        dd_watch_linger(ctx);
+    }
     dd_store_close(ctx->store);
     if (ctx->server != NULL) {
-        /* After an abort, long enough for the others to read why, not
-         * for a frozen rank to leave. */
+        /* After an abort the others have read why (dd_watch_linger); a
+         * frozen rank would never leave. */
         dd_store_server_stop(
-            ctx->server, aborted ? 1.5 * dd_watch_period(ctx->core.timeout_s)
+            ctx->server, aborted ? 0.25 * dd_watch_period(ctx->core.timeout_s)
                                  : ctx->core.timeout_s);
     }
     dd_abort_destroy(&ctx->abort);

@@ -14,7 +14,7 @@
  *   be waiting on that rank for the others to learn it.
  * - A rank whose own sync fails (a backend error or timeout: a frozen
  *   peer keeps its connections open) takes a census before reporting: the
- *   ranks whose heartbeat did not move over 2.5 periods are the ones that
+ *   ranks whose heartbeat did not move over 2 periods are the ones that
  *   stopped. The first rank to claim the abort publishes its finding;
  *   every rank then reports that one message.
  *
@@ -39,6 +39,7 @@ struct dd_watch {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int stopping;
+    int acked; /* dd/abort/seen/RANK is set */
     double period_s;
 };
 
@@ -61,6 +62,36 @@ static void dd_watch_store_lost(dd_context_h ctx, dd_status_t status)
     dd_abort_raise(&ctx->abort, why);
 }
 
+/* Says in the store that this rank has the reason, so that rank 0 need not
+ * keep the store for it (dd_watch_linger). */
+static void dd_watch_ack(dd_context_h ctx)
+{
+    char key[64];
+
+    if (__atomic_exchange_n(&ctx->watch->acked, 1, __ATOMIC_ACQ_REL) == 0) {
+        snprintf(key, sizeof(key), "dd/abort/seen/%d", ctx->env.rank);
+        dd_store_set(ctx->store, key, "1", 1);
+    }
+}
+
+/* Raises the reason published in the store; -1 when there is none. */
+static int dd_watch_adopt(dd_context_h ctx)
+{
+    void *value;
+    size_t len;
+
+    if (dd_store_get_within(ctx->store, DD_STORE_ABORT_KEY, 1.0, &value,
+                            &len) != DD_OK) {
+        return -1;
+    }
+    char why[sizeof(ctx->abort.why)];
+    snprintf(why, sizeof(why), "%.*s", (int)len, (char *)value);
+    free(value);
+    dd_abort_raise(&ctx->abort, why);
+    dd_watch_ack(ctx);
+    return 0;
+}
+
 /* One beat: the heartbeat, then the abort key. */
 static int dd_watch_beat(dd_context_h ctx)
 {
@@ -79,15 +110,7 @@ static int dd_watch_beat(dd_context_h ctx)
         return -1;
     }
     if (exists) {
-        void *value;
-        size_t len;
-        if (dd_store_get_within(ctx->store, DD_STORE_ABORT_KEY, 1.0, &value,
-                                &len) == DD_OK) {
-            char why[sizeof(ctx->abort.why)];
-            snprintf(why, sizeof(why), "%.*s", (int)len, (char *)value);
-            free(value);
-            dd_abort_raise(&ctx->abort, why);
-        }
+        dd_watch_adopt(ctx);
     }
     return 0;
 }
@@ -176,7 +199,7 @@ void dd_watch_leave(dd_context_h ctx)
 {
     char key[64];
 
-    if (ctx->store == NULL || dd_abort_raised(&ctx->abort)) {
+    if (ctx->store == NULL) {
         return;
     }
     snprintf(key, sizeof(key), DD_STORE_BYE_KEY "%d", ctx->env.rank);
@@ -225,7 +248,7 @@ static void dd_watch_nap(dd_context_h ctx, double s)
     }
 }
 
-/* The ranks whose heartbeat stood still over 2.5 periods, as "rank 3" or
+/* The ranks whose heartbeat stood still over 2 periods, as "rank 3" or
  * "ranks 3, 5", into out ("" when every rank beats). */
 static dd_status_t dd_watch_census(dd_context_h ctx, char *out, size_t size)
 {
@@ -238,7 +261,7 @@ static dd_status_t dd_watch_census(dd_context_h ctx, char *out, size_t size)
         status = dd_watch_read_beats(ctx, before);
     }
     if (status == DD_OK) {
-        dd_watch_nap(ctx, 2.5 * dd_watch_period(ctx->core.timeout_s));
+        dd_watch_nap(ctx, 2 * dd_watch_period(ctx->core.timeout_s));
         status = dd_watch_read_beats(ctx, before + world);
     }
     for (int r = 0; status == DD_OK && r < world; r++) {
@@ -280,6 +303,7 @@ static void dd_watch_publish(dd_context_h ctx, const char *why)
         claims == 1) {
         dd_store_set(ctx->store, DD_STORE_ABORT_KEY, why, strlen(why));
         dd_abort_raise(&ctx->abort, why);
+        dd_watch_ack(ctx);
         return;
     }
     /* Another rank's finding, which it publishes right after its claim. */
@@ -295,6 +319,7 @@ static void dd_watch_publish(dd_context_h ctx, const char *why)
         dd_abort_raise(&ctx->abort, text);
     }
     dd_abort_raise(&ctx->abort, why);
+    dd_watch_ack(ctx);
 }
 
 dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status)
@@ -309,6 +334,12 @@ dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status)
         return dd_abort_error(&ctx->abort, DD_SUBSYS_CORE);
     }
     snprintf(seen, sizeof(seen), "%s", dd_last_error());
+    /* The store may know already (a killed rank): no census then. */
+    int exists = 0;
+    if (dd_store_check(ctx->store, DD_STORE_ABORT_KEY, &exists) == DD_OK &&
+        exists && dd_watch_adopt(ctx) == 0) {
+        return dd_abort_error(&ctx->abort, DD_SUBSYS_CORE);
+    }
     dd_status_t census = dd_watch_census(ctx, silent, sizeof(silent));
     if (dd_abort_raised(&ctx->abort)) {
         return dd_abort_error(&ctx->abort, DD_SUBSYS_CORE);
@@ -321,7 +352,7 @@ dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status)
         snprintf(why, sizeof(why),
                  "%s stopped answering (no heartbeat for %.1f s: frozen or "
                  "stopped); rank %d saw: %s",
-                 silent, 2.5 * dd_watch_period(ctx->core.timeout_s),
+                 silent, 2 * dd_watch_period(ctx->core.timeout_s),
                  ctx->env.rank, seen);
     } else {
         snprintf(why, sizeof(why),
@@ -330,4 +361,57 @@ dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status)
     }
     dd_watch_publish(ctx, why);
     return dd_abort_error(&ctx->abort, DD_SUBSYS_CORE);
+}
+
+/* Marks the ranks a reason names as lost or stopped: it starts "rank N"
+ * or "ranks N, M" (the forms this file and the store's server write). */
+static void dd_watch_named(const char *why, int world, char *named)
+{
+    const char *p = strncmp(why, "ranks ", 6) == 0  ? why + 6
+                    : strncmp(why, "rank ", 5) == 0 ? why + 5
+                                                    : NULL;
+    while (p != NULL && *p >= '0' && *p <= '9') {
+        long r = strtol(p, (char **)&p, 10);
+        if (r >= 0 && r < world) {
+            named[r] = 1;
+        }
+        p = strncmp(p, ", ", 2) == 0 ? p + 2 : NULL;
+    }
+}
+
+void dd_watch_linger(dd_context_h ctx)
+{
+    int world = ctx->env.world_size;
+    double period = dd_watch_period(ctx->core.timeout_s);
+    double deadline = dd_time_now() + ctx->core.timeout_s;
+    char *named = calloc((size_t)world, 1);
+
+    if (named == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&ctx->abort.lock);
+    dd_watch_named(ctx->abort.why, world, named);
+    pthread_mutex_unlock(&ctx->abort.lock);
+    /* Every other rank alive reads the reason within a period of its
+     * publication (its watch polls that often), says so (dd/abort/seen)
+     * and leaves; the ranks the reason names are not waited for. */
+    for (int r = 0; r < world && dd_time_now() < deadline; r++) {
+        char seen[64], bye[64];
+        int has_seen = 0, left = 0;
+        snprintf(seen, sizeof(seen), "dd/abort/seen/%d", r);
+        snprintf(bye, sizeof(bye), DD_STORE_BYE_KEY "%d", r);
+        while (r != ctx->env.rank && !named[r] && dd_time_now() < deadline) {
+            if (dd_store_check(ctx->store, seen, &has_seen) != DD_OK ||
+                dd_store_check(ctx->store, bye, &left) != DD_OK) {
+                r = world;
+                break;
+            }
+            if (has_seen || left) {
+                break;
+            }
+            struct timespec ts = {0, (long)(period / 8 * 1e9)};
+            nanosleep(&ts, NULL);
+        }
+    }
+    free(named);
 }

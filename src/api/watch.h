@@ -23,6 +23,11 @@ void dd_watch_stop(dd_context_h ctx);
  * server does not take its closing connection for a lost rank. */
 void dd_watch_leave(dd_context_h ctx);
 
+/** On rank 0 after an abort, before its store closes: waits (at most
+ * DREAMDDP_TIMEOUT_S) until every rank the reason does not name as lost
+ * has read it or left. */
+void dd_watch_linger(dd_context_h ctx);
+
 /**
  * After a call of ctx failed with status: when it may be a lost or frozen
  * peer (a timeout, an I/O, backend or peer error) or the job is aborted,

@@ -16,7 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
-/* How much longer than the server's own deadline the client waits. */
+/* How much longer than the server's own deadline the client waits: at
+ * least this, and at least DREAMDDP_TIMEOUT_S, since the watch thread
+ * (src/api/watch.c) sends a request every period and a link cut
+ * shorter than the timeout must cost time, not the job. */
 #define DD_TCP_GRACE_S 5.0
 
 typedef struct {
@@ -31,7 +34,9 @@ typedef struct {
 static dd_status_t dd_tcp_roundtrip(dd_store_tcp_t *t, double wait_s,
                                     uint8_t **body_p, size_t *len_p)
 {
-    double deadline = dd_time_now() + wait_s + DD_TCP_GRACE_S;
+    double grace =
+        t->base.timeout_s > DD_TCP_GRACE_S ? t->base.timeout_s : DD_TCP_GRACE_S;
+    double deadline = dd_time_now() + wait_s + grace;
     dd_status_t status;
 
     if (t->broken) {
@@ -59,7 +64,7 @@ static dd_status_t dd_tcp_roundtrip(dd_store_tcp_t *t, double wait_s,
         t->broken = 1;
         return dd_error(status, DD_SUBSYS_NET,
                         "store %s did not answer within %.0f s", t->base.where,
-                        wait_s + DD_TCP_GRACE_S);
+                        wait_s + grace);
     }
     return DD_OK;
 }

@@ -7,7 +7,8 @@
  *
  *   mp_sched STRATEGY STEPS   check the strategy
  *   mp_sched env STEPS        the same under DREAMDDP_STRATEGY (a rank may
- *                             have other settings than the rest)
+ *                             have other settings than the rest; with
+ *                             MP_OUT_OF_STEP, one makes an extra call)
  *   mp_sched collective STRATEGY STEPS
  *                             the same, with dd_allreduce and dd_broadcast
  *                             called in the middle of every backward
@@ -133,6 +134,24 @@ static int collectives(dd_context_h ctx, long step)
     return 0;
 }
 
+/* MP_OUT_OF_STEP=RANK:allreduce or RANK:sync_all: that rank alone makes
+ * one more call after step 1, which must fail every rank, naming it. */
+static int out_of_step(dd_context_h ctx)
+{
+    const char *spec = getenv("MP_OUT_OF_STEP");
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+
+    if (spec == NULL || atoi(spec) != rank || strchr(spec, ':') == NULL) {
+        return 0;
+    }
+    dd_status_t s = strcmp(strchr(spec, ':') + 1, "sync_all") == 0
+                        ? dd_sync_all(ctx)
+                        : dd_allreduce(ctx, x, x, 8, DD_DTYPE_F32,
+                                       DD_REDUCE_SUM, DD_MEM_HOST);
+    CHECK(s == DD_OK, "out of step: %s", dd_last_error());
+    return 0;
+}
+
 static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
 {
     int grads = strcmp(strategy, "ddp") == 0;
@@ -167,6 +186,9 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
         dd_step_stats_t ss = {.field_mask = DD_STEP_STATS_FIELD_STEP |
                                             DD_STEP_STATS_FIELD_LAYERS_SYNCED};
         CHECK(dd_step_end(ctx, &ss) == DD_OK, "end: %s", dd_last_error());
+        if (s == 1 && out_of_step(ctx) != 0) {
+            return 1;
+        }
         CHECK(ss.step == (uint64_t)s, "step %llu, expected %ld",
               (unsigned long long)ss.step, s);
         int synced = 0;

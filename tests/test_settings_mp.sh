@@ -1,7 +1,8 @@
 #!/bin/sh
 # Settings that shape the syncs are agreed at dd_model_commit: when one rank
 # differs, every rank fails the commit with the same message naming the
-# variable, the values and the ranks, and no rank trains. Ranks are started
+# variable, the values and the ranks, and no rank trains. Ranks out of step
+# later fail their next collective, never summing it. Ranks are started
 # by hand (launch), so each may have its own environment.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 MP=$top_builddir/tests/mp_sched
@@ -52,6 +53,31 @@ mismatch "compression" 0 DREAMDDP_COMPRESSION=fp16 \
 mismatch "route" 1 DREAMDDP_ROUTE=allreduce \
     "DREAMDDP_ROUTE differs: rank 0, 2, 3 'auto', rank 1 'allreduce'" \
     DREAMDDP_STRATEGY=ddp
+
+# Ranks out of step: one rank makes an extra call after step 1. Its
+# collective meets the others' next sync; the digest before every
+# collective fails it on every rank, naming what each rank was running.
+# out_of_step WHAT SPEC STRATEGY EXPECTED...
+out_of_step() {
+    what=$1; spec=$2; strategy=$3; shift 3
+    launch 4 "$TMP/os" env DREAMDDP_STRATEGY=$strategy MP_OUT_OF_STEP=$spec \
+        timeout 60 "$MP" env 8
+    for r in 0 1 2 3; do
+        if [ "$(cat "$TMP/os.$r.rc")" = 0 ]; then
+            fail "$what: rank $r exited with success"; cat "$TMP/os.$r"
+        fi
+        expect_grep "$TMP/os.$r" "workers out of step at their collective" "$what: rank $r fails"
+        for e in "$@"; do
+            expect_grep "$TMP/os.$r" "$e" "$what: rank $r names it"
+        done
+    done
+}
+out_of_step "an extra allreduce" 2:allreduce ddp \
+    "rank 2 'step 2, allreduce of 8 f32 (sum)'" \
+    "rank 0, 1, 3 'step 2, average of "
+out_of_step "an extra sync_all" 1:sync_all localsgd:4 \
+    "rank 0, 2, 3 'step 3, average of " \
+    "rank 1 'step 2, average of "
 
 # The same settings on every rank still train, through the same path.
 launch 4 "$TMP/ok" env DREAMDDP_STRATEGY=localsgd:4 timeout 60 "$MP" env 8

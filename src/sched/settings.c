@@ -92,49 +92,25 @@ static void dd_sched_ranks_append(char *out, size_t size, int a, int b)
     }
 }
 
-/*
- * "DREAMDDP_X differs: rank 0..2 'a', rank 3 'b'" for one variable, appended
- * to msg, when the workers' texts disagree on it. Values are listed in the
- * order of the lowest rank holding each.
- */
-static int dd_sched_setting_compare(char **texts, int world, const char *name,
-                                    char *msg, size_t size)
+void dd_sched_ranks_by_value(const char *const *values, int world, char *msg,
+                             size_t size)
 {
-    char(*values)[128] = calloc((size_t)world, sizeof(*values));
-    int differ = 0, first = -1;
-
-    for (int r = 0; values != NULL && r < world; r++) {
-        if (texts[r] != NULL) {
-            dd_sched_setting_value(texts[r], name, values[r],
-                                   sizeof(values[r]));
-        }
-        /* A variable another strategy leaves out is no disagreement: the
-         * strategy's own line says it. */
-        if (texts[r] != NULL && values[r][0] != '\0') {
-            first = first < 0 ? r : first;
-            differ |= strcmp(values[r], values[first]) != 0;
-        }
-    }
-    if (!differ) {
-        free(values);
-        return 0;
-    }
-    size_t o = strlen(msg);
-    snprintf(msg + o, size - o, "%s%s differs:", o ? "; " : "", name);
     char *done = calloc((size_t)world, 1);
+
     for (int r = 0; done != NULL && r < world; r++) {
-        if (texts[r] == NULL || done[r] || values[r][0] == '\0') {
+        if (values[r] == NULL || values[r][0] == '\0' || done[r]) {
             continue;
         }
-        o = strlen(msg);
-        snprintf(msg + o, size - o, "%s rank ", msg[o - 1] == ':' ? "" : ",");
+        size_t o = strlen(msg);
+        snprintf(msg + o, size - o, "%s rank ",
+                 o == 0 || msg[o - 1] == ':' ? "" : ",");
         /* Runs of consecutive workers holding this value. */
         for (int a = r; a < world; a++) {
-            if (texts[a] == NULL || strcmp(values[a], values[r]) != 0) {
+            if (values[a] == NULL || strcmp(values[a], values[r]) != 0) {
                 continue;
             }
             int b = a;
-            while (b + 1 < world && texts[b + 1] != NULL &&
+            while (b + 1 < world && values[b + 1] != NULL &&
                    strcmp(values[b + 1], values[r]) == 0) {
                 b++;
             }
@@ -148,8 +124,40 @@ static int dd_sched_setting_compare(char **texts, int world, const char *name,
         snprintf(msg + o, size - o, " '%s'", values[r]);
     }
     free(done);
+}
+
+/*
+ * "DREAMDDP_X differs: rank 0..2 'a', rank 3 'b'" for one variable, appended
+ * to msg, when the workers' texts disagree on it.
+ */
+static int dd_sched_setting_compare(char **texts, int world, const char *name,
+                                    char *msg, size_t size)
+{
+    char(*values)[128] = calloc((size_t)world, sizeof(*values));
+    const char **view = calloc((size_t)world, sizeof(char *));
+    int differ = 0, first = -1;
+
+    for (int r = 0; values != NULL && view != NULL && r < world; r++) {
+        if (texts[r] != NULL) {
+            dd_sched_setting_value(texts[r], name, values[r],
+                                   sizeof(values[r]));
+            view[r] = values[r];
+        }
+        /* A variable another strategy leaves out is no disagreement: the
+         * strategy's own line says it. */
+        if (texts[r] != NULL && values[r][0] != '\0') {
+            first = first < 0 ? r : first;
+            differ |= strcmp(values[r], values[first]) != 0;
+        }
+    }
+    if (differ) {
+        size_t o = strlen(msg);
+        snprintf(msg + o, size - o, "%s%s differs:", o ? "; " : "", name);
+        dd_sched_ranks_by_value(view, world, msg, size);
+    }
+    free(view);
     free(values);
-    return 1;
+    return differ;
 }
 
 static const char *const dd_sched_setting_names[] = {

@@ -16,11 +16,11 @@
 #include <string.h>
 #include <unistd.h>
 
-/* How much longer than the server's own deadline the client waits: at
- * least this, and at least DREAMDDP_TIMEOUT_S, since the watch thread
- * (src/api/watch.c) sends a request every period and a link cut
- * shorter than the timeout must cost time, not the job. */
-#define DD_TCP_GRACE_S 5.0
+/* How much longer than the server's own deadline the client waits:
+ * DREAMDDP_TIMEOUT_S, at least this. The watch thread (src/api/watch.c)
+ * sends a request every period, so a link cut shorter than the timeout
+ * must cost time, not the job, and a frozen rank 0 is found within it. */
+#define DD_TCP_GRACE_MIN_S 1.0
 
 typedef struct {
     dd_store_t base;
@@ -31,11 +31,13 @@ typedef struct {
 } dd_store_tcp_t;
 
 /* Sends the request in t->out and receives the reply body. */
+/* wait_s: how long the server may hold the request (a get or wait); 0 for
+ * those it answers at once (set, add, delete). */
 static dd_status_t dd_tcp_roundtrip(dd_store_tcp_t *t, double wait_s,
                                     uint8_t **body_p, size_t *len_p)
 {
-    double grace =
-        t->base.timeout_s > DD_TCP_GRACE_S ? t->base.timeout_s : DD_TCP_GRACE_S;
+    double grace = t->base.timeout_s > DD_TCP_GRACE_MIN_S ? t->base.timeout_s
+                                                          : DD_TCP_GRACE_MIN_S;
     double deadline = dd_time_now() + wait_s + grace;
     dd_status_t status;
 
@@ -99,7 +101,7 @@ static dd_status_t dd_tcp_set(dd_store_t *s, const char *key, const void *value,
     dd_tcp_begin(t, DD_STORE_OP_SET);
     dd_store_buf_str(&t->out, key);
     dd_store_buf_bytes(&t->out, value, len);
-    dd_status_t status = dd_tcp_roundtrip(t, s->timeout_s, &body, &blen);
+    dd_status_t status = dd_tcp_roundtrip(t, 0.0, &body, &blen);
     if (status == DD_OK) {
         if (blen < 1 || body[0] != DD_STORE_REPLY_OK) {
             status = dd_tcp_bad_reply(t);
@@ -205,7 +207,7 @@ static dd_status_t dd_tcp_simple(dd_store_tcp_t *t, int op, const char *key,
     if (op == DD_STORE_OP_ADD) {
         dd_store_buf_u64(&t->out, (uint64_t)delta);
     }
-    dd_status_t status = dd_tcp_roundtrip(t, t->base.timeout_s, &body, &blen);
+    dd_status_t status = dd_tcp_roundtrip(t, 0.0, &body, &blen);
     if (status != DD_OK) {
         return dd_tcp_end(t, status);
     }

@@ -396,10 +396,10 @@ static void dd_context_free(dd_context_h ctx)
         dd_backends_unload(ctx->backends);
     }
     dd_watch_leave(ctx);
-    dd_watch_stop(ctx);
     if (aborted && ctx->server != NULL) {
         dd_watch_linger(ctx);
     }
+    dd_watch_stop(ctx);
     dd_store_close(ctx->store);
     if (ctx->server != NULL) {
         /* After an abort the others have read why (dd_watch_linger); a

@@ -39,7 +39,8 @@ struct dd_watch {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int stopping;
-    int acked; /* dd/abort/seen/RANK is set */
+    int acked;    /* dd/abort/seen/RANK is set */
+    int lingered; /* rank 0 waited for the others to read the reason */
     double period_s;
 };
 
@@ -88,6 +89,7 @@ static int dd_watch_adopt(dd_context_h ctx)
     char why[sizeof(ctx->abort.why)];
     snprintf(why, sizeof(why), "%.*s", (int)len, (char *)value);
     free(value);
+    dd_log_debug(DD_SUBSYS_CORE, "watch: the job is aborted: %s", why);
     dd_abort_raise(&ctx->abort, why);
     dd_watch_ack(ctx);
     return 0;
@@ -105,6 +107,8 @@ static int dd_watch_beat(dd_context_h ctx)
         status = dd_store_check(ctx->store, DD_STORE_ABORT_KEY, &exists);
     }
     if (status != DD_OK) {
+        dd_log_debug(DD_SUBSYS_CORE, "watch: the store failed: %s",
+                     dd_status_string(status));
         if (ctx->server == NULL && strncmp(ctx->store->where, "tcp:", 4) == 0) {
             dd_watch_store_lost(ctx, status);
         }
@@ -323,31 +327,46 @@ static void dd_watch_publish(dd_context_h ctx, const char *why)
     dd_watch_ack(ctx);
 }
 
+/* The job's reason as this thread's error; rank 0 first keeps its store
+ * until the others have read it, since an application may well exit on
+ * the error without dd_finalize. */
+static dd_status_t dd_watch_reason(dd_context_h ctx)
+{
+    if (ctx->server != NULL) {
+        dd_watch_linger(ctx);
+    }
+    return dd_abort_error(&ctx->abort, DD_SUBSYS_CORE);
+}
+
 dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status)
 {
     char seen[512], silent[256], why[sizeof(ctx->abort.why)];
 
-    if (status == DD_OK || ctx == NULL || ctx->watch == NULL ||
-        (!dd_watch_is_fault(status) && !dd_abort_raised(&ctx->abort))) {
+    if (status == DD_OK || ctx == NULL || ctx->watch == NULL) {
         return status;
     }
     if (dd_abort_raised(&ctx->abort)) {
-        return dd_abort_error(&ctx->abort, DD_SUBSYS_CORE);
+        return dd_watch_reason(ctx);
     }
     snprintf(seen, sizeof(seen), "%s", dd_last_error());
-    /* The store may know already (a killed rank): no census then. */
+    /* The store may know already (a killed rank): its reason is the cause
+     * of whatever error a backend made of it ("not supported", ...). */
     int exists = 0;
     if (dd_store_check(ctx->store, DD_STORE_ABORT_KEY, &exists) == DD_OK &&
         exists && dd_watch_adopt(ctx) == 0) {
-        return dd_abort_error(&ctx->abort, DD_SUBSYS_CORE);
+        return dd_watch_reason(ctx);
+    }
+    if (!dd_watch_is_fault(status)) {
+        dd_last_error_set(seen);
+        return status;
     }
     dd_status_t census = dd_watch_census(ctx, silent, sizeof(silent));
     if (dd_abort_raised(&ctx->abort)) {
-        return dd_abort_error(&ctx->abort, DD_SUBSYS_CORE);
+        return dd_watch_reason(ctx);
     }
     if (census != DD_OK) {
         dd_watch_store_lost(ctx, census);
-        return dd_abort_error(&ctx->abort, DD_SUBSYS_CORE);
+        return dd_watch_reason(ctx);
     }
     if (silent[0] != '\0') {
         snprintf(why, sizeof(why),
@@ -361,7 +380,7 @@ dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status)
                  seen);
     }
     dd_watch_publish(ctx, why);
-    return dd_abort_error(&ctx->abort, DD_SUBSYS_CORE);
+    return dd_watch_reason(ctx);
 }
 
 /* Marks the ranks a reason names as lost or stopped: it starts "rank N"
@@ -382,6 +401,10 @@ static void dd_watch_named(const char *why, int world, char *named)
 
 void dd_watch_linger(dd_context_h ctx)
 {
+    if (ctx->watch == NULL || ctx->watch->lingered) {
+        return;
+    }
+    ctx->watch->lingered = 1;
     int world = ctx->env.world_size;
     double period = dd_watch_period(ctx->core.timeout_s);
     double deadline = dd_time_now() + ctx->core.timeout_s;
@@ -408,11 +431,14 @@ void dd_watch_linger(dd_context_h ctx)
                 break;
             }
             if (has_seen || left) {
+                dd_log_debug(DD_SUBSYS_CORE, "watch: rank %d %s", r,
+                             has_seen ? "has the reason" : "left");
                 break;
             }
             struct timespec ts = {0, (long)(period / 8 * 1e9)};
             nanosleep(&ts, NULL);
         }
     }
+    dd_log_debug(DD_SUBSYS_CORE, "watch: the others have the reason");
     free(named);
 }

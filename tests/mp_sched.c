@@ -6,6 +6,9 @@
  * was synced at least once in every window.
  *
  *   mp_sched STRATEGY STEPS   check the strategy
+ *   mp_sched env STEPS        the same under DREAMDDP_STRATEGY (a rank may
+ *                             have other settings than the rest; with
+ *                             MP_OUT_OF_STEP, one makes an extra call)
  *   mp_sched collective STRATEGY STEPS
  *                             the same, with dd_allreduce and dd_broadcast
  *                             called in the middle of every backward
@@ -33,6 +36,7 @@
 static const size_t sizes[N_LAYERS] = {1, 7, 4099, 70000, 33};
 static int rank, world;
 static int user_coll; /* collectives inside the open step */
+static int from_env;  /* the strategy is DREAMDDP_STRATEGY's */
 
 #define CHECK(cond, ...)                                                       \
     do {                                                                       \
@@ -130,6 +134,24 @@ static int collectives(dd_context_h ctx, long step)
     return 0;
 }
 
+/* MP_OUT_OF_STEP=RANK:allreduce or RANK:sync_all: that rank alone makes
+ * one more call after step 1, which must fail every rank, naming it. */
+static int out_of_step(dd_context_h ctx)
+{
+    const char *spec = getenv("MP_OUT_OF_STEP");
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+
+    if (spec == NULL || atoi(spec) != rank || strchr(spec, ':') == NULL) {
+        return 0;
+    }
+    dd_status_t s = strcmp(strchr(spec, ':') + 1, "sync_all") == 0
+                        ? dd_sync_all(ctx)
+                        : dd_allreduce(ctx, x, x, 8, DD_DTYPE_F32,
+                                       DD_REDUCE_SUM, DD_MEM_HOST);
+    CHECK(s == DD_OK, "out of step: %s", dd_last_error());
+    return 0;
+}
+
 static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
 {
     int grads = strcmp(strategy, "ddp") == 0;
@@ -139,7 +161,8 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
     dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS |
                                          DD_LAYER_STATS_FIELD_PERIOD};
 
-    CHECK(dd_strategy_set(ctx, strategy) == DD_OK, "%s", dd_last_error());
+    CHECK(from_env || dd_strategy_set(ctx, strategy) == DD_OK, "%s",
+          dd_last_error());
     CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
     for (int l = 0; l < N_LAYERS; l++) {
         window_start[l] = 0;
@@ -163,6 +186,9 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
         dd_step_stats_t ss = {.field_mask = DD_STEP_STATS_FIELD_STEP |
                                             DD_STEP_STATS_FIELD_LAYERS_SYNCED};
         CHECK(dd_step_end(ctx, &ss) == DD_OK, "end: %s", dd_last_error());
+        if (s == 1 && out_of_step(ctx) != 0) {
+            return 1;
+        }
         CHECK(ss.step == (uint64_t)s, "step %llu, expected %ld",
               (unsigned long long)ss.step, s);
         int synced = 0;
@@ -498,6 +524,9 @@ int main(int argc, char **argv)
         rc = misuse(ctx, L);
     } else if (rc == 0 && strcmp(argv[1], "unused") == 0 && argc > 4) {
         rc = unused(ctx, L, argv[2], atol(argv[3]), argv[4]);
+    } else if (rc == 0 && strcmp(argv[1], "env") == 0) {
+        from_env = 1;
+        rc = run(ctx, L, dd_strategy_name(ctx), argc > 2 ? atol(argv[2]) : 12);
     } else if (rc == 0) {
         rc = run(ctx, L, argv[1], argc > 2 ? atol(argv[2]) : 12);
     }

@@ -71,15 +71,17 @@ fault() { # MODE PATTERN WHAT
 }
 fault malformed "rejected a malformed message from rank 1" "a malformed message"
 fault duplicate "rejected a duplicate of chunk 0 of layer 'layer0' (step 0) from rank 1: never summed twice" "a duplicated message"
-fault worker-exit "worker rank(s) 1 did not push chunk 0 of layer 'layer0'" "a worker that leaves"
+# A worker that leaves without dd_finalize is named by the store's server,
+# on every rank, as soon as its connection closes.
+fault worker-exit "job aborted: rank 1 was lost: its connection to the store on rank 0 closed before its dd_finalize" "a worker that leaves"
 
 start=$(date +%s)
 "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- sh -c "$AGG agg-exit; exit 0" >"$TMP/aggexit" 2>&1
 elapsed=$(( $(date +%s) - start ))
-# Whether UCX reports the lost endpoint or the wait times out first, the
-# message names an aggregator.
+# Whether the store, UCX or the wait notices first, the message names an
+# aggregator.
 for r in 0 1 2; do
-    if grep -E "^$r: mp_agg: rank $r: dd_model_commit: measuring the network failed: .*rank(\(s\))? [34]" "$TMP/aggexit" >/dev/null; then
+    if grep -E "^$r: mp_agg: rank $r: (dd_model_commit: measuring the network failed: .*rank(\(s\))? [34]|job aborted: rank [34] was lost)" "$TMP/aggexit" >/dev/null; then
         pass "an aggregator that leaves: worker $r names it"
     else
         fail "an aggregator that leaves: worker $r"; cat "$TMP/aggexit"

@@ -458,6 +458,10 @@ dd_status_t dd_agg_test_msg(dd_agg_t *a, void *handle, int *busy_p)
     if (a->failed != DD_OK) {
         return dd_agg_fail(a, m, a->failed);
     }
+    if (dd_abort_raised(a->env->job->abort)) {
+        return dd_agg_fail(a, m,
+                           dd_abort_error(a->env->job->abort, DD_SUBSYS_AGG));
+    }
     dd_status_t status = dd_agg_pass(a, &busy);
     if (status != DD_OK) {
         return dd_agg_fail(a, m, status);
@@ -469,14 +473,14 @@ dd_status_t dd_agg_test_msg(dd_agg_t *a, void *handle, int *busy_p)
     }
     if (busy) {
         a->idle_since = dd_time_now();
-    } else if (dd_time_now() - a->idle_since > a->env->job->timeout_s + 5.0) {
+    } else if (dd_time_now() - a->idle_since > a->env->job->timeout_s) {
         char homes[128];
         dd_agg_pending_homes(a, homes, sizeof(homes));
         dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_AGG,
                  "no aggregation progress for %.0f s (DREAMDDP_TIMEOUT_S): "
                  "%zu of %zu chunks done; home rank(s) %s never "
                  "answered",
-                 a->env->job->timeout_s + 5.0, m->done, m->n_chunks, homes);
+                 a->env->job->timeout_s, m->done, m->n_chunks, homes);
         return dd_agg_fail(a, m, DD_ERR_TIMED_OUT);
     }
     return DD_INPROGRESS;
@@ -505,7 +509,9 @@ static void dd_agg_goodbye(dd_agg_t *a, dd_status_t status, const char *why)
         }
         double deadline = dd_time_now() + a->env->job->timeout_s;
         while (dd_agg_test(&a->t, req) == DD_INPROGRESS) {
-            if (dd_time_now() > deadline) {
+            /* After a lost peer nobody waits for the goodbye. */
+            if (dd_time_now() > deadline ||
+                dd_abort_raised(a->env->job->abort)) {
                 dd_agg_cancel(&a->t, req);
                 break;
             }

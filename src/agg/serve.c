@@ -28,6 +28,12 @@ dd_status_t dd_agg_serve(const dd_agg_env_t *env)
     while (1) {
         int busy = 0;
         status = dd_agg_server_progress(s, &busy);
+        if (dd_abort_raised(env->job->abort)) {
+            /* A lost peer: the workers stop too, none waits for answers. */
+            status = dd_abort_error(env->job->abort, DD_SUBSYS_AGG);
+            dd_agg_server_destroy(s);
+            return status;
+        }
         if (dd_agg_server_byes(s) == env->job->n_workers &&
             dd_agg_server_idle(s, UINT64_MAX)) {
             break;

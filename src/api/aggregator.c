@@ -4,6 +4,7 @@
  */
 #include "agg/agg.h"
 #include "api/context.h"
+#include "api/watch.h"
 #include "core/log.h"
 
 dd_status_t dd_aggregator_serve(dd_context_h ctx)
@@ -14,5 +15,5 @@ dd_status_t dd_aggregator_serve(dd_context_h ctx)
                         "aggregator",
                         ctx ? ctx->env.rank : -1);
     }
-    return dd_agg_serve(&ctx->agg_env);
+    return dd_watch_fault(ctx, dd_agg_serve(&ctx->agg_env));
 }

@@ -7,6 +7,7 @@
  * reported by the backend; this file reports bad arguments only.
  */
 #include "api/context.h"
+#include "api/watch.h"
 #include "backends/registry.h"
 #include "core/log.h"
 #include "sched/sched.h"
@@ -72,7 +73,7 @@ static dd_status_t dd_coll_run(dd_context_h ctx, dd_coll_t coll,
     /* The workers' instances number the workers from 0. */
     dd_sched_coll_t c = {.coll = coll, .args = *args, .device = -1};
     c.args.root = dd_context_worker_index(ctx, args->root);
-    return dd_sched_collective(ctx->sched, &c);
+    return dd_watch_fault(ctx, dd_sched_collective(ctx->sched, &c));
 }
 
 dd_status_t dd_allreduce(dd_context_h ctx, const void *sendbuf, void *recvbuf,

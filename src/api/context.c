@@ -5,6 +5,7 @@
  */
 #include "api/context.h"
 #include "api/net_agree.h"
+#include "api/watch.h"
 #include "boot/job_token.h"
 #include "boot/pmix.h"
 #include "boot/sock.h"
@@ -411,7 +412,8 @@ static void dd_context_job(dd_context_h ctx)
                           .worker_ranks = ctx->worker_ranks,
                           .timeout_s = ctx->core.timeout_s,
                           .token_hash = ctx->token_hash,
-                          .store = ctx->store};
+                          .store = ctx->store,
+                          .abort = &ctx->abort};
 }
 
 static dd_status_t dd_context_backends(dd_context_h ctx)
@@ -473,14 +475,31 @@ static dd_status_t dd_context_sched(dd_context_h ctx)
 
 static void dd_context_free(dd_context_h ctx)
 {
+    int aborted = dd_abort_raised(&ctx->abort);
+
     dd_sched_destroy(ctx->sched);
-    dd_device_unload(ctx->device);
-    dd_backends_unload(ctx->worker_backends);
-    dd_backends_unload(ctx->backends);
+    if (!aborted) {
+        /* After a lost peer, the backends may still run an operation that
+         * waits for it (until their own timeout, in their threads): they
+         * are left to the process's exit rather than waited for. */
+        dd_device_unload(ctx->device);
+        dd_backends_unload(ctx->worker_backends);
+        dd_backends_unload(ctx->backends);
+    }
+    dd_watch_leave(ctx);
+    if (aborted && ctx->server != NULL) {
+        dd_watch_linger(ctx);
+    }
+    dd_watch_stop(ctx);
     dd_store_close(ctx->store);
     if (ctx->server != NULL) {
-        dd_store_server_stop(ctx->server, ctx->core.timeout_s);
+        /* After an abort the others have read why (dd_watch_linger); a
+         * frozen rank would never leave. */
+        dd_store_server_stop(
+            ctx->server, aborted ? 0.25 * dd_watch_period(ctx->core.timeout_s)
+                                 : ctx->core.timeout_s);
     }
+    dd_abort_destroy(&ctx->abort);
     free(ctx->roles);
     free(ctx->worker_ranks);
     dd_context_release_opts(ctx, DD_CONTEXT_N_OPTS);
@@ -530,10 +549,12 @@ dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p)
         free(ctx);
         return status;
     }
+    dd_abort_init(&ctx->abort);
     if (ctx->env.rank == 0) {
         dd_config_warn_unknown(dd_config_tables, dd_config_n_tables, environ);
     }
     if ((status = dd_context_store(ctx)) != DD_OK ||
+        (status = dd_watch_start(ctx)) != DD_OK ||
         (status = dd_context_locality(ctx)) != DD_OK ||
         (status = dd_context_roles(ctx, role_override)) != DD_OK ||
         (status = dd_net_setup(ctx->store, ctx->env.local_rank,
@@ -543,6 +564,7 @@ dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p)
         (status = dd_context_worker_group(ctx)) != DD_OK ||
         (status = dd_context_sched(ctx)) != DD_OK ||
         (status = dd_store_barrier(ctx->store, "init")) != DD_OK) {
+        status = dd_watch_fault(ctx, status);
         dd_context_free(ctx);
         return status;
     }
@@ -562,7 +584,12 @@ dd_status_t dd_finalize(dd_context_h ctx)
                         "dd_finalize: ctx is NULL");
     }
     dd_sched_quiesce(ctx->sched);
-    dd_status_t status = dd_store_barrier(ctx->store, "finalize");
+    /* After a lost peer the barrier would wait for it: the reason is
+     * the answer. */
+    dd_status_t status = dd_abort_raised(&ctx->abort)
+                             ? dd_abort_error(&ctx->abort, DD_SUBSYS_CORE)
+                             : dd_store_barrier(ctx->store, "finalize");
+    status = dd_watch_fault(ctx, status);
     dd_context_free(ctx);
     dd_log_close();
     return status;
@@ -608,5 +635,5 @@ int dd_num_workers(dd_context_h ctx)
 
 dd_status_t dd_barrier(dd_context_h ctx)
 {
-    return dd_store_barrier(ctx->store, "user");
+    return dd_watch_fault(ctx, dd_store_barrier(ctx->store, "user"));
 }

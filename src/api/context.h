@@ -45,6 +45,8 @@ struct dd_context {
     dd_backends_env_t backends_env;
     dd_agg_env_t agg_env;
     struct dd_sched *sched; /* layers, strategy, steps */
+    dd_abort_t abort;       /* the job's fate, raised once (watch.c) */
+    struct dd_watch *watch; /* NULL until the store is up */
 };
 
 /** Index of a rank among the workers, or -1 when it is not a worker. */

@@ -5,6 +5,7 @@
  */
 #include "api/clock_agree.h"
 #include "api/context.h"
+#include "api/watch.h"
 #include "core/log.h"
 #include "sched/sched.h"
 
@@ -115,7 +116,8 @@ dd_status_t dd_model_commit(dd_context_h ctx)
         status = dd_clock_agree(ctx, &ctx->sched->clock_offset_us,
                                 &ctx->sched->clock_uncertainty_us);
     }
-    return status != DD_OK ? status : dd_sched_commit(ctx->sched);
+    return status != DD_OK ? status
+                           : dd_watch_fault(ctx, dd_sched_commit(ctx->sched));
 }
 
 size_t dd_num_layers(dd_context_h ctx)
@@ -142,7 +144,9 @@ dd_status_t dd_step_begin(dd_context_h ctx)
 {
     dd_status_t status = dd_api_check(ctx, "dd_step_begin");
 
-    return status != DD_OK ? status : dd_sched_step_begin(ctx->sched);
+    return status != DD_OK
+               ? status
+               : dd_watch_fault(ctx, dd_sched_step_begin(ctx->sched));
 }
 
 dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer)
@@ -173,12 +177,15 @@ dd_status_t dd_step_end(dd_context_h ctx, dd_step_stats_t *stats_p)
 {
     dd_status_t status = dd_api_check(ctx, "dd_step_end");
 
-    return status != DD_OK ? status : dd_sched_step_end(ctx->sched, stats_p);
+    return status != DD_OK
+               ? status
+               : dd_watch_fault(ctx, dd_sched_step_end(ctx->sched, stats_p));
 }
 
 dd_status_t dd_sync_all(dd_context_h ctx)
 {
     dd_status_t status = dd_api_check(ctx, "dd_sync_all");
 
-    return status != DD_OK ? status : dd_sched_sync_all(ctx->sched);
+    return status != DD_OK ? status
+                           : dd_watch_fault(ctx, dd_sched_sync_all(ctx->sched));
 }

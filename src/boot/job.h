@@ -25,6 +25,9 @@ typedef struct {
     double timeout_s;        /* DREAMDDP_TIMEOUT_S */
     uint64_t token_hash;     /* of the job token, in every message */
     dd_store_t *store;
+    /* The job's fate (core/abort.h): every wait below src/api ends with
+     * its reason once raised. NULL: not watched. */
+    dd_abort_t *abort;
 } dd_job_t;
 
 /** Index of a rank among the workers, or -1 when it is not a worker. */

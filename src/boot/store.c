@@ -5,11 +5,13 @@
  */
 #include "boot/store.h"
 #include "core/log.h"
+#include "core/time.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 uint64_t dd_store_token_hash(const char *token)
 {
@@ -52,6 +54,82 @@ dd_status_t dd_store_add_value(const char *key, const void *old, size_t len,
     }
     *value_p = sum;
     return DD_OK;
+}
+
+dd_status_t dd_store_set(dd_store_t *s, const char *key, const void *value,
+                         size_t len)
+{
+    dd_status_t status = s->ops->set(s, key, value, len);
+    return status;
+}
+
+dd_status_t dd_store_add(dd_store_t *s, const char *key, int64_t delta,
+                         int64_t *value_p)
+{
+    dd_status_t status = s->ops->add(s, key, delta, value_p);
+    return status;
+}
+
+dd_status_t dd_store_delete(dd_store_t *s, const char *key, int *deleted_p)
+{
+    dd_status_t status = s->ops->del(s, key, deleted_p);
+    return status;
+}
+
+/*
+ * The waits, in slices: the watcher's heartbeat gets the connection
+ * between two, and a job aborted meanwhile ends the wait with its reason
+ * rather than after the whole timeout.
+ */
+dd_status_t dd_store_get_within(dd_store_t *s, const char *key,
+                                double timeout_s, void **value_p, size_t *len_p)
+{
+    double deadline = dd_time_now() + timeout_s;
+    dd_status_t status;
+
+    for (;;) {
+        double left = deadline - dd_time_now();
+        double slice = left < DD_STORE_SLICE_S ? left : DD_STORE_SLICE_S;
+        status = s->ops->get(s, key, slice > 0 ? slice : 0, value_p, len_p);
+        if (status != DD_ERR_TIMED_OUT || left <= DD_STORE_SLICE_S) {
+            break;
+        }
+        if (dd_abort_raised(s->abort)) {
+            return dd_abort_error(s->abort, DD_SUBSYS_BOOT);
+        }
+        /* A mutex is not fair: without a pause, this thread would take
+         * the connection again before the watcher could. */
+        usleep(1000);
+    }
+    return status; /* a timeout: callers name what they waited for */
+}
+
+dd_status_t dd_store_get(dd_store_t *s, const char *key, void **value_p,
+                         size_t *len_p)
+{
+    return dd_store_get_within(s, key, s->timeout_s, value_p, len_p);
+}
+
+dd_status_t dd_store_wait(dd_store_t *s, const char *const *keys, int n,
+                          int *present)
+{
+    double deadline = dd_time_now() + s->timeout_s;
+    dd_status_t status;
+
+    for (;;) {
+        double left = deadline - dd_time_now();
+        double slice = left < DD_STORE_SLICE_S ? left : DD_STORE_SLICE_S;
+        status = s->ops->wait(s, keys, n, slice > 0 ? slice : 0, present);
+        if (status != DD_ERR_TIMED_OUT || left <= DD_STORE_SLICE_S) {
+            return status;
+        }
+        if (dd_abort_raised(s->abort)) {
+            return dd_abort_error(s->abort, DD_SUBSYS_BOOT);
+        }
+        /* A mutex is not fair: without a pause, this thread would take
+         * the connection again before the watcher could. */
+        usleep(1000);
+    }
 }
 
 dd_status_t dd_store_check(dd_store_t *s, const char *key, int *exists_p)

@@ -7,6 +7,8 @@
 #ifndef DD_BOOT_STORE_H
 #define DD_BOOT_STORE_H
 
+#include "core/abort.h"
+
 #include <dreamddp.h>
 
 #include <stddef.h>
@@ -39,6 +41,9 @@ struct dd_store {
     char where[300];      /* "tcp://10.0.0.1:29500", for messages */
     unsigned barrier_gen; /* barriers and allgathers done so far */
     char last_key[512];   /* this rank's key of the last one */
+    /* The job's fate, set by src/api once it watches: a wait ends with
+     * its reason as soon as it is raised. NULL: not watched. */
+    dd_abort_t *abort;
 };
 
 /** Hash of the job token; what a rank presents instead of the token. */
@@ -68,35 +73,28 @@ dd_status_t dd_store_file_open(const char *dir, uint64_t token_hash, int rank,
                                int world_size, double timeout_s,
                                dd_store_t **store_p);
 
-static inline dd_status_t dd_store_set(dd_store_t *s, const char *key,
-                                       const void *value, size_t len)
-{
-    return s->ops->set(s, key, value, len);
-}
+/*
+ * The calls. Each implementation serializes its requests, so the watcher
+ * thread (src/api/watch.c) and the application thread share one
+ * connection; a wait is cut into slices of at most DD_STORE_SLICE_S, so
+ * that the watcher's requests go between two, and the job's abort is
+ * checked between two.
+ */
+#define DD_STORE_SLICE_S 0.25
 
-static inline dd_status_t dd_store_get(dd_store_t *s, const char *key,
-                                       void **value_p, size_t *len_p)
-{
-    return s->ops->get(s, key, s->timeout_s, value_p, len_p);
-}
-
-static inline dd_status_t dd_store_wait(dd_store_t *s, const char *const *keys,
-                                        int n, int *present)
-{
-    return s->ops->wait(s, keys, n, s->timeout_s, present);
-}
-
-static inline dd_status_t dd_store_add(dd_store_t *s, const char *key,
-                                       int64_t delta, int64_t *value_p)
-{
-    return s->ops->add(s, key, delta, value_p);
-}
-
-static inline dd_status_t dd_store_delete(dd_store_t *s, const char *key,
-                                          int *deleted_p)
-{
-    return s->ops->del(s, key, deleted_p);
-}
+dd_status_t dd_store_set(dd_store_t *s, const char *key, const void *value,
+                         size_t len);
+dd_status_t dd_store_get(dd_store_t *s, const char *key, void **value_p,
+                         size_t *len_p);
+/** dd_store_get with its own bound (at most the store's timeout). */
+dd_status_t dd_store_get_within(dd_store_t *s, const char *key,
+                                double timeout_s, void **value_p,
+                                size_t *len_p);
+dd_status_t dd_store_wait(dd_store_t *s, const char *const *keys, int n,
+                          int *present);
+dd_status_t dd_store_add(dd_store_t *s, const char *key, int64_t delta,
+                         int64_t *value_p);
+dd_status_t dd_store_delete(dd_store_t *s, const char *key, int *deleted_p);
 
 /** Whether key exists now (no waiting). */
 dd_status_t dd_store_check(dd_store_t *s, const char *key, int *exists_p);
@@ -116,6 +114,13 @@ dd_status_t dd_store_barrier(dd_store_t *s, const char *name);
  */
 dd_status_t dd_store_allgather(dd_store_t *s, const char *name,
                                const void *mine, size_t len, void *all);
+
+/* The job's abort: its value is the first reason a rank or the store saw
+ * to stop the job (src/api/watch.c). A rank sets its goodbye key (prefix,
+ * then the rank) before it leaves in dd_finalize; the TCP store's server
+ * takes a connection that closes without one for a lost rank. */
+#define DD_STORE_ABORT_KEY "dd/abort"
+#define DD_STORE_BYE_KEY "dd/bye/"
 
 /* The TCP store's server, hosted by rank 0. */
 typedef struct dd_store_server dd_store_server_t;

@@ -435,6 +435,35 @@ static int dd_server_read(dd_store_server_t *srv, dd_server_client_t *c)
     return 0;
 }
 
+/*
+ * A rank's connection closed. One that said goodbye (DD_STORE_BYE_KEY, set
+ * in dd_finalize) left; any other died or was killed, and the store is the
+ * first to know, at once, even of a rank no collective is waiting on: it
+ * publishes the job's abort (DD_STORE_ABORT_KEY) naming the rank, unless
+ * an earlier reason is there, and wakes the requests parked on it.
+ */
+static void dd_server_note_lost(dd_store_server_t *srv, dd_server_client_t *c)
+{
+    char key[64], why[256];
+
+    if (c->rank < 0 || srv->stopping) {
+        return;
+    }
+    snprintf(key, sizeof(key), DD_STORE_BYE_KEY "%d", c->rank);
+    if (dd_server_find(srv, key) != NULL ||
+        dd_server_find(srv, DD_STORE_ABORT_KEY) != NULL) {
+        return;
+    }
+    snprintf(why, sizeof(why),
+             "rank %d was lost: its connection to the store on rank 0 closed "
+             "before its dd_finalize (the process died or was killed)",
+             c->rank);
+    dd_log_error(DD_SUBSYS_NET, "store: %s", why);
+    if (dd_server_put(srv, DD_STORE_ABORT_KEY, why, strlen(why)) == 0) {
+        dd_server_wake_parked(srv);
+    }
+}
+
 static void dd_server_drop(dd_store_server_t *srv, int i)
 {
     dd_server_client_t *c = &srv->clients[i];
@@ -563,6 +592,7 @@ static void *dd_server_main(void *arg)
          * place, which was already visited. */
         for (int i = n_polled - 1; i >= 0; i--) {
             if (pfds[i + 2].revents && dd_server_read(srv, &srv->clients[i])) {
+                dd_server_note_lost(srv, &srv->clients[i]);
                 dd_server_drop(srv, i);
             }
         }

@@ -16,8 +16,11 @@
 #include <string.h>
 #include <unistd.h>
 
-/* How much longer than the server's own deadline the client waits. */
-#define DD_TCP_GRACE_S 5.0
+/* How much longer than the server's own deadline the client waits:
+ * DREAMDDP_TIMEOUT_S, at least this. The watch thread (src/api/watch.c)
+ * sends a request every period, so a link cut shorter than the timeout
+ * must cost time, not the job, and a frozen rank 0 is found within it. */
+#define DD_TCP_GRACE_MIN_S 1.0
 
 typedef struct {
     dd_store_t base;
@@ -28,10 +31,14 @@ typedef struct {
 } dd_store_tcp_t;
 
 /* Sends the request in t->out and receives the reply body. */
+/* wait_s: how long the server may hold the request (a get or wait); 0 for
+ * those it answers at once (set, add, delete). */
 static dd_status_t dd_tcp_roundtrip(dd_store_tcp_t *t, double wait_s,
                                     uint8_t **body_p, size_t *len_p)
 {
-    double deadline = dd_time_now() + wait_s + DD_TCP_GRACE_S;
+    double grace = t->base.timeout_s > DD_TCP_GRACE_MIN_S ? t->base.timeout_s
+                                                          : DD_TCP_GRACE_MIN_S;
+    double deadline = dd_time_now() + wait_s + grace;
     dd_status_t status;
 
     if (t->broken) {
@@ -59,7 +66,7 @@ static dd_status_t dd_tcp_roundtrip(dd_store_tcp_t *t, double wait_s,
         t->broken = 1;
         return dd_error(status, DD_SUBSYS_NET,
                         "store %s did not answer within %.0f s", t->base.where,
-                        wait_s + DD_TCP_GRACE_S);
+                        wait_s + grace);
     }
     return DD_OK;
 }
@@ -94,7 +101,7 @@ static dd_status_t dd_tcp_set(dd_store_t *s, const char *key, const void *value,
     dd_tcp_begin(t, DD_STORE_OP_SET);
     dd_store_buf_str(&t->out, key);
     dd_store_buf_bytes(&t->out, value, len);
-    dd_status_t status = dd_tcp_roundtrip(t, s->timeout_s, &body, &blen);
+    dd_status_t status = dd_tcp_roundtrip(t, 0.0, &body, &blen);
     if (status == DD_OK) {
         if (blen < 1 || body[0] != DD_STORE_REPLY_OK) {
             status = dd_tcp_bad_reply(t);
@@ -200,7 +207,7 @@ static dd_status_t dd_tcp_simple(dd_store_tcp_t *t, int op, const char *key,
     if (op == DD_STORE_OP_ADD) {
         dd_store_buf_u64(&t->out, (uint64_t)delta);
     }
-    dd_status_t status = dd_tcp_roundtrip(t, t->base.timeout_s, &body, &blen);
+    dd_status_t status = dd_tcp_roundtrip(t, 0.0, &body, &blen);
     if (status != DD_OK) {
         return dd_tcp_end(t, status);
     }

@@ -32,6 +32,11 @@ struct dd_engine {
     size_t staging_size[DD_ENGINE_DEPTH];
     uint64_t n_started;
     double last_end; /* when the previous job ended */
+    /* The job's fate: once raised, the jobs in flight end with its reason
+     * instead of waiting for the backend's own timeout (NULL: none). */
+    dd_abort_t *abort;
+    double timeout_s; /* a job in flight longer fails (0: no bound) */
+    int abandoned;    /* a pipe may still write into the staging buffers */
 };
 
 /* Whether a job's buffers are fused into one message through staging:
@@ -153,6 +158,9 @@ static void dd_engine_pipe_start(dd_engine_t *e, dd_sync_job_t *job, int i)
     job->t_start = job->t_launch = dd_time_now();
     job->finished = 0;
     job->status = e->failed ? DD_ERR_CANCELED : DD_OK;
+    if (job->status == DD_OK && dd_abort_raised(e->abort)) {
+        job->status = dd_abort_error(e->abort, DD_SUBSYS_SCHED);
+    }
     if (job->status == DD_OK) {
         job->status = dd_engine_pack(e, job, i, &buf, &count);
     }
@@ -229,10 +237,36 @@ static void *dd_engine_main(void *arg)
             dd_engine_pipe_start(e, fly[n], slot[n]);
             n++;
         }
+        int aborted = dd_abort_raised(e->abort);
+        double now = dd_time_now();
         for (int j = 0; j < n; j++) {
             dd_sync_job_t *job = fly[j];
             int moved = 0;
             if (job->finished) {
+                continue;
+            }
+            if (aborted) {
+                /* The pipe keeps the job's handle, which it may still
+                 * complete after the peer's loss; nothing tests it again. */
+                job->status = dd_abort_error(e->abort, DD_SUBSYS_SCHED);
+                job->finished = 1;
+                job->t_end = dd_time_now();
+                e->abandoned = 1;
+                busy = 1;
+                continue;
+            }
+            if (e->timeout_s > 0 && now - job->t_start > e->timeout_s) {
+                /* Whatever the backend's own bound: a peer that does not
+                 * take part for DREAMDDP_TIMEOUT_S fails the sync. */
+                job->status =
+                    dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_SCHED,
+                             "a sync of %zu bytes did not complete within "
+                             "%.1f s (DREAMDDP_TIMEOUT_S)",
+                             job->bytes, e->timeout_s);
+                job->finished = 1;
+                job->t_end = now;
+                e->abandoned = 1;
+                busy = 1;
                 continue;
             }
             const dd_sync_pipe_t *pipe = dd_engine_pipe(e, job);
@@ -308,6 +342,14 @@ static void dd_engine_deadline(struct timespec *ts, double timeout_s)
         ts->tv_sec++;
         ts->tv_nsec -= 1000000000L;
     }
+}
+
+void dd_engine_set_abort(dd_engine_t *e, dd_abort_t *abort, double timeout_s)
+{
+    pthread_mutex_lock(&e->lock);
+    e->abort = abort;
+    e->timeout_s = timeout_s;
+    pthread_mutex_unlock(&e->lock);
 }
 
 void dd_engine_submit(dd_engine_t *e, dd_sync_job_t *job)
@@ -394,7 +436,7 @@ void dd_engine_stop(dd_engine_t *e)
     dd_sync_job_free_list(e->queue);
     pthread_cond_destroy(&e->cond);
     pthread_mutex_destroy(&e->lock);
-    for (int i = 0; i < DD_ENGINE_DEPTH; i++) {
+    for (int i = 0; i < DD_ENGINE_DEPTH && !e->abandoned; i++) {
         free(e->staging[i]);
     }
     free(e);

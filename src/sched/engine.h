@@ -11,6 +11,8 @@
 #ifndef DD_SCHED_ENGINE_H
 #define DD_SCHED_ENGINE_H
 
+#include "core/abort.h"
+
 #include <dreamddp.h>
 
 #include <stddef.h>
@@ -99,6 +101,16 @@ typedef struct dd_engine dd_engine_t;
 /** Starts the thread; route is the pipe of jobs that name none. */
 dd_status_t dd_engine_start(const dd_sync_pipe_t *route,
                             dd_engine_t **engine_p);
+
+/**
+ * Watches the job's fate: once abort is raised, the jobs in flight and
+ * those still to start fail with its reason (their pipes' handles are
+ * abandoned, and the staging buffers leaked, since a backend may still
+ * complete them). A job in flight for more than timeout_s (0: no bound)
+ * fails too.
+ */
+void dd_engine_set_abort(dd_engine_t *engine, dd_abort_t *abort,
+                         double timeout_s);
 
 /** Hands job to the engine; it comes back from dd_engine_drain. */
 void dd_engine_submit(dd_engine_t *engine, dd_sync_job_t *job);

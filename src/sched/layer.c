@@ -479,7 +479,8 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
         return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
                         "dd_model_commit: no layer is registered");
     }
-    if ((status = dd_sched_check_tables(sched)) != DD_OK ||
+    if ((status = dd_sched_check_settings(sched)) != DD_OK ||
+        (status = dd_sched_check_tables(sched)) != DD_OK ||
         (status = dd_sched_check_buffers(sched)) != DD_OK ||
         (status = dd_sched_broadcast_params(sched)) != DD_OK ||
         (status = dd_sched_choose_route(sched)) != DD_OK ||
@@ -489,6 +490,9 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
         (status =
              dd_engine_start(sched->agg ? &sched->agg_pipe : &sched->coll_pipe,
                              &sched->engine)) != DD_OK ||
+        (dd_engine_set_abort(sched->engine, sched->env.job->abort,
+                             sched->env.job->timeout_s),
+         0) ||
         (status = dd_sched_fit_network(sched)) != DD_OK) {
         return status;
     }

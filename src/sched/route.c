@@ -10,7 +10,9 @@
 #include "core/log.h"
 #include "sched/sched.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The engine waits this much longer than DREAMDDP_TIMEOUT_S for the
  * backend, which times out by itself, before declaring the engine stuck. */
@@ -27,11 +29,197 @@ static size_t dd_sched_coll_bytes(const dd_sched_coll_t *c, int n_workers)
     return bytes;
 }
 
+/*
+ * Messages that say what they are. Equal-sized messages of different
+ * steps, kinds or jobs would pair up in an allreduce and be summed, so
+ * every collective the engine runs among the workers is preceded by a
+ * digest of what it is (the step, the kind, the layers, the element
+ * count, dtype and operation): 32 bits of its hash and their 32
+ * complements, one f32 each, summed across the workers. Every sum must
+ * be 0 or the number of workers: then every worker has every bit alike,
+ * and the collective that follows on each is the same one. A single
+ * difference anywhere makes some sum lie strictly between, and since every
+ * worker reads the same sums, every worker fails, before the collective
+ * runs. As each worker alternates digest and collective, the first place
+ * where two workers' sequences differ is always a digest: a rank that
+ * skipped a step or made an extra call is caught there, never summed (a
+ * digest that meets another rank's data sees values not 0 and 1, and the
+ * complements make a constant fail too). The cost is one allreduce of 256
+ * bytes per collective, a latency and no copy, with no change to the data
+ * messages; the aggregators' route has headers of its own. On a
+ * mismatch, each worker writes what it was about to run to the store and
+ * reads the others', so that the message names the ranks and their steps.
+ *
+ * Two collectives are in flight at once (the pipe's depth), and the
+ * backends pair operations by the order they are posted in, so that order
+ * must be the same on every worker: a digest is posted only while no
+ * other digest is on the wire. The k-th collective's digest then always
+ * follows the (k-1)-th collective itself, on every worker, and still runs
+ * while that one's data drains.
+ */
+#define DD_SEQ_BITS 32
+
+typedef struct {
+    dd_backends_op_t op;
+    int phase; /* -1: the digest waits, 0: the digest, 1: the collective */
+    uint64_t seq;
+    float digest[2 * DD_SEQ_BITS];
+    dd_sched_coll_t data;
+    char what[200];
+} dd_sched_coll_req_t;
+
+/* What a job is, as every worker must agree: "step 12, average of 4099
+ * f32 (layer 2)". */
+static void dd_sched_coll_what(const dd_sched_t *sched,
+                               const dd_sync_job_t *job,
+                               const dd_sched_coll_t *c, int is_op, char *what,
+                               size_t size)
+{
+    static const char *const ops[] = {"sum", "avg", "max", "min"};
+    int n = snprintf(what, size, "step %llu, %s of %zu %s",
+                     (unsigned long long)job->step,
+                     !is_op                         ? "average"
+                     : c->coll == DD_COLL_BROADCAST ? "broadcast"
+                                                    : dd_coll_name(c->coll),
+                     c->args.count, dd_dtype_name(c->args.dtype));
+    size_t o = n > 0 ? (size_t)n : 0;
+
+    if (is_op && c->coll != DD_COLL_BROADCAST && o < size &&
+        (unsigned)c->args.op < DD_REDUCE_LAST) {
+        o += (size_t)snprintf(what + o, size - o, " (%s)", ops[c->args.op]);
+    }
+    if (job->n_layers > 0 && o < size) {
+        const struct dd_layer *l = sched->layers[job->layers[0]];
+        snprintf(what + o, size - o, " (layer '%s'%s)", l->name,
+                 job->n_layers > 1 ? " and others" : "");
+    }
+}
+
+static void dd_sched_coll_digest(dd_sched_coll_req_t *req)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    for (const unsigned char *p = (const unsigned char *)req->what; *p; p++) {
+        h = (h ^ *p) * 0x100000001b3ull;
+    }
+    h ^= h >> 32;
+    for (int j = 0; j < DD_SEQ_BITS; j++) {
+        req->digest[j] = (float)((h >> j) & 1);
+        req->digest[DD_SEQ_BITS + j] = 1.0f - req->digest[j];
+    }
+}
+
+/* The workers' digests disagree: names who ran what, from the store. */
+static dd_status_t dd_sched_coll_mismatch(dd_sched_t *sched,
+                                          const dd_sched_coll_req_t *req)
+{
+    const dd_job_t *job = sched->env.job;
+    char key[64], msg[1536];
+    char **values = calloc((size_t)job->world_size, sizeof(char *));
+
+    snprintf(key, sizeof(key), "dd/seq/%llu/%d", (unsigned long long)req->seq,
+             job->rank);
+    dd_store_set(job->store, key, req->what, strlen(req->what));
+    for (int i = 0; values != NULL && i < job->n_workers; i++) {
+        int r = job->worker_ranks[i];
+        void *v = NULL;
+        size_t len = 0;
+        snprintf(key, sizeof(key), "dd/seq/%llu/%d",
+                 (unsigned long long)req->seq, r);
+        if (dd_store_get_within(job->store, key, job->timeout_s / 4, &v,
+                                &len) == DD_OK) {
+            values[r] = malloc(len + 1);
+            if (values[r] != NULL) {
+                memcpy(values[r], v, len);
+                values[r][len] = '\0';
+            }
+            free(v);
+        }
+        if (values[r] == NULL && (values[r] = strdup("(no answer)")) == NULL) {
+            break;
+        }
+    }
+    snprintf(msg, sizeof(msg),
+             "workers out of step at their collective %llu (nothing was "
+             "summed):",
+             (unsigned long long)req->seq);
+    if (values != NULL) {
+        dd_sched_ranks_by_value((const char *const *)values, job->world_size,
+                                msg, sizeof(msg));
+    }
+    for (int r = 0; values != NULL && r < job->world_size; r++) {
+        free(values[r]);
+    }
+    free(values);
+    return dd_error(DD_ERR_MISMATCH, DD_SUBSYS_SCHED, "%s", msg);
+}
+
+/* Whether every worker's digest was this one: every sum 0 or n. */
+static int dd_sched_coll_agreed(const dd_sched_t *sched,
+                                const dd_sched_coll_req_t *req)
+{
+    float n = (float)sched->env.job->n_workers;
+
+    for (int j = 0; j < 2 * DD_SEQ_BITS; j++) {
+        if (req->digest[j] != 0.0f && req->digest[j] != n) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Posts a waiting digest unless another is on the wire. */
+static dd_status_t dd_sched_coll_post_digest(dd_sched_t *sched,
+                                             dd_sched_coll_req_t *req)
+{
+    dd_backend_args_t args = {.sendbuf = req->digest,
+                              .recvbuf = req->digest,
+                              .count = 2 * DD_SEQ_BITS,
+                              .dtype = DD_DTYPE_F32,
+                              .op = DD_REDUCE_SUM,
+                              .mem_type = DD_MEM_HOST};
+
+    if (req->phase != -1 || sched->coll_digesting > 0) {
+        return DD_OK;
+    }
+    dd_status_t status =
+        dd_backends_op_start(sched->env.coll, DD_COLL_ALLREDUCE, &args,
+                             sizeof(req->digest), &req->op);
+    if (status == DD_OK) {
+        req->phase = 0;
+        sched->coll_digesting++;
+    }
+    return status;
+}
+
+static dd_status_t dd_sched_coll_begin(dd_sched_t *sched, dd_sync_job_t *job,
+                                       const dd_sched_coll_t *c, int is_op,
+                                       void **handle_p)
+{
+    dd_sched_coll_req_t *req = calloc(1, sizeof(*req));
+
+    if (req == NULL) {
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory to start a collective");
+    }
+    req->data = *c;
+    req->seq = sched->coll_seq++;
+    dd_sched_coll_what(sched, job, c, is_op, req->what, sizeof(req->what));
+    dd_sched_coll_digest(req);
+    req->phase = -1;
+    dd_status_t status = dd_sched_coll_post_digest(sched, req);
+    if (status != DD_OK) {
+        free(req);
+        return status;
+    }
+    *handle_p = req;
+    return DD_OK;
+}
+
 static dd_status_t dd_sched_coll_start(void *arg, dd_sync_job_t *job, void *buf,
                                        size_t count, void **handle_p)
 {
     dd_sched_t *sched = arg;
-    dd_backends_op_t *op = malloc(sizeof(*op));
     dd_sched_coll_t avg = {.coll = DD_COLL_ALLREDUCE,
                            .args = {.sendbuf = buf,
                                     .recvbuf = buf,
@@ -39,32 +227,48 @@ static dd_status_t dd_sched_coll_start(void *arg, dd_sync_job_t *job, void *buf,
                                     .dtype = job->dtype,
                                     .op = DD_REDUCE_AVG,
                                     .mem_type = job->mem_type}};
-    const dd_sched_coll_t *c = job->op != NULL ? job->op : &avg;
 
-    if (op == NULL) {
-        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
-                        "no memory to start a collective");
-    }
-    dd_status_t status = dd_backends_op_start(
-        sched->env.coll, c->coll, &c->args,
-        dd_sched_coll_bytes(c, sched->env.job->n_workers), op);
-    if (status != DD_OK) {
-        free(op);
-        return status;
-    }
-    *handle_p = op;
-    return DD_OK;
+    return dd_sched_coll_begin(
+        sched, job, job->op != NULL ? (const dd_sched_coll_t *)job->op : &avg,
+        job->op != NULL, handle_p);
 }
 
 static dd_status_t dd_sched_coll_test(void *arg, void *handle, int *busy_p)
 {
-    dd_backends_op_t *op = handle;
-    dd_status_t status = dd_backends_op_test(op);
+    dd_sched_t *sched = arg;
+    dd_sched_coll_req_t *req = handle;
 
-    (void)arg;
+    if (req->phase == -1) {
+        dd_status_t status = dd_sched_coll_post_digest(sched, req);
+        *busy_p = req->phase == 0;
+        if (status != DD_OK) {
+            free(req);
+            return status;
+        }
+        return DD_INPROGRESS;
+    }
+    dd_status_t status = dd_backends_op_test(&req->op);
+
     *busy_p = status != DD_INPROGRESS;
+    if (status != DD_INPROGRESS && req->phase == 0) {
+        sched->coll_digesting--;
+    }
+    if (status == DD_OK && req->phase == 0) {
+        if (!dd_sched_coll_agreed(sched, req)) {
+            status = dd_sched_coll_mismatch(sched, req);
+        } else {
+            const dd_sched_coll_t *c = &req->data;
+            status = dd_backends_op_start(
+                sched->env.coll, c->coll, &c->args,
+                dd_sched_coll_bytes(c, sched->env.job->n_workers), &req->op);
+            req->phase = 1;
+            if (status == DD_OK) {
+                return DD_INPROGRESS;
+            }
+        }
+    }
     if (status != DD_INPROGRESS) {
-        free(op);
+        free(req);
     }
     return status;
 }
@@ -74,28 +278,15 @@ static dd_status_t dd_sched_bcast_start(void *arg, dd_sync_job_t *job,
                                         void *buf, size_t count,
                                         void **handle_p)
 {
-    dd_sched_t *sched = arg;
-    dd_backends_op_t *op = malloc(sizeof(*op));
-    dd_backend_args_t args = {.sendbuf = buf,
-                              .recvbuf = buf,
-                              .count = count,
-                              .dtype = job->dtype,
-                              .root = 0,
-                              .mem_type = job->mem_type};
+    dd_sched_coll_t bcast = {.coll = DD_COLL_BROADCAST,
+                             .args = {.sendbuf = buf,
+                                      .recvbuf = buf,
+                                      .count = count,
+                                      .dtype = job->dtype,
+                                      .root = 0,
+                                      .mem_type = job->mem_type}};
 
-    if (op == NULL) {
-        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
-                        "no memory to start a broadcast");
-    }
-    dd_status_t status =
-        dd_backends_op_start(sched->env.coll, DD_COLL_BROADCAST, &args,
-                             count * dd_dtype_size(job->dtype), op);
-    if (status != DD_OK) {
-        free(op);
-        return status;
-    }
-    *handle_p = op;
-    return DD_OK;
+    return dd_sched_coll_begin(arg, job, &bcast, 1, handle_p);
 }
 
 static dd_status_t dd_sched_agg_start(void *arg, dd_sync_job_t *job, void *buf,

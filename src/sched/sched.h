@@ -165,6 +165,13 @@ typedef struct dd_sched {
      * buffers (tensors without gradients) come from the first worker
      * through bcast_pipe, on either route. */
     dd_sync_pipe_t coll_pipe, agg_pipe, bcast_pipe;
+    /* Collectives started among the workers through the engine (route.c);
+     * the engine thread's alone. */
+    uint64_t coll_seq;
+    /* Collectives whose digest is on the wire: another's digest waits
+     * until none is (route.c), so every worker posts digests and
+     * collectives in the same order with two collectives in flight. */
+    int coll_digesting;
     struct dd_agg *agg; /* the route is agg_pipe when set */
     /* Device memory (staging.c): the pipe around the two above. */
     dd_sync_pipe_t device_pipe;
@@ -194,6 +201,13 @@ void dd_sched_destroy(dd_sched_t *sched);
  * has said goodbye. */
 void dd_sched_quiesce(dd_sched_t *sched);
 dd_status_t dd_sched_check_tables(dd_sched_t *sched);
+/* settings.c: the settings that shape the wire, the same on every worker;
+ * a difference fails every worker alike, naming the variables and ranks. */
+dd_status_t dd_sched_check_settings(dd_sched_t *sched);
+/* Appends " rank 0..2 'a', rank 3 'b'" to msg: the ranks holding each
+ * value (NULL or "": none), in the order of the lowest rank of each. */
+void dd_sched_ranks_by_value(const char *const *values, int world, char *msg,
+                             size_t size);
 
 #define DD_SCHED_REPLAN_PERSIST 2
 

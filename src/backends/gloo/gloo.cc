@@ -30,6 +30,7 @@ extern "C" {
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
+#include <gloo/transport/pair.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
@@ -143,6 +144,9 @@ struct dd_backend {
     std::shared_ptr<gloo::transport::Device> device;
     std::shared_ptr<gloo::rendezvous::Context> context;
     std::chrono::milliseconds timeout{0};
+    /* Each peer's address as Gloo writes it in its errors ("[ip]:port"),
+     * by rank, so that an error names the rank too. */
+    std::vector<std::string> peer_addr;
     uint32_t coll_seq = 0;
     std::mutex mutex;
     std::condition_variable cond;
@@ -381,6 +385,68 @@ dd_status_t dd_gloo_guard(const dd_backend_services_t *svc, const char *what,
     }
 }
 
+/*
+ * The address each peer's end of its pair with this rank has, as Gloo
+ * prints a pair's peer in its errors: each rank publishes its own end of
+ * every pair ("RANK ADDRESS" lines, without Gloo's sequence numbers) and
+ * reads the others'. Best effort: an address not learned only leaves the
+ * rank out of a message.
+ */
+void dd_gloo_learn_peers(dd_backend_t *b)
+{
+    const dd_backend_services_t *svc = b->svc;
+    char key[64];
+    std::string mine;
+
+    b->peer_addr.assign((size_t)svc->world_size, std::string());
+    for (int r = 0; r < svc->world_size; r++) {
+        if (r != svc->rank) {
+            std::string a = b->context->getPair(r)->address().str();
+            mine += std::to_string(r) + " " + a.substr(0, a.find('$')) + "\n";
+        }
+    }
+    snprintf(key, sizeof(key), "peer_addr/%d", svc->rank);
+    if (svc->world_size < 2 ||
+        svc->store_set(svc->arg, key, mine.data(), mine.size()) != DD_OK) {
+        return;
+    }
+    std::string me = std::to_string(svc->rank) + " ";
+    for (int r = 0; r < svc->world_size; r++) {
+        void *value;
+        size_t len;
+        snprintf(key, sizeof(key), "peer_addr/%d", r);
+        if (r == svc->rank ||
+            svc->store_get(svc->arg, key, &value, &len) != DD_OK) {
+            continue;
+        }
+        std::string text((const char *)value, len);
+        free(value);
+        size_t at =
+            text.rfind("\n" + me) != std::string::npos
+                ? text.rfind("\n" + me) + 1
+                : (text.compare(0, me.size(), me) == 0 ? 0 : text.size());
+        if (at < text.size()) {
+            size_t end = text.find('\n', at);
+            b->peer_addr[(size_t)r] =
+                text.substr(at + me.size(), end - at - me.size());
+        }
+    }
+}
+
+/* Gloo names a failed peer by its address: the rank goes beside it. */
+std::string dd_gloo_name_peers(const dd_backend_t *b, std::string message)
+{
+    for (size_t r = 0; r < b->peer_addr.size(); r++) {
+        const std::string &addr = b->peer_addr[r];
+        size_t at = addr.empty() ? std::string::npos : message.find(addr);
+        if (at != std::string::npos) {
+            message.insert(at + addr.size(), " (rank " + std::to_string(r) +
+                                                 " of the communicator)");
+        }
+    }
+    return message;
+}
+
 } // namespace
 
 extern "C" {
@@ -405,6 +471,7 @@ static dd_status_t dd_gloo_init(const dd_backend_services_t *svc,
         b->context->setTimeout(b->timeout);
         dd_gloo_store store(svc);
         b->context->connectFullMesh(store, b->device);
+        dd_gloo_learn_peers(b.get());
         for (int t = 0; t < dd_gloo_threads; t++) {
             b->threads.emplace_back(dd_gloo_thread, b.get());
         }
@@ -610,7 +677,8 @@ static dd_status_t dd_gloo_finish(dd_backend_t *b, dd_backend_request *req)
     dd_status_t status = req->status;
 
     if (status != DD_OK) {
-        dd_coll_error(b->svc, status, "%s", req->message.c_str());
+        dd_coll_error(b->svc, status, "%s",
+                      dd_gloo_name_peers(b, req->message).c_str());
     }
     delete req;
     return status;

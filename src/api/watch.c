@@ -1,0 +1,444 @@
+/*
+ * The job's watch: how a lost or frozen peer stops every rank within one
+ * DREAMDDP_TIMEOUT_S, with one message naming it.
+ *
+ * - A thread per rank beats a heartbeat counter in the store (dd/hb/RANK)
+ *   and looks for the job's abort key (DD_STORE_ABORT_KEY) every period
+ *   (a twelfth of the timeout, 20 ms to 0.5 s: two small requests). When
+ *   the key appears, it raises the reason in the rank's dd_abort_t, which
+ *   every wait of the library checks: the progress engine, the
+ *   aggregators' loops, the store's waits. A store that stops answering
+ *   is rank 0 lost, since rank 0 hosts it.
+ * - The store's server publishes the key itself when a rank's connection
+ *   closes before its goodbye (a killed process): no collective needs to
+ *   be waiting on that rank for the others to learn it.
+ * - A rank whose own sync fails (a backend error or timeout: a frozen
+ *   peer keeps its connections open) takes a census before reporting: the
+ *   ranks whose heartbeat did not move over 2 periods are the ones that
+ *   stopped. The first rank to claim the abort publishes its finding;
+ *   every rank then reports that one message.
+ *
+ * It must not touch the backends: a rank that aborts leaves their
+ * operations in flight, and dd_finalize leaves them to the exit.
+ */
+#include "api/watch.h"
+#include "api/context.h"
+#include "core/log.h"
+#include "core/status.h"
+#include "core/time.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct dd_watch {
+    dd_context_h ctx;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int stopping;
+    int acked;    /* dd/abort/seen/RANK is set */
+    int lingered; /* rank 0 waited for the others to read the reason */
+    double period_s;
+};
+
+double dd_watch_period(double timeout_s)
+{
+    double p = timeout_s / 12;
+    return p < 0.02 ? 0.02 : p > 0.5 ? 0.5 : p;
+}
+
+/* The store no longer answers: rank 0, which hosts it, is gone or frozen
+ * (a file store has no host, so this is only the TCP store's). */
+static void dd_watch_store_lost(dd_context_h ctx, dd_status_t status)
+{
+    char why[512];
+
+    /* One message on every rank, whether it saw a timeout or a close. */
+    (void)status;
+    snprintf(why, sizeof(why),
+             "rank 0 was lost: the store it hosts (%s) does not answer",
+             ctx->store->where);
+    dd_abort_raise(&ctx->abort, why);
+}
+
+/* Says in the store that this rank has the reason, so that rank 0 need not
+ * keep the store for it (dd_watch_linger). */
+static void dd_watch_ack(dd_context_h ctx)
+{
+    char key[64];
+
+    if (__atomic_exchange_n(&ctx->watch->acked, 1, __ATOMIC_ACQ_REL) == 0) {
+        snprintf(key, sizeof(key), "dd/abort/seen/%d", ctx->env.rank);
+        dd_store_set(ctx->store, key, "1", 1);
+    }
+}
+
+/* Raises the reason published in the store; -1 when there is none. */
+static int dd_watch_adopt(dd_context_h ctx)
+{
+    void *value;
+    size_t len;
+
+    if (dd_store_get_within(ctx->store, DD_STORE_ABORT_KEY, 1.0, &value,
+                            &len) != DD_OK) {
+        return -1;
+    }
+    char why[sizeof(ctx->abort.why)];
+    snprintf(why, sizeof(why), "%.*s", (int)len, (char *)value);
+    free(value);
+    dd_log_debug(DD_SUBSYS_CORE, "watch: the job is aborted: %s", why);
+    dd_abort_raise(&ctx->abort, why);
+    dd_watch_ack(ctx);
+    return 0;
+}
+
+/* One beat: the heartbeat, then the abort key. */
+static int dd_watch_beat(dd_context_h ctx)
+{
+    char key[64];
+    int exists = 0;
+
+    snprintf(key, sizeof(key), "dd/hb/%d", ctx->env.rank);
+    dd_status_t status = dd_store_add(ctx->store, key, 1, NULL);
+    if (status == DD_OK) {
+        status = dd_store_check(ctx->store, DD_STORE_ABORT_KEY, &exists);
+    }
+    if (status != DD_OK) {
+        dd_log_debug(DD_SUBSYS_CORE, "watch: the store failed: %s",
+                     dd_status_string(status));
+        if (ctx->server == NULL && strncmp(ctx->store->where, "tcp:", 4) == 0) {
+            dd_watch_store_lost(ctx, status);
+        }
+        return -1;
+    }
+    if (exists) {
+        dd_watch_adopt(ctx);
+    }
+    return 0;
+}
+
+static void dd_watch_deadline(struct timespec *ts, double s)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += (time_t)s;
+    ts->tv_nsec += (long)((s - (double)(time_t)s) * 1e9);
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+static void *dd_watch_main(void *arg)
+{
+    dd_watch_t *w = arg;
+    struct timespec ts;
+
+    pthread_mutex_lock(&w->lock);
+    while (!w->stopping) {
+        dd_watch_deadline(&ts, w->period_s);
+        pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+        if (w->stopping) {
+            break;
+        }
+        pthread_mutex_unlock(&w->lock);
+        int gone =
+            dd_watch_beat(w->ctx) != 0 || dd_abort_raised(&w->ctx->abort);
+        pthread_mutex_lock(&w->lock);
+        if (gone) {
+            break; /* nothing more to learn; the waits know */
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+dd_status_t dd_watch_start(dd_context_h ctx)
+{
+    dd_watch_t *w = calloc(1, sizeof(*w));
+    pthread_condattr_t attr;
+
+    if (w == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    w->ctx = ctx;
+    w->period_s = dd_watch_period(ctx->core.timeout_s);
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cond, &attr);
+    pthread_condattr_destroy(&attr);
+    ctx->store->abort = &ctx->abort;
+    if (pthread_create(&w->thread, NULL, dd_watch_main, w) != 0) {
+        pthread_cond_destroy(&w->cond);
+        pthread_mutex_destroy(&w->lock);
+        free(w);
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_CORE,
+                        "cannot start the watch thread");
+    }
+    ctx->watch = w;
+    return DD_OK;
+}
+
+void dd_watch_stop(dd_context_h ctx)
+{
+    dd_watch_t *w = ctx->watch;
+
+    if (w == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&w->lock);
+    w->stopping = 1;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    pthread_join(w->thread, NULL);
+    pthread_cond_destroy(&w->cond);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+    ctx->watch = NULL;
+}
+
+void dd_watch_leave(dd_context_h ctx)
+{
+    char key[64];
+
+    if (ctx->store == NULL) {
+        return;
+    }
+    snprintf(key, sizeof(key), DD_STORE_BYE_KEY "%d", ctx->env.rank);
+    dd_store_set(ctx->store, key, "1", 1);
+}
+
+/* Whether status says a peer may be gone (rather than a bad argument,
+ * which this rank alone made). */
+static int dd_watch_is_fault(dd_status_t status)
+{
+    switch (status) {
+    case DD_ERR_TIMED_OUT:
+    case DD_ERR_UNREACHABLE:
+    case DD_ERR_IO:
+    case DD_ERR_PEER_LOST:
+    case DD_ERR_BACKEND:
+    case DD_ERR_CANCELED:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Every rank's heartbeat count into hb; -1 where it cannot be read. */
+static dd_status_t dd_watch_read_beats(dd_context_h ctx, int64_t *hb)
+{
+    char key[64];
+
+    for (int r = 0; r < ctx->env.world_size; r++) {
+        snprintf(key, sizeof(key), "dd/hb/%d", r);
+        dd_status_t status = dd_store_add(ctx->store, key, 0, &hb[r]);
+        if (status != DD_OK) {
+            return status;
+        }
+    }
+    return DD_OK;
+}
+
+/* Sleeps s seconds, or less once the job is aborted. */
+static void dd_watch_nap(dd_context_h ctx, double s)
+{
+    double end = dd_time_now() + s;
+    while (!dd_abort_raised(&ctx->abort) && dd_time_now() < end) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The ranks whose heartbeat stood still over 2 periods, as "rank 3" or
+ * "ranks 3, 5", into out ("" when every rank beats). */
+static dd_status_t dd_watch_census(dd_context_h ctx, char *out, size_t size)
+{
+    int world = ctx->env.world_size, n = 0;
+    int64_t *before = calloc((size_t)world * 2, sizeof(int64_t));
+    dd_status_t status = before != NULL ? DD_OK : DD_ERR_NO_MEMORY;
+
+    out[0] = '\0';
+    if (status == DD_OK) {
+        status = dd_watch_read_beats(ctx, before);
+    }
+    if (status == DD_OK) {
+        dd_watch_nap(ctx, 2 * dd_watch_period(ctx->core.timeout_s));
+        status = dd_watch_read_beats(ctx, before + world);
+    }
+    for (int r = 0; status == DD_OK && r < world; r++) {
+        char bye[64];
+        int left = 0;
+        if (r == ctx->env.rank || before[world + r] != before[r]) {
+            continue;
+        }
+        snprintf(bye, sizeof(bye), DD_STORE_BYE_KEY "%d", r);
+        if (dd_store_check(ctx->store, bye, &left) == DD_OK && left) {
+            continue; /* it finished: its watch stopped on purpose */
+        }
+        size_t o = strlen(out);
+        snprintf(out + o, size - o, "%s%d", n++ ? ", " : "", r);
+    }
+    if (n > 1) {
+        char ranks[256];
+        snprintf(ranks, sizeof(ranks), "ranks %s", out);
+        snprintf(out, size, "%s", ranks);
+    } else if (n == 1) {
+        char ranks[256];
+        snprintf(ranks, sizeof(ranks), "rank %s", out);
+        snprintf(out, size, "%s", ranks);
+    }
+    free(before);
+    return status;
+}
+
+/* Publishes why as the job's abort unless another rank did first; raises
+ * whichever won. */
+static void dd_watch_publish(dd_context_h ctx, const char *why)
+{
+    int64_t claims = 0;
+    int exists = 0;
+
+    if (dd_store_check(ctx->store, DD_STORE_ABORT_KEY, &exists) == DD_OK &&
+        !exists &&
+        dd_store_add(ctx->store, "dd/abort/claim", 1, &claims) == DD_OK &&
+        claims == 1) {
+        dd_store_set(ctx->store, DD_STORE_ABORT_KEY, why, strlen(why));
+        dd_abort_raise(&ctx->abort, why);
+        dd_watch_ack(ctx);
+        return;
+    }
+    /* Another rank's finding, which it publishes right after its claim. */
+    void *value;
+    size_t len;
+    if (!dd_abort_raised(&ctx->abort) &&
+        dd_store_get_within(ctx->store, DD_STORE_ABORT_KEY,
+                            4 * dd_watch_period(ctx->core.timeout_s), &value,
+                            &len) == DD_OK) {
+        char text[sizeof(ctx->abort.why)];
+        snprintf(text, sizeof(text), "%.*s", (int)len, (char *)value);
+        free(value);
+        dd_abort_raise(&ctx->abort, text);
+    }
+    dd_abort_raise(&ctx->abort, why);
+    dd_watch_ack(ctx);
+}
+
+/* The job's reason as this thread's error; rank 0 first keeps its store
+ * until the others have read it, since an application may well exit on
+ * the error without dd_finalize. */
+static dd_status_t dd_watch_reason(dd_context_h ctx)
+{
+    if (ctx->server != NULL) {
+        dd_watch_linger(ctx);
+    }
+    return dd_abort_error(&ctx->abort, DD_SUBSYS_CORE);
+}
+
+dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status)
+{
+    char seen[512], silent[256], why[sizeof(ctx->abort.why)];
+
+    if (status == DD_OK || ctx == NULL || ctx->watch == NULL) {
+        return status;
+    }
+    if (dd_abort_raised(&ctx->abort)) {
+        return dd_watch_reason(ctx);
+    }
+    snprintf(seen, sizeof(seen), "%s", dd_last_error());
+    /* The store may know already (a killed rank): its reason is the cause
+     * of whatever error a backend made of it ("not supported", ...). */
+    int exists = 0;
+    if (dd_store_check(ctx->store, DD_STORE_ABORT_KEY, &exists) == DD_OK &&
+        exists && dd_watch_adopt(ctx) == 0) {
+        return dd_watch_reason(ctx);
+    }
+    if (!dd_watch_is_fault(status)) {
+        dd_last_error_set(seen);
+        return status;
+    }
+    dd_status_t census = dd_watch_census(ctx, silent, sizeof(silent));
+    if (dd_abort_raised(&ctx->abort)) {
+        return dd_watch_reason(ctx);
+    }
+    if (census != DD_OK) {
+        dd_watch_store_lost(ctx, census);
+        return dd_watch_reason(ctx);
+    }
+    if (silent[0] != '\0') {
+        snprintf(why, sizeof(why),
+                 "%s stopped answering (no heartbeat for %.1f s: frozen or "
+                 "stopped); rank %d saw: %s",
+                 silent, 2 * dd_watch_period(ctx->core.timeout_s),
+                 ctx->env.rank, seen);
+    } else {
+        snprintf(why, sizeof(why),
+                 "rank %d failed (every rank still answers): %s", ctx->env.rank,
+                 seen);
+    }
+    dd_watch_publish(ctx, why);
+    return dd_watch_reason(ctx);
+}
+
+/* Marks the ranks a reason names as lost or stopped: it starts "rank N"
+ * or "ranks N, M" (the forms this file and the store's server write). */
+static void dd_watch_named(const char *why, int world, char *named)
+{
+    const char *p = strncmp(why, "ranks ", 6) == 0  ? why + 6
+                    : strncmp(why, "rank ", 5) == 0 ? why + 5
+                                                    : NULL;
+    while (p != NULL && *p >= '0' && *p <= '9') {
+        long r = strtol(p, (char **)&p, 10);
+        if (r >= 0 && r < world) {
+            named[r] = 1;
+        }
+        p = strncmp(p, ", ", 2) == 0 ? p + 2 : NULL;
+    }
+}
+
+void dd_watch_linger(dd_context_h ctx)
+{
+    if (ctx->watch == NULL || ctx->watch->lingered) {
+        return;
+    }
+    ctx->watch->lingered = 1;
+    int world = ctx->env.world_size;
+    double period = dd_watch_period(ctx->core.timeout_s);
+    double deadline = dd_time_now() + ctx->core.timeout_s;
+    char *named = calloc((size_t)world, 1);
+
+    if (named == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&ctx->abort.lock);
+    dd_watch_named(ctx->abort.why, world, named);
+    pthread_mutex_unlock(&ctx->abort.lock);
+    /* Every other rank alive reads the reason within a period of its
+     * publication (its watch polls that often), says so (dd/abort/seen)
+     * and leaves; the ranks the reason names are not waited for. */
+    for (int r = 0; r < world && dd_time_now() < deadline; r++) {
+        char seen[64], bye[64];
+        int has_seen = 0, left = 0;
+        snprintf(seen, sizeof(seen), "dd/abort/seen/%d", r);
+        snprintf(bye, sizeof(bye), DD_STORE_BYE_KEY "%d", r);
+        while (r != ctx->env.rank && !named[r] && dd_time_now() < deadline) {
+            if (dd_store_check(ctx->store, seen, &has_seen) != DD_OK ||
+                dd_store_check(ctx->store, bye, &left) != DD_OK) {
+                r = world;
+                break;
+            }
+            if (has_seen || left) {
+                dd_log_debug(DD_SUBSYS_CORE, "watch: rank %d %s", r,
+                             has_seen ? "has the reason" : "left");
+                break;
+            }
+            struct timespec ts = {0, (long)(period / 8 * 1e9)};
+            nanosleep(&ts, NULL);
+        }
+    }
+    dd_log_debug(DD_SUBSYS_CORE, "watch: the others have the reason");
+    free(named);
+}

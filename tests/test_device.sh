@@ -7,7 +7,7 @@
 # CUDA layer without a device module is an error naming it.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 MP=$top_builddir/tests/mp_device
-export DREAMDDP_TIMEOUT_S=30 DREAMDDP_PROFILE_STEPS=3 DREAMDDP_ADAPTIVE_INTERVAL=2
+export DREAMDDP_DRIFT=yes DREAMDDP_TIMEOUT_S=30 DREAMDDP_PROFILE_STEPS=3 DREAMDDP_ADAPTIVE_INTERVAL=2
 export DREAMDDP_DEVICE=fake DREAMDDP_STAGING_BYTES=16K DREAMDDP_STAGING_SLOTS=3
 
 for s in ddp localsgd:2 plsgd:2 dreamddp:2 adaptive; do

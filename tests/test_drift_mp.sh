@@ -9,7 +9,7 @@
 # worker, with the replicas equal after every average.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 MP=$top_builddir/tests/mp_drift
-export DREAMDDP_TIMEOUT_S=30 DREAMDDP_PROFILE_STEPS=3
+export DREAMDDP_DRIFT=yes DREAMDDP_TIMEOUT_S=30 DREAMDDP_PROFILE_STEPS=3
 
 for n in 3 4; do
     if DREAMDDP_FUSION_BYTES=64 "$DDRUN" -n $n --timeout 60 -- "$MP" known >"$TMP/k" 2>&1; then

@@ -85,9 +85,11 @@ static double dd_timeline_us(const dd_timeline_t *t, double at)
     return (at - t->t0) * 1e6;
 }
 
-/* The members every event starts with. */
+/* The members every event starts with: what it is, and where and when
+ * (this rank's track, thread row tid, at the time at). */
 static void dd_timeline_event(dd_timeline_t *t, const char *name,
-                              const char *cat, const char *ph)
+                              const char *cat, const char *ph, int tid,
+                              double at)
 {
     dd_json_object_begin(&t->json, DD_JSON_COMPACT);
     dd_json_key(&t->json, "name");
@@ -96,6 +98,12 @@ static void dd_timeline_event(dd_timeline_t *t, const char *name,
     dd_json_string(&t->json, cat);
     dd_json_key(&t->json, "ph");
     dd_json_string(&t->json, ph);
+    dd_json_key(&t->json, "pid");
+    dd_json_int(&t->json, t->rank);
+    dd_json_key(&t->json, "tid");
+    dd_json_int(&t->json, tid);
+    dd_json_key(&t->json, "ts");
+    dd_json_fixed(&t->json, dd_timeline_us(t, at), 1);
 }
 
 void dd_timeline_mark(dd_timeline_t *t, const char *layer, uint64_t step,
@@ -104,15 +112,9 @@ void dd_timeline_mark(dd_timeline_t *t, const char *layer, uint64_t step,
     char name[DD_TIMELINE_NAME_MAX];
 
     snprintf(name, sizeof(name), "backward %s", layer);
-    dd_timeline_event(t, name, "backward", "i");
+    dd_timeline_event(t, name, "backward", "i", 0, at);
     dd_json_key(&t->json, "s");
     dd_json_string(&t->json, "t");
-    dd_json_key(&t->json, "pid");
-    dd_json_int(&t->json, t->rank);
-    dd_json_key(&t->json, "tid");
-    dd_json_int(&t->json, 0);
-    dd_json_key(&t->json, "ts");
-    dd_json_fixed(&t->json, dd_timeline_us(t, at), 1);
     dd_json_key(&t->json, "args");
     dd_json_object_begin(&t->json, DD_JSON_COMPACT);
     dd_json_key(&t->json, "step");
@@ -128,13 +130,7 @@ void dd_timeline_sync(dd_timeline_t *t, const dd_sched_t *sched,
 
     snprintf(name, sizeof(name), "sync %s%s",
              sched->layers[job->layers[0]]->name, job->n_layers > 1 ? "+" : "");
-    dd_timeline_event(t, name, "sync", "X");
-    dd_json_key(&t->json, "pid");
-    dd_json_int(&t->json, t->rank);
-    dd_json_key(&t->json, "tid");
-    dd_json_int(&t->json, 1);
-    dd_json_key(&t->json, "ts");
-    dd_json_fixed(&t->json, dd_timeline_us(t, job->t_start), 1);
+    dd_timeline_event(t, name, "sync", "X", 1, job->t_start);
     dd_json_key(&t->json, "dur");
     dd_json_fixed(&t->json, (job->t_end - job->t_start) * 1e6, 1);
     dd_json_key(&t->json, "args");
@@ -175,13 +171,7 @@ void dd_timeline_counter(dd_timeline_t *t, const char *layer, double at,
     char name[DD_TIMELINE_NAME_MAX];
 
     snprintf(name, sizeof(name), "divergence %s", layer);
-    dd_timeline_event(t, name, "divergence", "C");
-    dd_json_key(&t->json, "pid");
-    dd_json_int(&t->json, t->rank);
-    dd_json_key(&t->json, "tid");
-    dd_json_int(&t->json, 0);
-    dd_json_key(&t->json, "ts");
-    dd_json_fixed(&t->json, dd_timeline_us(t, at), 1);
+    dd_timeline_event(t, name, "divergence", "C", 0, at);
     dd_json_key(&t->json, "args");
     dd_json_object_begin(&t->json, DD_JSON_COMPACT);
     dd_json_key(&t->json, "local");

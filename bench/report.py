@@ -3,7 +3,7 @@
 scripts' JSON-lines results. Medians over rounds; ratios first, the
 absolute times beside them. Reads only; stdlib only.
 
-usage: report.py coll|train|sync|plan|frontend|accuracy RESULTS.jsonl
+usage: report.py coll|train|sync|plan|frontend|accuracy|drift_cost RESULTS.jsonl
        report.py train-dat RESULTS.jsonl      (gnuplot: time per iteration)
        report.py timeline-dat TRACE.json H    (gnuplot: one window's syncs)
 """
@@ -165,6 +165,27 @@ def accuracy(path):
               f" | {min(acc):.4f}–{max(acc):.4f} | {fmt(delta, '+.4f')} | {wire:.1f} | {len(acc)} |")
 
 
+def drift_cost(path):
+    """bench/drift_cost.sh: train-sim with the divergence monitor on and off,
+    per round and strategy."""
+    meta, rows = load(path)
+    print(f"Train simulator, gpt2-blocks at scale 0.25, DREAMDDP_DRIFT=yes against no. {machine(meta)}\n")
+    print("| strategy | s/iter on | s/iter off | on ÷ off | per round | runs |")
+    print("|---|---|---|---|---|---|")
+    for s_name in sorted({r["strategy"] for r in rows}):
+        by = {}
+        for r in rows:
+            if r["strategy"] == s_name:
+                by.setdefault(r["round"], {})[r["drift"]] = r["mean_iter_s"]
+        pairs = [(v["yes"], v["no"]) for _, v in sorted(by.items()) if "yes" in v and "no" in v]
+        if not pairs:
+            continue
+        on = statistics.median(p[0] for p in pairs)
+        off = statistics.median(p[1] for p in pairs)
+        each = ", ".join(f"{a / b:.3f}" for a, b in pairs)
+        print(f"| {s_name} | {on:.3f} | {off:.3f} | {on / off:.3f} | {each} | {len(pairs)} |")
+
+
 def sync(path):
     meta, rows = load(path)
     syncs = [r for r in rows if not r.get("train")]
@@ -300,7 +321,7 @@ def timeline_dat(path, H):
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     fns = {"coll": coll, "train": train, "sync": sync, "plan": plan, "train-dat": train_dat,
-           "frontend": frontend, "accuracy": accuracy}
+           "frontend": frontend, "accuracy": accuracy, "drift_cost": drift_cost}
     if cmd in fns and len(sys.argv) == 3:
         fns[cmd](sys.argv[2])
     elif cmd == "timeline-dat" and len(sys.argv) == 4:

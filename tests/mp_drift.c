@@ -41,8 +41,9 @@ static int rank, workers;
         }                                                                      \
     } while (0)
 
-/* "mixed": 40 f32 and 24 f64 elements; "big": 6000 f32 (compressed when
- * DREAMDDP_COMPRESSION is set). */
+/* "mixed": 40 f32 and 24 f64 elements; "big": 400000 f32 (compressed when
+ * DREAMDDP_COMPRESSION is set), a job of its own averaged in place, whose
+ * divergence is measured on a sample (drift.h). */
 typedef struct {
     float *w, *gw;
     double *b, *gb;
@@ -58,7 +59,7 @@ static const uint64_t all_fields =
 
 static int setup(dd_context_h ctx, layer_t *L)
 {
-    static const size_t sizes[N_LAYERS][2] = {{40, 24}, {6000, 0}};
+    static const size_t sizes[N_LAYERS][2] = {{40, 24}, {400000, 0}};
     static const char *const names[N_LAYERS] = {"mixed", "big"};
     for (int l = 0; l < N_LAYERS; l++) {
         layer_t *x = &L[l];
@@ -146,10 +147,23 @@ static int known(dd_context_h ctx, layer_t *L)
         for (size_t i = 0; i < L[0].nb; i++) {
             L[0].b[i] = rank + 1;
         }
+        for (size_t i = 0; i < L[1].nw; i++) {
+            L[1].w[i] = (float)(rank + 1);
+        }
         if (step(ctx, L, s) != 0) {
             return 1;
         }
         dd_layer_stats_t st;
+        /* The sample of a uniform layer gives its figure to rounding. */
+        if (stats(ctx, &L[1], &st) != 0) {
+            return 1;
+        }
+        CHECK(fabs(st.divergence - mine) <= 1e-12 * mine,
+              "step %ld: sampled divergence %.17g, not %.17g", s, st.divergence,
+              mine);
+        CHECK(L[1].w[0] == (float)avg && L[1].w[L[1].nw - 1] == (float)avg,
+              "step %ld: the big layer's average is %g, not %g", s, L[1].w[0],
+              avg);
         if (stats(ctx, &L[0], &st) != 0) {
             return 1;
         }

@@ -75,6 +75,63 @@ static void test_norms_large(void **state)
     assert_true(fabs(n2 - (double)s) <= 1e-12 * (double)s);
 }
 
+/* Layers up to DD_DRIFT_EXACT elements are measured whole; a larger one's
+ * sample is its blocks at dd_drift_step() apart, gathered in order, and its
+ * figure, from the compact sample or from the whole layer, estimates the
+ * whole one's: here within 2 % for a layer whose divergence varies along
+ * it, and to rounding for a uniform one. */
+static void test_norms_sampled(void **state)
+{
+    enum { N = 1000003 };
+    float *x = malloc(N * sizeof(float)), *a = malloc(N * sizeof(float));
+    float *kept = malloc(N * sizeof(float));
+    double d2 = 0, n2 = 0, e2 = 0, m2 = 0, s2 = 0, t2 = 0;
+
+    (void)state;
+    assert_non_null(x);
+    assert_non_null(a);
+    assert_non_null(kept);
+    assert_int_equal(dd_drift_step(DD_DRIFT_EXACT), DD_DRIFT_EXACT);
+    assert_int_equal(dd_drift_sample_count(DD_DRIFT_EXACT), DD_DRIFT_EXACT);
+    size_t step = dd_drift_step(N), n = dd_drift_sample_count(N);
+    assert_int_equal(step % DD_DRIFT_BLOCK, 1);
+    assert_true(n >= DD_DRIFT_EXACT / 2 && n <= 2 * DD_DRIFT_EXACT);
+    for (size_t i = 0; i < N; i++) {
+        a[i] = (float)sin((double)i) * 0.1f;
+        x[i] = a[i] + (float)(cos((double)i * 0.7) * 0.01 * (1 + i % 3));
+    }
+    dd_drift_sample(kept, x, N, sizeof(float));
+    /* The blocks, in order: the second starts at step. */
+    assert_memory_equal(kept, x, DD_DRIFT_BLOCK * sizeof(float));
+    assert_memory_equal(kept + DD_DRIFT_BLOCK, x + step,
+                        DD_DRIFT_BLOCK * sizeof(float));
+    dd_drift_norms(x, a, N, DD_DTYPE_F32, &d2, &n2);
+    assert_int_equal(
+        dd_drift_norms_sampled(kept, 0, a, N, DD_DTYPE_F32, &e2, &m2), 1);
+    assert_int_equal(dd_drift_norms_sampled(x, 1, a, N, DD_DTYPE_F32, &s2, &t2),
+                     1);
+    assert_true(e2 == s2 && m2 == t2); /* the same elements either way */
+    double whole = dd_drift_relative(d2, n2), est = dd_drift_relative(e2, m2);
+    assert_true(fabs(est - whole) <= 0.02 * whole);
+    assert_true(fabs(e2 - d2) <= 0.05 * d2); /* scaled to the whole layer */
+    /* Uniform replicas: the figure to rounding. */
+    for (size_t i = 0; i < N; i++) {
+        a[i] = 2.5f;
+        x[i] = 4.0f;
+    }
+    e2 = m2 = 0;
+    dd_drift_norms_sampled(x, 1, a, N, DD_DTYPE_F32, &e2, &m2);
+    assert_true(fabs(dd_drift_relative(e2, m2) - 0.6) <= 1e-12);
+    /* At most DD_DRIFT_EXACT elements: dd_drift_norms itself. */
+    d2 = n2 = e2 = m2 = 0;
+    dd_drift_norms(x, a, 1000, DD_DTYPE_F32, &d2, &n2);
+    dd_drift_norms_sampled(x, 0, a, 1000, DD_DTYPE_F32, &e2, &m2);
+    assert_true(d2 == e2 && n2 == m2);
+    free(x);
+    free(a);
+    free(kept);
+}
+
 /* The cross-worker maximum is the largest figure, the mean over those who
  * measured; a layer none measured stays DD_DRIFT_NONE. */
 static void test_reduce(void **state)
@@ -177,9 +234,13 @@ static void test_drift_period(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_norms_exact), cmocka_unit_test(test_norms_large),
-        cmocka_unit_test(test_reduce),      cmocka_unit_test(test_watch),
-        cmocka_unit_test(test_strategy),    cmocka_unit_test(test_drift_period),
+        cmocka_unit_test(test_norms_exact),
+        cmocka_unit_test(test_norms_large),
+        cmocka_unit_test(test_norms_sampled),
+        cmocka_unit_test(test_reduce),
+        cmocka_unit_test(test_watch),
+        cmocka_unit_test(test_strategy),
+        cmocka_unit_test(test_drift_period),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -60,10 +60,11 @@ assert abs(last["mean"] - 0.4) < 1e-12, last
 PY
 then
     expect_grep "$TMP/i" "[SYNC] step 3: 2 layer syncs" "[SYNC] line at info"
-    expect_grep "$TMP/i" ", divergence max 0.6 (layer mixed) mean 0.2" "[SYNC] line carries the agreed divergence"
+    expect_grep "$TMP/i" ", divergence max 0.6 (layer mixed) mean 0.4" "[SYNC] line carries the agreed divergence"
     expect_grep "$TMP/i" "layer 'mixed': divergence across workers 0.6 (mean 0.4) at step 2 is above DREAMDDP_DRIFT_WARN=0.1" "a warning names the layer and the figures"
-    if [ "$(grep -c 'is above DREAMDDP_DRIFT_WARN' "$TMP/i")" = 1 ]; then
-        pass "one warning, from the first worker, for the layer's quiet windows"
+    expect_grep "$TMP/i" "layer 'big': divergence across workers 0.6 (mean 0.4) at step 2 is above DREAMDDP_DRIFT_WARN=0.1" "the sampled layer's warning has the same figures"
+    if [ "$(grep -c 'is above DREAMDDP_DRIFT_WARN' "$TMP/i")" = 2 ]; then
+        pass "one warning per layer, from the first worker, for the layer's quiet windows"
     else
         fail "warnings"; grep WARN "$TMP/i"
     fi

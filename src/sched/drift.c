@@ -67,6 +67,68 @@ int dd_drift_norms(const void *local, const void *avg, size_t count,
     return 0;
 }
 
+size_t dd_drift_step(size_t count)
+{
+    if (count <= DD_DRIFT_EXACT) {
+        return count > 0 ? count : 1;
+    }
+    size_t blocks = DD_DRIFT_EXACT / DD_DRIFT_BLOCK;
+    return (count / blocks / DD_DRIFT_BLOCK) * DD_DRIFT_BLOCK + 1;
+}
+
+size_t dd_drift_sample_count(size_t count)
+{
+    size_t step = dd_drift_step(count), n = 0;
+
+    if (step >= count) {
+        return count;
+    }
+    for (size_t at = 0; at < count; at += step) {
+        n += count - at < DD_DRIFT_BLOCK ? count - at : DD_DRIFT_BLOCK;
+    }
+    return n;
+}
+
+void dd_drift_sample(void *dst, const void *src, size_t count, size_t esize)
+{
+    size_t step = dd_drift_step(count), off = 0;
+
+    if (step >= count) {
+        memcpy(dst, src, count * esize);
+        return;
+    }
+    for (size_t at = 0; at < count; at += step) {
+        size_t len = count - at < DD_DRIFT_BLOCK ? count - at : DD_DRIFT_BLOCK;
+        memcpy((char *)dst + off * esize, (const char *)src + at * esize,
+               len * esize);
+        off += len;
+    }
+}
+
+int dd_drift_norms_sampled(const void *local, int local_whole, const void *avg,
+                           size_t count, dd_dtype_t dtype, double *diff2_p,
+                           double *norm2_p)
+{
+    size_t step = dd_drift_step(count), esize = dd_dtype_size(dtype), off = 0;
+    double diff2 = 0, norm2 = 0;
+
+    if (step >= count) {
+        return dd_drift_norms(local, avg, count, dtype, diff2_p, norm2_p);
+    }
+    for (size_t at = 0; at < count; at += step) {
+        size_t len = count - at < DD_DRIFT_BLOCK ? count - at : DD_DRIFT_BLOCK;
+        const char *x = (const char *)local + (local_whole ? at : off) * esize;
+        if (!dd_drift_norms(x, (const char *)avg + at * esize, len, dtype,
+                            &diff2, &norm2)) {
+            return 0;
+        }
+        off += len;
+    }
+    *diff2_p += diff2 * ((double)count / (double)off);
+    *norm2_p += norm2 * ((double)count / (double)off);
+    return 1;
+}
+
 double dd_drift_relative(double diff2, double norm2)
 {
     return norm2 > 0 ? sqrt(diff2) / sqrt(norm2) : sqrt(diff2);

@@ -30,6 +30,8 @@ struct dd_engine {
     dd_sync_pipe_t route; /* the pipe of jobs that name none */
     void *staging[DD_ENGINE_DEPTH]; /* one per job started at once */
     size_t staging_size[DD_ENGINE_DEPTH];
+    void *sample[DD_ENGINE_DEPTH]; /* a measured job's sample, kept before */
+    size_t sample_size[DD_ENGINE_DEPTH];
     uint64_t n_started;
     double last_end; /* when the previous job ended */
     /* The job's fate: once raised, the jobs in flight end with its reason
@@ -40,12 +42,46 @@ struct dd_engine {
 };
 
 /* Whether a job's buffers are fused into one message through staging:
- * several host buffers, or one whose divergence is measured, since the
- * average must not overwrite it before. */
+ * several host buffers, or one small enough to be measured whole, since
+ * the average must not overwrite it before. A larger measured buffer is
+ * averaged in place, and only its sample (drift.h) kept beforehand. */
 static int dd_engine_fused(const dd_sync_job_t *job)
 {
     return job->mem_type == DD_MEM_HOST &&
-           (job->n_items > 1 || (job->n_items == 1 && job->measure));
+           (job->n_items > 1 ||
+            (job->n_items == 1 && job->measure &&
+             dd_drift_step(job->items[0].count) >= job->items[0].count));
+}
+
+/* Whether a job is one host buffer averaged in place whose sample is kept
+ * in slot i's sample buffer. */
+static int dd_engine_sampled(const dd_sync_job_t *job)
+{
+    return job->mem_type == DD_MEM_HOST && job->n_items == 1 && job->measure &&
+           !dd_engine_fused(job);
+}
+
+/* Keeps the sample of a sampled job's buffer before it is averaged. */
+static dd_status_t dd_engine_keep_sample(dd_engine_t *e, dd_sync_job_t *job,
+                                         int i)
+{
+    const dd_sync_item_t *it = &job->items[0];
+    size_t esize = dd_dtype_size(job->dtype);
+    size_t bytes = dd_drift_sample_count(it->count) * esize;
+
+    if (bytes > e->sample_size[i]) {
+        void *sample = realloc(e->sample[i], bytes);
+        if (sample == NULL) {
+            return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                            "no memory for the divergence monitor's sample "
+                            "of %zu bytes",
+                            bytes);
+        }
+        e->sample[i] = sample;
+        e->sample_size[i] = bytes;
+    }
+    dd_drift_sample(e->sample[i], it->buf, it->count, esize);
+    return DD_OK;
 }
 
 /* Packs a fused job into staging slot i; *buf_p, *count_p: what to send
@@ -68,7 +104,8 @@ static dd_status_t dd_engine_pack(dd_engine_t *e, dd_sync_job_t *job, int i,
     if (!dd_engine_fused(job)) {
         *buf_p = job->items[0].buf;
         *count_p = job->items[0].count;
-        return DD_OK;
+        return dd_engine_sampled(job) ? dd_engine_keep_sample(e, job, i)
+                                      : DD_OK;
     }
     if (job->bytes > e->staging_size[i]) {
         void *staging = realloc(e->staging[i], job->bytes);
@@ -95,6 +132,14 @@ static void dd_engine_unpack(dd_engine_t *e, dd_sync_job_t *job, int i)
 {
     size_t esize = dd_dtype_size(job->dtype), off = 0;
 
+    if (dd_engine_sampled(job)) {
+        dd_sync_item_t *it = &job->items[0];
+        it->diff2 = it->norm2 = 0;
+        it->measured =
+            dd_drift_norms_sampled(e->sample[i], 0, it->buf, it->count,
+                                   job->dtype, &it->diff2, &it->norm2);
+        return;
+    }
     if (!dd_engine_fused(job)) {
         return;
     }
@@ -104,8 +149,8 @@ static void dd_engine_unpack(dd_engine_t *e, dd_sync_job_t *job, int i)
         size_t n = it->count * esize;
         if (job->measure) {
             it->diff2 = it->norm2 = 0;
-            it->measured = dd_drift_norms(it->buf, avg, it->count, job->dtype,
-                                          &it->diff2, &it->norm2);
+            it->measured = dd_drift_norms_sampled(
+                it->buf, 1, avg, it->count, job->dtype, &it->diff2, &it->norm2);
         }
         memcpy(it->buf, avg, n);
         off += n;
@@ -438,6 +483,7 @@ void dd_engine_stop(dd_engine_t *e)
     pthread_mutex_destroy(&e->lock);
     for (int i = 0; i < DD_ENGINE_DEPTH && !e->abandoned; i++) {
         free(e->staging[i]);
+        free(e->sample[i]);
     }
     free(e);
 }

@@ -102,10 +102,9 @@ static const dd_config_field_t dd_sched_fields[] = {
      "(the norm of x - avg over the norm of avg, in the progress engine, "
      "before the average is written back); the workers agree on its "
      "maximum and mean at every window's start (dd_layer_stats, the [SYNC] "
-     "line, the timeline). Off by default: a layer that travels alone then "
-     "goes through staging, and the passes cost 3 to 13 % of the train "
-     "simulator's time per iteration on 2 shared cores; adaptive:drift "
-     "measures however it is set.",
+     "line, the timeline). A layer of more than 65536 elements is measured "
+     "on a sample of about 65536 (blocks of 64 spread over it). Off by "
+     "default; adaptive:drift measures however it is set.",
      DD_CONFIG_BOOL, offsetof(dd_sched_opts_t, drift), 0, 0, NULL},
     {"DREAMDDP_DRIFT_WINDOWS", "3",
      "Warn when a layer's agreed maximum divergence rose by more than 10 % "

@@ -124,10 +124,18 @@ def frontend(path):
           " optimizer step over the model's bytes, 4 ranks sharing the cores) is in every"
           " front-end run and not in train-sim's: front-end compute minus train-sim none ="
           f" {fmt(step_work)} s/iter here. The last ratio adds it to train-sim's time.\n")
+    waits = median_by(rows, run_name, "mean_wait_s")
+    waits.update(median_by([r for r in rows if not r.get("anchor")], run_name, "wait_s"))
+    wait = lambda k: waits.get(k, (None,))[0]  # noqa: E731
+    print("Wait = the library's own exposed wait, dd_step_end's wait_s per iteration."
+          " Exposed minus wait is the rest of the iteration (backward with its hooks,"
+          " gradient accumulation, the optimizer) taking longer beside the syncs than"
+          " in the compute-only run: 0 for train-sim, whose compute is sleeps.\n")
     print("| strategy | front end s/iter | train-sim s/iter | front end ÷ train-sim |"
           " exposed s/iter | train-sim exposed s/iter | exposed ÷ PyTorch Local SGD's |"
-          " front end ÷ (train-sim + step work) | runs |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          " front end ÷ (train-sim + step work) | wait s/iter | train-sim wait s/iter |"
+          " wait ÷ PyTorch Local SGD's exposed | runs |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for k in sorted(k for k in t if k.startswith("frontend-") and k != "frontend-compute"):
         s_name = k[len("frontend-"):]
         v, c = t[k]
@@ -135,10 +143,12 @@ def frontend(path):
         exposed = v - fcomp if fcomp is not None else None
         sim_exposed = sim - none if sim is not None and none is not None else None
         plus = v / (sim + step_work) if sim is not None and step_work is not None else None
+        w = wait(k)
         print(f"| {s_name} | {v:.3f} | {fmt(sim)} | {fmt(v / sim if sim else None)}"
               f" | {fmt(exposed)} | {fmt(sim_exposed)}"
               f" | {fmt(exposed / torch_exposed if exposed is not None and torch_exposed else None)}"
-              f" | {fmt(plus)} | {c} |")
+              f" | {fmt(plus)} | {fmt(w)} | {fmt(wait(s_name))}"
+              f" | {fmt(w / torch_exposed if w is not None and torch_exposed else None)} | {c} |")
 
 
 def accuracy(path):

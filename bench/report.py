@@ -162,8 +162,8 @@ def accuracy(path):
           f" {meta.get('date', '?')}. Spread = standard deviation over the seeds"
           " (min–max beside it).\n")
     print("| data | steps | strategy | aggregators | codec | accuracy (mean ± sd) | min–max |"
-          " Δ vs ddp | wire MB per worker | seeds |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          " Δ vs ddp | Δ vs uncompressed | wire MB per worker | seeds |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for key in sorted(groups, key=lambda k: (k[0], k[1])):
         data, steps, strat, aggs, codec = key
         acc = [r["accuracy"] for r in groups[key]]
@@ -171,8 +171,12 @@ def accuracy(path):
         base = groups.get((data, steps, "ddp", 0, codec)) or groups.get((data, steps, "ddp", 0, "none"))
         delta = statistics.mean(acc) - statistics.mean(r["accuracy"] for r in base) if base else None
         sd = statistics.stdev(acc) if len(acc) > 1 else 0.0
+        dense = groups.get((data, steps, strat, aggs, "none")) if codec != "none" else None
+        vs_dense = (statistics.mean(acc) - statistics.mean(r["accuracy"] for r in dense)
+                    if dense else None)
         print(f"| {data} | {steps} | {strat} | {aggs} | {codec} | {statistics.mean(acc):.4f} ± {sd:.4f}"
-              f" | {min(acc):.4f}–{max(acc):.4f} | {fmt(delta, '+.4f')} | {wire:.1f} | {len(acc)} |")
+              f" | {min(acc):.4f}–{max(acc):.4f} | {fmt(delta, '+.4f')} | {fmt(vs_dense, '+.4f')}"
+              f" | {wire:.1f} | {len(acc)} |")
 
 
 def drift_cost(path):

@@ -19,7 +19,11 @@
  *   mp_device sum              the module's device sum (reduce_async) of
  *                              every dtype, exact, and its speed on 100 MiB
  * The device module is DREAMDDP_DEVICE's (fake unless it says cuda); the
- * layers are on device MP_DEVICE_ORDINAL (0 by default).
+ * layers are on device MP_DEVICE_ORDINAL (0 by default). With
+ * MP_DEVICE_RANKS_PER_HOST=N, ranks are grouped into emulated hosts of N
+ * (DREAMDDP_HOST_ID), for the hierarchical route; MP_DEVICE_ALL_ON_DEVICE=1
+ * puts every layer in device memory; MP_DEVICE_DIE_RANK=R makes rank R
+ * exit in the middle of step 2's backward (a local peer that dies).
  */
 #include <dreamddp.h>
 #include <dreamddp/device.h>
@@ -30,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_LAYERS 5
 static int n_layers = MAX_LAYERS;
@@ -314,7 +319,12 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
     }
     for (long s = 0; s < steps; s++) {
         CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());
+        const char *die = getenv("MP_DEVICE_DIE_RANK");
         for (int l = n_layers - 1; l >= 0; l--) {
+            if (die != NULL && atoi(die) == rank && s == 2 && l == 2) {
+                fprintf(stderr, "mp_device: rank %d exits at step 2\n", rank);
+                _exit(3);
+            }
             if (fill(&L[l], l, s, grads) != 0) {
                 return 1;
             }
@@ -585,6 +595,18 @@ int main(int argc, char **argv)
     dd_context_h ctx;
     layer_t L[MAX_LAYERS];
 
+    const char *per_host = getenv("MP_DEVICE_RANKS_PER_HOST");
+    const char *my_rank = getenv("DREAMDDP_RANK");
+    if (per_host != NULL && my_rank != NULL && atoi(per_host) > 0) {
+        char id[32];
+        snprintf(id, sizeof(id), "host%d", atoi(my_rank) / atoi(per_host));
+        setenv("DREAMDDP_HOST_ID", id, 1);
+    }
+    if (getenv("MP_DEVICE_ALL_ON_DEVICE") != NULL) {
+        for (int l = 0; l < MAX_LAYERS; l++) {
+            on_device[l] = 1;
+        }
+    }
     if (argc < 2 || dd_init(NULL, &ctx) != DD_OK) {
         fprintf(stderr, "mp_device: usage or dd_init: %s\n", dd_last_error());
         return 2;

@@ -23,7 +23,9 @@
  * MP_DEVICE_RANKS_PER_HOST=N, ranks are grouped into emulated hosts of N
  * (DREAMDDP_HOST_ID), for the hierarchical route; MP_DEVICE_ALL_ON_DEVICE=1
  * puts every layer in device memory; MP_DEVICE_DIE_RANK=R makes rank R
- * exit in the middle of step 2's backward (a local peer that dies).
+ * exit in the middle of step 2's backward (a local peer that dies), after
+ * MP_DEVICE_STALL_S seconds of silence when set (one that hangs);
+ * MP_DEVICE_RANK0_ROUTE sets rank 0's DREAMDDP_ROUTE alone.
  */
 #include <dreamddp.h>
 #include <dreamddp/device.h>
@@ -322,7 +324,10 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
         const char *die = getenv("MP_DEVICE_DIE_RANK");
         for (int l = n_layers - 1; l >= 0; l--) {
             if (die != NULL && atoi(die) == rank && s == 2 && l == 2) {
-                fprintf(stderr, "mp_device: rank %d exits at step 2\n", rank);
+                fprintf(stderr, "mp_device: rank %d stops at step 2\n", rank);
+                if (getenv("MP_DEVICE_STALL_S") != NULL) {
+                    sleep((unsigned)atoi(getenv("MP_DEVICE_STALL_S")));
+                }
                 _exit(3);
             }
             if (fill(&L[l], l, s, grads) != 0) {
@@ -601,6 +606,10 @@ int main(int argc, char **argv)
         char id[32];
         snprintf(id, sizeof(id), "host%d", atoi(my_rank) / atoi(per_host));
         setenv("DREAMDDP_HOST_ID", id, 1);
+    }
+    const char *route0 = getenv("MP_DEVICE_RANK0_ROUTE");
+    if (route0 != NULL && my_rank != NULL && atoi(my_rank) == 0) {
+        setenv("DREAMDDP_ROUTE", route0, 1);
     }
     if (getenv("MP_DEVICE_ALL_ON_DEVICE") != NULL) {
         for (int l = 0; l < MAX_LAYERS; l++) {

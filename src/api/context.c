@@ -523,9 +523,8 @@ static dd_status_t dd_context_sched(dd_context_h ctx)
     if (status != DD_OK) {
         return status;
     }
-    ctx->agg_env = (dd_agg_env_t){.job = ctx->host_of != NULL
-                                             ? &ctx->leader_job
-                                             : &ctx->job,
+    ctx->agg_env = (dd_agg_env_t){.job = ctx->host_of != NULL ? &ctx->leader_job
+                                                              : &ctx->job,
                                   .chunk_bytes = ctx->sched_opts.chunk_bytes,
                                   .avg_over = ctx->n_workers};
     if (ctx->n_workers < ctx->env.world_size) {

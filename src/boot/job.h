@@ -25,8 +25,8 @@ typedef struct {
     /* Per rank, the lowest rank of its host, where the job knows the hosts
      * (DREAMDDP_ROUTE=hierarchical); NULL otherwise. */
     const int *host_of;
-    double timeout_s;        /* DREAMDDP_TIMEOUT_S */
-    uint64_t token_hash;     /* of the job token, in every message */
+    double timeout_s;    /* DREAMDDP_TIMEOUT_S */
+    uint64_t token_hash; /* of the job token, in every message */
     dd_store_t *store;
     /* The job's fate (core/abort.h): every wait below src/api ends with
      * its reason once raised. NULL: not watched. */

@@ -55,9 +55,9 @@ struct dd_hier {
     int *ranks;      /* their job ranks */
     size_t bytes;    /* of each scratch buffer */
     void *scratch;
-    void **mapped;  /* leader: [n_local] the peers' scratch ([0] unused);
-                       peer: [0] the leader's */
-    int n_mapped;   /* buffers ipc_open()'d, once each, at commit */
+    void **mapped; /* leader: [n_local] the peers' scratch ([0] unused);
+                      peer: [0] the leader's */
+    int n_mapped;  /* buffers ipc_open()'d, once each, at commit */
     void *stream;
     dd_device_event_t *event;
     void *mine, *avg; /* pinned: the divergence monitor's views */
@@ -186,8 +186,8 @@ static dd_status_t dd_hier_shm(dd_sched_t *sched, dd_hier_t *h)
                         "DREAMDDP_ROUTE=hierarchical: shared memory %s: %m",
                         name);
     }
-    void *p = mmap(NULL, h->shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                   0);
+    void *p =
+        mmap(NULL, h->shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
         return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
@@ -394,8 +394,8 @@ dd_status_t dd_sched_hier_commit(dd_sched_t *sched)
         return status;
     }
     dd_hier_host_layers(sched);
-    if (h->me == 0 && (status = dd_agg_create(sched->env.agg, &sched->agg)) !=
-                          DD_OK) {
+    if (h->me == 0 &&
+        (status = dd_agg_create(sched->env.agg, &sched->agg)) != DD_OK) {
         return status;
     }
     if (h->ordinal < 0) {
@@ -482,7 +482,8 @@ static dd_status_t dd_hier_waiting(const dd_hier_op_t *t, int i,
 
     if (dd_hier_peer_lost(t, i, why, sizeof(why))) {
         return dd_error(DD_ERR_PEER_LOST, DD_SUBSYS_SCHED,
-                        "rank %d: %s before %s of layer '%s' at step %llu",
+                        "rank %d: %s while waiting for its %s of layer '%s' "
+                        "at step %llu",
                         job->rank, why, what, dd_hier_layer(sched, t->job),
                         (unsigned long long)t->job->step);
     }
@@ -512,8 +513,7 @@ static dd_status_t dd_hier_copy_in(dd_hier_op_t *t)
         status = ops->memcpy_async(d, h->mine, t->buf, t->bytes,
                                    DD_DEVICE_COPY_D2H, h->stream);
     }
-    return status == DD_OK ? ops->event_record(d, h->event, h->stream)
-                           : status;
+    return status == DD_OK ? ops->event_record(d, h->event, h->stream) : status;
 }
 
 /* Queues the average's copy into the layer, from src (the leader's scratch
@@ -527,12 +527,11 @@ static dd_status_t dd_hier_copy_out(dd_hier_op_t *t, const void *src)
                                            DD_DEVICE_COPY_D2D, h->stream);
 
     if (status == DD_OK && t->job->measure && h->avg != NULL) {
-        status = ops->memcpy_async(d, h->avg, src, t->bytes,
-                                   DD_DEVICE_COPY_D2H, h->stream);
+        status = ops->memcpy_async(d, h->avg, src, t->bytes, DD_DEVICE_COPY_D2H,
+                                   h->stream);
     }
     t->t_back = dd_time_now();
-    return status == DD_OK ? ops->event_record(d, h->event, h->stream)
-                           : status;
+    return status == DD_OK ? ops->event_record(d, h->event, h->stream) : status;
 }
 
 /* The leader queues each peer's sum as soon as it is ready, in local rank
@@ -545,7 +544,7 @@ static dd_status_t dd_hier_gather(dd_hier_op_t *t, int *busy_p)
     while (t->next_peer < h->n_local) {
         dd_hier_flags_t *f = &h->shm->rank[t->next_peer];
         if (__atomic_load_n(&f->ready, __ATOMIC_ACQUIRE) < t->seq) {
-            return dd_hier_waiting(t, t->next_peer, "the readiness");
+            return dd_hier_waiting(t, t->next_peer, "readiness");
         }
         size_t layer = t->job->n_layers > 0 ? t->job->layers[0] : 0;
         uint64_t theirs = __atomic_load_n(&f->layer, __ATOMIC_ACQUIRE);
@@ -677,7 +676,7 @@ static dd_status_t dd_hier_step(dd_hier_op_t *t, int *busy_p)
         return dd_hier_copy_out(t, h->scratch);
     case DD_HIER_RESULT:
         if (__atomic_load_n(&h->shm->result, __ATOMIC_ACQUIRE) < t->seq) {
-            return dd_hier_waiting(t, 0, "the average");
+            return dd_hier_waiting(t, 0, "average");
         }
         *busy_p = 1;
         t->state = DD_HIER_COPY_OUT;
@@ -696,7 +695,7 @@ static dd_status_t dd_hier_step(dd_hier_op_t *t, int *busy_p)
         for (int i = 1; h->me == 0 && i < h->n_local; i++) {
             if (__atomic_load_n(&h->shm->rank[i].done, __ATOMIC_ACQUIRE) <
                 t->seq) {
-                return dd_hier_waiting(t, i, "the copy of the average");
+                return dd_hier_waiting(t, i, "copy of the average");
             }
         }
         return DD_OK;
@@ -711,8 +710,7 @@ static void dd_hier_end(dd_hier_op_t *t, dd_status_t status)
     dd_hier_t *h = t->sched->hier;
 
     if (status != DD_OK) {
-        __atomic_store_n(&h->shm->rank[h->me].failed, t->seq,
-                         __ATOMIC_RELEASE);
+        __atomic_store_n(&h->shm->rank[h->me].failed, t->seq, __ATOMIC_RELEASE);
         h->dev->ops->event_synchronize(h->dev->instance, h->event);
     }
     free(t);
@@ -742,8 +740,6 @@ static dd_status_t dd_hier_test(void *arg, void *handle, int *busy_p)
 
 void dd_sched_hier_pipe_init(dd_sched_t *sched)
 {
-    sched->hier_pipe = (dd_sync_pipe_t){.start = dd_hier_start,
-                                        .test = dd_hier_test,
-                                        .depth = 1,
-                                        .arg = sched};
+    sched->hier_pipe = (dd_sync_pipe_t){
+        .start = dd_hier_start, .test = dd_hier_test, .depth = 1, .arg = sched};
 }

@@ -531,7 +531,7 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
                 "committed %zu layers, strategy %s, route %s, compression "
                 "%s, network %.1f us + %.3f ns/byte",
                 sched->n_layers, sched->strategy_name,
-                sched->hier != NULL ? "hierarchical"
+                sched->hier != NULL  ? "hierarchical"
                 : sched->agg != NULL ? "aggregate"
                                      : "allreduce",
                 sched->compression != NULL ? sched->compression

@@ -471,9 +471,12 @@ static int dd_hier_peer_lost(const dd_hier_op_t *t, int i, char *why,
 /* A wait on local rank i that did not end: lost, or past its bound.
  * DD_INPROGRESS while it may still end. The bound is below the engine's
  * (DREAMDDP_TIMEOUT_S from the job's start), so that this message, which
- * names the peer, comes first. */
+ * names the peer, comes first. A peer waiting for its leader's average has
+ * none (bounded 0): the leader's own wait on the aggregators is bounded
+ * and says what it waited for, and a peer that timed out first would
+ * abort the job before the rank at fault is named. */
 static dd_status_t dd_hier_waiting(const dd_hier_op_t *t, int i,
-                                   const char *what)
+                                   const char *what, int bounded)
 {
     const dd_sched_t *sched = t->sched;
     const dd_job_t *job = sched->env.job;
@@ -487,7 +490,7 @@ static dd_status_t dd_hier_waiting(const dd_hier_op_t *t, int i,
                         job->rank, why, what, dd_hier_layer(sched, t->job),
                         (unsigned long long)t->job->step);
     }
-    if (dd_time_now() - t->t_ready > bound) {
+    if (bounded && dd_time_now() - t->t_ready > bound) {
         return dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_SCHED,
                         "rank %d: local %s rank %d: no %s of layer '%s' at "
                         "step %llu within %.0f s",
@@ -544,7 +547,7 @@ static dd_status_t dd_hier_gather(dd_hier_op_t *t, int *busy_p)
     while (t->next_peer < h->n_local) {
         dd_hier_flags_t *f = &h->shm->rank[t->next_peer];
         if (__atomic_load_n(&f->ready, __ATOMIC_ACQUIRE) < t->seq) {
-            return dd_hier_waiting(t, t->next_peer, "readiness");
+            return dd_hier_waiting(t, t->next_peer, "readiness", 1);
         }
         size_t layer = t->job->n_layers > 0 ? t->job->layers[0] : 0;
         uint64_t theirs = __atomic_load_n(&f->layer, __ATOMIC_ACQUIRE);
@@ -676,7 +679,7 @@ static dd_status_t dd_hier_step(dd_hier_op_t *t, int *busy_p)
         return dd_hier_copy_out(t, h->scratch);
     case DD_HIER_RESULT:
         if (__atomic_load_n(&h->shm->result, __ATOMIC_ACQUIRE) < t->seq) {
-            return dd_hier_waiting(t, 0, "average");
+            return dd_hier_waiting(t, 0, "average", 0);
         }
         *busy_p = 1;
         t->state = DD_HIER_COPY_OUT;
@@ -695,7 +698,7 @@ static dd_status_t dd_hier_step(dd_hier_op_t *t, int *busy_p)
         for (int i = 1; h->me == 0 && i < h->n_local; i++) {
             if (__atomic_load_n(&h->shm->rank[i].done, __ATOMIC_ACQUIRE) <
                 t->seq) {
-                return dd_hier_waiting(t, i, "copy of the average");
+                return dd_hier_waiting(t, i, "copy of the average", 1);
             }
         }
         return DD_OK;

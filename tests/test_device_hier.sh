@@ -61,4 +61,23 @@ expect_grep "$TMP/disagree" "ranks disagree on DREAMDDP_ROUTE=hierarchical: rank
 MP_DEVICE_ALL_ON_DEVICE=1 MP_DEVICE_DIE_RANK=3 MP_DEVICE_STALL_S=15 DREAMDDP_TIMEOUT_S=6 DREAMDDP_DRIFT=no \
     DREAMDDP_NUM_AGGREGATORS=2 timeout 60 "$DDRUN" -n 6 --timeout 50 -- "$MP" ddp 6 >"$TMP/stall" 2>&1
 expect_grep "$TMP/stall" "rank 2: local peer rank 3: no readiness of layer 'dev2' at step 2 within 5 s" "a hanging local peer is named with its layer"
+
+# A local peer that dies: its leader names it (its pid from the host's
+# flags) and the layer it waited for, and every rank fails, none hangs.
+# Started by hand: ddrun would stop the others at the first exit. The
+# store's watch may name the lost rank first on a loaded machine; either
+# way rank 3 is named.
+MP_DEVICE_ALL_ON_DEVICE=1 MP_DEVICE_DIE_RANK=3 DREAMDDP_TIMEOUT_S=20 DREAMDDP_DRIFT=no \
+    DREAMDDP_NUM_AGGREGATORS=2 launch 6 "$TMP/die" timeout 60 "$MP" ddp 6
+if grep -qE "local peer rank 3 \(pid [0-9]+\) died while waiting for its readiness of layer 'dev[0-9]' at step 2" "$TMP/die.2"; then
+    pass "a local peer that dies is named by its leader, with the layer"
+elif grep -qF "rank 3 was lost" "$TMP/die.2"; then
+    pass "a local peer that dies is named (by the store's watch)"
+else
+    fail "a local peer that dies is not named"; cat "$TMP/die.2"
+fi
+for r in 0 1 2 4 5; do
+    [ "$(cat "$TMP/die.$r.rc")" != 0 ] && [ "$(cat "$TMP/die.$r.rc")" != 124 ] ||
+        fail "rank $r did not fail by itself once rank 3 died (exit $(cat "$TMP/die.$r.rc"))"
+done
 finish

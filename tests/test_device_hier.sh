@@ -6,8 +6,9 @@
 # IPC, the leaders through the aggregators, the average comes back through
 # IPC; host layers go by the workers' allreduce); each worker maps its
 # host's buffers once, not per step; uneven hosts with the leaders as homes
-# too; a route without aggregators, ranks that disagree on it, and a local
-# peer that hangs are errors naming what is at fault.
+# too; without aggregators, the leaders' allreduce; host layers by the
+# workers' allreduce; a bad value, ranks that disagree on the route, and a
+# local peer that hangs or dies are errors naming what is at fault.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 MP=$top_builddir/tests/mp_device
 export DREAMDDP_DRIFT=yes DREAMDDP_TIMEOUT_S=30 DREAMDDP_PROFILE_STEPS=3
@@ -49,9 +50,35 @@ else
     fail "hosts of 2 and 1 workers, one aggregator"; cat "$TMP/uneven"
 fi
 
-# Without aggregators the route is refused, by name.
-"$DDRUN" -n 2 --timeout 60 -- "$MP" ddp 2 >"$TMP/noagg" 2>&1
-expect_grep "$TMP/noagg" "DREAMDDP_ROUTE=hierarchical needs aggregator ranks (DREAMDDP_NUM_AGGREGATORS)" "hierarchical without aggregators is an error naming the variable"
+# Without aggregators the leaders' sums meet in an allreduce of their own
+# (2 hosts of 2; and 3 hosts of 2, 2 and 1).
+for s in ddp localsgd:2 dreamddp:2; do
+    if DREAMDDP_LOG_LEVEL=info "$DDRUN" -n 4 --timeout 120 -- "$MP" $s 6 >"$TMP/lead" 2>&1; then
+        expect_grep "$TMP/lead" "mp_device: $s: 6 steps bit-exact on 4 workers" "$s: 2 hosts of 2 workers, no aggregators: the leaders' allreduce"
+        expect_grep "$TMP/lead" "the hosts' sums through the leaders' allreduce" "$s: the leaders' allreduce is the one in force"
+    else
+        fail "$s: 2 hosts of 2 workers, no aggregators"; cat "$TMP/lead"
+    fi
+done
+if "$DDRUN" -n 5 --timeout 120 -- "$MP" localsgd:2 6 >"$TMP/lead3" 2>&1; then
+    expect_grep "$TMP/lead3" "mp_device: localsgd:2: 6 steps bit-exact on 5 workers" "3 hosts of 2, 2 and 1 workers, no aggregators"
+else
+    fail "3 hosts of 2, 2 and 1 workers, no aggregators"; cat "$TMP/lead3"
+fi
+
+# Host layers (and a job without a device module) go by the workers'
+# allreduce, as a log line says, and stay exact.
+if DREAMDDP_DEVICE=none DREAMDDP_NUM_AGGREGATORS=2 DREAMDDP_LOG_LEVEL=info \
+    "$DDRUN" -n 6 --timeout 120 -- "$top_builddir/tests/mp_sched" dreamddp:2 6 >"$TMP/host" 2>&1; then
+    expect_grep "$TMP/host" "mp_sched: dreamddp:2: 6 steps correct on 4 ranks" "host layers under hierarchical: exact"
+    expect_grep "$TMP/host" "DREAMDDP_ROUTE=hierarchical: 5 layers in host memory (first 'layer0') travel by the workers' allreduce" "host layers under hierarchical: the log line says where they go"
+else
+    fail "host layers under hierarchical"; cat "$TMP/host"
+fi
+
+# A bad value is named with what is accepted.
+DREAMDDP_ROUTE=hier "$DDRUN" -n 1 --timeout 60 -- "$MP" ddp 1 >"$TMP/bad" 2>&1
+expect_grep "$TMP/bad" "invalid value DREAMDDP_ROUTE='hier': expected one of auto, allreduce, aggregate, hierarchical" "a bad DREAMDDP_ROUTE is named, with hierarchical among the accepted values"
 
 # Every rank, aggregators too, must agree on it.
 MP_DEVICE_RANK0_ROUTE=aggregate DREAMDDP_NUM_AGGREGATORS=2 "$DDRUN" -n 6 --timeout 60 -- "$MP" ddp 2 >"$TMP/disagree" 2>&1

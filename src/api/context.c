@@ -506,7 +506,14 @@ static dd_status_t dd_context_hosts(dd_context_h ctx)
     ctx->leader_job = ctx->job;
     ctx->leader_job.n_workers = n_leaders;
     ctx->leader_job.worker_ranks = ctx->leader_ranks;
-    return status;
+    int me = dd_job_worker_index(&ctx->leader_job, ctx->env.rank);
+    if (status != DD_OK || ctx->n_workers < world || me < 0 || n_leaders < 2) {
+        return status;
+    }
+    /* No aggregators: the leaders' sums meet in an allreduce of their own,
+     * which only they join. */
+    return dd_backends_load_group(ctx->backends, "leaders", me, n_leaders,
+                                  &ctx->leader_backends);
 }
 
 /* The scheduler, and aggregation's environment when the job has
@@ -523,6 +530,7 @@ static dd_status_t dd_context_sched(dd_context_h ctx)
     if (status != DD_OK) {
         return status;
     }
+    env.leaders = ctx->leader_backends;
     ctx->agg_env = (dd_agg_env_t){.job = ctx->host_of != NULL ? &ctx->leader_job
                                                               : &ctx->job,
                                   .chunk_bytes = ctx->sched_opts.chunk_bytes,
@@ -549,6 +557,7 @@ static void dd_context_free(dd_context_h ctx)
          * waits for it (until their own timeout, in their threads): they
          * are left to the process's exit rather than waited for. */
         dd_device_unload(ctx->device);
+        dd_backends_unload(ctx->leader_backends);
         dd_backends_unload(ctx->worker_backends);
         dd_backends_unload(ctx->backends);
     }

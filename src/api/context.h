@@ -44,6 +44,9 @@ struct dd_context {
     int *host_of;
     int *leader_ranks;
     dd_job_t leader_job;
+    /* A leader's own instances of the modules, for the leaders' allreduce
+     * when the job has no aggregators; NULL elsewhere. */
+    dd_backends_t *leader_backends;
     dd_sched_opts_t sched_opts;
     dd_device_opts_t device_opts;
     dd_device_module_t *device; /* NULL: no device module (DREAMDDP_DEVICE) */

@@ -113,8 +113,8 @@ void dd_sched_device_free(dd_sched_t *sched)
             sched->layers[i]->ready_event = NULL;
         }
     }
+    dd_sched_hier_free(sched);
     if (dev != NULL) {
-        dd_sched_hier_free(sched);
         dd_sched_staging_free(sched);
     }
 }

@@ -3,8 +3,10 @@
  * machine of several GPUs: the workers of a host sum a device layer among
  * themselves device to device, through CUDA IPC; the host's lowest worker
  * rank, its leader, moves that sum through the aggregators (staged as any
- * device job, staging.c), which divide by every worker of every host; and
- * the peers copy the average back from the leader's buffer, through IPC.
+ * device job, staging.c), which divide by every worker of every host, or,
+ * in a job without aggregators, through an allreduce among the leaders
+ * alone; and the peers copy the average back from the leader's buffer,
+ * through IPC.
  *
  * Each worker of the host has one device scratch buffer, as large as its
  * largest device tensor, whose IPC handle goes through the store once, at
@@ -22,6 +24,7 @@
  * waits on the store.
  */
 #include "core/log.h"
+#include "core/reduce.h"
 #include "core/time.h"
 #include "sched/sched.h"
 
@@ -309,6 +312,12 @@ void dd_sched_hier_free(dd_sched_t *sched)
     if (h == NULL) {
         return;
     }
+    if (h->dev == NULL) { /* no device module: nothing was made */
+        free(h->ranks);
+        free(h);
+        sched->hier = NULL;
+        return;
+    }
     const dd_device_ops_t *ops = h->dev->ops;
     void *d = h->dev->instance;
     for (int i = 0; h->mapped != NULL && i < h->n_local; i++) {
@@ -359,8 +368,7 @@ static void dd_hier_host_layers(const dd_sched_t *sched)
     if (n > 0) {
         dd_log_info(DD_SUBSYS_SCHED,
                     "DREAMDDP_ROUTE=hierarchical: %zu layers in host memory "
-                    "(first '%s') travel by the workers' allreduce; device "
-                    "layers through IPC and the aggregators",
+                    "(first '%s') travel by the workers' allreduce",
                     n, first);
     }
 }
@@ -370,18 +378,10 @@ dd_status_t dd_sched_hier_commit(dd_sched_t *sched)
     const dd_job_t *job = sched->env.job;
     dd_status_t status;
 
-    if (sched->env.agg == NULL) {
-        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
-                        "DREAMDDP_ROUTE=hierarchical needs aggregator ranks "
-                        "(DREAMDDP_NUM_AGGREGATORS), which move the hosts' "
-                        "sums; without them use allreduce");
-    }
-    if (sched->env.device == NULL || job->host_of == NULL) {
-        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
-                        "DREAMDDP_ROUTE=hierarchical sums device layers "
-                        "through IPC, but no device module is loaded "
-                        "(DREAMDDP_DEVICE=%s)",
-                        dd_device_kind_names[sched->env.device_opts->kind]);
+    if (job->host_of == NULL) {
+        return dd_error(DD_ERR_INTERNAL, DD_SUBSYS_SCHED,
+                        "DREAMDDP_ROUTE=hierarchical: the job's hosts were "
+                        "not agreed at dd_init");
     }
     dd_hier_t *h = calloc(1, sizeof(*h));
     if (h == NULL) {
@@ -394,12 +394,15 @@ dd_status_t dd_sched_hier_commit(dd_sched_t *sched)
         return status;
     }
     dd_hier_host_layers(sched);
-    if (h->me == 0 &&
+    if (h->ordinal < 0) {
+        return DD_OK; /* no device layer: all go by the workers' allreduce */
+    }
+    if (h->me == 0 && sched->env.agg != NULL &&
         (status = dd_agg_create(sched->env.agg, &sched->agg)) != DD_OK) {
         return status;
     }
-    if (h->ordinal < 0) {
-        return DD_OK; /* no device layer: nothing goes through IPC */
+    if (h->me == 0 && sched->env.agg == NULL) {
+        sched->hier_net = &sched->leaders_pipe;
     }
     if ((status = dd_hier_alloc(sched, h)) != DD_OK ||
         (status = dd_hier_shm(sched, h)) != DD_OK ||
@@ -410,8 +413,10 @@ dd_status_t dd_sched_hier_commit(dd_sched_t *sched)
     dd_log_info(DD_SUBSYS_SCHED,
                 "hierarchical route: local rank %d of %d workers on this host "
                 "(leader rank %d), %zu-byte device buffers, %d mapped "
-                "through IPC",
-                h->me, h->n_local, h->ranks[0], h->bytes, h->n_mapped);
+                "through IPC; the hosts' sums through %s",
+                h->me, h->n_local, h->ranks[0], h->bytes, h->n_mapped,
+                sched->env.agg != NULL ? "the aggregators"
+                                       : "the leaders' allreduce");
     return DD_OK;
 }
 
@@ -741,8 +746,73 @@ static dd_status_t dd_hier_test(void *arg, void *handle, int *busy_p)
     return status;
 }
 
+/* ---- the leaders' allreduce, without aggregators ------------------------
+ * A staged chunk of the host's sum, summed across the leaders on their own
+ * instances of the backends and divided by every worker of every host; in
+ * a job of one host, only divided. Every leader posts the chunks in the
+ * same order (the staging pipe's), so the backends pair them. */
+
+typedef struct {
+    dd_backends_op_t op;
+    void *buf;
+    size_t count;
+    dd_dtype_t dtype;
+} dd_hier_sum_t;
+
+static dd_status_t dd_hier_sum_start(void *arg, dd_sync_job_t *job, void *buf,
+                                     size_t count, void **handle_p)
+{
+    dd_sched_t *sched = arg;
+    dd_hier_sum_t *x = calloc(1, sizeof(*x));
+    dd_backend_args_t args = {.sendbuf = buf,
+                              .recvbuf = buf,
+                              .count = count,
+                              .dtype = job->dtype,
+                              .op = DD_REDUCE_SUM,
+                              .mem_type = DD_MEM_HOST};
+
+    if (x == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    x->buf = buf;
+    x->count = count;
+    x->dtype = job->dtype;
+    dd_status_t status =
+        sched->env.leaders == NULL
+            ? DD_OK
+            : dd_backends_op_start(sched->env.leaders, DD_COLL_ALLREDUCE, &args,
+                                   count * dd_dtype_size(job->dtype), &x->op);
+    if (status != DD_OK) {
+        free(x);
+        return status;
+    }
+    *handle_p = x;
+    return DD_OK;
+}
+
+static dd_status_t dd_hier_sum_test(void *arg, void *handle, int *busy_p)
+{
+    dd_sched_t *sched = arg;
+    dd_hier_sum_t *x = handle;
+    dd_status_t status =
+        sched->env.leaders == NULL ? DD_OK : dd_backends_op_test(&x->op);
+
+    *busy_p = status != DD_INPROGRESS;
+    if (status == DD_OK) {
+        dd_coll_divide(x->buf, x->count, x->dtype, sched->env.job->n_workers);
+    }
+    if (status != DD_INPROGRESS) {
+        free(x);
+    }
+    return status;
+}
+
 void dd_sched_hier_pipe_init(dd_sched_t *sched)
 {
     sched->hier_pipe = (dd_sync_pipe_t){
         .start = dd_hier_start, .test = dd_hier_test, .depth = 1, .arg = sched};
+    sched->leaders_pipe = (dd_sync_pipe_t){.start = dd_hier_sum_start,
+                                           .test = dd_hier_sum_test,
+                                           .depth = DD_ENGINE_DEPTH,
+                                           .arg = sched};
 }

@@ -93,6 +93,9 @@ typedef struct {
     const dd_agg_env_t *agg;          /* NULL: no aggregators in the job */
     const dd_device_module_t *device; /* NULL: no device module */
     const dd_device_opts_t *device_opts;
+    /* DREAMDDP_ROUTE=hierarchical without aggregators: on a leader of
+     * several hosts, the leaders' own instances; NULL elsewhere. */
+    dd_backends_t *leaders;
 } dd_sched_env_t;
 
 /** A collective the scheduler or the application asks for. */
@@ -181,6 +184,10 @@ typedef struct dd_sched {
      * jobs take coll_pipe on every worker. */
     dd_sync_pipe_t hier_pipe;
     struct dd_hier *hier;
+    /* The host pipe a leader stages its host's sums through when no
+     * aggregators move them (the leaders' allreduce); NULL otherwise. */
+    const dd_sync_pipe_t *hier_net;
+    dd_sync_pipe_t leaders_pipe;
     /* Compression (codec_pipe.c): the codecs opened, and the pipe that
      * encodes around the route. */
     char *compression; /* dd_compression_set's; NULL: DREAMDDP_COMPRESSION */

@@ -81,9 +81,10 @@ static const dd_config_field_t dd_sched_fields[] = {
      "allreduce among workers, aggregate through aggregators, or "
      "hierarchical: the workers of a host sum their device layers through "
      "CUDA IPC, the host's lowest worker rank moves that sum through the "
-     "aggregators (required), and the average comes back through IPC; host "
-     "layers then go by the workers' allreduce. auto never picks "
-     "hierarchical: every rank, aggregators too, must know it at dd_init.",
+     "aggregators (without any: an allreduce among those ranks), and the "
+     "average comes back through IPC; host layers then go by the workers' "
+     "allreduce. auto never picks hierarchical: every rank, aggregators "
+     "too, must know it at dd_init.",
      DD_CONFIG_ENUM, offsetof(dd_sched_opts_t, route), 0, 0, dd_route_names},
     {"DREAMDDP_CHUNK_BYTES", "1M",
      "Aggregation cuts messages into chunks of at most this size, each "

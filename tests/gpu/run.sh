@@ -21,7 +21,8 @@
 #      bit-exactly (UCX, staging)
 #   3b. the hierarchical route: 2 workers on one GPU sum through CUDA IPC,
 #      the leader through 2 aggregators, the average back through IPC
-#      (ddp and dreamddp:2 on the test's layers, and the 100 MiB layer)
+#      (ddp and dreamddp:2 on the test's layers, and the 100 MiB layer),
+#      and without aggregators (IPC alone, one host)
 #   4. device layers under every strategy, 2 workers on one GPU (UCX)
 #   5. a device layer passed to NCCL as it is (one rank)
 #   6. NCCL's collectives on a communicator of one rank (mp_nccl)
@@ -113,6 +114,10 @@ for s in ddp dreamddp:2; do
         env DREAMDDP_BACKENDS=ucx DREAMDDP_NUM_AGGREGATORS=2 DREAMDDP_ROUTE=hierarchical \
         DREAMDDP_STAGING_BYTES=64K "$DDRUN" -n 4 --timeout 35 -- "$MP" $s 4
 done
+check "hierarchical without aggregators: 2 workers on one GPU through CUDA IPC alone, dreamddp:2" 40 \
+    "mp_device: dreamddp:2: 4 steps bit-exact on 2 workers" \
+    env DREAMDDP_BACKENDS=ucx DREAMDDP_ROUTE=hierarchical DREAMDDP_STAGING_BYTES=64K \
+    "$DDRUN" -n 2 --timeout 35 -- "$MP" dreamddp:2 4
 check "hierarchical: 2 workers on one GPU + 2 aggregators, 100 MiB layer, bit-exact" 120 \
     "mp_device: ddp: 2 steps bit-exact on 2 workers" \
     env DREAMDDP_BACKENDS=ucx DREAMDDP_NUM_AGGREGATORS=2 DREAMDDP_ROUTE=hierarchical \

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define DD_HIER_MAGIC 0x5245494844444444ull /* "DDDDHIER" */
@@ -43,6 +44,7 @@
 typedef struct {
     uint64_t ready, done, failed, layer;
     int64_t pid;
+    uint64_t pid_ns; /* its pid namespace: pids compare only within one */
 } dd_hier_flags_t;
 
 typedef struct {
@@ -66,7 +68,8 @@ struct dd_hier {
     void *mine, *avg; /* pinned: the divergence monitor's views */
     dd_hier_shm_t *shm;
     size_t shm_bytes;
-    uint64_t seq; /* jobs started */
+    uint64_t seq;    /* jobs started */
+    uint64_t pid_ns; /* dd_hier_pid_ns() */
 };
 
 typedef enum {
@@ -146,6 +149,14 @@ static dd_status_t dd_hier_size(dd_sched_t *sched, dd_hier_t *h)
     return DD_OK;
 }
 
+/* This process's pid namespace (0 when unknown): containers of one host
+ * may share its memory and not its pids. */
+static uint64_t dd_hier_pid_ns(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
 static void dd_hier_key(char *key, size_t size, const char *what, int rank)
 {
     snprintf(key, size, "dd/hier/%s/%d", what, rank);
@@ -197,6 +208,8 @@ static dd_status_t dd_hier_shm(dd_sched_t *sched, dd_hier_t *h)
                         "DREAMDDP_ROUTE=hierarchical: mmap %s: %m", name);
     }
     h->shm = p;
+    h->pid_ns = dd_hier_pid_ns();
+    __atomic_store_n(&h->shm->rank[h->me].pid_ns, h->pid_ns, __ATOMIC_RELEASE);
     __atomic_store_n(&h->shm->rank[h->me].pid, (int64_t)getpid(),
                      __ATOMIC_RELEASE);
     if (h->me == 0) {
@@ -459,13 +472,15 @@ static int dd_hier_peer_lost(const dd_hier_op_t *t, int i, char *why,
     const dd_hier_flags_t *f = &h->shm->rank[i];
     uint64_t failed = __atomic_load_n(&f->failed, __ATOMIC_ACQUIRE);
     int64_t pid = __atomic_load_n(&f->pid, __ATOMIC_ACQUIRE);
+    uint64_t ns = __atomic_load_n(&f->pid_ns, __ATOMIC_ACQUIRE);
 
     if (failed != 0 && failed <= t->seq) {
         snprintf(why, size, "local %s rank %d failed (its log says why)",
                  i == 0 ? "leader" : "peer", h->ranks[i]);
         return 1;
     }
-    if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+    if (pid > 0 && ns != 0 && ns == h->pid_ns && kill((pid_t)pid, 0) != 0 &&
+        errno == ESRCH) {
         snprintf(why, size, "local %s rank %d (pid %lld) died",
                  i == 0 ? "leader" : "peer", h->ranks[i], (long long)pid);
         return 1;

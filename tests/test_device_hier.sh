@@ -19,6 +19,7 @@ for s in ddp localsgd:2 dreamddp:2; do
     if DREAMDDP_NUM_AGGREGATORS=2 DREAMDDP_LOG_LEVEL=info "$DDRUN" -n 6 --timeout 120 -- "$MP" $s 6 >"$TMP/out" 2>&1; then
         expect_grep "$TMP/out" "mp_device: $s: 6 steps bit-exact on 4 workers" "$s: 2 hosts of 2 workers and 2 aggregators, hierarchical"
         expect_grep "$TMP/out" "route hierarchical" "$s: the route in force is hierarchical"
+        expect_grep "$TMP/out" "aggregator rank 4 serving 2 workers" "$s: the aggregators hear from the 2 leaders alone"
     else
         fail "$s: 2 hosts of 2 workers and 2 aggregators, hierarchical"; cat "$TMP/out"
     fi

@@ -19,7 +19,13 @@
  *   mp_device sum              the module's device sum (reduce_async) of
  *                              every dtype, exact, and its speed on 100 MiB
  * The device module is DREAMDDP_DEVICE's (fake unless it says cuda); the
- * layers are on device MP_DEVICE_ORDINAL (0 by default).
+ * layers are on device MP_DEVICE_ORDINAL (0 by default). With
+ * MP_DEVICE_RANKS_PER_HOST=N, ranks are grouped into emulated hosts of N
+ * (DREAMDDP_HOST_ID), for the hierarchical route; MP_DEVICE_ALL_ON_DEVICE=1
+ * puts every layer in device memory; MP_DEVICE_DIE_RANK=R makes rank R
+ * exit in the middle of step 2's backward (a local peer that dies), after
+ * MP_DEVICE_STALL_S seconds of silence when set (one that hangs);
+ * MP_DEVICE_RANK0_ROUTE sets rank 0's DREAMDDP_ROUTE alone.
  */
 #include <dreamddp.h>
 #include <dreamddp/device.h>
@@ -30,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_LAYERS 5
 static int n_layers = MAX_LAYERS;
@@ -309,12 +316,21 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
         CHECK(L[l].dtype != DD_DTYPE_F32 || first == (float)value(0, l, 0, 0),
               "layer %d does not start with rank 0's parameters", l);
     }
-    if (!nowait && user_allreduce(ctx, &L[2]) != 0) {
+    /* Layer 2 is the f64 buffer it uses; big runs have one layer. */
+    if (!nowait && n_layers > 2 && user_allreduce(ctx, &L[2]) != 0) {
         return 1;
     }
     for (long s = 0; s < steps; s++) {
         CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());
+        const char *die = getenv("MP_DEVICE_DIE_RANK");
         for (int l = n_layers - 1; l >= 0; l--) {
+            if (die != NULL && atoi(die) == rank && s == 2 && l == 2) {
+                fprintf(stderr, "mp_device: rank %d stops at step 2\n", rank);
+                if (getenv("MP_DEVICE_STALL_S") != NULL) {
+                    sleep((unsigned)atoi(getenv("MP_DEVICE_STALL_S")));
+                }
+                _exit(3);
+            }
             if (fill(&L[l], l, s, grads) != 0) {
                 return 1;
             }
@@ -585,6 +601,22 @@ int main(int argc, char **argv)
     dd_context_h ctx;
     layer_t L[MAX_LAYERS];
 
+    const char *per_host = getenv("MP_DEVICE_RANKS_PER_HOST");
+    const char *my_rank = getenv("DREAMDDP_RANK");
+    if (per_host != NULL && my_rank != NULL && atoi(per_host) > 0) {
+        char id[32];
+        snprintf(id, sizeof(id), "host%d", atoi(my_rank) / atoi(per_host));
+        setenv("DREAMDDP_HOST_ID", id, 1);
+    }
+    const char *route0 = getenv("MP_DEVICE_RANK0_ROUTE");
+    if (route0 != NULL && my_rank != NULL && atoi(my_rank) == 0) {
+        setenv("DREAMDDP_ROUTE", route0, 1);
+    }
+    if (getenv("MP_DEVICE_ALL_ON_DEVICE") != NULL) {
+        for (int l = 0; l < MAX_LAYERS; l++) {
+            on_device[l] = 1;
+        }
+    }
     if (argc < 2 || dd_init(NULL, &ctx) != DD_OK) {
         fprintf(stderr, "mp_device: usage or dd_init: %s\n", dd_last_error());
         return 2;

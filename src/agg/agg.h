@@ -38,6 +38,10 @@
 typedef struct {
     const dd_job_t *job;
     size_t chunk_bytes;
+    /* What a sum is divided by (0: the job's workers). The hierarchical
+     * route's job has the hosts' leaders as workers, each pushing its
+     * host's sum: the average is over every worker of every host. */
+    int avg_over;
     const dd_backend_ops_t *ops; /* NULL: no point-to-point backend */
     dd_backend_t *backend;
 } dd_agg_env_t;

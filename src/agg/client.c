@@ -527,7 +527,10 @@ void dd_agg_goodbye_all(const dd_agg_env_t *env)
                   .k = dd_job_n_aggregators(env->job)};
     int h = 0;
 
-    if (dd_agg_transport_init(env, &a.t) != DD_OK) {
+    /* A worker outside the job the aggregators serve (a local peer of the
+     * hierarchical route) never pushed, and nobody waits for its goodbye. */
+    if (dd_job_worker_index(env->job, env->job->rank) < 0 ||
+        dd_agg_transport_init(env, &a.t) != DD_OK) {
         return;
     }
     a.home_rank = calloc((size_t)a.k, sizeof(int));

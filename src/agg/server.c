@@ -326,7 +326,8 @@ static void dd_agg_answer(dd_agg_server_t *s, dd_agg_slot_t *sl)
     snprintf(r->why, sizeof(r->why), "%s", s->failed ? s->why : "");
     if (s->failed == DD_OK) {
         dd_agg_out(sl->result, sl->acc, sl->hdr.count,
-                   (dd_dtype_t)sl->hdr.dtype, s->n);
+                   (dd_dtype_t)sl->hdr.dtype,
+                   s->env->avg_over > 0 ? s->env->avg_over : s->n);
     }
     sl->answering = 1;
     /* Copies not yet summed are answered too: a failed chunk is final. */

@@ -279,14 +279,18 @@ static dd_status_t dd_context_store(dd_context_h ctx)
 
 /* What identifies a host: its name and network namespace, since emulated
  * hosts share a name but not a network. */
-static void dd_context_host_id(char *id, size_t size)
+static void dd_context_host_id(dd_context_h ctx, char *id, size_t size)
 {
     char host[256] = "", ns[64] = "";
 
+    memset(id, 0, size);
+    if (ctx->boot.host_id != NULL) {
+        snprintf(id, size, "%s", ctx->boot.host_id);
+        return;
+    }
     gethostname(host, sizeof(host) - 1);
     ssize_t n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
     ns[n > 0 ? n : 0] = '\0';
-    memset(id, 0, size);
     snprintf(id, size, "%s|%s", host, ns);
 }
 
@@ -304,7 +308,7 @@ static dd_status_t dd_context_locality(dd_context_h ctx)
     if (all == NULL) {
         return DD_ERR_NO_MEMORY;
     }
-    dd_context_host_id(mine, sizeof(mine));
+    dd_context_host_id(ctx, mine, sizeof(mine));
     dd_status_t status =
         dd_store_allgather(ctx->store, "host", mine, sizeof(mine), all);
     if (status == DD_OK) {
@@ -327,7 +331,7 @@ static dd_status_t dd_context_locality(dd_context_h ctx)
 static dd_status_t dd_context_roles(dd_context_h ctx, int role_override)
 {
     int world = ctx->env.world_size;
-    int32_t mine[2], *all;
+    int32_t mine[3], *all;
     dd_status_t status;
 
     status = dd_boot_role_resolve(&ctx->boot, role_override, ctx->env.rank,
@@ -343,17 +347,26 @@ static dd_status_t dd_context_roles(dd_context_h ctx, int role_override)
     }
     mine[0] = (int32_t)ctx->role;
     mine[1] = ctx->boot.num_aggregators;
+    /* The aggregators must know whether the hierarchical route is on, which
+     * changes who pushes to them: every rank's DREAMDDP_ROUTE says. */
+    mine[2] = ctx->sched_opts.route == DD_ROUTE_HIERARCHICAL;
     status = dd_store_allgather(ctx->store, "role", mine, sizeof(mine), all);
     ctx->n_workers = 0;
     for (int r = 0; status == DD_OK && r < world; r++) {
-        if (all[2 * r + 1] != mine[1]) {
+        if (all[3 * r + 1] != mine[1]) {
             status =
                 dd_error(DD_ERR_MISMATCH, DD_SUBSYS_BOOT,
                          "ranks disagree on DREAMDDP_NUM_AGGREGATORS: rank %d "
                          "has %d, rank %d has %d",
-                         r, all[2 * r + 1], ctx->env.rank, mine[1]);
+                         r, all[3 * r + 1], ctx->env.rank, mine[1]);
+        } else if (all[3 * r + 2] != mine[2]) {
+            status = dd_error(DD_ERR_MISMATCH, DD_SUBSYS_BOOT,
+                              "ranks disagree on DREAMDDP_ROUTE=hierarchical: "
+                              "rank %d has %s, rank %d has %s",
+                              r, all[3 * r + 2] ? "it" : "another route",
+                              ctx->env.rank, mine[2] ? "it" : "another route");
         }
-        ctx->roles[r] = (dd_role_t)all[2 * r];
+        ctx->roles[r] = (dd_role_t)all[3 * r];
         ctx->n_workers += ctx->roles[r] == DD_ROLE_WORKER;
     }
     if (status == DD_OK && ctx->n_workers == 0) {
@@ -449,6 +462,60 @@ static dd_status_t dd_context_device(dd_context_h ctx)
                           ctx->core.log_level, &ctx->device, why, sizeof(why));
 }
 
+/*
+ * DREAMDDP_ROUTE=hierarchical: which workers share a host (DREAMDDP_HOST_ID,
+ * else the host name and network namespace), and the job the aggregators
+ * serve, whose workers are each host's lowest worker rank, the leader that
+ * pushes the host's sum. Every rank takes part: the aggregators too must
+ * know whom they hear from.
+ */
+static dd_status_t dd_context_hosts(dd_context_h ctx)
+{
+    enum { ID = 320 };
+    int world = ctx->env.world_size;
+    char mine[ID];
+
+    if (ctx->sched_opts.route != DD_ROUTE_HIERARCHICAL) {
+        return DD_OK;
+    }
+    char *all = malloc((size_t)world * ID);
+    ctx->host_of = malloc(sizeof(int) * (size_t)world);
+    ctx->leader_ranks = malloc(sizeof(int) * (size_t)ctx->n_workers);
+    if (all == NULL || ctx->host_of == NULL || ctx->leader_ranks == NULL) {
+        free(all);
+        return DD_ERR_NO_MEMORY;
+    }
+    dd_context_host_id(ctx, mine, sizeof(mine));
+    dd_status_t status =
+        dd_store_allgather(ctx->store, "hier_host", mine, sizeof(mine), all);
+    int n_leaders = 0;
+    for (int r = 0; status == DD_OK && r < world; r++) {
+        ctx->host_of[r] = -1;
+        for (int q = 0; q < world && ctx->host_of[r] < 0; q++) {
+            if (ctx->roles[q] == DD_ROLE_WORKER &&
+                memcmp(all + (size_t)q * ID, all + (size_t)r * ID, ID) == 0) {
+                ctx->host_of[r] = q;
+            }
+        }
+        if (ctx->host_of[r] == r) {
+            ctx->leader_ranks[n_leaders++] = r;
+        }
+    }
+    free(all);
+    ctx->job.host_of = ctx->host_of;
+    ctx->leader_job = ctx->job;
+    ctx->leader_job.n_workers = n_leaders;
+    ctx->leader_job.worker_ranks = ctx->leader_ranks;
+    int me = dd_job_worker_index(&ctx->leader_job, ctx->env.rank);
+    if (status != DD_OK || ctx->n_workers < world || me < 0 || n_leaders < 2) {
+        return status;
+    }
+    /* No aggregators: the leaders' sums meet in an allreduce of their own,
+     * which only they join. */
+    return dd_backends_load_group(ctx->backends, "leaders", me, n_leaders,
+                                  &ctx->leader_backends);
+}
+
 /* The scheduler, and aggregation's environment when the job has
  * aggregators: over the point-to-point backend that scores best. */
 static dd_status_t dd_context_sched(dd_context_h ctx)
@@ -459,8 +526,15 @@ static dd_status_t dd_context_sched(dd_context_h ctx)
                           .device = ctx->device,
                           .device_opts = &ctx->device_opts};
 
-    ctx->agg_env = (dd_agg_env_t){.job = &ctx->job,
-                                  .chunk_bytes = ctx->sched_opts.chunk_bytes};
+    dd_status_t status = dd_context_hosts(ctx);
+    if (status != DD_OK) {
+        return status;
+    }
+    env.leaders = ctx->leader_backends;
+    ctx->agg_env = (dd_agg_env_t){.job = ctx->host_of != NULL ? &ctx->leader_job
+                                                              : &ctx->job,
+                                  .chunk_bytes = ctx->sched_opts.chunk_bytes,
+                                  .avg_over = ctx->n_workers};
     if (ctx->n_workers < ctx->env.world_size) {
         dd_backend_ref_t ref;
         if (dd_backends_find(ctx->backends, DD_BACKEND_OP_SEND, DD_MEM_HOST,
@@ -483,6 +557,7 @@ static void dd_context_free(dd_context_h ctx)
          * waits for it (until their own timeout, in their threads): they
          * are left to the process's exit rather than waited for. */
         dd_device_unload(ctx->device);
+        dd_backends_unload(ctx->leader_backends);
         dd_backends_unload(ctx->worker_backends);
         dd_backends_unload(ctx->backends);
     }
@@ -502,6 +577,8 @@ static void dd_context_free(dd_context_h ctx)
     dd_abort_destroy(&ctx->abort);
     free(ctx->roles);
     free(ctx->worker_ranks);
+    free(ctx->host_of);
+    free(ctx->leader_ranks);
     dd_context_release_opts(ctx, DD_CONTEXT_N_OPTS);
     free(ctx);
 }

@@ -37,6 +37,16 @@ struct dd_context {
      * collectives among workers; NULL otherwise (the job's serve). */
     dd_backends_t *worker_backends;
     int *worker_ranks; /* job rank of each worker, in order */
+    /* DREAMDDP_ROUTE=hierarchical: per rank the lowest worker rank of its
+     * host (-1 on a host without workers), the leaders (those lowest
+     * ranks) in order, and the job as the aggregators see it then, whose
+     * workers are the leaders. NULL and unused otherwise. */
+    int *host_of;
+    int *leader_ranks;
+    dd_job_t leader_job;
+    /* A leader's own instances of the modules, for the leaders' allreduce
+     * when the job has no aggregators; NULL elsewhere. */
+    dd_backends_t *leader_backends;
     dd_sched_opts_t sched_opts;
     dd_device_opts_t device_opts;
     dd_device_module_t *device; /* NULL: no device module (DREAMDDP_DEVICE) */

@@ -24,6 +24,12 @@ static const dd_config_field_t dd_boot_fields[] = {
     {"DREAMDDP_LOCAL_SIZE", NULL,
      "Number of ranks on this host; derived from host names when unset.",
      DD_CONFIG_INT, offsetof(dd_boot_opts_t, local_size), 1, INT_MAX, NULL},
+    {"DREAMDDP_HOST_ID", NULL,
+     "Name of this rank's host: ranks with the same name share a host (for "
+     "the local ranks when the launcher gives none, and the hierarchical "
+     "route's groups); default the host name and network namespace. Tests "
+     "set it to emulate hosts on one machine.",
+     DD_CONFIG_STRING, offsetof(dd_boot_opts_t, host_id), 0, 0, NULL},
     {"DREAMDDP_ROLE", NULL,
      "This process's role; default worker, or as DREAMDDP_NUM_AGGREGATORS "
      "says.",

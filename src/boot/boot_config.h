@@ -12,6 +12,7 @@ typedef struct {
     int world_size;       /* -1: unset */
     int local_rank;       /* -1: unset */
     int local_size;       /* -1: unset */
+    char *host_id;        /* NULL: the host name and network namespace */
     int role;             /* -1: unset, else dd_role_t */
     int num_aggregators;  /* 0: none */
     char *master_addr;    /* NULL: unset */

@@ -22,8 +22,11 @@ typedef struct {
     const dd_role_t *roles; /* per rank */
     int n_workers;
     const int *worker_ranks; /* job rank of each worker, in order */
-    double timeout_s;        /* DREAMDDP_TIMEOUT_S */
-    uint64_t token_hash;     /* of the job token, in every message */
+    /* Per rank, the lowest rank of its host, where the job knows the hosts
+     * (DREAMDDP_ROUTE=hierarchical); NULL otherwise. */
+    const int *host_of;
+    double timeout_s;    /* DREAMDDP_TIMEOUT_S */
+    uint64_t token_hash; /* of the job token, in every message */
     dd_store_t *store;
     /* The job's fate (core/abort.h): every wait below src/api ends with
      * its reason once raised. NULL: not watched. */
@@ -41,10 +44,15 @@ static inline int dd_job_worker_index(const dd_job_t *job, int rank)
     return -1;
 }
 
-/** Number of aggregator ranks. */
+/** Number of aggregator ranks (a view of the job with fewer workers, such
+ *  as the hierarchical route's leaders, still counts only aggregators). */
 static inline int dd_job_n_aggregators(const dd_job_t *job)
 {
-    return job->world_size - job->n_workers;
+    int n = 0;
+    for (int r = 0; r < job->world_size; r++) {
+        n += job->roles[r] == DD_ROLE_AGGREGATOR;
+    }
+    return n;
 }
 
 #endif

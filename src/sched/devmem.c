@@ -97,7 +97,7 @@ void dd_sched_device_job(dd_sched_t *sched, const struct dd_layer *layer,
     if (tensor->mem_type == DD_MEM_HOST) {
         return;
     }
-    job->pipe = &sched->device_pipe;
+    job->pipe = sched->hier != NULL ? &sched->hier_pipe : &sched->device_pipe;
     job->device = tensor->device;
     job->ready_event = layer->ready_event;
 }
@@ -113,6 +113,7 @@ void dd_sched_device_free(dd_sched_t *sched)
             sched->layers[i]->ready_event = NULL;
         }
     }
+    dd_sched_hier_free(sched);
     if (dev != NULL) {
         dd_sched_staging_free(sched);
     }

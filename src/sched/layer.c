@@ -22,6 +22,7 @@ dd_status_t dd_sched_create(const dd_sched_env_t *env, dd_sched_t **sched_p)
     sched->opts = *env->opts;
     dd_sched_pipes_init(sched);
     dd_sched_device_pipe_init(sched);
+    dd_sched_hier_pipe_init(sched);
     if (dd_strategy_parse(sched->opts.strategy, &sched->strategy) != DD_OK) {
         free(sched);
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
@@ -458,12 +459,23 @@ static dd_status_t dd_sched_choose_route(dd_sched_t *sched)
     if (route == DD_ROUTE_ALLREDUCE) {
         return DD_OK;
     }
+    if (route == DD_ROUTE_HIERARCHICAL) {
+        return dd_sched_hier_commit(sched);
+    }
     if (sched->env.agg == NULL) {
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
                         "DREAMDDP_ROUTE=aggregate, but the job has no "
                         "aggregator ranks (DREAMDDP_NUM_AGGREGATORS)");
     }
     return dd_agg_create(sched->env.agg, &sched->agg);
+}
+
+/* The pipe of host jobs: the aggregators' unless the hierarchical route,
+ * whose leaders alone talk to them, sends host layers by allreduce. */
+static const dd_sync_pipe_t *dd_sched_route(dd_sched_t *sched)
+{
+    return sched->agg != NULL && sched->hier == NULL ? &sched->agg_pipe
+                                                     : &sched->coll_pipe;
 }
 
 dd_status_t dd_sched_commit(dd_sched_t *sched)
@@ -484,12 +496,10 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
         (status = dd_sched_check_buffers(sched)) != DD_OK ||
         (status = dd_sched_broadcast_params(sched)) != DD_OK ||
         (status = dd_sched_choose_route(sched)) != DD_OK ||
-        (status = dd_sched_codecs_commit(
-             sched, sched->agg ? &sched->agg_pipe : &sched->coll_pipe)) !=
+        (status = dd_sched_codecs_commit(sched, dd_sched_route(sched))) !=
             DD_OK ||
-        (status =
-             dd_engine_start(sched->agg ? &sched->agg_pipe : &sched->coll_pipe,
-                             &sched->engine)) != DD_OK ||
+        (status = dd_engine_start(dd_sched_route(sched), &sched->engine)) !=
+            DD_OK ||
         (dd_engine_set_abort(sched->engine, sched->env.job->abort,
                              sched->env.job->timeout_s),
          0) ||
@@ -521,7 +531,9 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
                 "committed %zu layers, strategy %s, route %s, compression "
                 "%s, network %.1f us + %.3f ns/byte",
                 sched->n_layers, sched->strategy_name,
-                sched->agg ? "aggregate" : "allreduce",
+                sched->hier != NULL  ? "hierarchical"
+                : sched->agg != NULL ? "aggregate"
+                                     : "allreduce",
                 sched->compression != NULL ? sched->compression
                                            : sched->opts.compression,
                 sched->alpha_s * 1e6, sched->beta_s * 1e9);

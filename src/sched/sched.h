@@ -93,6 +93,9 @@ typedef struct {
     const dd_agg_env_t *agg;          /* NULL: no aggregators in the job */
     const dd_device_module_t *device; /* NULL: no device module */
     const dd_device_opts_t *device_opts;
+    /* DREAMDDP_ROUTE=hierarchical without aggregators: on a leader of
+     * several hosts, the leaders' own instances; NULL elsewhere. */
+    dd_backends_t *leaders;
 } dd_sched_env_t;
 
 /** A collective the scheduler or the application asks for. */
@@ -176,6 +179,15 @@ typedef struct dd_sched {
     /* Device memory (staging.c): the pipe around the two above. */
     dd_sync_pipe_t device_pipe;
     struct dd_staging *staging;
+    /* DREAMDDP_ROUTE=hierarchical (hier.c): the device layers' pipe, and
+     * its IPC state; agg is then set on the hosts' leaders only, and host
+     * jobs take coll_pipe on every worker. */
+    dd_sync_pipe_t hier_pipe;
+    struct dd_hier *hier;
+    /* The host pipe a leader stages its host's sums through when no
+     * aggregators move them (the leaders' allreduce); NULL otherwise. */
+    const dd_sync_pipe_t *hier_net;
+    dd_sync_pipe_t leaders_pipe;
     /* Compression (codec_pipe.c): the codecs opened, and the pipe that
      * encodes around the route. */
     char *compression; /* dd_compression_set's; NULL: DREAMDDP_COMPRESSION */
@@ -251,6 +263,14 @@ typedef struct dd_staging dd_staging_t;
 void dd_sched_device_pipe_init(dd_sched_t *sched);
 void dd_sched_staging_free(dd_sched_t *sched);
 dd_status_t dd_sched_device_call(dd_sched_t *sched, dd_sync_job_t *job);
+
+/* hier.c: the hierarchical route. dd_sched_hier_commit groups the
+ * workers by host, maps the host's device buffers once through IPC and
+ * makes the leader's aggregation side. */
+typedef struct dd_hier dd_hier_t;
+void dd_sched_hier_pipe_init(dd_sched_t *sched);
+dd_status_t dd_sched_hier_commit(dd_sched_t *sched);
+void dd_sched_hier_free(dd_sched_t *sched);
 
 /* codec_pipe.c: compression. Layers of fewer elements stay dense unless
  * dd_layer_set_compression says otherwise. */

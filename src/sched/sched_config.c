@@ -6,7 +6,8 @@
 
 #include <stddef.h>
 
-const char *const dd_route_names[] = {"auto", "allreduce", "aggregate", NULL};
+const char *const dd_route_names[] = {"auto", "allreduce", "aggregate",
+                                      "hierarchical", NULL};
 
 static const dd_config_field_t dd_sched_fields[] = {
     {"DREAMDDP_STRATEGY", "ddp",
@@ -77,7 +78,13 @@ static const dd_config_field_t dd_sched_fields[] = {
      NULL},
     {"DREAMDDP_ROUTE", "auto",
      "How syncs travel: auto (aggregate when the job has aggregators), "
-     "allreduce among workers, or aggregate through aggregators.",
+     "allreduce among workers, aggregate through aggregators, or "
+     "hierarchical: the workers of a host sum their device layers through "
+     "CUDA IPC, the host's lowest worker rank moves that sum through the "
+     "aggregators (without any: an allreduce among those ranks), and the "
+     "average comes back through IPC; host layers then go by the workers' "
+     "allreduce. auto never picks hierarchical: every rank, aggregators "
+     "too, must know it at dd_init.",
      DD_CONFIG_ENUM, offsetof(dd_sched_opts_t, route), 0, 0, dd_route_names},
     {"DREAMDDP_CHUNK_BYTES", "1M",
      "Aggregation cuts messages into chunks of at most this size, each "

@@ -34,9 +34,11 @@ typedef struct {
 } dd_sched_opts_t;
 
 typedef enum {
-    DD_ROUTE_AUTO = 0,  /* aggregate when the job has aggregators */
-    DD_ROUTE_ALLREDUCE, /* the backend's allreduce among workers */
-    DD_ROUTE_AGGREGATE  /* chunks summed by homes (BytePS) */
+    DD_ROUTE_AUTO = 0,    /* aggregate when the job has aggregators */
+    DD_ROUTE_ALLREDUCE,   /* the backend's allreduce among workers */
+    DD_ROUTE_AGGREGATE,   /* chunks summed by homes (BytePS) */
+    DD_ROUTE_HIERARCHICAL /* device layers summed per host over IPC, the
+                             hosts' sums through the homes (hier.c) */
 } dd_route_t;
 
 extern const char *const dd_route_names[];

@@ -237,8 +237,10 @@ static dd_status_t dd_staging_start(void *arg, dd_sync_job_t *job, void *buf,
     t->sched = sched;
     t->job = job;
     t->esize = dd_dtype_size(job->dtype);
-    t->inner = job->op != NULL || sched->agg == NULL ? &sched->coll_pipe
-                                                     : &sched->agg_pipe;
+    t->inner = job->op != NULL           ? &sched->coll_pipe
+               : sched->agg != NULL      ? &sched->agg_pipe
+               : sched->hier_net != NULL ? sched->hier_net
+                                         : &sched->coll_pipe;
     status = dd_staging_buffers(t, buf, count);
     if (status == DD_OK) {
         t->native = dd_staging_native(sched, job, t->count * t->esize);

@@ -19,6 +19,10 @@
 #      plain pinned copy of the same bytes there and back (>= 0.8x)
 #   3. 2 workers on one GPU + 2 aggregators average a 100 MiB layer
 #      bit-exactly (UCX, staging)
+#   3b. the hierarchical route: 2 workers on one GPU sum through CUDA IPC,
+#      the leader through 2 aggregators, the average back through IPC
+#      (ddp and dreamddp:2 on the test's layers, and the 100 MiB layer),
+#      and without aggregators (IPC alone, one host)
 #   4. device layers under every strategy, 2 workers on one GPU (UCX)
 #   5. a device layer passed to NCCL as it is (one rank)
 #   6. NCCL's collectives on a communicator of one rank (mp_nccl)
@@ -58,7 +62,10 @@ have_nccl=0
 [ -f "$build/PACKED" ] || make -C "$build" tests/mp_nccl >/dev/null 2>&1
 [ -x "$build/tests/mp_nccl" ] && have_nccl=1
 export top_srcdir="$here" top_builddir="$build" DDRUN="$build/tools/ddrun"
-export DREAMDDP_BACKEND_PATH="$build/.libs" DREAMDDP_TIMEOUT_S=120
+# mp_device checks the divergence each parameter sync measured, which the
+# monitor does only when on (off by default since the train simulator's
+# figures).
+export DREAMDDP_BACKEND_PATH="$build/.libs" DREAMDDP_TIMEOUT_S=120 DREAMDDP_DRIFT=yes
 unset DREAMDDP_BACKENDS DREAMDDP_NUM_AGGREGATORS DREAMDDP_ROUTE
 MP=$build/tests/mp_device
 out=$(mktemp -d "${TMPDIR:-/tmp}/dd-gpu.XXXXXX")
@@ -97,6 +104,24 @@ check "2 workers on one GPU + 2 aggregators, 100 MiB layer, bit-exact" 180 \
     "mp_device: ddp: 2 steps bit-exact on 2 workers" \
     env DREAMDDP_BACKENDS=ucx DREAMDDP_NUM_AGGREGATORS=2 \
     "$DDRUN" -n 4 --timeout 170 -- "$MP" big 2
+
+# 3b. The hierarchical route: the two workers share the host (and the
+# GPU), so they sum through CUDA IPC and rank 0 alone pushes to the
+# aggregators.
+for s in ddp dreamddp:2; do
+    check "hierarchical: 2 workers on one GPU through CUDA IPC + 2 aggregators, $s" 40 \
+        "mp_device: $s: 4 steps bit-exact on 2 workers" \
+        env DREAMDDP_BACKENDS=ucx DREAMDDP_NUM_AGGREGATORS=2 DREAMDDP_ROUTE=hierarchical \
+        DREAMDDP_STAGING_BYTES=64K "$DDRUN" -n 4 --timeout 35 -- "$MP" $s 4
+done
+check "hierarchical without aggregators: 2 workers on one GPU through CUDA IPC alone, dreamddp:2" 40 \
+    "mp_device: dreamddp:2: 4 steps bit-exact on 2 workers" \
+    env DREAMDDP_BACKENDS=ucx DREAMDDP_ROUTE=hierarchical DREAMDDP_STAGING_BYTES=64K \
+    "$DDRUN" -n 2 --timeout 35 -- "$MP" dreamddp:2 4
+check "hierarchical: 2 workers on one GPU + 2 aggregators, 100 MiB layer, bit-exact" 120 \
+    "mp_device: ddp: 2 steps bit-exact on 2 workers" \
+    env DREAMDDP_BACKENDS=ucx DREAMDDP_NUM_AGGREGATORS=2 DREAMDDP_ROUTE=hierarchical \
+    "$DDRUN" -n 4 --timeout 110 -- "$MP" big 2
 
 # 4. Every strategy on device layers, with readiness on the stream.
 for s in ddp localsgd:2 plsgd:2 dreamddp:2 adaptive; do

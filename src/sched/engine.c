@@ -24,7 +24,7 @@ struct dd_engine {
     pthread_cond_t cond;
     dd_sync_job_t *queue, **queue_tail; /* waiting to run */
     dd_sync_job_t *done, **done_tail;   /* ran, not yet drained */
-    size_t pending;                     /* submitted, not yet run */
+    size_t pending; /* submitted, not yet run, and not deferred */
     int stopping;
     dd_status_t failed;   /* after one failure the rest are canceled */
     dd_sync_pipe_t route; /* the pipe of jobs that name none */
@@ -134,12 +134,12 @@ static void dd_engine_finish(dd_engine_t *e, dd_sync_job_t *job)
         }
     }
     job->next = NULL;
-    if (!job->waited) {
+    if (!job->waited && !job->deferred) {
         *e->done_tail = job;
         e->done_tail = &job->next;
     }
     job->finished = 2; /* handed back */
-    e->pending--;
+    e->pending -= !job->deferred;
     pthread_cond_broadcast(&e->cond);
 }
 
@@ -359,7 +359,7 @@ void dd_engine_submit(dd_engine_t *e, dd_sync_job_t *job)
     pthread_mutex_lock(&e->lock);
     *e->queue_tail = job;
     e->queue_tail = &job->next;
-    e->pending++;
+    e->pending += !job->deferred;
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
 }
@@ -389,11 +389,16 @@ dd_status_t dd_engine_drain(dd_engine_t *e, double timeout_s,
 
 dd_status_t dd_engine_call(dd_engine_t *e, dd_sync_job_t *job, double timeout_s)
 {
+    job->waited = 1;
+    dd_engine_submit(e, job);
+    return dd_engine_wait(e, job, timeout_s);
+}
+
+dd_status_t dd_engine_wait(dd_engine_t *e, dd_sync_job_t *job, double timeout_s)
+{
     struct timespec ts;
     dd_status_t status = DD_OK;
 
-    job->waited = 1;
-    dd_engine_submit(e, job);
     dd_engine_deadline(&ts, timeout_s);
     pthread_mutex_lock(&e->lock);
     while (job->finished != 2) {

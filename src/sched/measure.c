@@ -109,7 +109,11 @@ void dd_sched_record_backward(dd_sched_t *sched)
     for (size_t k = 0; k < n && sched->step > 0; k++) {
         /* The first layer of backward also carries the forward pass: a
          * constant offset, which moves every sync equally. */
-        dd_sched_ema(&order[k]->bp_s, order[k]->ready_t - prev,
+        /* A deadline's wait for a delayed average (delay.c) is no
+         * backward time. */
+        double waited =
+            order[k]->delay_wait_s + (k == 0 ? sched->delay_fwd_wait_s : 0);
+        dd_sched_ema(&order[k]->bp_s, order[k]->ready_t - prev - waited,
                      order[k]->bp_s == 0);
         prev = order[k]->ready_t;
     }
@@ -312,15 +316,31 @@ static dd_status_t dd_sched_primaries(const dd_plan_t *plan, dd_plan_t **out_p)
     return status;
 }
 
-static double dd_sched_iter_s(const dd_plan_input_t *input,
+/*
+ * Delayed averaging plans under the deadline model (deadline.c). The
+ * profiler does not tell forward from the first backward layer's time, so
+ * the plan takes every deadline at the start of the next iteration: the
+ * earliest a forward mark can be, and no later than without marks; every
+ * worker plans alike whatever marks it gets.
+ */
+static const dd_plan_delay_t dd_sched_delay_model = {
+    NULL, DD_PLAN_DEADLINE_FORWARD, 0};
+
+static double dd_sched_iter_s(const dd_sched_t *sched,
+                              const dd_plan_input_t *input,
                               const dd_plan_t *plan)
 {
     dd_plan_cost_t cost;
-    return dd_plan_cost(input, plan, &cost) == DD_OK ? cost.iter_s : INFINITY;
+    dd_status_t status =
+        sched->strategy.delay
+            ? dd_plan_cost_delayed(input, plan, &dd_sched_delay_model, &cost)
+            : dd_plan_cost(input, plan, &cost);
+    return status == DD_OK ? cost.iter_s : INFINITY;
 }
 
 /* Bubble filling with DD_SCHED_FILL_MARGIN. */
-static dd_status_t dd_sched_fill(const dd_plan_input_t *input, dd_plan_t *plan)
+static dd_status_t dd_sched_fill(const dd_sched_t *sched,
+                                 const dd_plan_input_t *input, dd_plan_t *plan)
 {
     size_t n = input->num_layers;
     double *slow = malloc(n * sizeof(*slow));
@@ -332,7 +352,10 @@ static dd_status_t dd_sched_fill(const dd_plan_input_t *input, dd_plan_t *plan)
         slow[i] = input->comm_s[i] * DD_SCHED_FILL_MARGIN;
     }
     dd_plan_input_t margin = {n, input->bp_s, slow};
-    dd_status_t status = dd_plan_fill_bubbles(&margin, plan, NULL);
+    dd_status_t status =
+        sched->strategy.delay
+            ? dd_plan_fill_bubbles_delayed(&margin, &dd_sched_delay_model, plan)
+            : dd_plan_fill_bubbles(&margin, plan, NULL);
     free(slow);
     return status;
 }
@@ -355,7 +378,10 @@ static dd_status_t dd_sched_next_plan(dd_sched_t *sched,
                                .fill_bubbles = 0};
     dd_plan_t *fresh, *kept;
     dd_status_t status =
-        dd_plan_dreamddp(input, sched->strategy.window, &params, &fresh);
+        sched->strategy.delay
+            ? dd_plan_dreamddp_delayed(input, sched->strategy.window, &params,
+                                       &dd_sched_delay_model, &fresh)
+            : dd_plan_dreamddp(input, sched->strategy.window, &params, &fresh);
 
     if (status == DD_OK &&
         (status = dd_sched_primaries(sched->plan, &kept)) != DD_OK) {
@@ -364,12 +390,12 @@ static dd_status_t dd_sched_next_plan(dd_sched_t *sched,
     if (status != DD_OK) {
         return status;
     }
-    double t_fresh = dd_sched_iter_s(input, fresh);
-    double t_kept = dd_sched_iter_s(input, kept);
+    double t_fresh = dd_sched_iter_s(sched, input, fresh);
+    double t_kept = dd_sched_iter_s(sched, input, kept);
     dd_plan_t *base = fresh;
     if (t_kept <= t_fresh * (1 + DD_SCHED_REPLAN_GAIN)) {
         base = kept;
-        if (sched->planned && dd_sched_iter_s(input, sched->plan) <=
+        if (sched->planned && dd_sched_iter_s(sched, input, sched->plan) <=
                                   t_kept * (1 + DD_SCHED_REPLAN_GAIN)) {
             base = NULL; /* and the extra syncs still hide */
         }
@@ -381,7 +407,7 @@ static dd_status_t dd_sched_next_plan(dd_sched_t *sched,
         dd_plan_free(kept);
     }
     if (base != NULL && sched->opts.fill_bubbles) {
-        status = dd_sched_fill(input, base);
+        status = dd_sched_fill(sched, input, base);
     }
     if (base != NULL && sched->planned &&
         dd_sched_plan_equal(base, sched->plan)) {
@@ -417,7 +443,7 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v)
                     "step %llu: the plan stands (modeled %.1f ms per "
                     "iteration)",
                     (unsigned long long)sched->step,
-                    dd_sched_iter_s(&input, sched->plan) * 1e3);
+                    dd_sched_iter_s(sched, &input, sched->plan) * 1e3);
         dd_plan_fusion(&input, sched->plan, hold);
         free(sched->hold);
         sched->hold = hold;
@@ -436,7 +462,8 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v)
                 sched->planned ? "re-planned" : "planned",
                 (unsigned long long)sched->step, sched->plan_bp_total * 1e3,
                 sched->plan_comm_total * 1e3,
-                dd_sched_iter_s(&input, plan) * 1e3, dd_plan_num_extra(plan));
+                dd_sched_iter_s(sched, &input, plan) * 1e3,
+                dd_plan_num_extra(plan));
     sched->planned = 1;
     dd_sched_plan_print(sched);
     return DD_OK;

@@ -30,6 +30,25 @@ done
 for s in ddp dreamddp:4 localsgd:4; do
     train 5 2 "$SMALL" 1 $s "train-sim $s on 3 workers + 2 aggregators"
 done
+# Delayed averaging with emulated forward (--forward): the deadline marks
+# come before each layer's forward; every layer lands once per window and
+# dd_sync_all leaves the replicas bit-identical (--check); the modeled
+# time follows the deadline model.
+for s in dreamddp:4+next localsgd:4+next plsgd:2+next; do
+    if "$DDRUN" -n 3 --timeout 120 -- "$DDBENCH" train-sim --profile "$SMALL" \
+        --time-scale 0.1 --forward 0.5 --strategy $s --iters 12 --check --json \
+        >"$TMP/fw" 2>&1; then
+        expect_grep "$TMP/fw" '"correct":true' "train-sim $s --forward 0.5"
+    else
+        fail "train-sim $s --forward 0.5"; cat "$TMP/fw"
+    fi
+done
+if "$DDRUN" -n 1 --timeout 60 -- "$DDBENCH" train-sim --profile "$SMALL" \
+    --strategy dreamddp:4 --forward -1 >"$TMP/fwbad" 2>&1; then
+    fail "train-sim --forward -1 accepted"
+else
+    expect_grep "$TMP/fwbad" "--forward" "train-sim --forward -1 is refused, naming the option"
+fi
 if [ -f "${DDTEST_PROFILES:-/nonexistent}/gpt2-blocks/bp_gpt2-blocks.json" ]; then
     for s in dreamddp:4 ddp; do
         train 4 0 "$DDTEST_PROFILES/gpt2-blocks" 0.01 $s "acceptance: gpt2-blocks $s"

@@ -35,6 +35,7 @@ typedef struct {
     long iters, warmup, cols;
     double scale, time_scale, bytes_per_s, forward;
     int check, json;
+    int no_marks; /* --deadline backward: no dd_layer_forward marks */
 } ddbench_train_opts_t;
 
 typedef struct {
@@ -56,13 +57,17 @@ static void ddbench_train_usage(FILE *out)
             "         [--warmup N] [--scale X] [--time-scale T] [--check] "
             "[--json]\n"
             "         [--bytes-per-second B] [--compression C] [--cols N]\n"
-            "         [--forward F]\n"
+            "         [--forward F] [--deadline forward|backward]\n"
             "  S: ddp, localsgd:H, plsgd:H, dreamddp:H (each of the last "
             "three also\n"
             "     with +next: delayed averaging), adaptive, or none (no "
             "sync)\n"
             "  --forward F: each layer's forward sleeps F x its backward "
             "time (default 0)\n"
+            "  --deadline D: +next's deadline, forward (dd_layer_forward "
+            "before each\n"
+            "     layer's forward; default) or backward (no marks: the next "
+            "backward)\n"
             "  C: none, fp16, bf16, topk:RATIO, powersgd:RANK "
             "(dd_compression_set;\n"
             "     --check needs none)\n"
@@ -162,7 +167,7 @@ static dd_status_t ddbench_forward(ddbench_sim_t *s,
 
     ddbench_sleep(s->p->frozen_after_s * f);
     for (size_t l = 0; status == DD_OK && l < s->n; l++) {
-        if (s->delay) {
+        if (s->delay && !o->no_marks) {
             status = dd_layer_forward(s->ctx, s->layer[l]);
         }
         ddbench_sleep((s->p->bp_s[l] + (frozen ? frozen[l] : 0)) * f);
@@ -282,10 +287,12 @@ static int ddbench_register(ddbench_sim_t *s, const ddbench_train_opts_t *o)
  * over. */
 static double ddbench_modeled_delayed(size_t n, const dd_sched_t *sched,
                                       const dd_plan_input_t *in,
-                                      const double *fp)
+                                      const double *fp, int no_marks)
 {
     int localsgd = sched->strategy.kind == DD_STRATEGY_LOCALSGD;
-    dd_plan_delay_t delay = {fp, DD_PLAN_DEADLINE_FORWARD, localsgd};
+    dd_plan_delay_t delay = {
+        fp, no_marks ? DD_PLAN_DEADLINE_BACKWARD : DD_PLAN_DEADLINE_FORWARD,
+        localsgd};
     dd_plan_t *flsgd = NULL;
     dd_plan_cost_t cost;
     double result = NAN;
@@ -329,7 +336,7 @@ static double ddbench_modeled(ddbench_sim_t *s, const ddbench_train_opts_t *o)
     const dd_sched_t *sched = s->ctx->sched;
     unsigned h = sched->strategy.window;
     if (sched->strategy.delay) {
-        result = ddbench_modeled_delayed(s->n, sched, &in, fp);
+        result = ddbench_modeled_delayed(s->n, sched, &in, fp, o->no_marks);
         forward = 0; /* part of the deadline model */
     }
     switch (sched->strategy.delay ? -1 : (int)sched->strategy.kind) {
@@ -375,6 +382,7 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
         {"compression", required_argument, 0, 'C'},
         {"cols", required_argument, 0, 'k'},
         {"forward", required_argument, 0, 'f'},
+        {"deadline", required_argument, 0, 'D'},
         {"json", no_argument, 0, 'j'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -416,6 +424,17 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
             break;
         case 'f':
             bad = dd_arg_double(P, "--forward", optarg, 0, 1e3, &o->forward);
+            break;
+        case 'D':
+            bad = strcmp(optarg, "forward") != 0 &&
+                  strcmp(optarg, "backward") != 0;
+            o->no_marks = strcmp(optarg, "backward") == 0;
+            if (bad) {
+                fprintf(stderr,
+                        "%s: --deadline takes forward or backward, not "
+                        "'%s'\n",
+                        P, optarg);
+            }
             break;
         case 'c':
             o->check = 1;
@@ -553,6 +572,8 @@ static void ddbench_train_json(const ddbench_sim_t *s,
     dd_json_double(&w, o->time_scale);
     dd_json_key(&w, "forward");
     dd_json_double(&w, o->forward);
+    dd_json_key(&w, "deadline");
+    dd_json_string(&w, o->no_marks ? "backward" : "forward");
     dd_json_key(&w, "iters");
     dd_json_int(&w, o->iters);
     dd_json_key(&w, "mean_iter_s");

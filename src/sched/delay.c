@@ -260,7 +260,12 @@ dd_status_t dd_sched_layer_forward(dd_sched_t *sched, dd_layer_h layer)
         return status;
     }
     pthread_mutex_lock(&sched->ready_lock);
-    status = dd_sched_delay_land(sched, layer, &sched->delay_fwd_wait_s);
+    layer->fwd_wait_s = 0;
+    status = dd_sched_delay_land(sched, layer, &layer->fwd_wait_s);
+    sched->delay_fwd_wait_s += layer->fwd_wait_s;
+    /* Forward starts now; measure.c times it. */
+    layer->fwd_t = dd_time_now();
+    sched->delay_marked = 1;
     pthread_mutex_unlock(&sched->ready_lock);
     return status;
 }
@@ -285,6 +290,8 @@ void dd_sched_delay_free(dd_sched_t *sched)
 {
     free(sched->delay);
     sched->delay = NULL;
+    free(sched->delay_fp);
+    sched->delay_fp = NULL;
     dd_sync_job_free_list(sched->delay_landed);
     sched->delay_landed = NULL;
     for (size_t i = 0; i < sched->n_layers; i++) {

@@ -70,6 +70,9 @@ struct dd_layer {
     int delay_pending;
     uint64_t delay_step;
     double delay_wait_s;
+    /* Its forward mark (dd_layer_forward) in this step, the wait there,
+     * and the EMA of its forward time (measure.c). */
+    double fwd_t, fwd_wait_s, fp_s;
 };
 
 /* A codec in use, opened once per spec. */
@@ -199,6 +202,11 @@ typedef struct dd_sched {
     size_t n_delay, cap_delay;
     dd_sync_job_t *delay_landed;
     double delay_wait_s, delay_fwd_wait_s;
+    /* Whether the application makes forward marks, and the deadline model
+     * the plan is made under (measure.c), with its forward times. */
+    int delay_marked;
+    dd_plan_delay_t delay_model;
+    double *delay_fp;
     int said_goodbye;
 } dd_sched_t;
 
@@ -226,6 +234,10 @@ void dd_sched_ranks_by_value(const char *const *values, int world, char *msg,
                              size_t size);
 
 #define DD_SCHED_REPLAN_PERSIST 2
+/* The rows of the profile the workers agree on: bp, comm, forward; a
+ * worker without forward marks sends DD_SCHED_NO_MARKS as its forward. */
+#define DD_SCHED_PROFILE_ROWS 3
+#define DD_SCHED_NO_MARKS (-1e9)
 
 /* Every field of the output structs that this library fills. */
 #define DD_SCHED_STEP_STATS_FIELDS                                             \

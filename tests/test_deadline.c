@@ -31,7 +31,8 @@ static uint64_t next_random(uint64_t *state)
 
 static double uniform(uint64_t *state, double lo, double hi)
 {
-    return lo + (hi - lo) * (double)(next_random(state) >> 11) / 9007199254740992.0;
+    return lo +
+           (hi - lo) * (double)(next_random(state) >> 11) / 9007199254740992.0;
 }
 
 /*
@@ -203,8 +204,7 @@ static void test_planner(void **state)
         dd_plan_free(same);
         assert_int_equal(dd_plan_dreamddp_delayed(&in, H, &nofill, &d, &same),
                          DD_OK);
-        assert_int_equal(dd_plan_cost_delayed(&in, same, &d, &c_nofill),
-                         DD_OK);
+        assert_int_equal(dd_plan_cost_delayed(&in, same, &d, &c_nofill), DD_OK);
         assert_true(c_delayed.window_s <= c_nofill.window_s);
         assert_true(c_delayed.window_s <=
                     1.05 * brute_force(&in, H, &d) + 1e-12);

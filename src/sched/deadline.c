@@ -185,7 +185,7 @@ static void dd_plan_dl_moves(dd_plan_dl_t *m, dd_plan_t *plan, double *best,
         improved = 0;
         for (size_t k = m->n; k-- > 0 && *evals > 0;) {
             unsigned from = plan->slot[k];
-            for (unsigned to = 0; to < plan->window && *evals > 0; to++) {
+            for (unsigned to = 0; to<plan->window && * evals> 0; to++) {
                 if (to == from) {
                     continue;
                 }
@@ -289,14 +289,14 @@ dd_status_t dd_plan_dreamddp_delayed(const dd_plan_input_t *input,
     if (params != NULL) {
         p = *params;
     }
-    int fill = (params == NULL || !(params->field_mask &
-                                    DD_PLAN_FIELD_FILL_BUBBLES))
-                   ? 1
-                   : params->fill_bubbles;
-    uint64_t work = (params != NULL &&
-                     (params->field_mask & DD_PLAN_FIELD_SEARCH_WORK))
-                        ? params->search_work
-                        : 100000000ull;
+    int fill =
+        (params == NULL || !(params->field_mask & DD_PLAN_FIELD_FILL_BUBBLES))
+            ? 1
+            : params->fill_bubbles;
+    uint64_t work =
+        (params != NULL && (params->field_mask & DD_PLAN_FIELD_SEARCH_WORK))
+            ? params->search_work
+            : 100000000ull;
     /* One evaluation visits every layer of the window three times. */
     uint64_t evals = work / (3 * (uint64_t)window * m.n + 1) + 1;
 

@@ -518,6 +518,8 @@ DD_API dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer);
  * dd_model_commit; not while dd_layer_ready runs on another thread (call
  * it from forward, before backward starts).
  *
+ * ABI: added with libtool interface 3 (the soname unchanged).
+ *
  * @return DD_OK; DD_ERR_INVALID_PARAM for a layer of another context;
  *         DD_ERR_STATE before dd_model_commit or after a failed sync; the
  *         sync's error (DD_ERR_TIMED_OUT, DD_ERR_PEER_LOST, ...) when the

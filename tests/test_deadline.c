@@ -55,7 +55,7 @@ static void test_hand_case(void **state)
     dd_plan_cost_t c, same;
     assert_int_equal(dd_plan_ssgd(2, 1, &plan), DD_OK);
 
-    dd_plan_delay_t d = {fp, DD_PLAN_DEADLINE_FORWARD, 0};
+    dd_plan_delay_t d = {fp, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL};
     assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &c), DD_OK);
     assert_true(same_cost(c.iter_s, 5.0));
     assert_true(same_cost(c.exposed_s, 2.0));
@@ -86,7 +86,7 @@ static void test_sync_across_iterations(void **state)
     (void)state;
     double bp[1] = {1}, comm[1] = {3};
     dd_plan_input_t in = {1, bp, comm};
-    dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_FORWARD, 0};
+    dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL};
     dd_plan_t *plan;
     dd_plan_cost_t c;
 
@@ -128,7 +128,7 @@ static void test_special_cases(void **state)
         dd_plan_t *plan;
         dd_plan_cost_t a, b;
         assert_int_equal(dd_plan_dreamddp(&in, H, NULL, &plan), DD_OK);
-        dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_STEP_END, 0};
+        dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_STEP_END, 0, NULL, NULL};
         assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &a), DD_OK);
         assert_int_equal(dd_plan_cost(&in, plan, &b), DD_OK);
         assert_true(same_cost(a.window_s, b.window_s));
@@ -184,7 +184,7 @@ static void test_planner(void **state)
         dd_plan_delay_t d = {fp,
                              trial % 2 ? DD_PLAN_DEADLINE_FORWARD
                                        : DD_PLAN_DEADLINE_BACKWARD,
-                             0};
+                             0, NULL, NULL};
         dd_plan_t *delayed, *same, *uniform_plan;
         dd_plan_cost_t c_delayed, c_same, c_uniform, c_nofill;
         dd_plan_params_t nofill;
@@ -230,7 +230,7 @@ static void test_planner_hand(void **state)
     (void)state;
     double bp[2] = {1, 1}, comm[2] = {2, 0.5}, fp[2] = {1, 1};
     dd_plan_input_t in = {2, bp, comm};
-    dd_plan_delay_t d = {fp, DD_PLAN_DEADLINE_FORWARD, 0};
+    dd_plan_delay_t d = {fp, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL};
     dd_plan_params_t p;
     dd_plan_t *plan;
     dd_plan_cost_t c;
@@ -249,12 +249,38 @@ static void test_planner_hand(void **state)
     dd_plan_free(plan);
 }
 
+/*
+ * The replica's own cost of a sync: the copy at its launch and the
+ * correction where it lands. One layer, backward 1, sync 1, copy 0.25,
+ * correction 0.5, the deadline at the next forward (none: 0). Launched at
+ * 1.25 after backward and the copy, it lands at 2.25; the next iteration
+ * waits 1, corrects for 0.5, then runs backward: 1 + 0.25 + 1 + 0.5 =
+ * 2.75 per iteration, 1 of it waiting.
+ */
+static void test_launch_and_land_costs(void **state)
+{
+    (void)state;
+    double bp[1] = {1}, comm[1] = {1}, copy[1] = {0.25}, fix[1] = {0.5};
+    dd_plan_input_t in = {1, bp, comm};
+    dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_FORWARD, 0, copy, fix};
+    dd_plan_t *plan;
+    dd_plan_cost_t c;
+    assert_int_equal(dd_plan_ssgd(1, 1, &plan), DD_OK);
+    assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &c), DD_OK);
+    assert_true(same_cost(c.iter_s, 2.75));
+    assert_true(same_cost(c.exposed_s, 1.0));
+    copy[0] = -1;
+    assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &c),
+                     DD_ERR_INVALID_PARAM);
+    dd_plan_free(plan);
+}
+
 static void test_invalid(void **state)
 {
     (void)state;
     double bp[2] = {1, 1}, comm[2] = {1, 1}, bad[2] = {-1, 0};
     dd_plan_input_t in = {2, bp, comm};
-    dd_plan_delay_t d = {bad, DD_PLAN_DEADLINE_FORWARD, 0};
+    dd_plan_delay_t d = {bad, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL};
     dd_plan_t *plan, *out = NULL;
     dd_plan_cost_t c;
     assert_int_equal(dd_plan_ssgd(2, 1, &plan), DD_OK);
@@ -281,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_special_cases),
         cmocka_unit_test(test_planner),
         cmocka_unit_test(test_planner_hand),
+        cmocka_unit_test(test_launch_and_land_costs),
         cmocka_unit_test(test_invalid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

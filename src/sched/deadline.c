@@ -21,7 +21,7 @@
 typedef struct {
     size_t n;
     unsigned H;
-    const double *bp, *fp, *comm;
+    const double *bp, *fp, *comm, *launch, *land_cost;
     dd_plan_deadline_t deadline;
     int at_end;
     double *land; /* [n] when the sync in flight lands; < 0: none */
@@ -37,9 +37,11 @@ static dd_status_t dd_plan_dl_init(dd_plan_dl_t *m, const dd_plan_input_t *in,
     }
     for (size_t i = 0; i < in->num_layers; i++) {
         double f = delay->fp_s != NULL ? delay->fp_s[i] : 0.0;
+        double a = delay->launch_s != NULL ? delay->launch_s[i] : 0.0;
+        double b = delay->land_s != NULL ? delay->land_s[i] : 0.0;
         if (!isfinite(in->bp_s[i]) || in->bp_s[i] < 0 ||
             !isfinite(in->comm_s[i]) || in->comm_s[i] < 0 || !isfinite(f) ||
-            f < 0) {
+            f < 0 || !isfinite(a) || a < 0 || !isfinite(b) || b < 0) {
             return DD_ERR_INVALID_PARAM;
         }
     }
@@ -47,22 +49,38 @@ static dd_status_t dd_plan_dl_init(dd_plan_dl_t *m, const dd_plan_input_t *in,
     m->bp = in->bp_s;
     m->comm = in->comm_s;
     m->fp = delay->fp_s;
+    m->launch = delay->launch_s;
+    m->land_cost = delay->land_s;
     m->deadline = delay->deadline;
     m->at_end = delay->launch_at_end;
     m->land = malloc(m->n * sizeof(*m->land));
     return m->land != NULL ? DD_OK : DD_ERR_NO_MEMORY;
 }
 
-/* Compute at *t waits for layer i's sync in flight, if any. */
+/* Compute at *t waits for layer i's sync in flight, if any, and applies
+ * it. */
 static double dd_plan_dl_wait(dd_plan_dl_t *m, size_t i, double *t)
 {
     double w = 0.0;
-    if (m->land[i] >= 0.0 && m->land[i] > *t) {
+    if (m->land[i] < 0.0) {
+        return 0.0;
+    }
+    if (m->land[i] > *t) {
         w = m->land[i] - *t;
         *t = m->land[i];
     }
+    *t += m->land_cost != NULL ? m->land_cost[i] : 0.0;
     m->land[i] = -1.0;
     return w;
+}
+
+/* Launches layer i's sync at *t, after the copy of its parameters. */
+static void dd_plan_dl_launch(dd_plan_dl_t *m, size_t i, double *t,
+                              double *chan)
+{
+    *t += m->launch != NULL ? m->launch[i] : 0.0;
+    *chan = (*chan > *t ? *chan : *t) + m->comm[i];
+    m->land[i] = *chan;
 }
 
 /* One iteration h of the schedule from time *t with the channel free at
@@ -85,24 +103,21 @@ static double dd_plan_dl_iter(dd_plan_dl_t *m, const dd_plan_t *plan,
             wait += dd_plan_dl_wait(m, i, t);
         }
         if (row[i] && !m->at_end) {
-            *chan = (*chan > *t ? *chan : *t) + m->comm[i];
-            m->land[i] = *chan;
+            dd_plan_dl_launch(m, i, t, chan);
         }
     }
     for (size_t i = m->n; m->at_end && i-- > 0;) {
         if (row[i]) {
-            *chan = (*chan > *t ? *chan : *t) + m->comm[i];
-            m->land[i] = *chan;
+            dd_plan_dl_launch(m, i, t, chan);
         }
     }
     if (m->deadline == DD_PLAN_DEADLINE_STEP_END && *chan > *t) {
         wait += *chan - *t;
         *t = *chan;
     }
-    if (m->deadline == DD_PLAN_DEADLINE_STEP_END) {
-        for (size_t i = 0; i < m->n; i++) {
-            m->land[i] = -1.0;
-        }
+    for (size_t i = 0; m->deadline == DD_PLAN_DEADLINE_STEP_END && i < m->n;
+         i++) {
+        wait += dd_plan_dl_wait(m, i, t); /* 0: all landed by now */
     }
     return wait;
 }

@@ -244,6 +244,10 @@ typedef struct {
     const double *fp_s; /**< [n] forward time of each layer; NULL: none */
     dd_plan_deadline_t deadline;
     int launch_at_end; /**< syncs launch once backward ends (Local SGD) */
+    /** [n] compute a sync of the layer costs the replica where it
+     *  launches (the copy of its parameters) and where it lands (the
+     *  correction), at its deadline; NULL: none. */
+    const double *launch_s, *land_s;
 } dd_plan_delay_t;
 
 /**

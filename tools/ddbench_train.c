@@ -290,21 +290,36 @@ static double ddbench_modeled_delayed(size_t n, const dd_sched_t *sched,
                                       const double *fp, int no_marks)
 {
     int localsgd = sched->strategy.kind == DD_STRATEGY_LOCALSGD;
+    double *copy = calloc(n, sizeof(double)), *fix = calloc(n, sizeof(double));
     dd_plan_delay_t delay = {
         fp, no_marks ? DD_PLAN_DEADLINE_BACKWARD : DD_PLAN_DEADLINE_FORWARD,
-        localsgd};
+        localsgd, copy, fix};
     dd_plan_t *flsgd = NULL;
     dd_plan_cost_t cost;
     double result = NAN;
 
-    if (localsgd && dd_plan_flsgd(n, sched->strategy.window, &flsgd) != DD_OK) {
+    /* What the replica's copies and corrections took, per sync. */
+    for (size_t l = 0; copy != NULL && fix != NULL && l < n; l++) {
+        const struct dd_layer *y = sched->layers[l];
+        if (y->delay_landings > 0) {
+            copy[l] = y->delay_copy_s / (double)y->delay_landings;
+            fix[l] = y->delay_correct_s / (double)y->delay_landings;
+        }
+    }
+    if (copy == NULL || fix == NULL) {
+        free(copy);
+        free(fix);
         return NAN;
     }
-    if (dd_plan_cost_delayed(in, localsgd ? flsgd : sched->plan, &delay,
+    if ((!localsgd ||
+         dd_plan_flsgd(n, sched->strategy.window, &flsgd) == DD_OK) &&
+        dd_plan_cost_delayed(in, localsgd ? flsgd : sched->plan, &delay,
                              &cost) == DD_OK) {
         result = cost.iter_s;
     }
     dd_plan_free(flsgd);
+    free(copy);
+    free(fix);
     return result;
 }
 
@@ -669,6 +684,7 @@ static int ddbench_train_run(ddbench_sim_t *s, const ddbench_train_opts_t *o)
         for (size_t l = 0; l < s->n; l++) {
             r.modeled_s += s->p->bp_s[l] * o->time_scale;
         }
+        r.modeled_s *= 1 + o->forward;
     } else {
         r.modeled_s = ddbench_modeled(s, o);
     }

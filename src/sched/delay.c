@@ -8,6 +8,10 @@
  *
  *     x <- average(x at launch) + (x now - x at launch)
  *
+ * computed as x + (average(x at launch) - x at launch): the engine leaves
+ * the difference in the copy (engine.h), so that the launch copies the
+ * parameters once and the landing adds one buffer.
+ *
  * A deadline waits for its sync however late it is, never skips it. It
  * must not decide what syncs when (runtime.c and the plan do) nor touch
  * device memory: delayed layers are host layers of f32 or f64.
@@ -52,9 +56,8 @@ dd_status_t dd_sched_delay_commit(dd_sched_t *sched)
                                 dd_dtype_name(x->dtype), sched->strategy_name);
             }
         }
-        l->delay_snap = calloc(l->n_tensors, sizeof(void *));
         l->delay_wire = calloc(l->n_tensors, sizeof(void *));
-        if (l->delay_snap == NULL || l->delay_wire == NULL) {
+        if (l->delay_wire == NULL) {
             return DD_ERR_NO_MEMORY;
         }
         for (size_t t = 0; t < l->n_tensors; t++) {
@@ -63,11 +66,12 @@ dd_status_t dd_sched_delay_commit(dd_sched_t *sched)
             if (bytes == 0) {
                 continue;
             }
-            l->delay_snap[t] = malloc(bytes);
             l->delay_wire[t] = malloc(bytes);
-            if (l->delay_snap[t] == NULL || l->delay_wire[t] == NULL) {
+            if (l->delay_wire[t] == NULL) {
                 return DD_ERR_NO_MEMORY;
             }
+            /* Touched now, so that no launch takes the page faults. */
+            memcpy(l->delay_wire[t], l->tensors[t].param, bytes);
         }
     }
     return DD_OK;
@@ -79,9 +83,11 @@ void *dd_sched_delay_launch(dd_sched_t *sched, struct dd_layer *layer,
     const dd_tensor_t *x = &layer->tensors[tensor];
     size_t bytes = x->count * dd_dtype_size(x->dtype);
 
+    double t0 = dd_time_now();
+
     (void)sched;
-    memcpy(layer->delay_snap[tensor], x->param, bytes);
     memcpy(layer->delay_wire[tensor], x->param, bytes);
+    layer->delay_copy_s += dd_time_now() - t0;
     layer->delay_pending = 1;
     layer->delay_step = sched->step;
     return layer->delay_wire[tensor];
@@ -110,7 +116,7 @@ dd_status_t dd_sched_delay_track(dd_sched_t *sched, dd_sync_job_t *job)
     return DD_OK;
 }
 
-/* x <- wire + (x - snap), element by element in the tensor's dtype. */
+/* x <- x + (average - x at launch), which the engine left in the copy. */
 static void dd_sched_delay_correct(struct dd_layer *layer)
 {
     for (size_t t = 0; t < layer->n_tensors; t++) {
@@ -120,15 +126,15 @@ static void dd_sched_delay_correct(struct dd_layer *layer)
         }
         if (x->dtype == DD_DTYPE_F32) {
             float *p = x->param;
-            const float *w = layer->delay_wire[t], *s = layer->delay_snap[t];
+            const float *d = layer->delay_wire[t];
             for (size_t i = 0; i < x->count; i++) {
-                p[i] = w[i] + (p[i] - s[i]);
+                p[i] += d[i];
             }
         } else {
             double *p = x->param;
-            const double *w = layer->delay_wire[t], *s = layer->delay_snap[t];
+            const double *d = layer->delay_wire[t];
             for (size_t i = 0; i < x->count; i++) {
-                p[i] = w[i] + (p[i] - s[i]);
+                p[i] += d[i];
             }
         }
     }
@@ -220,9 +226,12 @@ dd_status_t dd_sched_delay_land(dd_sched_t *sched, struct dd_layer *layer,
     if (status != DD_OK) {
         return status;
     }
+    double t1 = dd_time_now();
     dd_sched_delay_correct(layer);
     layer->delay_pending = 0;
-    double waited = dd_time_now() - t0;
+    layer->delay_correct_s += dd_time_now() - t1;
+    layer->delay_landings++;
+    double waited = t1 - t0;
     sched->delay_wait_s += waited;
     if (waited_p != NULL) {
         *waited_p += waited;
@@ -296,11 +305,9 @@ void dd_sched_delay_free(dd_sched_t *sched)
     sched->delay_landed = NULL;
     for (size_t i = 0; i < sched->n_layers; i++) {
         struct dd_layer *l = sched->layers[i];
-        for (size_t t = 0; l->delay_snap != NULL && t < l->n_tensors; t++) {
-            free(l->delay_snap[t]);
+        for (size_t t = 0; l->delay_wire != NULL && t < l->n_tensors; t++) {
             free(l->delay_wire[t]);
         }
-        free(l->delay_snap);
         free(l->delay_wire);
     }
 }

@@ -40,12 +40,32 @@ struct dd_engine {
 };
 
 /* Whether a job's buffers are fused into one message through staging:
- * several host buffers, or one whose divergence is measured, since the
- * average must not overwrite it before. */
+ * several host buffers, or one whose divergence is measured, or a
+ * deferred one's, since the average must not overwrite it before. */
 static int dd_engine_fused(const dd_sync_job_t *job)
 {
     return job->mem_type == DD_MEM_HOST &&
-           (job->n_items > 1 || (job->n_items == 1 && job->measure));
+           (job->n_items > 1 ||
+            (job->n_items == 1 && (job->measure || job->deferred)));
+}
+
+/* A deferred job's buffer becomes what its average changes: avg - buf. */
+static void dd_engine_delta(void *buf, const void *avg, size_t count,
+                            dd_dtype_t dtype)
+{
+    if (dtype == DD_DTYPE_F64) {
+        double *d = buf;
+        const double *a = avg;
+        for (size_t i = 0; i < count; i++) {
+            d[i] = a[i] - d[i];
+        }
+    } else {
+        float *d = buf;
+        const float *a = avg;
+        for (size_t i = 0; i < count; i++) {
+            d[i] = a[i] - d[i];
+        }
+    }
 }
 
 /* Packs a fused job into staging slot i; *buf_p, *count_p: what to send
@@ -107,7 +127,11 @@ static void dd_engine_unpack(dd_engine_t *e, dd_sync_job_t *job, int i)
             it->measured = dd_drift_norms(it->buf, avg, it->count, job->dtype,
                                           &it->diff2, &it->norm2);
         }
-        memcpy(it->buf, avg, n);
+        if (job->deferred) {
+            dd_engine_delta(it->buf, avg, it->count, job->dtype);
+        } else {
+            memcpy(it->buf, avg, n);
+        }
         off += n;
     }
 }
@@ -275,10 +299,12 @@ static void *dd_engine_main(void *arg)
             if (status != DD_INPROGRESS) {
                 job->status = status;
                 job->finished = 1;
-                job->t_end = dd_time_now();
+                /* The unpacking holds the channel too: the sync ends
+                 * once its averages are written back. */
                 if (status == DD_OK) {
                     dd_engine_unpack(e, job, slot[j]);
                 }
+                job->t_end = dd_time_now();
                 busy = 1;
             }
         }

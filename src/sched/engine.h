@@ -79,7 +79,9 @@ typedef struct dd_sync_job {
     int waited;   /* dd_engine_call waits for it: not drained */
     int deferred; /* delayed averaging (delay.c) waits for it alone, at
                      its layers' deadlines: not drained, and dd_engine_drain
-                     does not wait for it */
+                     does not wait for it; its host f32 or f64 buffers,
+                     copies of the parameters, come back holding
+                     average - copy (they travel through staging) */
     int measure;  /* parameters: measure each item's divergence before the
                      average is written back (it then travels through
                      staging even alone) */

@@ -62,17 +62,21 @@ struct dd_layer {
     const struct dd_sched_codec *codec;
     struct dd_codec_state **codec_states;
     float **codec_refs;
-    /* Delayed averaging (delay.c): per tensor, the parameters at the
-     * launch and the buffer their average lands in; whether a sync is in
-     * flight and the step that launched it; the seconds this step's
-     * backward mark waited for it. */
-    void **delay_snap, **delay_wire;
+    /* Delayed averaging (delay.c): per tensor, the copy of the parameters
+     * at the launch that travels (average - copy once it landed); whether
+     * a sync is in flight and the step that launched it; the seconds this
+     * step's backward mark waited for it. */
+    void **delay_wire;
     int delay_pending;
     uint64_t delay_step;
     double delay_wait_s;
     /* Its forward mark (dd_layer_forward) in this step, the wait there,
      * and the EMA of its forward time (measure.c). */
     double fwd_t, fwd_wait_s, fp_s;
+    /* The replica's own cost of its delayed averages since commit: the
+     * copies at their launches and the corrections where they landed. */
+    double delay_copy_s, delay_correct_s;
+    uint64_t delay_landings;
 };
 
 /* A codec in use, opened once per spec. */

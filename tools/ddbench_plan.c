@@ -498,7 +498,7 @@ int ddbench_plan_main(int argc, char **argv)
     for (size_t i = 0; fp != NULL && i < in.num_layers; i++) {
         fp[i] = o.forward * in.bp_s[i];
     }
-    dd_plan_delay_t delay = {fp, o.deadline, 0};
+    dd_plan_delay_t delay = {fp, o.deadline, 0, NULL, NULL};
     if (status == DD_OK &&
         (status = dd_plan_dreamddp(&in, (unsigned)h, NULL, &plan)) == DD_OK &&
         (status = ddbench_plan_model(&in, (unsigned)h, plan, p->frozen_bp_s,

@@ -287,6 +287,13 @@ static void ddbench_plan_slots_text(const dd_plan_t *plan, size_t l, char *buf,
     }
 }
 
+/* What of an iteration is exposed communication (beyond forward and
+ * backward); rounding can leave a hair below 0. */
+static double ddbench_plan_exposed(double iter_s, double compute_s)
+{
+    return iter_s > compute_s ? iter_s - compute_s : 0.0;
+}
+
 /* The deadline model's figures: per iteration, and what of it is exposed
  * communication (beyond forward and backward). */
 static void ddbench_plan_print_next(const ddbench_plan_opts_t *o,
@@ -298,17 +305,18 @@ static void ddbench_plan_print_next(const ddbench_plan_opts_t *o,
            o->forward);
     printf("%-24s %10s %10s\n", "", "s/iter", "exposed");
     printf("%-24s %10.6f %10.6f\n", "flsgd+next", m->flsgd_next,
-           m->flsgd_next - m->compute);
+           ddbench_plan_exposed(m->flsgd_next, m->compute));
     printf("%-24s %10.6f %10.6f\n", "plsgd+next", m->plsgd_next,
-           m->plsgd_next - m->compute);
+           ddbench_plan_exposed(m->plsgd_next, m->compute));
     printf("%-24s %10.6f %10.6f\n", "dreamddp+next (same plan)", m->same_next,
-           m->same_next - m->compute);
+           ddbench_plan_exposed(m->same_next, m->compute));
     printf("%-24s %10.6f %10.6f\n", "dreamddp+next", m->dreamddp_next,
-           m->dreamddp_next - m->compute);
+           ddbench_plan_exposed(m->dreamddp_next, m->compute));
     printf("dreamddp+next exposed / flsgd exposed = %.3f (flsgd: %.6f "
            "s/iter exposed, same-iteration model)\n",
-           (m->dreamddp_next - m->compute) / (m->flsgd - m->compute),
-           m->flsgd - m->compute);
+           ddbench_plan_exposed(m->dreamddp_next, m->compute) /
+               ddbench_plan_exposed(m->flsgd, m->compute),
+           ddbench_plan_exposed(m->flsgd, m->compute));
 }
 
 static void ddbench_plan_print(const dd_profile_t *p, const dd_plan_t *plan,

@@ -15,6 +15,8 @@
  *   MP_DELAY_SLOW=SECONDS: rank 1 sleeps before marking layer 0 in step
  *       0, so that rank 0's dd_step_end must return at once and its
  *       deadline for layer 0 in step 1 must wait for the late sync.
+ *   MP_DELAY_I32=1: one more layer, of int32, which dd_model_commit must
+ *       refuse under a +next strategy, naming it.
  */
 #include <dreamddp.h>
 
@@ -102,6 +104,12 @@ static int setup(dd_context_h ctx, layer_t *L)
                          DD_MEM_HOST, 0,    0,        0};
         snprintf(name, sizeof(name), "layer%d", l);
         CHECK(dd_layer_register(ctx, name, &t, 1, &L[l].h) == DD_OK,
+              "register: %s", dd_last_error());
+    }
+    if (getenv("MP_DELAY_I32") != NULL) {
+        static int32_t counts[5];
+        dd_tensor_t t = {counts, NULL, 5, DD_DTYPE_I32, DD_MEM_HOST, 0, 0, 0};
+        CHECK(dd_layer_register(ctx, "counts", &t, 1, NULL) == DD_OK,
               "register: %s", dd_last_error());
     }
     return 0;
@@ -236,6 +244,13 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
 {
     uint64_t before[N_LAYERS];
     CHECK(dd_strategy_set(ctx, strategy) == DD_OK, "%s", dd_last_error());
+    if (getenv("MP_DELAY_I32") != NULL) {
+        dd_status_t s = dd_model_commit(ctx);
+        CHECK(s == DD_ERR_UNSUPPORTED, "commit of an int32 layer: %s",
+              dd_status_string(s));
+        printf("mp_delay: commit refused: %s\n", dd_last_error());
+        return 0;
+    }
     CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
     for (long s = 0; s < steps; s++) {
         if (step(ctx, L, s, marks) != 0) {

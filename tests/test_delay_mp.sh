@@ -42,12 +42,17 @@ for marks in marks nomarks; do
     fi
 done
 
-# The option's errors: a bad spec names what is accepted; device or
-# integer layers are refused at commit (not covered here: host f32 only).
+# The option's errors: a bad spec names what is accepted; an integer
+# layer is refused at commit, naming it.
 if DREAMDDP_STRATEGY=dreamddp:4+later timeout 60 "$DDRUN" -n 1 --timeout 30 -- "$MP" dreamddp:4 1 marks >"$TMP/bad" 2>&1; then
     fail "DREAMDDP_STRATEGY=dreamddp:4+later accepted"
 else
     expect_grep "$TMP/bad" "invalid value DREAMDDP_STRATEGY='dreamddp:4+later': expected ddp, localsgd:H, plsgd:H, dreamddp:H (H from 1 to 1024, each also with '+next'" "a bad +next spec names the variable and what is accepted"
+fi
+if MP_DELAY_I32=1 timeout 60 "$DDRUN" -n 2 --timeout 30 -- "$MP" dreamddp:2+next 1 marks >"$TMP/i32" 2>&1; then
+    expect_grep "$TMP/i32" "mp_delay: commit refused: dd_model_commit: layer 'counts' tensor 0 is host i32; dreamddp:2+next averages host f32 and f64 tensors only" "an int32 layer is refused under +next, named"
+else
+    fail "an int32 layer under +next"; cat "$TMP/i32"
 fi
 if timeout 60 "$DDRUN" -n 1 --timeout 30 -- "$MP" ddp+next 1 marks >"$TMP/bad2" 2>&1; then
     fail "ddp+next accepted"

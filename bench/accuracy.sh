@@ -7,7 +7,8 @@
 #
 #   STRATEGIES  strategies (default: ddp localsgd:4 localsgd:16 plsgd:4
 #               dreamddp:4 adaptive dreamddp:4+agg2); S+aggK runs S with K
-#               aggregators beside the 4 workers
+#               aggregators beside the 4 workers; dreamddp:4+next is
+#               delayed averaging (dreamddp:4+next+agg2 with aggregators)
 #   CODECS      --compression values (default: none)
 #   DATA        iid and/or noniid (default: noniid)
 #   STEPS       step counts, each a run of its own (default: 300 1000)

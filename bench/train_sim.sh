@@ -6,16 +6,24 @@
 # DREAMDDP_TIMELINE (results/timeline_dreamddp4.json) for bench/plots.sh.
 # STRATEGIES and ANCHOR_MODES choose the runs; a strategy S/C runs S with
 # --compression C (ddp/fp16 beside the anchor ddp-fp16, say).
+# FORWARD=F emulates forward as F x each layer's backward on both sides
+# (torch_sim.py's FORWARD, train-sim's --forward; default 0); a strategy
+# with +next (dreamddp:4+next) marks each layer's forward as its deadline,
+# or with DEADLINE=backward makes no marks (the deadline is the layer's
+# next backward: the embedding's sync then hides behind a whole
+# iteration).
 # Results: results/train_sim.jsonl.
 . "$(dirname "$0")/lib.sh"
 out=$RESULTS/train_sim.jsonl
 iters=${ITERS:-8}
 strategies=${STRATEGIES:-none ddp localsgd:4 plsgd:4 dreamddp:4 adaptive}
 anchors=${ANCHOR_MODES:-compute ddp localsgd:4}
+forward=${FORWARD:-0}
+deadline=${DEADLINE:-forward}
 
 round() {
     for m in $anchors; do
-        on_hosts 4 150 env SCALE=0.25 "$TORCH_PYTHON" \
+        on_hosts 4 150 env SCALE=0.25 FORWARD="$forward" "$TORCH_PYTHON" \
             "$ANCHORS/torch_sim.py" "$m" "$iters" | keep "$out" "$1"
     done
     for entry in $strategies; do
@@ -31,6 +39,7 @@ round() {
         fi
         on_hosts 4 150 env DREAMDDP_TIMELINE="$timeline" "$DDBENCH" train-sim \
             --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$s" \
+            --forward "$forward" --deadline "$deadline" \
             $codec --iters "$iters" --json | keep "$out" "$1"
     done
 }

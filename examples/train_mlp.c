@@ -16,7 +16,9 @@
  * cross-entropy, about 293 thousand parameters, trained with SGD and
  * momentum. Forward and backward are written out per layer, and each
  * layer tells dreamddp when its backward is done (dd_layer_ready), which
- * is where its synchronization starts.
+ * is where its synchronization starts, and when its forward is about to
+ * read its weights (dd_layer_forward), where a delayed average ("+next",
+ * --strategy dreamddp:4+next) lands.
  *
  *   ddrun -n 4 -- examples/train_mlp --strategy dreamddp:4 --steps 300
  *
@@ -232,11 +234,16 @@ static void model_free(layer_t *L)
     }
 }
 
-/* act[l] is the input of layer l; act[N_LAYERS] holds the logits. */
-static void forward(layer_t *L, float **act, int n)
+/* act[l] is the input of layer l; act[N_LAYERS] holds the logits. In a
+ * training step (ctx set) each layer is marked before it reads its
+ * weights: the deadline of its delayed average, a no-op otherwise. */
+static int forward(dd_context_h ctx, layer_t *L, float **act, int n)
 {
     for (int l = 0; l < N_LAYERS; l++) {
         const layer_t *y = &L[l];
+        if (ctx != NULL && dd_layer_forward(ctx, y->handle) != DD_OK) {
+            return -1;
+        }
         for (int k = 0; k < n; k++) {
             const float *in = act[l] + (size_t)k * y->in;
             float *out = act[l + 1] + (size_t)k * y->out;
@@ -250,6 +257,7 @@ static void forward(layer_t *L, float **act, int n)
             }
         }
     }
+    return 0;
 }
 
 /* Softmax cross-entropy: returns the mean loss and leaves dL/dlogits in
@@ -351,7 +359,7 @@ static double evaluate(layer_t *L, float **act, const float *x, const int *y,
     for (int k = 0; k < n; k += chunk) {
         int m = n - k < chunk ? n - k : chunk, c;
         memcpy(act[0], x + (size_t)k * N_IN, sizeof(float) * m * N_IN);
-        forward(L, act, m);
+        forward(NULL, L, act, m);
         loss += loss_and_delta(act[N_LAYERS], y + k, m, delta, &c) * m;
         correct += c;
     }
@@ -412,7 +420,9 @@ static int train_step(dd_context_h ctx, layer_t *L, buffers_t *B,
         return -1;
     }
     memcpy(B->act[0], B->x, sizeof(float) * o->batch * N_IN);
-    forward(L, B->act, o->batch);
+    if (forward(ctx, L, B->act, o->batch) != 0) {
+        return -1;
+    }
     *loss_p = loss_and_delta(B->act[N_LAYERS], B->y, o->batch,
                              B->delta[N_LAYERS], &correct);
     for (int l = N_LAYERS - 1; l >= 0; l--) {
@@ -438,7 +448,9 @@ static void usage(FILE *out)
             "[--batch N] [--seed N]\n"
             "                 [--data iid|noniid] [--compression C] "
             "[--json]\n"
-            "  S: ddp, localsgd:H, plsgd:H, dreamddp:H, adaptive\n"
+            "  S: ddp, localsgd:H, plsgd:H, dreamddp:H (each of the last "
+            "three also with\n"
+            "     +next: delayed averaging), adaptive\n"
             "  C: none, fp16, bf16, topk:RATIO (dd_compression_set: layers of "
             "at least "
             "4096\n"

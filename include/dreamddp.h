@@ -503,6 +503,31 @@ DD_API dd_status_t dd_step_begin(dd_context_h ctx);
 DD_API dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer);
 
 /**
+ * Marks the point just before layer's forward pass reads its parameters:
+ * the deadline of the layer's delayed average under a "+next" strategy
+ * ("dreamddp:4+next"). A layer's average launched after its backward in
+ * one step may land as late as its next deadline; this call waits for it
+ * there (however late it is: it is never skipped) and applies it with
+ * what the optimizer did since the launch:
+ * x = average(x at launch) + (x now - x at launch). Without the mark, the
+ * deadline is the layer's next dd_layer_ready or dd_layer_unused. Under
+ * the other strategies it does nothing. dd_step_end does not wait for
+ * delayed averages; dd_sync_all lands them all first.
+ *
+ * One thread at a time per context, in or out of a step, after
+ * dd_model_commit; not while dd_layer_ready runs on another thread (call
+ * it from forward, before backward starts).
+ *
+ * ABI: added with libtool interface 3 (the soname unchanged).
+ *
+ * @return DD_OK; DD_ERR_INVALID_PARAM for a layer of another context;
+ *         DD_ERR_STATE before dd_model_commit or after a failed sync; the
+ *         sync's error (DD_ERR_TIMED_OUT, DD_ERR_PEER_LOST, ...) when the
+ *         average did not land, naming the layer.
+ */
+DD_API dd_status_t dd_layer_forward(dd_context_h ctx, dd_layer_h layer);
+
+/**
  * Says that layer takes no part in this step's backward (a branch the
  * input did not take, a frozen part of the model), in place of
  * dd_layer_ready: the layer counts as ready now. Under ddp its gradients

@@ -194,5 +194,5 @@ for s in ddp localsgd:4 plsgd:4 dreamddp:4 adaptive; do
 done
 
 DREAMDDP_STRATEGY=dreamddp "$DDRUN" -n 1 -- "$MP" ddp 1 >"$TMP/bad" 2>&1
-expect_grep "$TMP/bad" "invalid value DREAMDDP_STRATEGY='dreamddp': expected ddp, localsgd:H, plsgd:H, dreamddp:H (H from 1 to 1024), adaptive or adaptive:drift" "a bad DREAMDDP_STRATEGY is named"
+expect_grep "$TMP/bad" "invalid value DREAMDDP_STRATEGY='dreamddp': expected ddp, localsgd:H, plsgd:H, dreamddp:H (H from 1 to 1024, each also with '+next' for delayed averaging), adaptive or adaptive:drift" "a bad DREAMDDP_STRATEGY is named"
 finish

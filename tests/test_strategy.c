@@ -29,6 +29,20 @@ static void test_parse(void **state)
     expect("adaptive", DD_STRATEGY_ADAPTIVE, 1, "adaptive");
 }
 
+/* "+next": delayed averaging, on the windowed parameter strategies. */
+static void test_parse_delay(void **state)
+{
+    dd_strategy_t st;
+    expect("dreamddp:4+next", DD_STRATEGY_DREAMDDP, 4, "dreamddp:4+next");
+    expect("plsgd:2+next", DD_STRATEGY_PLSGD, 2, "plsgd:2+next");
+    expect("localsgd:1024+next", DD_STRATEGY_LOCALSGD, 1024,
+           "localsgd:1024+next");
+    assert_int_equal(dd_strategy_parse("dreamddp:4+next", &st), DD_OK);
+    assert_int_equal(st.delay, 1);
+    assert_int_equal(dd_strategy_parse("dreamddp:4", &st), DD_OK);
+    assert_int_equal(st.delay, 0);
+}
+
 static void test_parse_bad(void **state)
 {
     const char *bad[] = {"",
@@ -48,7 +62,17 @@ static void test_parse_bad(void **state)
                          "dreamddp:4 ",
                          "dreamddp:0x4",
                          "localsgd:\t4",
-                         "plsgd:99999999999999999999"};
+                         "plsgd:99999999999999999999",
+                         "ddp+next",
+                         "adaptive+next",
+                         "dreamddp+next",
+                         "dreamddp:+next",
+                         "dreamddp:4+",
+                         "dreamddp:4+nex",
+                         "dreamddp:4+next+next",
+                         "dreamddp:4+NEXT",
+                         "dreamddp:4 +next",
+                         "dreamddp:1025+next"};
     dd_strategy_t st;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         assert_int_equal(dd_strategy_parse(bad[i], &st), DD_ERR_INVALID_PARAM);
@@ -57,8 +81,8 @@ static void test_parse_bad(void **state)
 
 static void test_grads(void **state)
 {
-    dd_strategy_t ddp = {DD_STRATEGY_DDP, 1, DD_ADAPT_GRAD},
-                  dream = {DD_STRATEGY_DREAMDDP, 4, DD_ADAPT_GRAD};
+    dd_strategy_t ddp = {DD_STRATEGY_DDP, 1, DD_ADAPT_GRAD, 0},
+                  dream = {DD_STRATEGY_DREAMDDP, 4, DD_ADAPT_GRAD, 0};
     assert_true(dd_strategy_syncs_grads(&ddp));
     assert_false(dd_strategy_syncs_grads(&dream));
 }
@@ -82,9 +106,8 @@ static void test_adapt_period(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse),
-        cmocka_unit_test(test_parse_bad),
-        cmocka_unit_test(test_grads),
+        cmocka_unit_test(test_parse),        cmocka_unit_test(test_parse_bad),
+        cmocka_unit_test(test_parse_delay),  cmocka_unit_test(test_grads),
         cmocka_unit_test(test_adapt_period),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

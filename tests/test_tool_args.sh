@@ -36,6 +36,11 @@ bad "ddbench train-sim: --iters takes an integer from 1 to 100000000, not '99999
 bad "ddbench train-sim: --bytes-per-second takes a number from 0 to 1e+15, not 'inf'" "$B/tools/ddbench" train-sim --bytes-per-second inf
 bad "ddbench plan: --H takes an integer from 1 to 1024, not '+4'" "$B/tools/ddbench" plan --H +4 x
 bad "ddbench plan: --bytes-per-second takes a number from 0 to 1e+15, not 'nan'" "$B/tools/ddbench" plan --bytes-per-second nan x
+bad "ddbench plan: --forward takes a number from 0 to 1000, not '-0.5'" "$B/tools/ddbench" plan --forward -0.5 x
+bad "ddbench plan: --deadline takes forward or backward, not 'end'" "$B/tools/ddbench" plan --deadline end x
+bad "ddbench plan: --compression takes none, fp16 or bf16, not 'topk:0.1'" "$B/tools/ddbench" plan --compression topk:0.1 x
+bad "ddbench train-sim: --forward takes a number from 0 to 1000, not 'nan'" "$B/tools/ddbench" train-sim --forward nan
+bad "ddbench train-sim: --deadline takes forward or backward, not 'fwd'" "$B/tools/ddbench" train-sim --deadline fwd
 bad "ddbench sync: --link-gbps takes a number from 0 to 1e+06, not '1e400'" "$B/tools/ddbench" sync --bytes 4K --link-gbps 1e400
 bad "ddrun: -n needs a number of ranks from 1, not '+2'" "$B/tools/ddrun" -n +2 -- true
 bad "ddrun: --timeout needs seconds from 1, not ' 5'" "$B/tools/ddrun" -n 1 --timeout " 5" -- true

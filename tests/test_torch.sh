@@ -1,7 +1,8 @@
 #!/bin/sh
 # The PyTorch front end (python/dreamddp) across real ranks: replicas
 # bitwise equal after every averaging under every strategy, and gradients
-# under ddp equal to PyTorch's DDP on the same batches. Skips where the
+# under ddp equal to PyTorch's DDP on the same batches; under a +next
+# strategy, forward marks and equal replicas after sync_all. Skips where the
 # interpreter has no torch.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 . "$top_srcdir/tests/torch_lib.sh"
@@ -11,4 +12,8 @@ for s in ddp localsgd:2 plsgd:2 adaptive; do
 done
 run "dreamddp:2 on 3 ranks" 3 equal dreamddp:2 8
 run "ddp against PyTorch DDP, 2 ranks" 2 vs-ddp 5 exact
+# Delayed averaging: the forward pre-hooks mark each layer, and sync_all
+# leaves the replicas bitwise equal.
+run "dreamddp:2+next on 2 ranks" 2 delayed dreamddp:2+next 8
+run "localsgd:2+next on 2 ranks" 2 delayed localsgd:2+next 6
 finish

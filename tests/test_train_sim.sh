@@ -30,6 +30,52 @@ done
 for s in ddp dreamddp:4 localsgd:4; do
     train 5 2 "$SMALL" 1 $s "train-sim $s on 3 workers + 2 aggregators"
 done
+# Delayed averaging with emulated forward (--forward): the deadline marks
+# come before each layer's forward; every layer lands once per window and
+# dd_sync_all leaves the replicas bit-identical (--check); the modeled
+# time follows the deadline model.
+for s in dreamddp:4+next localsgd:4+next plsgd:2+next; do
+    if "$DDRUN" -n 3 --timeout 120 -- "$DDBENCH" train-sim --profile "$SMALL" \
+        --time-scale 0.1 --forward 0.5 --strategy $s --iters 12 --check --json \
+        >"$TMP/fw" 2>&1; then
+        expect_grep "$TMP/fw" '"correct":true' "train-sim $s --forward 0.5"
+    else
+        fail "train-sim $s --forward 0.5"; cat "$TMP/fw"
+    fi
+done
+if "$DDRUN" -n 3 --timeout 120 -- "$DDBENCH" train-sim --profile "$SMALL" \
+    --time-scale 0.1 --forward 0.5 --deadline backward --strategy dreamddp:4+next \
+    --iters 12 --check --json >"$TMP/fwb" 2>&1; then
+    expect_grep "$TMP/fwb" '"deadline":"backward",' "train-sim --deadline backward says so"
+    expect_grep "$TMP/fwb" '"correct":true' "train-sim dreamddp:4+next --deadline backward (no forward marks)"
+else
+    fail "train-sim dreamddp:4+next --deadline backward"; cat "$TMP/fwb"
+fi
+
+# ddbench plan shows both models: the same-iteration one, and the deadline
+# model with its own schedule, from sync times derived from the sizes.
+if "$DDBENCH" plan "$SMALL" --H 2 --forward 0.5 --bandwidth 1e9 --workers 4 \
+    --aggregators 2 --compression fp16 >"$TMP/pl" 2>&1 &&
+   "$DDBENCH" plan "$SMALL" --H 2 --forward 0.5 --deadline backward --bandwidth 1e9 --json >"$TMP/plj" 2>&1 &&
+   python3 - "$TMP/plj" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+nx = d["next"]
+assert nx["forward"] == 0.5 and nx["deadline"] == "backward", nx
+assert set(nx["schedule"]) == set(d["schedule"]), nx
+m = nx["modeled"]
+# The deadline model hides at least what the same-iteration one does, and
+# its own plan is no worse than the same-iteration plan under it.
+assert m["dreamddp"] <= m["dreamddp_same_plan"] + 1e-9, m
+assert m["compute"] <= m["dreamddp"] + 1e-9, m
+assert d["modeled"]["dreamddp"] >= m["dreamddp"] - 1e-9, (d["modeled"], m)
+PY
+then
+    expect_grep "$TMP/pl" "# deadline model (+next: a sync lands by the layer's next forward; forward 0.5 x backward)" "ddbench plan prints the deadline model"
+    expect_grep "$TMP/pl" "dreamddp+next exposed / flsgd exposed" "ddbench plan compares exposed communication"
+else
+    fail "ddbench plan with the deadline model"; cat "$TMP/pl" "$TMP/plj"
+fi
 if [ -f "${DDTEST_PROFILES:-/nonexistent}/gpt2-blocks/bp_gpt2-blocks.json" ]; then
     for s in dreamddp:4 ddp; do
         train 4 0 "$DDTEST_PROFILES/gpt2-blocks" 0.01 $s "acceptance: gpt2-blocks $s"

@@ -145,6 +145,54 @@ def cmd_powersgd(strategy, steps):
           % (strategy, steps, checks, wire / raw))
 
 
+def cmd_delayed(strategy, steps):
+    """A +next strategy: each layer with parameters is marked before its
+    forward (the front end's pre-hooks), in training and in evaluation;
+    every layer's average lands once per window; after sync_all the
+    replicas are bitwise equal."""
+    rank = dreamddp.context().rank
+    torch.manual_seed(rank)
+    net = Net()
+    model = ddt.DreamDDP(net, strategy=strategy)
+    opt = ddt.wrap_optimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), model)
+    ctx = model._ctx
+    marks = []
+    real = ctx.layer_forward
+    ctx.layer_forward = lambda handle: (marks.append(handle), real(handle))[1]
+    with_params = [layer for layer in model._layers if layer.params]
+    window = int(strategy.split(":")[1].split("+")[0])
+    for step in range(steps):
+        x, y = batch(step, rank)
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        if not torch.isfinite(loss):
+            fail("%s: step %d: loss %s" % (strategy, step, loss.item()))
+    want = steps * len(with_params)
+    if len(marks) != want:
+        fail("%s: %d forward marks in %d steps, expected %d (one per layer "
+             "with parameters and step)" % (strategy, len(marks), steps, want))
+    order = [layer.handle.value for layer in with_params]
+    if [h.value for h in marks[: len(order)]] != order:
+        fail("%s: the forward marks are not in forward order" % strategy)
+    stats = model.layer_stats()
+    low = [n for n, st in stats.items() if st["syncs"] < (steps - 1) // window]
+    if low:
+        fail("%s: layers %s landed fewer than once per window" % (strategy, low))
+    with torch.no_grad():
+        model.eval()
+        model(batch(steps, rank)[0])  # marks land what is in flight
+        model.train()
+    if len(marks) != want + len(with_params):
+        fail("%s: evaluation's forward made no marks" % strategy)
+    model.sync_all()
+    if not same_everywhere(list(net.parameters()) + list(net.buffers())):
+        fail("%s: replicas differ after sync_all" % strategy)
+    print("torch_mp: %s: %d forward marks, replicas equal after sync_all"
+          % (strategy, len(marks)))
+
+
 def free_port_everywhere():
     """A port rank 0 found free, told to every rank through dreamddp."""
     port = torch.zeros(1, dtype=torch.int64)
@@ -306,6 +354,8 @@ def main(argv):
         cmd_powersgd(argv[2], int(argv[3]))
     elif cmd == "errors":
         cmd_errors()
+    elif cmd == "delayed":
+        cmd_delayed(argv[2], int(argv[3]))
     else:
         fail("unknown command %s" % cmd)
 

@@ -6,6 +6,14 @@
  * Frozen modules (a backward time, no comm time) are no layer: like
  * schedsim.py, every figure adds their backward time to each iteration,
  * and none of it hides a sync.
+ *
+ * Both cost models: the same-iteration one (plan.h; schedsim.py's), and the
+ * deadline model of delayed averaging ("+next", deadline.c), with its own
+ * schedule. --forward F gives each layer a forward of F x its backward
+ * (in every figure; only the deadline model hides syncs behind it);
+ * --workers, --aggregators, --bandwidth and --compression derive the sync
+ * times from the profile's sizes: BytePS's time 2n(n-1)M / ((n^2+kn-2k)B)
+ * for M bytes on the wire (M halved by fp16 and bf16).
  */
 #include "core/json_write.h"
 #include "ddbench.h"
@@ -28,13 +36,37 @@ static void ddbench_plan_usage(FILE *out)
             "derive\n"
             "                          them from its sizes at this allreduce "
             "rate\n"
+            "  --forward F             each layer's forward is F x its "
+            "backward (default 0)\n"
+            "  --deadline D            forward (default: a mark before each "
+            "layer's\n"
+            "                          forward) or backward (its next "
+            "backward)\n"
+            "  --bandwidth B           derive sync times from the sizes: "
+            "links of B\n"
+            "                          bytes/s, with --workers N (default "
+            "4),\n"
+            "                          --aggregators K (default 0) and "
+            "--compression\n"
+            "                          C (none, fp16 or bf16; default none)\n"
             "  --json                  one JSON object: H, schedule, "
-            "modeled\n");
+            "modeled, and\n"
+            "                          the deadline model's next\n");
 }
 
 typedef struct {
     double ssgd, flsgd, plsgd, dreamddp;
+    /* The deadline model: the same-iteration schedule, its own, and the
+     * baselines with +next; compute: forward and backward per iteration. */
+    double same_next, dreamddp_next, flsgd_next, plsgd_next, compute;
 } ddbench_modeled_t;
+
+typedef struct {
+    double forward;
+    dd_plan_deadline_t deadline;
+    double bandwidth, ratio;
+    long workers, aggregators;
+} ddbench_plan_opts_t;
 
 static dd_status_t ddbench_plan_cost(const dd_plan_input_t *in,
                                      dd_status_t (*make)(size_t, unsigned,
@@ -52,12 +84,75 @@ static dd_status_t ddbench_plan_cost(const dd_plan_input_t *in,
     return status;
 }
 
+/* A baseline's time under the deadline model. */
+static dd_status_t
+ddbench_plan_next(const dd_plan_input_t *in,
+                  dd_status_t (*make)(size_t, unsigned, dd_plan_t **),
+                  unsigned h, dd_plan_delay_t delay, double *iter_s)
+{
+    dd_plan_t *plan;
+    dd_plan_cost_t cost;
+    dd_status_t status = make(in->num_layers, h, &plan);
+    if (status == DD_OK) {
+        status = dd_plan_cost_delayed(in, plan, &delay, &cost);
+        dd_plan_free(plan);
+        *iter_s = cost.iter_s;
+    }
+    return status;
+}
+
+/* The deadline model's figures, and its schedule in *next_p. */
+static dd_status_t ddbench_plan_model_next(const dd_plan_input_t *in,
+                                           unsigned h, const dd_plan_t *plan,
+                                           const dd_plan_delay_t *delay,
+                                           ddbench_modeled_t *m,
+                                           dd_plan_t **next_p)
+{
+    dd_plan_cost_t cost;
+    dd_plan_delay_t at_end = *delay;
+    dd_status_t status;
+
+    at_end.launch_at_end = 1;
+    if ((status = dd_plan_cost_delayed(in, plan, delay, &cost)) ||
+        (m->same_next = cost.iter_s,
+         status =
+             ddbench_plan_next(in, dd_plan_flsgd, h, at_end, &m->flsgd_next)) ||
+        (status =
+             ddbench_plan_next(in, dd_plan_plsgd, h, *delay, &m->plsgd_next)) ||
+        (status = dd_plan_dreamddp_delayed(in, h, NULL, delay, next_p))) {
+        return status;
+    }
+    status = dd_plan_cost_delayed(in, *next_p, delay, &cost);
+    m->dreamddp_next = cost.iter_s;
+    return status;
+}
+
 static dd_status_t ddbench_plan_model(const dd_plan_input_t *in, unsigned h,
                                       const dd_plan_t *plan, double frozen_s,
-                                      ddbench_modeled_t *m)
+                                      const dd_plan_delay_t *delay,
+                                      double forward, ddbench_modeled_t *m,
+                                      dd_plan_t **next_p)
 {
     dd_plan_cost_t cost;
     dd_status_t status;
+    double fw = 0, bp = 0;
+
+    for (size_t i = 0; i < in->num_layers; i++) {
+        fw += delay->fp_s[i];
+        bp += in->bp_s[i];
+    }
+    /* Frozen modules run forward too; they hide no sync in either model. */
+    frozen_s *= 1 + forward;
+    m->compute = fw + bp + frozen_s;
+    status = ddbench_plan_model_next(in, h, plan, delay, m, next_p);
+    if (status != DD_OK) {
+        return status;
+    }
+    m->same_next += frozen_s;
+    m->dreamddp_next += frozen_s;
+    m->flsgd_next += frozen_s;
+    m->plsgd_next += frozen_s;
+    frozen_s += fw;
 
     if ((status = ddbench_plan_cost(in, dd_plan_ssgd, 1, &m->ssgd)) ||
         (status = ddbench_plan_cost(in, dd_plan_plsgd, h, &m->plsgd)) ||
@@ -90,11 +185,36 @@ static int ddbench_plan_slots(const dd_plan_t *plan, size_t l, unsigned *slots,
     return n;
 }
 
-/* The JSON form: {"H":h,"schedule":{layer:slot or [slots]},"modeled":...}. */
-static void ddbench_plan_json(const dd_profile_t *p, const dd_plan_t *plan,
-                              unsigned h, const ddbench_modeled_t *m)
+/* {layer: slot or [slots]} */
+static void ddbench_plan_json_schedule(dd_json_writer_t *wp,
+                                       const dd_profile_t *p,
+                                       const dd_plan_t *plan)
 {
     unsigned slots[1024];
+    dd_json_object_begin(wp, DD_JSON_COMPACT);
+    for (size_t l = 0; l < p->num_layers; l++) {
+        int n = ddbench_plan_slots(plan, l, slots, 1024);
+        dd_json_key(wp, p->names[l]);
+        if (n == 1) {
+            dd_json_uint(wp, slots[0]);
+            continue;
+        }
+        dd_json_array_begin(wp, DD_JSON_COMPACT);
+        for (int i = 0; i < n; i++) {
+            dd_json_uint(wp, slots[i]);
+        }
+        dd_json_array_end(wp);
+    }
+    dd_json_object_end(wp);
+}
+
+/* The JSON form: {"H":h,"schedule":{layer:slot or [slots]},"modeled":...,
+ * "next":{"forward":F,"deadline":D,"schedule":...,"modeled":...}}. */
+static void ddbench_plan_json(const dd_profile_t *p, const dd_plan_t *plan,
+                              const dd_plan_t *next, unsigned h,
+                              const ddbench_plan_opts_t *o,
+                              const ddbench_modeled_t *m)
+{
     dd_json_writer_t w;
 
     dd_json_writer_init(&w, stdout, 0);
@@ -102,21 +222,7 @@ static void ddbench_plan_json(const dd_profile_t *p, const dd_plan_t *plan,
     dd_json_key(&w, "H");
     dd_json_uint(&w, h);
     dd_json_key(&w, "schedule");
-    dd_json_object_begin(&w, DD_JSON_COMPACT);
-    for (size_t l = 0; l < p->num_layers; l++) {
-        int n = ddbench_plan_slots(plan, l, slots, 1024);
-        dd_json_key(&w, p->names[l]);
-        if (n == 1) {
-            dd_json_uint(&w, slots[0]);
-            continue;
-        }
-        dd_json_array_begin(&w, DD_JSON_COMPACT);
-        for (int i = 0; i < n; i++) {
-            dd_json_uint(&w, slots[i]);
-        }
-        dd_json_array_end(&w);
-    }
-    dd_json_object_end(&w);
+    ddbench_plan_json_schedule(&w, p, plan);
     if (p->num_frozen > 0) {
         dd_json_key(&w, "frozen");
         dd_json_object_begin(&w, DD_JSON_COMPACT);
@@ -136,6 +242,29 @@ static void ddbench_plan_json(const dd_profile_t *p, const dd_plan_t *plan,
     dd_json_fixed(&w, m->plsgd, 6);
     dd_json_key(&w, "dreamddp");
     dd_json_fixed(&w, m->dreamddp, 6);
+    dd_json_object_end(&w);
+    dd_json_key(&w, "next");
+    dd_json_object_begin(&w, DD_JSON_COMPACT);
+    dd_json_key(&w, "forward");
+    dd_json_double(&w, o->forward);
+    dd_json_key(&w, "deadline");
+    dd_json_string(&w, o->deadline == DD_PLAN_DEADLINE_FORWARD ? "forward"
+                                                               : "backward");
+    dd_json_key(&w, "schedule");
+    ddbench_plan_json_schedule(&w, p, next);
+    dd_json_key(&w, "modeled");
+    dd_json_object_begin(&w, DD_JSON_COMPACT);
+    dd_json_key(&w, "compute");
+    dd_json_fixed(&w, m->compute, 6);
+    dd_json_key(&w, "flsgd");
+    dd_json_fixed(&w, m->flsgd_next, 6);
+    dd_json_key(&w, "plsgd");
+    dd_json_fixed(&w, m->plsgd_next, 6);
+    dd_json_key(&w, "dreamddp_same_plan");
+    dd_json_fixed(&w, m->same_next, 6);
+    dd_json_key(&w, "dreamddp");
+    dd_json_fixed(&w, m->dreamddp_next, 6);
+    dd_json_object_end(&w);
     dd_json_object_end(&w);
     dd_json_object_end(&w);
     putchar('\n');
@@ -158,22 +287,58 @@ static void ddbench_plan_slots_text(const dd_plan_t *plan, size_t l, char *buf,
     }
 }
 
-static void ddbench_plan_print(const dd_profile_t *p, const dd_plan_t *plan,
-                               unsigned h, const ddbench_modeled_t *m, int json)
+/* What of an iteration is exposed communication (beyond forward and
+ * backward); rounding can leave a hair below 0. */
+static double ddbench_plan_exposed(double iter_s, double compute_s)
 {
-    char slots[4096];
+    return iter_s > compute_s ? iter_s - compute_s : 0.0;
+}
+
+/* The deadline model's figures: per iteration, and what of it is exposed
+ * communication (beyond forward and backward). */
+static void ddbench_plan_print_next(const ddbench_plan_opts_t *o,
+                                    const ddbench_modeled_t *m)
+{
+    printf("\n# deadline model (+next: a sync lands by the layer's next %s; "
+           "forward %g x backward)\n",
+           o->deadline == DD_PLAN_DEADLINE_FORWARD ? "forward" : "backward",
+           o->forward);
+    printf("%-24s %10s %10s\n", "", "s/iter", "exposed");
+    printf("%-24s %10.6f %10.6f\n", "flsgd+next", m->flsgd_next,
+           ddbench_plan_exposed(m->flsgd_next, m->compute));
+    printf("%-24s %10.6f %10.6f\n", "plsgd+next", m->plsgd_next,
+           ddbench_plan_exposed(m->plsgd_next, m->compute));
+    printf("%-24s %10.6f %10.6f\n", "dreamddp+next (same plan)", m->same_next,
+           ddbench_plan_exposed(m->same_next, m->compute));
+    printf("%-24s %10.6f %10.6f\n", "dreamddp+next", m->dreamddp_next,
+           ddbench_plan_exposed(m->dreamddp_next, m->compute));
+    printf("dreamddp+next exposed / flsgd exposed = %.3f (flsgd: %.6f "
+           "s/iter exposed, same-iteration model)\n",
+           ddbench_plan_exposed(m->dreamddp_next, m->compute) /
+               ddbench_plan_exposed(m->flsgd, m->compute),
+           ddbench_plan_exposed(m->flsgd, m->compute));
+}
+
+static void ddbench_plan_print(const dd_profile_t *p, const dd_plan_t *plan,
+                               const dd_plan_t *next, unsigned h,
+                               const ddbench_plan_opts_t *o,
+                               const ddbench_modeled_t *m, int json)
+{
+    char slots[4096], slots_next[4096];
 
     if (json) {
-        ddbench_plan_json(p, plan, h, m);
+        ddbench_plan_json(p, plan, next, h, o, m);
         return;
     }
     printf("# dreamddp schedule, H = %u, %zu layers (backward order)\n", h,
            p->num_layers);
-    printf("%-40s %10s %10s  %s\n", "layer", "bp_ms", "comm_ms", "slot");
+    printf("%-40s %10s %10s  %-12s %s\n", "layer", "bp_ms", "comm_ms", "slot",
+           "slot+next");
     for (size_t l = p->num_layers; l-- > 0;) {
         ddbench_plan_slots_text(plan, l, slots, sizeof(slots));
-        printf("%-40s %10.3f %10.3f  %s\n", p->names[l], p->bp_s[l] * 1e3,
-               p->comm_s[l] * 1e3, slots);
+        ddbench_plan_slots_text(next, l, slots_next, sizeof(slots_next));
+        printf("%-40s %10.3f %10.3f  %-12s %s\n", p->names[l], p->bp_s[l] * 1e3,
+               p->comm_s[l] * 1e3, slots, slots_next);
     }
     if (p->num_frozen > 0) {
         printf("# %zu frozen modules (no comm time): %.3f ms of backward per "
@@ -186,6 +351,56 @@ static void ddbench_plan_print(const dd_profile_t *p, const dd_plan_t *plan,
            m->dreamddp);
     printf("dreamddp / flsgd = %.3f, dreamddp / plsgd = %.3f\n",
            m->dreamddp / m->flsgd, m->dreamddp / m->plsgd);
+    ddbench_plan_print_next(o, m);
+}
+
+/* --deadline's value. */
+static int ddbench_plan_deadline(const char *s, dd_plan_deadline_t *d)
+{
+    if (strcmp(s, "forward") == 0) {
+        *d = DD_PLAN_DEADLINE_FORWARD;
+    } else if (strcmp(s, "backward") == 0) {
+        *d = DD_PLAN_DEADLINE_BACKWARD;
+    } else {
+        fprintf(stderr,
+                "ddbench plan: --deadline takes forward or backward, not "
+                "'%s'\n",
+                s);
+        return -1;
+    }
+    return 0;
+}
+
+/* --compression's wire size per f32 byte. */
+static int ddbench_plan_ratio(const char *s, double *ratio)
+{
+    if (strcmp(s, "none") == 0) {
+        *ratio = 1.0;
+    } else if (strcmp(s, "fp16") == 0 || strcmp(s, "bf16") == 0) {
+        *ratio = 0.5;
+    } else {
+        fprintf(stderr,
+                "ddbench plan: --compression takes none, fp16 or bf16, not "
+                "'%s'\n",
+                s);
+        return -1;
+    }
+    return 0;
+}
+
+/* Sync times from the sizes: BytePS's split between k aggregators and the
+ * n workers' own summation, as the effective rate of one byte's sync. */
+static dd_status_t ddbench_plan_comm(dd_profile_t *p,
+                                     const ddbench_plan_opts_t *o)
+{
+    double n = (double)o->workers, k = (double)o->aggregators;
+    if (o->workers < 2) {
+        fprintf(stderr, "ddbench plan: --workers must be at least 2 with "
+                        "--bandwidth\n");
+        return DD_ERR_INVALID_PARAM;
+    }
+    double rate = o->bandwidth * (n * n + k * n - 2 * k) / (2 * n * (n - 1));
+    return dd_profile_comm_from_sizes(p, 0.0, rate / o->ratio);
 }
 
 int ddbench_plan_main(int argc, char **argv)
@@ -193,12 +408,21 @@ int ddbench_plan_main(int argc, char **argv)
     static const struct option longopts[] = {
         {"H", required_argument, 0, 'H'},
         {"bytes-per-second", required_argument, 0, 'b'},
+        {"forward", required_argument, 0, 'f'},
+        {"deadline", required_argument, 0, 'd'},
+        {"bandwidth", required_argument, 0, 'B'},
+        {"workers", required_argument, 0, 'n'},
+        {"aggregators", required_argument, 0, 'k'},
+        {"compression", required_argument, 0, 'C'},
         {"json", no_argument, 0, 'j'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int json = 0, opt;
     double bytes_per_s = 0;
     long h = 10;
+    ddbench_plan_opts_t o = {
+        .deadline = DD_PLAN_DEADLINE_FORWARD, .ratio = 1.0, .workers = 4};
+    static const char *const P = "ddbench plan";
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, "H:jh", longopts, NULL)) != -1) {
@@ -211,6 +435,38 @@ int ddbench_plan_main(int argc, char **argv)
         case 'b':
             if (dd_arg_double("ddbench plan", "--bytes-per-second", optarg, 0,
                               1e15, &bytes_per_s)) {
+                return 2;
+            }
+            break;
+        case 'f':
+            if (dd_arg_double(P, "--forward", optarg, 0, 1e3, &o.forward)) {
+                return 2;
+            }
+            break;
+        case 'd':
+            if (ddbench_plan_deadline(optarg, &o.deadline)) {
+                return 2;
+            }
+            break;
+        case 'B':
+            if (dd_arg_double(P, "--bandwidth", optarg, 1, 1e15,
+                              &o.bandwidth)) {
+                return 2;
+            }
+            break;
+        case 'n':
+            if (dd_arg_long(P, "--workers", optarg, 1, 100000, &o.workers)) {
+                return 2;
+            }
+            break;
+        case 'k':
+            if (dd_arg_long(P, "--aggregators", optarg, 0, 100000,
+                            &o.aggregators)) {
+                return 2;
+            }
+            break;
+        case 'C':
+            if (ddbench_plan_ratio(optarg, &o.ratio)) {
                 return 2;
             }
             break;
@@ -230,26 +486,39 @@ int ddbench_plan_main(int argc, char **argv)
         return 2;
     }
     dd_profile_t *p;
-    dd_plan_t *plan = NULL;
+    dd_plan_t *plan = NULL, *next = NULL;
     dd_plan_input_t in;
     ddbench_modeled_t m;
+    double *fp = NULL;
     dd_status_t status = dd_profile_read(argv[optind], &p);
     if (status != DD_OK) {
         return 1; /* dd_profile_read reported why */
     }
-    if (p->comm_s == NULL && bytes_per_s > 0) {
+    if (o.bandwidth > 0) {
+        status = ddbench_plan_comm(p, &o);
+    } else if (p->comm_s == NULL && bytes_per_s > 0) {
         status = dd_profile_comm_from_sizes(p, 0.0, bytes_per_s);
     }
     if (status == DD_OK && (status = dd_profile_plan_input(p, &in)) == DD_OK &&
+        (fp = calloc(in.num_layers, sizeof(*fp))) == NULL) {
+        status = DD_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; fp != NULL && i < in.num_layers; i++) {
+        fp[i] = o.forward * in.bp_s[i];
+    }
+    dd_plan_delay_t delay = {fp, o.deadline, 0, NULL, NULL};
+    if (status == DD_OK &&
         (status = dd_plan_dreamddp(&in, (unsigned)h, NULL, &plan)) == DD_OK &&
         (status = ddbench_plan_model(&in, (unsigned)h, plan, p->frozen_bp_s,
-                                     &m)) == DD_OK) {
-        ddbench_plan_print(p, plan, (unsigned)h, &m, json);
+                                     &delay, o.forward, &m, &next)) == DD_OK) {
+        ddbench_plan_print(p, plan, next, (unsigned)h, &o, &m, json);
     } else {
         fprintf(stderr, "ddbench plan: %s: %s\n", argv[optind],
                 dd_status_string(status));
     }
     dd_plan_free(plan);
+    dd_plan_free(next);
+    free(fp);
     dd_profile_free(p);
     return status == DD_OK ? 0 : 1;
 }

@@ -10,6 +10,10 @@
  * register no layer; their backward is slept where it runs, so it lands in
  * the interval of the layer marked next, as in a real job, while the
  * modeled figure counts it as schedsim.py does (time that hides no sync).
+ * --forward F emulates forward too, as FORWARD=F does in torch_sim.py:
+ * each layer's forward sleeps F times its backward time, in forward
+ * order, after the layer's dd_layer_forward mark (the deadline of its
+ * delayed average under a "+next" strategy).
  */
 #include "api/context.h"
 #include "core/json_write.h"
@@ -29,8 +33,9 @@ typedef struct {
     const char *profile, *strategy;
     const char *compression; /* NULL: DREAMDDP_COMPRESSION */
     long iters, warmup, cols;
-    double scale, time_scale, bytes_per_s;
+    double scale, time_scale, bytes_per_s, forward;
     int check, json;
+    int no_marks; /* --deadline backward: no dd_layer_forward marks */
 } ddbench_train_opts_t;
 
 typedef struct {
@@ -40,7 +45,7 @@ typedef struct {
     size_t *count;
     float **param, **grad;
     dd_layer_h *layer;
-    int grads, none;
+    int grads, none, delay;
     int rank, workers;
     uint64_t *window_syncs;
 } ddbench_sim_t;
@@ -52,8 +57,17 @@ static void ddbench_train_usage(FILE *out)
             "         [--warmup N] [--scale X] [--time-scale T] [--check] "
             "[--json]\n"
             "         [--bytes-per-second B] [--compression C] [--cols N]\n"
-            "  S: ddp, localsgd:H, plsgd:H, dreamddp:H, adaptive, or none "
-            "(no sync)\n"
+            "         [--forward F] [--deadline forward|backward]\n"
+            "  S: ddp, localsgd:H, plsgd:H, dreamddp:H (each of the last "
+            "three also\n"
+            "     with +next: delayed averaging), adaptive, or none (no "
+            "sync)\n"
+            "  --forward F: each layer's forward sleeps F x its backward "
+            "time (default 0)\n"
+            "  --deadline D: +next's deadline, forward (dd_layer_forward "
+            "before each\n"
+            "     layer's forward; default) or backward (no marks: the next "
+            "backward)\n"
             "  C: none, fp16, bf16, topk:RATIO, powersgd:RANK "
             "(dd_compression_set;\n"
             "     --check needs none)\n"
@@ -109,29 +123,80 @@ static int ddbench_is_average(ddbench_sim_t *s, size_t l, long it)
     return 1;
 }
 
-/* Checks the layers step it synced, and the window's coverage. */
+/* Checks the layers step it synced, and the window's coverage. A delayed
+ * average counts once it landed, in the step after its launch: it holds
+ * average + local change (tests/mp_delay.c checks that), and the window's
+ * coverage is checked a step later. */
 static int ddbench_verify(ddbench_sim_t *s, long it, const uint64_t *before,
                           unsigned window)
 {
+    long shift = s->delay ? 1 : 0;
+
     dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS |
                                          DD_LAYER_STATS_FIELD_WIRE_S};
     int ok = 1;
 
     for (size_t l = 0; l < s->n; l++) {
         dd_layer_stats(s->ctx, s->layer[l], &st);
-        if (st.syncs > before[l] && s->count[l] > 0) {
+        if (st.syncs > before[l] && s->count[l] > 0 && !s->delay) {
             ok &= ddbench_is_average(s, l, it);
         }
-        if (window > 1 && (it + 1) % window == 0) {
+        if (window > 1 && (it + 1 - shift) % window == 0 && it >= shift) {
             if (st.syncs <= s->window_syncs[l]) {
                 fprintf(stderr,
                         "ddbench: rank %d: layer %s was not synced in the "
                         "window ending at step %ld\n",
-                        s->rank, s->p->names[l], it);
+                        s->rank, s->p->names[l], it - shift);
                 ok = 0;
             }
             s->window_syncs[l] = st.syncs;
         }
+    }
+    return ok;
+}
+
+/* Forward in forward order: frozen modules before the first layer of
+ * forward are those after the last one of backward, and those after layer
+ * l are the ones backward runs before it. */
+static dd_status_t ddbench_forward(ddbench_sim_t *s,
+                                   const ddbench_train_opts_t *o)
+{
+    const double *frozen = s->p->frozen_before_s;
+    double f = o->forward * o->time_scale;
+    dd_status_t status = DD_OK;
+
+    ddbench_sleep(s->p->frozen_after_s * f);
+    for (size_t l = 0; status == DD_OK && l < s->n; l++) {
+        if (s->delay && !o->no_marks) {
+            status = dd_layer_forward(s->ctx, s->layer[l]);
+        }
+        ddbench_sleep((s->p->bp_s[l] + (frozen ? frozen[l] : 0)) * f);
+    }
+    return status;
+}
+
+/* After dd_sync_all, every replica is bit-identical to the first
+ * worker's. */
+static int ddbench_identical(ddbench_sim_t *s)
+{
+    int ok = dd_sync_all(s->ctx) == DD_OK;
+    for (size_t l = 0; ok && l < s->n; l++) {
+        size_t n = s->count[l];
+        float *copy = malloc((n ? n : 1) * sizeof(float));
+        ok = copy != NULL;
+        if (ok) {
+            memcpy(copy, s->param[l], n * sizeof(float));
+            ok = dd_broadcast(s->ctx, copy, n, DD_DTYPE_F32, 0, DD_MEM_HOST) ==
+                     DD_OK &&
+                 memcmp(copy, s->param[l], n * sizeof(float)) == 0;
+        }
+        if (!ok) {
+            fprintf(stderr,
+                    "ddbench: rank %d: after dd_sync_all layer %s differs "
+                    "from the first worker's\n",
+                    s->rank, s->p->names[l]);
+        }
+        free(copy);
     }
     return ok;
 }
@@ -141,6 +206,9 @@ static dd_status_t ddbench_step(ddbench_sim_t *s, const ddbench_train_opts_t *o,
 {
     dd_status_t status = s->none ? DD_OK : dd_step_begin(s->ctx);
     const double *frozen = s->p->frozen_before_s;
+    if (status == DD_OK) {
+        status = ddbench_forward(s, o);
+    }
     for (size_t l = s->n; status == DD_OK && l-- > 0;) {
         ddbench_sleep(((frozen ? frozen[l] : 0) + s->p->bp_s[l]) *
                       o->time_scale);
@@ -214,12 +282,58 @@ static int ddbench_register(ddbench_sim_t *s, const ddbench_train_opts_t *o)
     return 0;
 }
 
+/* The deadline model's time per iteration of the schedule in force, with
+ * the deadlines at the forward marks; Local SGD launches once backward is
+ * over. */
+static double ddbench_modeled_delayed(size_t n, const dd_sched_t *sched,
+                                      const dd_plan_input_t *in,
+                                      const double *fp, int no_marks)
+{
+    int localsgd = sched->strategy.kind == DD_STRATEGY_LOCALSGD;
+    double *copy = calloc(n, sizeof(double)), *fix = calloc(n, sizeof(double));
+    dd_plan_delay_t delay = {
+        fp, no_marks ? DD_PLAN_DEADLINE_BACKWARD : DD_PLAN_DEADLINE_FORWARD,
+        localsgd, copy, fix};
+    dd_plan_t *flsgd = NULL;
+    dd_plan_cost_t cost;
+    double result = NAN;
+
+    /* What the replica's copies and corrections took, per sync. */
+    for (size_t l = 0; copy != NULL && fix != NULL && l < n; l++) {
+        const struct dd_layer *y = sched->layers[l];
+        if (y->delay_landings > 0) {
+            copy[l] = y->delay_copy_s / (double)y->delay_landings;
+            fix[l] = y->delay_correct_s / (double)y->delay_landings;
+        }
+    }
+    if (copy == NULL || fix == NULL) {
+        free(copy);
+        free(fix);
+        return NAN;
+    }
+    if ((!localsgd ||
+         dd_plan_flsgd(n, sched->strategy.window, &flsgd) == DD_OK) &&
+        dd_plan_cost_delayed(in, localsgd ? flsgd : sched->plan, &delay,
+                             &cost) == DD_OK) {
+        result = cost.iter_s;
+    }
+    dd_plan_free(flsgd);
+    free(copy);
+    free(fix);
+    return result;
+}
+
 /* The cost model's time per iteration for the strategy that ran, from the
- * profile's backward times and the measured per-layer sync times. */
+ * profile's backward times and the measured per-layer sync times; with a
+ * delayed strategy, the deadline model's (deadlines at the forward marks
+ * the simulator makes). Forward time (--forward) hides syncs only there:
+ * elsewhere it adds to every iteration. */
 static double ddbench_modeled(ddbench_sim_t *s, const ddbench_train_opts_t *o)
 {
     double *bp = calloc(s->n, sizeof(double));
+    double *fp = calloc(s->n, sizeof(double));
     double *comm = calloc(s->n, sizeof(double));
+    double forward = 0;
     double result = NAN;
     dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS |
                                          DD_LAYER_STATS_FIELD_WIRE_S};
@@ -228,13 +342,19 @@ static double ddbench_modeled(ddbench_sim_t *s, const ddbench_train_opts_t *o)
 
     for (size_t l = 0; l < s->n; l++) {
         bp[l] = s->p->bp_s[l] * o->time_scale;
+        fp[l] = bp[l] * o->forward;
+        forward += fp[l];
         dd_layer_stats(s->ctx, s->layer[l], &st);
         comm[l] = st.syncs ? st.wire_s / (double)st.syncs : 0;
     }
     dd_plan_input_t in = {s->n, bp, comm};
     const dd_sched_t *sched = s->ctx->sched;
     unsigned h = sched->strategy.window;
-    switch (sched->strategy.kind) {
+    if (sched->strategy.delay) {
+        result = ddbench_modeled_delayed(s->n, sched, &in, fp, o->no_marks);
+        forward = 0; /* part of the deadline model */
+    }
+    switch (sched->strategy.delay ? -1 : (int)sched->strategy.kind) {
     case DD_STRATEGY_DDP:
         if (dd_plan_ssgd(s->n, 1, &plan) == DD_OK &&
             dd_plan_cost(&in, plan, &cost) == DD_OK) {
@@ -252,13 +372,15 @@ static double ddbench_modeled(ddbench_sim_t *s, const ddbench_train_opts_t *o)
             result = cost.iter_s;
         }
         break;
-    case DD_STRATEGY_ADAPTIVE:
-        break; /* periods move: no single schedule to model */
+    default:
+        break; /* adaptive: periods move, no single schedule to model */
     }
     dd_plan_free(plan);
     free(bp);
+    free(fp);
     free(comm);
-    return result + s->p->frozen_bp_s * o->time_scale;
+    return result + forward +
+           s->p->frozen_bp_s * o->time_scale * (1 + o->forward);
 }
 
 static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
@@ -274,6 +396,8 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
         {"check", no_argument, 0, 'c'},
         {"compression", required_argument, 0, 'C'},
         {"cols", required_argument, 0, 'k'},
+        {"forward", required_argument, 0, 'f'},
+        {"deadline", required_argument, 0, 'D'},
         {"json", no_argument, 0, 'j'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -312,6 +436,20 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
             break;
         case 'k':
             bad = dd_arg_long(P, "--cols", optarg, 0, 100000000, &o->cols);
+            break;
+        case 'f':
+            bad = dd_arg_double(P, "--forward", optarg, 0, 1e3, &o->forward);
+            break;
+        case 'D':
+            bad = strcmp(optarg, "forward") != 0 &&
+                  strcmp(optarg, "backward") != 0;
+            o->no_marks = strcmp(optarg, "backward") == 0;
+            if (bad) {
+                fprintf(stderr,
+                        "%s: --deadline takes forward or backward, not "
+                        "'%s'\n",
+                        P, optarg);
+            }
             break;
         case 'c':
             o->check = 1;
@@ -413,6 +551,9 @@ static int ddbench_loop(ddbench_sim_t *s, const ddbench_train_opts_t *o,
         }
     }
     r->mean_iter_s = (dd_time_now() - t0) / (double)o->iters;
+    if (o->check && s->delay) {
+        r->correct &= ddbench_identical(s);
+    }
     r->wait_s /= (double)o->iters;
     r->bytes_per_iter /= (size_t)o->iters;
     r->wire_per_iter /= (size_t)o->iters;
@@ -444,6 +585,10 @@ static void ddbench_train_json(const ddbench_sim_t *s,
     dd_json_double(&w, o->scale);
     dd_json_key(&w, "time_scale");
     dd_json_double(&w, o->time_scale);
+    dd_json_key(&w, "forward");
+    dd_json_double(&w, o->forward);
+    dd_json_key(&w, "deadline");
+    dd_json_string(&w, o->no_marks ? "backward" : "forward");
     dd_json_key(&w, "iters");
     dd_json_int(&w, o->iters);
     dd_json_key(&w, "mean_iter_s");
@@ -480,8 +625,9 @@ static void ddbench_train_report(ddbench_sim_t *s,
         return;
     }
     printf("train-sim %s: %d workers, %zu layers, %.1f MB (scale %g, "
-           "time scale %g)\n",
-           name, s->workers, s->n, bytes / 1e6, o->scale, o->time_scale);
+           "time scale %g, forward %g)\n",
+           name, s->workers, s->n, bytes / 1e6, o->scale, o->time_scale,
+           o->forward);
     if (s->p->num_frozen > 0) {
         printf("  %zu frozen modules: %.4f s of backward per iteration, "
                "no sync\n",
@@ -529,6 +675,7 @@ static int ddbench_train_run(ddbench_sim_t *s, const ddbench_train_opts_t *o)
         fprintf(stderr, "ddbench: rank %d: %s\n", s->rank, dd_last_error());
         return 1;
     }
+    s->delay = !s->none && s->ctx->sched->strategy.delay;
     if (ddbench_loop(s, o, &r) != 0) {
         return 1;
     }
@@ -537,6 +684,7 @@ static int ddbench_train_run(ddbench_sim_t *s, const ddbench_train_opts_t *o)
         for (size_t l = 0; l < s->n; l++) {
             r.modeled_s += s->p->bp_s[l] * o->time_scale;
         }
+        r.modeled_s *= 1 + o->forward;
     } else {
         r.modeled_s = ddbench_modeled(s, o);
     }

@@ -132,6 +132,11 @@ class Context:
     def layer_unused(self, layer):
         self._call("dd_layer_unused", layer)
 
+    def layer_forward(self, layer):
+        """The layer's forward is about to read its parameters: under a
+        +next strategy, its delayed average lands here (dd_layer_forward)."""
+        self._call("dd_layer_forward", layer)
+
     def step_end(self):
         """Ends the step; returns its statistics as a dict."""
         st = _lib.dd_step_stats_t(field_mask=_lib.STEP_STATS_ALL)

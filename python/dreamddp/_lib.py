@@ -158,6 +158,7 @@ _SIGNATURES = {
 # Calls that a newer library has and an older one may lack.
 _OPTIONAL = {
     "dd_layer_unused": (_I, [_P, _P]),
+    "dd_layer_forward": (_I, [_P, _P]),
 }
 
 

@@ -29,6 +29,10 @@ How it maps onto the library:
     dreamddp) floating-point buffers are averaged with their module's
     layer; the others, and every buffer under ddp and adaptive, are
     broadcast from rank 0 at the start of each step, as DDP does.
+  - Delayed averaging (a "+next" strategy, "dreamddp:4+next"): a forward
+    pre-hook on the module that owns each layer's parameters marks the
+    layer (dd_layer_forward) before its forward reads them, in training and
+    in evaluation alike: the layer's average from the last step lands there.
   - Frozen parameters (requires_grad=False) are broadcast from rank 0 once,
     at construction, and not synced after.
   - CUDA tensors: a layer on a GPU registers as DD_MEM_CUDA on its device
@@ -255,6 +259,8 @@ class DreamDDP(torch.nn.Module):
         for layer in self._layers:
             for i, p in enumerate(layer.params):
                 self._hook(layer, i, p)
+        if self.strategy.endswith("+next"):
+            self._hook_forwards()
         self._flat_bcast = self._flatten_plan(self._bcast)
         self._step_open = False
         self._no_sync = False
@@ -399,6 +405,32 @@ class DreamDDP(torch.nn.Module):
             acc = p.expand_as(p).grad_fn.next_functions[0][0]
         self._hooks.append(acc.register_hook(ready))
         self._grad_accs.append(acc)  # the parameter holds it only weakly
+
+    def _hook_forwards(self):
+        """A forward pre-hook per layer, on the deepest module that holds
+        all of its parameters: the deadline of its delayed average."""
+        owner_of = {}
+        for mname, mod in self.module.named_modules():
+            for pname, _ in mod.named_parameters(recurse=False):
+                owner_of[(mname + "." if mname else "") + pname] = mname
+        modules = dict(self.module.named_modules())
+        for layer in self._layers:
+            if not layer.params:
+                continue  # buffers alone: their next backward mark
+            owners = [owner_of[n].split(".") if owner_of[n] else []
+                      for n in layer.param_names]
+            common = owners[0]
+            for o in owners[1:]:
+                k = 0
+                while k < min(len(common), len(o)) and common[k] == o[k]:
+                    k += 1
+                common = common[:k]
+            mod = modules[".".join(common)]
+            self._hooks.append(mod.register_forward_pre_hook(
+                functools.partial(self._on_forward, layer)))
+
+    def _on_forward(self, layer, module, inputs):
+        self._ctx.layer_forward(layer.handle)
 
     @staticmethod
     def _flatten_plan(tensors):

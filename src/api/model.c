@@ -156,6 +156,15 @@ dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer)
     return status != DD_OK ? status : dd_sched_layer_ready(ctx->sched, layer);
 }
 
+dd_status_t dd_layer_forward(dd_context_h ctx, dd_layer_h layer)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_layer_forward");
+
+    return status != DD_OK
+               ? status
+               : dd_watch_fault(ctx, dd_sched_layer_forward(ctx->sched, layer));
+}
+
 dd_status_t dd_layer_unused(dd_context_h ctx, dd_layer_h layer)
 {
     dd_status_t status = dd_api_check(ctx, "dd_layer_unused");

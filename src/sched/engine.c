@@ -24,7 +24,7 @@ struct dd_engine {
     pthread_cond_t cond;
     dd_sync_job_t *queue, **queue_tail; /* waiting to run */
     dd_sync_job_t *done, **done_tail;   /* ran, not yet drained */
-    size_t pending;                     /* submitted, not yet run */
+    size_t pending; /* submitted, not yet run, and not deferred */
     int stopping;
     dd_status_t failed;   /* after one failure the rest are canceled */
     dd_sync_pipe_t route; /* the pipe of jobs that name none */
@@ -42,15 +42,18 @@ struct dd_engine {
 };
 
 /* Whether a job's buffers are fused into one message through staging:
- * several host buffers, or one small enough to be measured whole, since
- * the average must not overwrite it before. A larger measured buffer is
- * averaged in place, and only its sample (drift.h) kept beforehand. */
+ * several host buffers, a deferred one's, or one small enough to be
+ * measured whole, since the average must not overwrite it before. A larger
+ * measured buffer is averaged in place, and only its sample (drift.h) kept
+ * beforehand. */
 static int dd_engine_fused(const dd_sync_job_t *job)
 {
     return job->mem_type == DD_MEM_HOST &&
            (job->n_items > 1 ||
-            (job->n_items == 1 && job->measure &&
-             dd_drift_step(job->items[0].count) >= job->items[0].count));
+            (job->n_items == 1 &&
+             (job->deferred ||
+              (job->measure &&
+               dd_drift_step(job->items[0].count) >= job->items[0].count))));
 }
 
 /* Whether a job is one host buffer averaged in place whose sample is kept
@@ -82,6 +85,25 @@ static dd_status_t dd_engine_keep_sample(dd_engine_t *e, dd_sync_job_t *job,
     }
     dd_drift_sample(e->sample[i], it->buf, it->count, esize);
     return DD_OK;
+}
+
+/* A deferred job's buffer becomes what its average changes: avg - buf. */
+static void dd_engine_delta(void *buf, const void *avg, size_t count,
+                            dd_dtype_t dtype)
+{
+    if (dtype == DD_DTYPE_F64) {
+        double *d = buf;
+        const double *a = avg;
+        for (size_t i = 0; i < count; i++) {
+            d[i] = a[i] - d[i];
+        }
+    } else {
+        float *d = buf;
+        const float *a = avg;
+        for (size_t i = 0; i < count; i++) {
+            d[i] = a[i] - d[i];
+        }
+    }
 }
 
 /* Packs a fused job into staging slot i; *buf_p, *count_p: what to send
@@ -152,7 +174,11 @@ static void dd_engine_unpack(dd_engine_t *e, dd_sync_job_t *job, int i)
             it->measured = dd_drift_norms_sampled(
                 it->buf, 1, avg, it->count, job->dtype, &it->diff2, &it->norm2);
         }
-        memcpy(it->buf, avg, n);
+        if (job->deferred) {
+            dd_engine_delta(it->buf, avg, it->count, job->dtype);
+        } else {
+            memcpy(it->buf, avg, n);
+        }
         off += n;
     }
 }
@@ -179,12 +205,12 @@ static void dd_engine_finish(dd_engine_t *e, dd_sync_job_t *job)
         }
     }
     job->next = NULL;
-    if (!job->waited) {
+    if (!job->waited && !job->deferred) {
         *e->done_tail = job;
         e->done_tail = &job->next;
     }
     job->finished = 2; /* handed back */
-    e->pending--;
+    e->pending -= !job->deferred;
     pthread_cond_broadcast(&e->cond);
 }
 
@@ -320,10 +346,12 @@ static void *dd_engine_main(void *arg)
             if (status != DD_INPROGRESS) {
                 job->status = status;
                 job->finished = 1;
-                job->t_end = dd_time_now();
+                /* The unpacking holds the channel too: the sync ends
+                 * once its averages are written back. */
                 if (status == DD_OK) {
                     dd_engine_unpack(e, job, slot[j]);
                 }
+                job->t_end = dd_time_now();
                 busy = 1;
             }
         }
@@ -404,7 +432,7 @@ void dd_engine_submit(dd_engine_t *e, dd_sync_job_t *job)
     pthread_mutex_lock(&e->lock);
     *e->queue_tail = job;
     e->queue_tail = &job->next;
-    e->pending++;
+    e->pending += !job->deferred;
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
 }
@@ -434,11 +462,16 @@ dd_status_t dd_engine_drain(dd_engine_t *e, double timeout_s,
 
 dd_status_t dd_engine_call(dd_engine_t *e, dd_sync_job_t *job, double timeout_s)
 {
+    job->waited = 1;
+    dd_engine_submit(e, job);
+    return dd_engine_wait(e, job, timeout_s);
+}
+
+dd_status_t dd_engine_wait(dd_engine_t *e, dd_sync_job_t *job, double timeout_s)
+{
     struct timespec ts;
     dd_status_t status = DD_OK;
 
-    job->waited = 1;
-    dd_engine_submit(e, job);
     dd_engine_deadline(&ts, timeout_s);
     pthread_mutex_lock(&e->lock);
     while (job->finished != 2) {

@@ -76,10 +76,15 @@ typedef struct dd_sync_job {
      * that travel (bytes without a codec). */
     const struct dd_sched_codec *codec;
     size_t wire_bytes;
-    int waited;  /* dd_engine_call waits for it: not drained */
-    int measure; /* parameters: measure each item's divergence before the
-                    average is written back (it then travels through
-                    staging even alone) */
+    int waited;   /* dd_engine_call waits for it: not drained */
+    int deferred; /* delayed averaging (delay.c) waits for it alone, at
+                     its layers' deadlines: not drained, and dd_engine_drain
+                     does not wait for it; its host f32 or f64 buffers,
+                     copies of the parameters, come back holding
+                     average - copy (they travel through staging) */
+    int measure;  /* parameters: measure each item's divergence before the
+                     average is written back (it then travels through
+                     staging even alone) */
     /* t_launch: when the engine handed it to its pipe; t_start: when it
      * had the channel to itself (t_launch, or the previous job's end when
      * the two overlapped), as the planner's FIFO channel counts it. */
@@ -130,6 +135,15 @@ dd_status_t dd_engine_drain(dd_engine_t *engine, double timeout_s,
  * engine. The caller keeps and frees job.
  */
 dd_status_t dd_engine_call(dd_engine_t *engine, dd_sync_job_t *job,
+                           double timeout_s);
+
+/**
+ * Waits for a job submitted with deferred set, whose fate is the caller's:
+ * returns its status once the engine is done with it, or DD_ERR_TIMED_OUT
+ * after timeout_s, when the job stays with the engine. The caller frees it
+ * once it is done.
+ */
+dd_status_t dd_engine_wait(dd_engine_t *engine, dd_sync_job_t *job,
                            double timeout_s);
 
 /** Frees a job list. */

@@ -63,6 +63,7 @@ void dd_sched_quiesce(dd_sched_t *sched)
     if (sched == NULL) {
         return;
     }
+    dd_sched_delay_quiesce(sched);
     dd_engine_stop(sched->engine);
     sched->engine = NULL;
     if (sched->agg != NULL) {
@@ -92,6 +93,7 @@ void dd_sched_destroy(dd_sched_t *sched)
     free(sched->agree_mine);
     free(sched->agree_all);
     dd_sched_codecs_free(sched);
+    dd_sched_delay_free(sched);
     for (size_t i = 0; i < sched->n_layers; i++) {
         free(sched->layers[i]->name);
         free(sched->layers[i]->tensors);
@@ -494,6 +496,7 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
     if ((status = dd_sched_check_settings(sched)) != DD_OK ||
         (status = dd_sched_check_tables(sched)) != DD_OK ||
         (status = dd_sched_check_buffers(sched)) != DD_OK ||
+        (status = dd_sched_delay_commit(sched)) != DD_OK ||
         (status = dd_sched_broadcast_params(sched)) != DD_OK ||
         (status = dd_sched_choose_route(sched)) != DD_OK ||
         (status = dd_sched_codecs_commit(sched, dd_sched_route(sched))) !=

@@ -90,6 +90,26 @@ static int dd_sched_by_ready(const void *a, const void *b)
     return (x->ready_t > y->ready_t) - (x->ready_t < y->ready_t);
 }
 
+/* Delayed averaging's forward marks, when every layer got one in this
+ * step: each layer's forward time, from its mark to the next one, less
+ * the next one's wait for a landing. */
+static int dd_sched_record_forward(dd_sched_t *sched)
+{
+    size_t n = sched->n_layers;
+
+    for (size_t i = 0; i < n; i++) {
+        if (sched->layers[i]->fwd_t < sched->step_begin_t) {
+            return 0;
+        }
+    }
+    for (size_t i = 0; i + 1 < n && sched->step > 0; i++) {
+        struct dd_layer *l = sched->layers[i], *next = sched->layers[i + 1];
+        double f = next->fwd_t - l->fwd_t - next->fwd_wait_s;
+        dd_sched_ema(&l->fp_s, f > 0 ? f : 0, l->fp_s == 0);
+    }
+    return 1;
+}
+
 void dd_sched_record_backward(dd_sched_t *sched)
 {
     struct dd_layer **order = malloc(sched->n_layers * sizeof(*order));
@@ -105,11 +125,20 @@ void dd_sched_record_backward(dd_sched_t *sched)
     }
     qsort(order, n, sizeof(*order), dd_sched_by_ready);
     double prev = sched->step_begin_t;
+    int marks = dd_sched_record_forward(sched);
+    if (marks) {
+        /* Forward, up to the last layer's mark, is measured apart. */
+        prev = sched->layers[sched->n_layers - 1]->fwd_t;
+    }
     /* The first step warms caches and allocators: not a sample. */
     for (size_t k = 0; k < n && sched->step > 0; k++) {
         /* The first layer of backward also carries the forward pass: a
          * constant offset, which moves every sync equally. */
-        dd_sched_ema(&order[k]->bp_s, order[k]->ready_t - prev,
+        /* A deadline's wait for a delayed average (delay.c) is no
+         * backward time. */
+        double waited = order[k]->delay_wait_s +
+                        (k == 0 && !marks ? sched->delay_fwd_wait_s : 0);
+        dd_sched_ema(&order[k]->bp_s, order[k]->ready_t - prev - waited,
                      order[k]->bp_s == 0);
         prev = order[k]->ready_t;
     }
@@ -158,13 +187,16 @@ static dd_status_t dd_sched_agree(dd_sched_t *sched, double *v, size_t n)
     return status;
 }
 
-/* The planner's inputs from this worker's measurements: bp, then comm. */
+/* The planner's inputs from this worker's measurements: bp, comm, then
+ * forward (delayed averaging's marks; DD_SCHED_NO_MARKS without them, so
+ * that the agreed mean says whether every worker marks). */
 static void dd_sched_profile(const dd_sched_t *sched, double *v)
 {
     size_t n = sched->n_layers;
     for (size_t i = 0; i < n; i++) {
         const struct dd_layer *l = sched->layers[i];
         v[i] = l->bp_s;
+        v[2 * n + i] = sched->delay_marked ? l->fp_s : DD_SCHED_NO_MARKS;
         /* Before a measurement, the model prices what the codec puts on
          * the wire. */
         v[n + i] =
@@ -188,18 +220,21 @@ static dd_status_t dd_sched_agree_start(dd_sched_t *sched, int profile,
                                         int drift)
 {
     size_t n = sched->n_layers, w = (size_t)sched->env.job->n_workers;
-    size_t m = (profile ? 2 * n : 0) + (drift ? n : 0);
+    size_t m = (profile ? DD_SCHED_PROFILE_ROWS * n : 0) + (drift ? n : 0);
 
     if (sched->agree_v == NULL &&
-        (sched->agree_v = malloc(2 * n * sizeof(double))) == NULL) {
+        (sched->agree_v = malloc(DD_SCHED_PROFILE_ROWS * n * sizeof(double))) ==
+            NULL) {
         return DD_ERR_NO_MEMORY;
     }
     if (sched->agree_mine == NULL &&
-        (sched->agree_mine = malloc(3 * n * sizeof(double))) == NULL) {
+        (sched->agree_mine = malloc((DD_SCHED_PROFILE_ROWS + 1) * n *
+                                    sizeof(double))) == NULL) {
         return DD_ERR_NO_MEMORY;
     }
     if (sched->agree_all == NULL &&
-        (sched->agree_all = malloc(3 * n * w * sizeof(double))) == NULL) {
+        (sched->agree_all = malloc((DD_SCHED_PROFILE_ROWS + 1) * n * w *
+                                   sizeof(double))) == NULL) {
         return DD_ERR_NO_MEMORY;
     }
     dd_sync_job_t *job = calloc(1, sizeof(*job));
@@ -210,7 +245,9 @@ static dd_status_t dd_sched_agree_start(dd_sched_t *sched, int profile,
         dd_sched_profile(sched, sched->agree_mine);
     }
     if (drift) {
-        dd_sched_drift_mine(sched, sched->agree_mine + (profile ? 2 * n : 0));
+        dd_sched_drift_mine(sched,
+                            sched->agree_mine +
+                                (profile ? DD_SCHED_PROFILE_ROWS * n : 0));
     }
     sched->agree_coll = (dd_sched_coll_t){.coll = DD_COLL_ALLGATHER,
                                           .args = {.sendbuf = sched->agree_mine,
@@ -312,15 +349,43 @@ static dd_status_t dd_sched_primaries(const dd_plan_t *plan, dd_plan_t **out_p)
     return status;
 }
 
-static double dd_sched_iter_s(const dd_plan_input_t *input,
+/*
+ * Delayed averaging plans under the deadline model (deadline.c), from the
+ * agreed profile's third row: the forward times between the workers'
+ * forward marks (the last layer's forward counts in the first backward
+ * layer's time), the deadline at those marks; or, where some worker makes
+ * none, the deadline at the next backward mark, with forward in the first
+ * backward layer's time. Every worker derives it alike from v.
+ */
+static void dd_sched_delay_model_set(dd_sched_t *sched, const double *v)
+{
+    size_t n = sched->n_layers;
+    int marks = v[2 * n] >= 0; /* any DD_SCHED_NO_MARKS makes it negative */
+
+    sched->delay_model = (dd_plan_delay_t){
+        NULL, marks ? DD_PLAN_DEADLINE_FORWARD : DD_PLAN_DEADLINE_BACKWARD, 0,
+        NULL, NULL};
+    if (marks) {
+        memcpy(sched->delay_fp, v + 2 * n, n * sizeof(double));
+        sched->delay_model.fp_s = sched->delay_fp;
+    }
+}
+
+static double dd_sched_iter_s(const dd_sched_t *sched,
+                              const dd_plan_input_t *input,
                               const dd_plan_t *plan)
 {
     dd_plan_cost_t cost;
-    return dd_plan_cost(input, plan, &cost) == DD_OK ? cost.iter_s : INFINITY;
+    dd_status_t status =
+        sched->strategy.delay
+            ? dd_plan_cost_delayed(input, plan, &sched->delay_model, &cost)
+            : dd_plan_cost(input, plan, &cost);
+    return status == DD_OK ? cost.iter_s : INFINITY;
 }
 
 /* Bubble filling with DD_SCHED_FILL_MARGIN. */
-static dd_status_t dd_sched_fill(const dd_plan_input_t *input, dd_plan_t *plan)
+static dd_status_t dd_sched_fill(const dd_sched_t *sched,
+                                 const dd_plan_input_t *input, dd_plan_t *plan)
 {
     size_t n = input->num_layers;
     double *slow = malloc(n * sizeof(*slow));
@@ -332,7 +397,10 @@ static dd_status_t dd_sched_fill(const dd_plan_input_t *input, dd_plan_t *plan)
         slow[i] = input->comm_s[i] * DD_SCHED_FILL_MARGIN;
     }
     dd_plan_input_t margin = {n, input->bp_s, slow};
-    dd_status_t status = dd_plan_fill_bubbles(&margin, plan, NULL);
+    dd_status_t status =
+        sched->strategy.delay
+            ? dd_plan_fill_bubbles_delayed(&margin, &sched->delay_model, plan)
+            : dd_plan_fill_bubbles(&margin, plan, NULL);
     free(slow);
     return status;
 }
@@ -355,7 +423,10 @@ static dd_status_t dd_sched_next_plan(dd_sched_t *sched,
                                .fill_bubbles = 0};
     dd_plan_t *fresh, *kept;
     dd_status_t status =
-        dd_plan_dreamddp(input, sched->strategy.window, &params, &fresh);
+        sched->strategy.delay
+            ? dd_plan_dreamddp_delayed(input, sched->strategy.window, &params,
+                                       &sched->delay_model, &fresh)
+            : dd_plan_dreamddp(input, sched->strategy.window, &params, &fresh);
 
     if (status == DD_OK &&
         (status = dd_sched_primaries(sched->plan, &kept)) != DD_OK) {
@@ -364,12 +435,12 @@ static dd_status_t dd_sched_next_plan(dd_sched_t *sched,
     if (status != DD_OK) {
         return status;
     }
-    double t_fresh = dd_sched_iter_s(input, fresh);
-    double t_kept = dd_sched_iter_s(input, kept);
+    double t_fresh = dd_sched_iter_s(sched, input, fresh);
+    double t_kept = dd_sched_iter_s(sched, input, kept);
     dd_plan_t *base = fresh;
     if (t_kept <= t_fresh * (1 + DD_SCHED_REPLAN_GAIN)) {
         base = kept;
-        if (sched->planned && dd_sched_iter_s(input, sched->plan) <=
+        if (sched->planned && dd_sched_iter_s(sched, input, sched->plan) <=
                                   t_kept * (1 + DD_SCHED_REPLAN_GAIN)) {
             base = NULL; /* and the extra syncs still hide */
         }
@@ -381,7 +452,7 @@ static dd_status_t dd_sched_next_plan(dd_sched_t *sched,
         dd_plan_free(kept);
     }
     if (base != NULL && sched->opts.fill_bubbles) {
-        status = dd_sched_fill(input, base);
+        status = dd_sched_fill(sched, input, base);
     }
     if (base != NULL && sched->planned &&
         dd_sched_plan_equal(base, sched->plan)) {
@@ -401,8 +472,15 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v)
     dd_plan_input_t input = {n, v, v + n};
     dd_plan_t *plan = NULL;
     unsigned char *hold = malloc((size_t)sched->strategy.window * n);
-    dd_status_t status =
-        hold ? dd_sched_next_plan(sched, &input, &plan) : DD_ERR_NO_MEMORY;
+    dd_status_t status = DD_ERR_NO_MEMORY;
+
+    if (sched->delay_fp == NULL) {
+        sched->delay_fp = calloc(n, sizeof(double));
+    }
+    if (hold != NULL && sched->delay_fp != NULL) {
+        dd_sched_delay_model_set(sched, v);
+        status = dd_sched_next_plan(sched, &input, &plan);
+    }
 
     if (status != DD_OK) {
         free(hold);
@@ -417,7 +495,7 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v)
                     "step %llu: the plan stands (modeled %.1f ms per "
                     "iteration)",
                     (unsigned long long)sched->step,
-                    dd_sched_iter_s(&input, sched->plan) * 1e3);
+                    dd_sched_iter_s(sched, &input, sched->plan) * 1e3);
         dd_plan_fusion(&input, sched->plan, hold);
         free(sched->hold);
         sched->hold = hold;
@@ -436,7 +514,8 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v)
                 sched->planned ? "re-planned" : "planned",
                 (unsigned long long)sched->step, sched->plan_bp_total * 1e3,
                 sched->plan_comm_total * 1e3,
-                dd_sched_iter_s(&input, plan) * 1e3, dd_plan_num_extra(plan));
+                dd_sched_iter_s(sched, &input, plan) * 1e3,
+                dd_plan_num_extra(plan));
     sched->planned = 1;
     dd_sched_plan_print(sched);
     return DD_OK;
@@ -476,13 +555,13 @@ static dd_status_t dd_sched_check_drift(dd_sched_t *sched, const double *v)
 static dd_status_t dd_sched_first_plan(dd_sched_t *sched)
 {
     size_t n = sched->n_layers;
-    double *v = malloc(2 * n * sizeof(double));
+    double *v = malloc(DD_SCHED_PROFILE_ROWS * n * sizeof(double));
 
     if (v == NULL) {
         return DD_ERR_NO_MEMORY;
     }
     dd_sched_profile(sched, v);
-    dd_status_t status = dd_sched_agree(sched, v, 2 * n);
+    dd_status_t status = dd_sched_agree(sched, v, DD_SCHED_PROFILE_ROWS * n);
     if (status == DD_OK) {
         status = dd_sched_plan(sched, v);
     }
@@ -500,13 +579,13 @@ static dd_status_t dd_sched_agree_take(dd_sched_t *sched)
 
     sched->agree_state = DD_SCHED_AGREE_IDLE;
     if (sched->agree_drift) {
-        status =
-            dd_sched_drift_agreed(sched, sched->agree_all, sched->agree_stride,
-                                  sched->agree_profile ? 2 * n : 0);
+        status = dd_sched_drift_agreed(
+            sched, sched->agree_all, sched->agree_stride,
+            sched->agree_profile ? DD_SCHED_PROFILE_ROWS * n : 0);
     }
     if (status == DD_OK && sched->agree_profile) {
-        dd_sched_rows_mean(sched->agree_all, w, sched->agree_stride, 2 * n,
-                           sched->agree_v);
+        dd_sched_rows_mean(sched->agree_all, w, sched->agree_stride,
+                           DD_SCHED_PROFILE_ROWS * n, sched->agree_v);
         status = dd_sched_check_drift(sched, sched->agree_v);
     }
     return status;

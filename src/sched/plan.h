@@ -220,4 +220,72 @@ dd_status_t dd_plan_plsgd(size_t num_layers, unsigned window,
 dd_status_t dd_plan_ssgd(size_t num_layers, unsigned window,
                          dd_plan_t **plan_p);
 
+/*
+ * The deadline model (deadline.c), for delayed averaging: each iteration
+ * is a forward pass (layers in forward order, fp_s each) and a backward
+ * pass; a sync launched after a layer's backward (or, for Local SGD, once
+ * backward is over) occupies the FIFO channel until it ends, across the
+ * iteration boundary if need be, and compute waits for it only at the
+ * layer's deadline. The window's cost is that of the steady state: the
+ * window is run twice before the one measured, so that what is in flight
+ * at its end carries over to the next. With DD_PLAN_DEADLINE_STEP_END it
+ * is dd_plan_cost's model plus the forward time.
+ */
+
+/** Where compute waits for a layer's sync in flight. */
+typedef enum {
+    DD_PLAN_DEADLINE_STEP_END = 0, /**< the end of the same iteration */
+    DD_PLAN_DEADLINE_FORWARD,      /**< the layer's next forward (a mark) */
+    DD_PLAN_DEADLINE_BACKWARD      /**< the end of its next backward */
+} dd_plan_deadline_t;
+
+/** The deadline model's inputs beside dd_plan_input_t. */
+typedef struct {
+    const double *fp_s; /**< [n] forward time of each layer; NULL: none */
+    dd_plan_deadline_t deadline;
+    int launch_at_end; /**< syncs launch once backward ends (Local SGD) */
+    /** [n] compute a sync of the layer costs the replica where it
+     *  launches (the copy of its parameters) and where it lands (the
+     *  correction), at its deadline; NULL: none. */
+    const double *launch_s, *land_s;
+} dd_plan_delay_t;
+
+/**
+ * Modeled time of a schedule under the deadline model. exposed_s is the
+ * sum of the waits at the deadlines over the window.
+ *
+ * @return DD_OK; DD_ERR_INVALID_PARAM as dd_plan_cost, or for a negative
+ *         or non-finite forward time or an unknown deadline.
+ */
+dd_status_t dd_plan_cost_delayed(const dd_plan_input_t *input,
+                                 const dd_plan_t *plan,
+                                 const dd_plan_delay_t *delay,
+                                 dd_plan_cost_t *cost_p);
+
+/**
+ * The planner under the deadline model: the best of the same-iteration
+ * plan (dd_plan_dreamddp without bubble filling), the contiguous blocks
+ * and the uniform split under that model, improved by single-layer moves
+ * while params->search_work allows, then bubble filling (extra syncs that
+ * leave the window's time unchanged) when params asks. Deterministic.
+ *
+ * @return as dd_plan_dreamddp.
+ */
+dd_status_t dd_plan_dreamddp_delayed(const dd_plan_input_t *input,
+                                     unsigned window,
+                                     const dd_plan_params_t *params,
+                                     const dd_plan_delay_t *delay,
+                                     dd_plan_t **plan_p);
+
+/**
+ * Bubble filling under the deadline model: extra syncs, iteration by
+ * iteration and layers in backward order, that leave the window's modeled
+ * time unchanged.
+ *
+ * @return as dd_plan_cost_delayed; plan is unchanged on error.
+ */
+dd_status_t dd_plan_fill_bubbles_delayed(const dd_plan_input_t *input,
+                                         const dd_plan_delay_t *delay,
+                                         dd_plan_t *plan);
+
 #endif

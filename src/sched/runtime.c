@@ -32,7 +32,7 @@ int dd_sched_layer_syncs(dd_sched_t *sched, const struct dd_layer *layer)
     return 0;
 }
 
-static dd_status_t dd_sched_check_open(dd_sched_t *sched, const char *what)
+dd_status_t dd_sched_check_open(dd_sched_t *sched, const char *what)
 {
     if (!sched->committed) {
         return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
@@ -75,7 +75,9 @@ dd_status_t dd_sched_step_begin(dd_sched_t *sched)
     }
     for (size_t i = 0; i < sched->n_layers; i++) {
         sched->layers[i]->ready = 0;
+        sched->layers[i]->delay_wait_s = 0;
     }
+    sched->delay_fwd_wait_s = 0;
     sched->in_step = 1;
     sched->buckets_done = 0;
     sched->step_begin_t = dd_time_now();
@@ -91,13 +93,23 @@ static size_t dd_sched_group_limit(dd_sched_t *sched)
     return sched->opts.fusion_bytes;
 }
 
-static void dd_sched_flush(dd_sched_t *sched)
+static dd_status_t dd_sched_flush(dd_sched_t *sched)
 {
-    if (sched->group != NULL) {
-        dd_engine_submit(sched->engine, sched->group);
-        sched->group = NULL;
-        sched->buckets_done++;
+    dd_sync_job_t *job = sched->group;
+
+    if (job == NULL) {
+        return DD_OK;
     }
+    /* Tracked before the engine may finish it. */
+    dd_status_t status =
+        job->deferred ? dd_sched_delay_track(sched, job) : DD_OK;
+    if (status != DD_OK) {
+        return status;
+    }
+    dd_engine_submit(sched->engine, job);
+    sched->group = NULL;
+    sched->buckets_done++;
+    return DD_OK;
 }
 
 static dd_sync_job_t *dd_sched_new_job(dd_sched_t *sched, dd_dtype_t dtype,
@@ -162,12 +174,16 @@ static dd_status_t dd_sched_job_add(dd_sync_job_t *job, size_t layer, void *buf,
 /*
  * Queues a layer's buffers for averaging: small host buffers of one dtype
  * are fused into the current group until it reaches the limit, device
- * buffers go alone.
+ * buffers go alone. Deferred (delayed averaging): a copy of the parameters
+ * travels, and the layer's deadline lands it (delay.c).
  */
 static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
-                                    int grads)
+                                    int grads, int defer)
 {
-    for (size_t t = 0; t < layer->n_tensors; t++) {
+    dd_status_t status =
+        defer ? dd_sched_delay_land(sched, layer, &layer->delay_wait_s) : DD_OK;
+
+    for (size_t t = 0; status == DD_OK && t < layer->n_tensors; t++) {
         const dd_tensor_t *tensor = &layer->tensors[t];
         void *buf = grads ? tensor->grad : tensor->param;
         dd_sync_job_t *g = sched->group;
@@ -179,8 +195,13 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
         }
         if (g != NULL &&
             (g->dtype != tensor->dtype || g->mem_type != tensor->mem_type ||
-             tensor->mem_type != DD_MEM_HOST || g->codec != codec)) {
-            dd_sched_flush(sched);
+             tensor->mem_type != DD_MEM_HOST || g->codec != codec ||
+             g->deferred != defer) &&
+            (status = dd_sched_flush(sched)) != DD_OK) {
+            return status;
+        }
+        if (defer) {
+            buf = dd_sched_delay_launch(sched, layer, t);
         }
         if (sched->group == NULL) {
             sched->group =
@@ -189,6 +210,7 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
                 return DD_ERR_NO_MEMORY;
             }
             sched->group->codec = codec;
+            sched->group->deferred = defer;
             sched->group->measure = !grads && dd_sched_drift_on(sched);
             if (codec != NULL) {
                 sched->group->pipe = codec->gather   ? &sched->gather_pipe
@@ -197,8 +219,7 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
             }
         }
         dd_sched_device_job(sched, layer, tensor, sched->group);
-        dd_status_t status =
-            dd_sched_job_add(sched->group, layer->index, buf, tensor);
+        status = dd_sched_job_add(sched->group, layer->index, buf, tensor);
         if (status != DD_OK) {
             return status;
         }
@@ -210,10 +231,10 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
         }
         if (sched->group->bytes >= dd_sched_group_limit(sched) ||
             tensor->mem_type != DD_MEM_HOST) {
-            dd_sched_flush(sched);
+            status = dd_sched_flush(sched);
         }
     }
-    return DD_OK;
+    return status;
 }
 
 /* Squared norm of a layer's host gradients, for the adaptive signal. */
@@ -331,6 +352,13 @@ static dd_status_t dd_sched_mark(dd_sched_t *sched, struct dd_layer *layer,
             return status;
         }
     }
+    /* Without a forward mark, the layer's backward is the deadline of its
+     * delayed average. */
+    dd_status_t landed =
+        dd_sched_delay_land(sched, layer, &layer->delay_wait_s);
+    if (landed != DD_OK) {
+        return landed;
+    }
     layer->ready = 1;
     layer->ready_t = dd_time_now();
     if (sched->timeline != NULL) {
@@ -349,12 +377,13 @@ static dd_status_t dd_sched_mark(dd_sched_t *sched, struct dd_layer *layer,
         layer->last_sync_step = sched->step + 1;
     }
     dd_status_t status = dd_sched_enqueue(
-        sched, layer, dd_strategy_syncs_grads(&sched->strategy));
+        sched, layer, dd_strategy_syncs_grads(&sched->strategy),
+        dd_sched_delay_on(sched));
     if (status == DD_OK && ddp) {
         status = dd_sched_broadcast_buffers(sched, layer);
     }
     if (status == DD_OK && dd_sched_leaves(sched, layer)) {
-        dd_sched_flush(sched);
+        status = dd_sched_flush(sched);
     }
     return status;
 }
@@ -430,7 +459,8 @@ static dd_status_t dd_sched_localsgd_tail(dd_sched_t *sched)
         return DD_OK;
     }
     for (size_t i = sched->n_layers; i-- > 0;) {
-        dd_status_t status = dd_sched_enqueue(sched, sched->layers[i], 0);
+        dd_status_t status = dd_sched_enqueue(sched, sched->layers[i], 0,
+                                              dd_sched_delay_on(sched));
         if (status != DD_OK) {
             return status;
         }
@@ -496,9 +526,10 @@ static void dd_sched_gather(dd_sched_t *sched, const dd_sync_job_t *done)
     }
 }
 
-/* Whether the layer's sync in this step is one beyond its one per window:
- * dreamddp's extra syncs, from bubble filling. */
-static int dd_sched_extra(const dd_sched_t *sched, const struct dd_layer *l)
+/* Whether the layer's sync launched in step is one beyond its one per
+ * window: dreamddp's extra syncs, from bubble filling. */
+static int dd_sched_extra(const dd_sched_t *sched, const struct dd_layer *l,
+                          uint64_t step)
 {
     if (!sched->in_step || sched->plan == NULL ||
         (sched->strategy.kind != DD_STRATEGY_DREAMDDP &&
@@ -506,7 +537,7 @@ static int dd_sched_extra(const dd_sched_t *sched, const struct dd_layer *l)
         return 0;
     }
     return sched->plan->slot[l->index] !=
-           (unsigned)(sched->step % sched->strategy.window);
+           (unsigned)(step % sched->strategy.window);
 }
 
 /* Counts each layer once per sync, however many jobs carried it. */
@@ -531,7 +562,7 @@ static void dd_sched_account(dd_sched_t *sched, dd_sync_job_t *done,
             l->stats.bytes += l->sync_bytes;
             l->stats.wire_s += l->sync_share_s;
             st->layers_synced++;
-            if (dd_sched_extra(sched, l)) {
+            if (dd_sched_extra(sched, l, job->step)) {
                 l->stats.extra_syncs++;
                 st->extra_bytes += l->sync_bytes;
             }
@@ -550,9 +581,13 @@ static dd_status_t dd_sched_finish(dd_sched_t *sched, dd_step_stats_t *st)
 {
     dd_sync_job_t *done = NULL;
     double t0 = dd_time_now();
+    dd_status_t status = dd_sched_flush(sched);
 
-    dd_sched_flush(sched);
-    dd_status_t status =
+    if (status != DD_OK) {
+        sched->failed = status;
+        return status;
+    }
+    status =
         dd_engine_drain(sched->engine, dd_sched_engine_timeout(sched), &done);
     st->wait_s += dd_time_now() - t0;
     if (status != DD_OK) {
@@ -562,6 +597,17 @@ static dd_status_t dd_sched_finish(dd_sched_t *sched, dd_step_stats_t *st)
                         "syncs within %.0f s",
                         (unsigned long long)sched->step,
                         dd_sched_engine_timeout(sched));
+    }
+    /* Delayed averages that landed since the last step's end come first:
+     * they were launched before this step's syncs. */
+    dd_sync_job_t *landed = dd_sched_delay_take_landed(sched);
+    if (landed != NULL) {
+        dd_sync_job_t **tail = &landed;
+        while (*tail != NULL) {
+            tail = &(*tail)->next;
+        }
+        *tail = done;
+        done = landed;
     }
     status = dd_sched_report(sched, done);
     if (status == DD_OK) {
@@ -705,6 +751,9 @@ dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p)
     } else if (status == DD_OK) {
         dd_sched_record_backward(sched);
     }
+    /* The deadlines' waits since the last step's end are exposed too. */
+    st.wait_s += sched->delay_wait_s;
+    sched->delay_wait_s = 0;
     if (status == DD_OK) {
         dd_sched_window_log(sched, &st);
     }
@@ -730,12 +779,16 @@ dd_status_t dd_sched_sync_all(dd_sched_t *sched)
                         "dd_sync_all: call it outside a step (after "
                         "dd_step_end)");
     }
-    for (size_t i = sched->n_layers; i-- > 0;) {
-        status = dd_sched_enqueue(sched, sched->layers[i], 0);
-        if (status != DD_OK) {
-            return status;
-        }
+    /* Every delayed average lands first, so that the averages taken now
+     * leave the replicas bit-identical. */
+    status = dd_sched_delay_land_all(sched);
+    for (size_t i = sched->n_layers; status == DD_OK && i-- > 0;) {
+        status = dd_sched_enqueue(sched, sched->layers[i], 0, 0);
     }
+    if (status != DD_OK) {
+        return status;
+    }
+    sched->delay_wait_s = 0;
     status = dd_sched_finish(sched, &st);
     dd_sched_drift_step(sched);
     return status;

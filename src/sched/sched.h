@@ -62,6 +62,21 @@ struct dd_layer {
     const struct dd_sched_codec *codec;
     struct dd_codec_state **codec_states;
     float **codec_refs;
+    /* Delayed averaging (delay.c): per tensor, the copy of the parameters
+     * at the launch that travels (average - copy once it landed); whether
+     * a sync is in flight and the step that launched it; the seconds this
+     * step's backward mark waited for it. */
+    void **delay_wire;
+    int delay_pending;
+    uint64_t delay_step;
+    double delay_wait_s;
+    /* Its forward mark (dd_layer_forward) in this step, the wait there,
+     * and the EMA of its forward time (measure.c). */
+    double fwd_t, fwd_wait_s, fp_s;
+    /* The replica's own cost of its delayed averages since commit: the
+     * copies at their launches and the corrections where they landed. */
+    double delay_copy_s, delay_correct_s;
+    uint64_t delay_landings;
 };
 
 /* A codec in use, opened once per spec. */
@@ -195,6 +210,19 @@ typedef struct dd_sched {
     size_t n_codecs;
     dd_sync_pipe_t codec_pipe, gather_pipe, rounds_pipe;
     const dd_sync_pipe_t *codec_inner;
+    /* Delayed averaging (delay.c): the deferred jobs in flight, those
+     * whose layers all landed (for dd_step_end's accounting), and the
+     * seconds the deadlines waited: since the last dd_step_end, and in
+     * this step's forward marks. */
+    struct dd_delay_entry *delay;
+    size_t n_delay, cap_delay;
+    dd_sync_job_t *delay_landed;
+    double delay_wait_s, delay_fwd_wait_s;
+    /* Whether the application makes forward marks, and the deadline model
+     * the plan is made under (measure.c), with its forward times. */
+    int delay_marked;
+    dd_plan_delay_t delay_model;
+    double *delay_fp;
     int said_goodbye;
 } dd_sched_t;
 
@@ -222,6 +250,10 @@ void dd_sched_ranks_by_value(const char *const *values, int world, char *msg,
                              size_t size);
 
 #define DD_SCHED_REPLAN_PERSIST 2
+/* The rows of the profile the workers agree on: bp, comm, forward; a
+ * worker without forward marks sends DD_SCHED_NO_MARKS as its forward. */
+#define DD_SCHED_PROFILE_ROWS 3
+#define DD_SCHED_NO_MARKS (-1e9)
 
 /* Every field of the output structs that this library fills. */
 #define DD_SCHED_STEP_STATS_FIELDS                                             \
@@ -249,6 +281,30 @@ dd_status_t dd_sched_sync_all(dd_sched_t *sched);
 dd_status_t dd_sched_check_fields(const char *call, const char *type,
                                   uint64_t field_mask, uint64_t known);
 int dd_sched_layer_syncs(dd_sched_t *sched, const struct dd_layer *layer);
+/* DD_ERR_STATE before commit, the earlier failure after one; names what. */
+dd_status_t dd_sched_check_open(dd_sched_t *sched, const char *what);
+
+/* delay.c: delayed averaging ("+next"). */
+int dd_sched_delay_on(const dd_sched_t *sched);
+/* At commit: checks the layers (host f32/f64) and allocates the copies. */
+dd_status_t dd_sched_delay_commit(dd_sched_t *sched);
+/* Copies a tensor's parameters at the launch of its layer's sync; returns
+ * the buffer the sync averages. */
+void *dd_sched_delay_launch(dd_sched_t *sched, struct dd_layer *layer,
+                            size_t tensor);
+/* A deferred job just submitted. */
+dd_status_t dd_sched_delay_track(dd_sched_t *sched, dd_sync_job_t *job);
+/* The layer's deadline: waits for its sync in flight (if any) and applies
+ * it with the correction; the seconds waited are added to *waited_p. */
+dd_status_t dd_sched_delay_land(dd_sched_t *sched, struct dd_layer *layer,
+                                double *waited_p);
+dd_status_t dd_sched_delay_land_all(dd_sched_t *sched);
+/* The jobs whose layers all landed since the last call, for accounting. */
+dd_sync_job_t *dd_sched_delay_take_landed(dd_sched_t *sched);
+dd_status_t dd_sched_layer_forward(dd_sched_t *sched, dd_layer_h layer);
+/* Before the engine stops: lands what is in flight. */
+void dd_sched_delay_quiesce(dd_sched_t *sched);
+void dd_sched_delay_free(dd_sched_t *sched);
 
 /* route.c */
 void dd_sched_pipes_init(dd_sched_t *sched);

@@ -11,8 +11,9 @@ const char *const dd_route_names[] = {"auto", "allreduce", "aggregate",
 
 static const dd_config_field_t dd_sched_fields[] = {
     {"DREAMDDP_STRATEGY", "ddp",
-     "Synchronization strategy: ddp, localsgd:H, plsgd:H, dreamddp:H, "
-     "adaptive or adaptive:drift.",
+     "Synchronization strategy: ddp, localsgd:H, plsgd:H, dreamddp:H (the "
+     "last three also with +next: delayed averaging), adaptive or "
+     "adaptive:drift.",
      DD_CONFIG_STRING, offsetof(dd_sched_opts_t, strategy), 0, 0, NULL},
     {"DREAMDDP_BUCKET_BYTES", "25M",
      "ddp: gradient bucket size after the first bucket.", DD_CONFIG_SIZE,

@@ -21,7 +21,7 @@ dd_status_t dd_strategy_parse(const char *s, dd_strategy_t *strategy_p)
         int windowed = k != DD_STRATEGY_DDP && k != DD_STRATEGY_ADAPTIVE;
         if (k == DD_STRATEGY_ADAPTIVE && strcmp(s + len, ":drift") == 0) {
             *strategy_p =
-                (dd_strategy_t){DD_STRATEGY_ADAPTIVE, 1, DD_ADAPT_DRIFT};
+                (dd_strategy_t){DD_STRATEGY_ADAPTIVE, 1, DD_ADAPT_DRIFT, 0};
             return DD_OK;
         }
         if (!windowed) {
@@ -29,7 +29,7 @@ dd_status_t dd_strategy_parse(const char *s, dd_strategy_t *strategy_p)
                 return DD_ERR_INVALID_PARAM;
             }
             *strategy_p =
-                (dd_strategy_t){(dd_strategy_kind_t)k, 1, DD_ADAPT_GRAD};
+                (dd_strategy_t){(dd_strategy_kind_t)k, 1, DD_ADAPT_GRAD, 0};
             return DD_OK;
         }
         if (s[len] != ':') {
@@ -38,6 +38,16 @@ dd_status_t dd_strategy_parse(const char *s, dd_strategy_t *strategy_p)
         /* Digits only: strtol alone would take "dreamddp: 4" and
          * "dreamddp:+4". */
         const char *w = s + len + 1;
+        const char *plus = strchr(w, '+');
+        int delay = plus != NULL && strcmp(plus, "+next") == 0;
+        char digits[8];
+        size_t nd = plus != NULL ? (size_t)(plus - w) : strlen(w);
+        if ((plus != NULL && !delay) || nd == 0 || nd >= sizeof(digits)) {
+            return DD_ERR_INVALID_PARAM;
+        }
+        memcpy(digits, w, nd);
+        digits[nd] = '\0';
+        w = digits;
         char *end;
         errno = 0;
         long h = strtol(w, &end, 10);
@@ -45,8 +55,8 @@ dd_status_t dd_strategy_parse(const char *s, dd_strategy_t *strategy_p)
             h > 1024) {
             return DD_ERR_INVALID_PARAM;
         }
-        *strategy_p =
-            (dd_strategy_t){(dd_strategy_kind_t)k, (unsigned)h, DD_ADAPT_GRAD};
+        *strategy_p = (dd_strategy_t){(dd_strategy_kind_t)k, (unsigned)h,
+                                      DD_ADAPT_GRAD, delay};
         return DD_OK;
     }
     return DD_ERR_INVALID_PARAM;
@@ -62,7 +72,8 @@ void dd_strategy_format(const dd_strategy_t *strategy, char *buf, size_t size)
                strategy->kind == DD_STRATEGY_ADAPTIVE) {
         snprintf(buf, size, "%s", name);
     } else {
-        snprintf(buf, size, "%s:%u", name, strategy->window);
+        snprintf(buf, size, "%s:%u%s", name, strategy->window,
+                 strategy->delay ? "+next" : "");
     }
 }
 

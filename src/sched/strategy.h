@@ -27,17 +27,22 @@ typedef struct {
     dd_strategy_kind_t kind;
     unsigned window; /* H; 1 for ddp and adaptive */
     dd_adapt_signal_t signal;
+    /* "+next": a layer's average may land as late as its next use (the
+     * next step's forward mark, or its next backward mark) and is applied
+     * with the local steps taken meanwhile (delay.c). Parameter-averaging
+     * window strategies only. */
+    int delay;
 } dd_strategy_t;
 
 #define DD_STRATEGY_ACCEPTED                                                   \
-    "ddp, localsgd:H, plsgd:H, dreamddp:H (H from 1 to 1024), adaptive or "    \
-    "adaptive:drift"
+    "ddp, localsgd:H, plsgd:H, dreamddp:H (H from 1 to 1024, each also with "  \
+    "'+next' for delayed averaging), adaptive or adaptive:drift"
 
-/** Parses "dreamddp:4" and the like. DD_ERR_INVALID_PARAM, without logging,
- *  for anything else. */
+/** Parses "dreamddp:4", "dreamddp:4+next" and the like. DD_ERR_INVALID_PARAM,
+ * without logging, for anything else. */
 dd_status_t dd_strategy_parse(const char *s, dd_strategy_t *strategy_p);
 
-/** Writes the canonical name ("dreamddp:4"). */
+/** Writes the canonical name ("dreamddp:4", "dreamddp:4+next"). */
 void dd_strategy_format(const dd_strategy_t *strategy, char *buf, size_t size);
 
 /** Whether the strategy averages gradients (else parameters). */

@@ -1,0 +1,336 @@
+/*
+ * Run under ddrun by test_delay_mp.sh: delayed averaging ("+next"). Every
+ * rank registers the same layers (f32 and f64, one large enough for a
+ * codec), takes a local optimizer step after every dd_step_end (x -= g,
+ * g depending on the rank), and simulates every rank's replica alongside:
+ * a layer's sync launched in step s lands at its deadline in step s + 1
+ * as average(x at launch) + (x now - x at launch). Values are dyadic and
+ * small, so every sum is exact in any order and the replica must equal
+ * the simulation bit for bit after every step; after dd_sync_all the
+ * replicas are bit-identical.
+ *
+ *   mp_delay STRATEGY STEPS marks|nomarks
+ *       marks: dd_layer_forward before each layer's forward, in forward
+ *       order; nomarks: the next dd_layer_ready is the deadline.
+ *   MP_DELAY_SLOW=SECONDS: rank 1 sleeps before marking layer 0 in step
+ *       0, so that rank 0's dd_step_end must return at once and its
+ *       deadline for layer 0 in step 1 must wait for the late sync.
+ *   MP_DELAY_I32=1: one more layer, of int32, which dd_model_commit must
+ *       refuse under a +next strategy, naming it.
+ */
+#include <dreamddp.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define N_LAYERS 4
+#define MAX_WORLD 8
+static const size_t sizes[N_LAYERS] = {3, 70000, 4099, 33};
+static int rank, world;
+
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "mp_delay: rank %d: ", rank);                      \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fprintf(stderr, "\n");                                             \
+            return 1;                                                          \
+        }                                                                      \
+    } while (0)
+
+typedef struct {
+    void *param;
+    dd_dtype_t dtype;
+    dd_layer_h h;
+    /* The simulation: every rank's replica and its values at the last
+     * launch. */
+    double *x[MAX_WORLD], *snap[MAX_WORLD];
+} layer_t;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double init_value(int r, int l, size_t i)
+{
+    return (double)(r * 8 + l * 3 + (int)(i % 7)) / 4;
+}
+
+/* The local optimizer step of rank r after step s. */
+static double grad(int r, long s, int l, size_t i)
+{
+    return (double)((r + 1) * (int)((i + (size_t)l + (size_t)s) % 3 + 1)) / 8;
+}
+
+static double get(const layer_t *L, size_t i)
+{
+    return L->dtype == DD_DTYPE_F32 ? ((float *)L->param)[i]
+                                    : ((double *)L->param)[i];
+}
+
+static void put(layer_t *L, size_t i, double v)
+{
+    if (L->dtype == DD_DTYPE_F32) {
+        ((float *)L->param)[i] = (float)v;
+    } else {
+        ((double *)L->param)[i] = v;
+    }
+}
+
+static int setup(dd_context_h ctx, layer_t *L)
+{
+    char name[16];
+    for (int l = 0; l < N_LAYERS; l++) {
+        L[l].dtype = l == 2 ? DD_DTYPE_F64 : DD_DTYPE_F32;
+        L[l].param = calloc(sizes[l], L[l].dtype == DD_DTYPE_F64 ? 8 : 4);
+        for (size_t i = 0; i < sizes[l]; i++) {
+            put(&L[l], i, init_value(rank, l, i));
+        }
+        for (int q = 0; q < world; q++) {
+            L[l].x[q] = malloc(sizes[l] * sizeof(double));
+            L[l].snap[q] = malloc(sizes[l] * sizeof(double));
+            for (size_t i = 0; i < sizes[l]; i++) {
+                L[l].x[q][i] = init_value(0, l, i); /* rank 0's, at commit */
+            }
+        }
+        /* Gradients are not read by the parameter strategies. */
+        dd_tensor_t t = {L[l].param,  NULL, sizes[l], L[l].dtype,
+                         DD_MEM_HOST, 0,    0,        0};
+        snprintf(name, sizeof(name), "layer%d", l);
+        CHECK(dd_layer_register(ctx, name, &t, 1, &L[l].h) == DD_OK,
+              "register: %s", dd_last_error());
+    }
+    if (getenv("MP_DELAY_I32") != NULL) {
+        static int32_t counts[5];
+        dd_tensor_t t = {counts, NULL, 5, DD_DTYPE_I32, DD_MEM_HOST, 0, 0, 0};
+        CHECK(dd_layer_register(ctx, "counts", &t, 1, NULL) == DD_OK,
+              "register: %s", dd_last_error());
+    }
+    return 0;
+}
+
+/* The simulation of a landing on every rank. */
+static void sim_land(layer_t *L, int l)
+{
+    for (size_t i = 0; i < sizes[l]; i++) {
+        double avg = 0;
+        for (int q = 0; q < world; q++) {
+            avg += L->snap[q][i];
+        }
+        avg /= world;
+        for (int q = 0; q < world; q++) {
+            L->x[q][i] = avg + (L->x[q][i] - L->snap[q][i]);
+        }
+    }
+}
+
+static void sim_average(layer_t *L, int l)
+{
+    for (size_t i = 0; i < sizes[l]; i++) {
+        double avg = 0;
+        for (int q = 0; q < world; q++) {
+            avg += L->x[q][i];
+        }
+        for (int q = 0; q < world; q++) {
+            L->x[q][i] = avg / world;
+        }
+    }
+}
+
+static int matches(const layer_t *L, int l, const char *when, long s)
+{
+    for (size_t i = 0; i < sizes[l]; i++) {
+        CHECK(get(L, i) == L->x[rank][i],
+              "%s %ld: layer %d element %zu is %.17g, the reference "
+              "average(x at launch) + (x now - x at launch) is %.17g",
+              when, s, l, i, get(L, i), L->x[rank][i]);
+    }
+    return 0;
+}
+
+static uint64_t syncs_of(dd_context_h ctx, const layer_t *L)
+{
+    dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS};
+    dd_layer_stats(ctx, L->h, &st);
+    return st.syncs;
+}
+
+/* The replicas are bit-identical: each equals the maximum and the minimum
+ * over the workers. */
+static int identical(dd_context_h ctx, layer_t *L, int l)
+{
+    size_t n = sizes[l], es = L->dtype == DD_DTYPE_F64 ? 8 : 4;
+    void *hi = malloc(n * es), *lo = malloc(n * es);
+    CHECK(dd_allreduce(ctx, L->param, hi, n, L->dtype, DD_REDUCE_MAX,
+                       DD_MEM_HOST) == DD_OK &&
+              dd_allreduce(ctx, L->param, lo, n, L->dtype, DD_REDUCE_MIN,
+                           DD_MEM_HOST) == DD_OK,
+          "allreduce: %s", dd_last_error());
+    int same =
+        memcmp(hi, L->param, n * es) == 0 && memcmp(lo, L->param, n * es) == 0;
+    free(hi);
+    free(lo);
+    CHECK(same, "after dd_sync_all layer %d differs across the replicas", l);
+    return 0;
+}
+
+/* Rank 0 under MP_DELAY_SLOW: how long the step's end and the deadline
+ * took. */
+static double slow_s, end0_s, deadline1_s;
+
+static int step(dd_context_h ctx, layer_t *L, long s, int marks)
+{
+    uint64_t before[N_LAYERS];
+    for (int l = 0; l < N_LAYERS; l++) {
+        before[l] = syncs_of(ctx, &L[l]);
+    }
+    CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());
+    for (int l = 0; marks && l < N_LAYERS; l++) {
+        double t0 = now();
+        CHECK(dd_layer_forward(ctx, L[l].h) == DD_OK, "forward: %s",
+              dd_last_error());
+        if (s == 1 && l == 0) {
+            deadline1_s = now() - t0;
+        }
+    }
+    for (int l = N_LAYERS - 1; l >= 0; l--) {
+        if (slow_s > 0 && s == 0 && l == 0 && rank == 1) {
+            usleep((useconds_t)(slow_s * 1e6));
+        }
+        double t0 = now();
+        CHECK(dd_layer_ready(ctx, L[l].h) == DD_OK, "ready: %s",
+              dd_last_error());
+        if (!marks && s == 1 && l == 0) {
+            deadline1_s = now() - t0;
+        }
+    }
+    double t0 = now();
+    CHECK(dd_step_end(ctx, NULL) == DD_OK, "end: %s", dd_last_error());
+    if (s == 0) {
+        end0_s = now() - t0;
+    }
+    for (int l = 0; l < N_LAYERS; l++) {
+        /* A layer counts its sync once it landed: in this step, at its
+         * deadline, from the launch in the step before. */
+        if (syncs_of(ctx, &L[l]) > before[l]) {
+            CHECK(s > 0, "layer %d landed in step 0", l);
+            sim_land(&L[l], l);
+        }
+        for (int q = 0; q < world; q++) {
+            memcpy(L[l].snap[q], L[l].x[q], sizes[l] * sizeof(double));
+        }
+        if (matches(&L[l], l, "step", s) != 0) {
+            return 1;
+        }
+        /* The optimizer, here and in the simulation. */
+        for (size_t i = 0; i < sizes[l]; i++) {
+            put(&L[l], i, get(&L[l], i) - grad(rank, s, l, i));
+            for (int q = 0; q < world; q++) {
+                L[l].x[q][i] -= grad(q, s, l, i);
+            }
+        }
+    }
+    return 0;
+}
+
+static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
+               int marks)
+{
+    uint64_t before[N_LAYERS];
+    CHECK(dd_strategy_set(ctx, strategy) == DD_OK, "%s", dd_last_error());
+    if (getenv("MP_DELAY_I32") != NULL) {
+        dd_status_t s = dd_model_commit(ctx);
+        CHECK(s == DD_ERR_UNSUPPORTED, "commit of an int32 layer: %s",
+              dd_status_string(s));
+        printf("mp_delay: commit refused: %s\n", dd_last_error());
+        return 0;
+    }
+    CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
+    for (long s = 0; s < steps; s++) {
+        if (step(ctx, L, s, marks) != 0) {
+            return 1;
+        }
+    }
+    for (int l = 0; l < N_LAYERS; l++) {
+        before[l] = syncs_of(ctx, &L[l]);
+    }
+    CHECK(dd_sync_all(ctx) == DD_OK, "sync_all: %s", dd_last_error());
+    for (int l = 0; l < N_LAYERS; l++) {
+        uint64_t n = syncs_of(ctx, &L[l]) - before[l];
+        CHECK(n == 1 || n == 2, "sync_all: layer %d counted %llu syncs", l,
+              (unsigned long long)n);
+        if (n == 2) { /* the last step's, landed by dd_sync_all */
+            sim_land(&L[l], l);
+        }
+        sim_average(&L[l], l);
+        if (matches(&L[l], l, "sync_all after step", steps) != 0 ||
+            identical(ctx, &L[l], l) != 0) {
+            return 1;
+        }
+    }
+    if (slow_s > 0 && rank == 0) {
+        CHECK(end0_s < slow_s / 2,
+              "dd_step_end of step 0 took %.2f s: it waited for the "
+              "delayed sync of rank 1's late layer",
+              end0_s);
+        CHECK(deadline1_s > slow_s / 2,
+              "the deadline of layer 0 in step 1 took %.2f s, but rank 1 "
+              "launched its sync %.2f s late: it did not wait",
+              deadline1_s, slow_s);
+        printf("mp_delay: step end %.3f s, deadline waited %.3f s\n", end0_s,
+               deadline1_s);
+    }
+    if (rank == 0) {
+        printf("mp_delay: %s %s: %ld steps equal to the reference on %d "
+               "ranks, bit-identical after dd_sync_all\n",
+               strategy, marks ? "marks" : "nomarks", steps, world);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    dd_context_h ctx;
+    layer_t L[N_LAYERS];
+
+    if (argc < 4 || dd_init(NULL, &ctx) != DD_OK) {
+        fprintf(stderr, "mp_delay: usage or dd_init: %s\n", dd_last_error());
+        return 2;
+    }
+    rank = dd_rank(ctx);
+    world = dd_num_workers(ctx);
+    if (dd_role(ctx) == DD_ROLE_AGGREGATOR) {
+        dd_status_t s = dd_aggregator_serve(ctx);
+        if (s != DD_OK) {
+            fprintf(stderr, "mp_delay: aggregator %d: %s\n", rank,
+                    dd_last_error());
+        }
+        return (dd_finalize(ctx) != DD_OK) | (s != DD_OK);
+    }
+    if (world > MAX_WORLD) {
+        fprintf(stderr, "mp_delay: at most %d workers\n", MAX_WORLD);
+        return 2;
+    }
+    if (getenv("MP_DELAY_SLOW") != NULL) {
+        slow_s = atof(getenv("MP_DELAY_SLOW"));
+    }
+    int rc = setup(ctx, L);
+    if (rc == 0) {
+        rc = run(ctx, L, argv[1], atol(argv[2]), strcmp(argv[3], "marks") == 0);
+    }
+    dd_status_t fin = dd_finalize(ctx);
+    for (int l = 0; l < N_LAYERS; l++) {
+        free(L[l].param);
+        for (int q = 0; q < world; q++) {
+            free(L[l].x[q]);
+            free(L[l].snap[q]);
+        }
+    }
+    return rc != 0 ? rc : fin != DD_OK;
+}

@@ -1,0 +1,63 @@
+#!/bin/sh
+# Delayed averaging ("+next") with real processes through ddrun: a replica
+# that took local steps while its sync was in flight ends equal to the
+# reference, average(x at launch) + (x now - x at launch), on both routes,
+# with and without forward marks, dense and through a codec; dd_sync_all
+# leaves the replicas bit-identical; a sync that misses its deadline is
+# waited for there, never skipped, while dd_step_end does not wait for it.
+. "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
+MP=$top_builddir/tests/mp_delay
+export DREAMDDP_TIMEOUT_S=30 DREAMDDP_PROFILE_STEPS=2
+
+run_case() { # WHAT N STRATEGY STEPS MARKS [VAR=VALUE...]
+    what=$1 n=$2 s=$3 steps=$4 marks=$5
+    shift 5
+    if env "$@" timeout 150 "$DDRUN" -n "$n" --timeout 120 -- "$MP" "$s" "$steps" "$marks" >"$TMP/out" 2>&1; then
+        expect_grep "$TMP/out" "mp_delay: $s $marks: $steps steps equal to the reference on" "$what"
+    else
+        fail "$what"; cat "$TMP/out"
+    fi
+}
+
+for s in plsgd:1+next dreamddp:1+next localsgd:1+next plsgd:2+next dreamddp:4+next; do
+    run_case "$s, forward marks, 2 ranks" 2 $s 9 marks
+    run_case "$s, no marks, 2 ranks" 2 $s 9 nomarks
+done
+run_case "dreamddp:2+next on 4 ranks" 4 dreamddp:2+next 7 marks
+run_case "localsgd:2+next on 1 rank" 1 localsgd:2+next 5 nomarks
+run_case "plsgd:1+next through 1 aggregator" 3 plsgd:1+next 6 marks DREAMDDP_NUM_AGGREGATORS=1
+run_case "dreamddp:2+next through 2 aggregators" 4 dreamddp:2+next 7 nomarks DREAMDDP_NUM_AGGREGATORS=2
+run_case "plsgd:1+next with fp16" 2 plsgd:1+next 6 marks DREAMDDP_COMPRESSION=fp16
+run_case "dreamddp:2+next with fp16 through an aggregator" 3 dreamddp:2+next 6 nomarks \
+    DREAMDDP_COMPRESSION=fp16 DREAMDDP_NUM_AGGREGATORS=1
+run_case "dreamddp:2+next, small fusion limit" 2 dreamddp:2+next 7 marks DREAMDDP_FUSION_BYTES=64
+
+# A late peer: rank 1 launches layer 0's sync 1.5 s late in step 0.
+for marks in marks nomarks; do
+    if MP_DELAY_SLOW=1.5 timeout 150 "$DDRUN" -n 2 --timeout 120 -- "$MP" plsgd:1+next 4 $marks >"$TMP/slow" 2>&1 &&
+       grep -q "mp_delay: plsgd:1+next $marks: 4 steps equal to the reference" "$TMP/slow"; then
+        pass "a late sync is waited for at its deadline ($marks): $(grep 'step end' "$TMP/slow")"
+    else
+        fail "a late sync at its deadline ($marks)"; cat "$TMP/slow"
+    fi
+done
+
+# The option's errors: a bad spec names what is accepted; an integer
+# layer is refused at commit, naming it.
+if DREAMDDP_STRATEGY=dreamddp:4+later timeout 60 "$DDRUN" -n 1 --timeout 30 -- "$MP" dreamddp:4 1 marks >"$TMP/bad" 2>&1; then
+    fail "DREAMDDP_STRATEGY=dreamddp:4+later accepted"
+else
+    expect_grep "$TMP/bad" "invalid value DREAMDDP_STRATEGY='dreamddp:4+later': expected ddp, localsgd:H, plsgd:H, dreamddp:H (H from 1 to 1024, each also with '+next'" "a bad +next spec names the variable and what is accepted"
+fi
+if MP_DELAY_I32=1 timeout 60 "$DDRUN" -n 2 --timeout 30 -- "$MP" dreamddp:2+next 1 marks >"$TMP/i32" 2>&1; then
+    expect_grep "$TMP/i32" "mp_delay: commit refused: dd_model_commit: layer 'counts' tensor 0 is host i32; dreamddp:2+next averages host f32 and f64 tensors only" "an int32 layer is refused under +next, named"
+else
+    fail "an int32 layer under +next"; cat "$TMP/i32"
+fi
+if timeout 60 "$DDRUN" -n 1 --timeout 30 -- "$MP" ddp+next 1 marks >"$TMP/bad2" 2>&1; then
+    fail "ddp+next accepted"
+else
+    expect_grep "$TMP/bad2" "dd_strategy_set: invalid strategy 'ddp+next'" "ddp+next is refused"
+fi
+
+finish

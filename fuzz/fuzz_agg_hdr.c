@@ -1,7 +1,9 @@
 /* libFuzzer target: an aggregation home fed crafted messages. The input is
  * a stream of 257-byte records: a byte naming the sending worker and a
  * 256-byte header, delivered on the header stream; whenever the home posts
- * a data receive, the fake transport fills it. Every header the home takes
+ * a data receive, the fake transport fills it (a sparse piece's offsets
+ * then read 0x3c3c3c3c, past any chunk, or, with bit 2 of the record's
+ * first byte, a run of 0, 1, 2, ...). Every header the home takes
  * must size its receive within the chunk, and the home must never crash,
  * write past a buffer or sum what it refused. */
 #include "agg/wire.h"
@@ -106,6 +108,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
+static int counting; /* data receives get 0, 1, 2, ... */
+
 /* Fills the oldest open receive from peer on a tag of this kind. */
 static int deliver(int peer, int kind, const void *msg, size_t len)
 {
@@ -115,6 +119,10 @@ static int deliver(int peer, int kind, const void *msg, size_t len)
             (int)(r->tag >> 40 & 0x3f) == kind) {
             if (msg != NULL) {
                 memcpy(r->buf, msg, len < r->bytes ? len : r->bytes);
+            } else if (counting) {
+                for (size_t j = 0; j < r->bytes / 4; j++) {
+                    ((uint32_t *)r->buf)[j] = (uint32_t)j;
+                }
             } else {
                 memset(r->buf, 0x3c, r->bytes); /* f16/bf16/f32: finite */
             }
@@ -146,9 +154,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
          * checks after those are reached. */
         if (data[off] & 2) {
             h.magic = DD_AGG_MAGIC;
+            h.version = DD_AGG_VERSION;
             h.token = TOKEN;
             h.sender = peer;
         }
+        counting = (data[off] & 4) != 0;
         deliver(peer, DD_AGG_TAG_HDR, &h, sizeof(h));
         for (int k = 0; k < 3; k++) {
             dd_agg_server_progress(s, &busy);

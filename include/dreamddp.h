@@ -614,7 +614,9 @@ typedef struct {
                               bytes_synced (per worker, before the route's
                               own traffic): bytes_synced without
                               compression, about half of it under fp16 or
-                              bf16 */
+                              bf16; under topk through aggregators, the
+                              pairs the worker pushed plus the averages it
+                              pulled */
 } dd_step_stats_t;
 
 /**

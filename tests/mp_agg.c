@@ -160,6 +160,7 @@ static int run_fault(dd_context_h ctx, const char *mode)
         fill(buf, DD_DTYPE_F32, size, rank);
         if (rank == 1) {
             dd_agg_hdr_t h = {.magic = DD_AGG_MAGIC,
+                              .version = DD_AGG_VERSION,
                               .kind = DD_AGG_PUSH,
                               .token = ctx->token_hash,
                               .seq = 0,

@@ -7,7 +7,17 @@
  * every layer the step synced, that the replicas are bit-identical and
  * within the codec's rounding of the exact f32 average (fp16, bf16); and
  * that the wire bytes are at most 0.51 of the raw bytes (0.03 under
- * topk:0.01, 0.12 under powersgd:4).
+ * topk:0.01, 0.03 times 1 + the workers through aggregators, where they
+ * count the pull too; 0.12 under powersgd:4).
+ *
+ * Under topk each rank also runs the codec's arithmetic itself (the k
+ * largest magnitudes of the change plus its residual, ties to the lower
+ * index, the rest kept as the residual) and allgathers what it sent: the
+ * synced layer must be, bit for bit, the reference plus the average of
+ * every rank's sent vector summed in worker order, on either route (the
+ * aggregators scatter the pieces in that order); and, for error feedback,
+ * the sum over the syncs of what was sent plus the residual must be the
+ * sum of the changes.
  *
  * The matrix layers are shaped (50 x 100, 64 x 128, 15 x 20; the 10 are a
  * vector). Under powersgd what moves in layers 0 and 3 is of rank 2 on
@@ -33,6 +43,7 @@
 static const size_t sizes[N_LAYERS] = {5000, 10, 8192, 300};
 static const size_t rows_of[N_LAYERS] = {50, 0, 64, 15};
 static int rank, world, powersgd;
+static double topk_ratio; /* 0: not topk */
 #define DRAIN_FROM 4
 
 #define CHECK(cond, ...)                                                       \
@@ -50,6 +61,11 @@ typedef struct {
     float *shadow; /* the parameters under exact averaging */
     dd_layer_h h;
     uint64_t syncs;
+    /* topk's model: the residual, the value at the last sync, what every
+     * rank sent, and the sums over the syncs of the changes and of what
+     * was sent. */
+    float *resid, *ref, *sent, *all;
+    double *sum_in, *sum_sent;
 } layer_t;
 
 static float wave(int r, int l, long step, size_t i)
@@ -129,6 +145,95 @@ static int check_layer(dd_context_h ctx, layer_t *L, int l, long step,
     return 0;
 }
 
+static uint32_t mag(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof(u));
+    return u & 0x7fffffffu;
+}
+
+static int desc(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* What topk sends of in (the change since the last sync, or the
+ * gradient) into L->sent, keeping the rest in L->resid. */
+static int topk_model(layer_t *L, size_t n, const float *in)
+{
+    double x = topk_ratio * (double)n;
+    size_t k = (size_t)ceil(x - x * 1e-12), above = 0;
+    uint32_t *m = malloc(n * sizeof(uint32_t));
+
+    CHECK(m != NULL, "no memory");
+    k = k < 1 ? 1 : k > n ? n : k;
+    for (size_t i = 0; i < n; i++) {
+        L->resid[i] += in[i];
+        L->sum_in[i] += in[i];
+        m[i] = mag(L->resid[i]);
+    }
+    qsort(m, n, sizeof(*m), desc);
+    uint32_t t = m[k - 1];
+    for (size_t i = 0; i < n; i++) {
+        above += m[i] > t;
+    }
+    size_t ties = k - above;
+    free(m);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = mag(L->resid[i]);
+        int send = u > t || (u == t && ties > 0);
+        ties -= send && u == t;
+        L->sent[i] = send ? L->resid[i] : 0.0f;
+        L->resid[i] = send ? 0.0f : L->resid[i];
+        L->sum_sent[i] += L->sent[i];
+    }
+    return 0;
+}
+
+/* A topk layer after its sync: the reference plus the average, in worker
+ * order, of what every rank sent; and sent + residual = the changes. */
+static int check_topk(dd_context_h ctx, layer_t *L, int l, long step,
+                      const float *buf, int ddp)
+{
+    size_t n = sizes[l];
+    float *in = malloc(n * sizeof(float));
+
+    CHECK(in != NULL, "no memory");
+    for (size_t i = 0; i < n; i++) {
+        in[i] = ddp ? L->pre[i] : L->pre[i] - L->ref[i];
+    }
+    int rc = topk_model(L, n, in);
+    free(in);
+    if (rc != 0) {
+        return rc;
+    }
+    CHECK(dd_allgather(ctx, L->sent, L->all, n, DD_DTYPE_F32, DD_MEM_HOST) ==
+              DD_OK,
+          "allgather: %s", dd_last_error());
+    for (size_t i = 0; i < n; i++) {
+        float avg = 0.0f;
+        for (int r = 0; r < world; r++) {
+            avg += L->all[(size_t)r * n + i];
+        }
+        avg /= (float)world;
+        if (!ddp) {
+            avg += L->ref[i];
+        }
+        CHECK(memcmp(&avg, &buf[i], sizeof(avg)) == 0,
+              "step %ld: layer %d element %zu: %.9g, where the average of "
+              "what the ranks sent gives %.9g",
+              step, l, i, (double)buf[i], (double)avg);
+        double want = L->sum_in[i], got = L->sum_sent[i] + L->resid[i];
+        CHECK(fabs(got - want) <= 1e-5 * (1.0 + fabs(want)),
+              "step %ld: layer %d element %zu: sent + residual %.9g, the "
+              "changes sum to %.9g",
+              step, l, i, got, want);
+    }
+    memcpy(L->ref, buf, n * sizeof(float));
+    return 0;
+}
+
 /* Error feedback: layer 2 stopped moving at DRAIN_FROM, and what powersgd
  * held back has been sent since: it is where exact averaging puts it. */
 static int check_drained(dd_context_h ctx, layer_t *L, long steps)
@@ -163,8 +268,15 @@ static int setup(dd_context_h ctx, layer_t *L)
         L[l].mean = malloc(n * sizeof(float));
         L[l].copy = malloc(n * sizeof(float));
         L[l].shadow = malloc(n * sizeof(float));
+        L[l].resid = calloc(n, sizeof(float));
+        L[l].ref = malloc(n * sizeof(float));
+        L[l].sent = malloc(n * sizeof(float));
+        L[l].all = malloc((size_t)world * n * sizeof(float));
+        L[l].sum_in = calloc(n, sizeof(double));
+        L[l].sum_sent = calloc(n, sizeof(double));
         CHECK(L[l].param && L[l].grad && L[l].pre && L[l].mean && L[l].copy &&
-                  L[l].shadow,
+                  L[l].shadow && L[l].resid && L[l].ref && L[l].sent &&
+                  L[l].all && L[l].sum_in && L[l].sum_sent,
               "no memory");
         for (size_t i = 0; i < n; i++) {
             L[l].param[i] = 1.0f + 0.5f * wave(rank, l, -1, i);
@@ -194,12 +306,18 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
     /* Parameters move by at most 0.01 a step between syncs; bf16 rounds
      * each rank's change and the average to 2^-9 of themselves. */
     double tol = ddp ? 1e-2 : 1e-3;
-    size_t raw = 0, wire = 0;
+    size_t raw = 0, wire = 0, topk_checked = 0;
     const char *spec = getenv("DREAMDDP_COMPRESSION");
     /* topk sends 1 % of the largest values and their indices: the
      * replicas must still be equal, though not near the exact average. */
     int topk = spec != NULL && strncmp(spec, "topk:", 5) == 0;
     double limit = topk ? 0.03 : powersgd ? 0.12 : 0.51;
+    /* Through aggregators topk's wire bytes are what a worker pushes (its
+     * pairs) and pulls (the union of every worker's, up to world times
+     * as many). */
+    if (topk && dd_world_size(ctx) > world) {
+        limit *= 1 + world;
+    }
     if (topk) {
         tol = INFINITY;
     }
@@ -209,6 +327,7 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
     CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
     for (int l = 0; l < N_LAYERS; l++) { /* rank 0's, since the commit */
         memcpy(L[l].shadow, L[l].param, sizes[l] * sizeof(float));
+        memcpy(L[l].ref, L[l].param, sizes[l] * sizeof(float));
     }
     for (long step = 0; step < steps; step++) {
         dd_step_stats_t st = {.field_mask = DD_STEP_STATS_FIELD_BYTES_SYNCED |
@@ -232,10 +351,16 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
             L[l].syncs = ls.syncs;
             /* powersgd's full-rank layer is no average, only equal. */
             double ltol = powersgd && l == 2 ? INFINITY : tol;
-            if (check_layer(ctx, &L[l], l, step, ddp ? L[l].grad : L[l].param,
-                            ltol) != 0) {
+            /* topk's layers are what its model says; layer 1 is dense. */
+            if (topk && l == 1) {
+                ltol = 1e-5;
+            }
+            float *buf = ddp ? L[l].grad : L[l].param;
+            if (check_layer(ctx, &L[l], l, step, buf, ltol) != 0 ||
+                (topk && l != 1 && check_topk(ctx, &L[l], l, step, buf, ddp))) {
                 return 1;
             }
+            topk_checked += topk && l != 1;
             if (ddp) { /* the replicas' parameters stay equal */
                 for (size_t i = 0; i < sizes[l]; i++) {
                     L[l].param[i] -= 0.1f * L[l].grad[i];
@@ -251,6 +376,7 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
     if (powersgd && check_drained(ctx, &L[2], steps) != 0) {
         return 1;
     }
+    CHECK(!topk || topk_checked > 0, "no topk layer synced");
     CHECK(raw > 0 && (double)wire <= limit * (double)raw,
           "%zu wire bytes for %zu raw bytes (at most %.2f of them)", wire, raw,
           limit);
@@ -276,6 +402,9 @@ int main(int argc, char **argv)
     world = dd_num_workers(ctx);
     const char *spec = getenv("DREAMDDP_COMPRESSION");
     powersgd = spec != NULL && strncmp(spec, "powersgd:", 9) == 0;
+    topk_ratio = spec != NULL && strncmp(spec, "topk:", 5) == 0
+                     ? strtod(spec + 5, NULL)
+                     : 0.0;
     if (dd_role(ctx) == DD_ROLE_AGGREGATOR) {
         dd_status_t s = dd_aggregator_serve(ctx);
         return (dd_finalize(ctx) != DD_OK) | (s != DD_OK);
@@ -292,6 +421,12 @@ int main(int argc, char **argv)
         free(L[l].mean);
         free(L[l].copy);
         free(L[l].shadow);
+        free(L[l].resid);
+        free(L[l].ref);
+        free(L[l].sent);
+        free(L[l].all);
+        free(L[l].sum_in);
+        free(L[l].sum_sent);
     }
     return rc != 0 ? rc : fin != DD_OK;
 }

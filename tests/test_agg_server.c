@@ -1,6 +1,9 @@
 /* A home's server against crafted messages: headers with each field at its
  * extremes are rejected naming the sender, before any data receive is posted
  * or any sum runs, and the server lives on; goodbyes count once per worker.
+ * Sparse pieces (topk's pairs) are scattered in worker order and answered
+ * as pairs or dense, whichever is smaller; a piece whose offsets leave the
+ * chunk or repeat is rejected naming the worker and the layer.
  * The transport is an in-memory fake backend that records what the server
  * posts. */
 #include <setjmp.h>
@@ -24,6 +27,7 @@ struct dd_backend_request {
     int peer;
     uint64_t tag;
     void *buf;
+    const void *src; /* a send's data */
     size_t bytes;
 };
 
@@ -41,6 +45,7 @@ static dd_status_t fake_op(dd_backend_t *b, const dd_backend_args_t *args,
                                      .peer = args->peer,
                                      .tag = args->tag,
                                      .buf = args->recvbuf,
+                                     .src = args->sendbuf,
                                      .bytes = args->count};
     /* Sends complete at once: the fake has no flow control. */
     r->done = is_send;
@@ -102,6 +107,9 @@ typedef struct {
     dd_agg_server_t *s;
 } fixture_t;
 
+static dd_status_t progress(fixture_t *f, int times);
+static fixture_t *fixture_now; /* for push_pairs' progress */
+
 static int setup(void **state)
 {
     static fixture_t f;
@@ -152,6 +160,7 @@ static dd_agg_hdr_t push_hdr(int sender, uint64_t seq, uint64_t count)
     dd_agg_hdr_t h;
     memset(&h, 0, sizeof(h));
     h.magic = DD_AGG_MAGIC;
+    h.version = DD_AGG_VERSION;
     h.kind = DD_AGG_PUSH;
     h.token = TOKEN;
     h.seq = seq;
@@ -243,6 +252,147 @@ CRAFTED(kind_max, h.kind = UINT32_MAX, "unexpected message kind")
 CRAFTED(kind_result, h.kind = DD_AGG_RESULT, "unexpected message kind")
 CRAFTED(seq_max, h.seq = UINT64_MAX, "sequence number")
 CRAFTED(status_positive, h.status = INT32_MAX, "neither success")
+CRAFTED(version_old, h.version = 1, "wire version 1")
+CRAFTED(format_unknown, (h.kind = DD_AGG_PUSH_SPARSE, h.format = 2),
+        "unknown format")
+CRAFTED(format_dense_push, h.format = DD_AGG_FMT_PAIRS, "unknown format")
+CRAFTED(sparse_f16, (h.kind = DD_AGG_PUSH_SPARSE, h.dtype = DD_DTYPE_F16),
+        "not f32")
+CRAFTED(pairs_in_dense, (h.kind = DD_AGG_PUSH_SPARSE, h.nnz = 1),
+        "pairs in a dense piece")
+CRAFTED(pairs_over_count,
+        (h.kind = DD_AGG_PUSH_SPARSE, h.format = DD_AGG_FMT_PAIRS, h.nnz = 17),
+        "17 pairs in a chunk of 16")
+CRAFTED(pairs_wrap,
+        (h.kind = DD_AGG_PUSH_SPARSE, h.format = DD_AGG_FMT_PAIRS,
+         h.count = CHUNK_BYTES / 4, h.nnz = (1ull << 61) + 1),
+        "pairs in a chunk")
+
+/* A sparse piece of worker `sender`: n pairs (offsets, then values). */
+static void push_pairs(int sender, uint64_t seq, uint64_t count, size_t n,
+                       const uint32_t *idx, const float *val)
+{
+    dd_agg_hdr_t h = push_hdr(sender, seq, count);
+    uint32_t data[64];
+    h.kind = DD_AGG_PUSH_SPARSE;
+    h.format = DD_AGG_FMT_PAIRS;
+    h.nnz = n;
+    h.layer = 7;
+    memcpy(data, idx, n * sizeof(uint32_t));
+    memcpy(data + n, val, n * sizeof(float));
+    send_hdr(sender, &h);
+    if (n > 0) {
+        progress(fixture_now, 2);
+        deliver(sender, dd_agg_tag(DD_AGG_TAG_DATA, seq), data, 8 * n);
+    }
+}
+
+/* The result header and data sent to worker rank peer, or fails. */
+static const dd_agg_hdr_t *result_to(int peer, const void **data_p)
+{
+    const dd_agg_hdr_t *h = NULL;
+    *data_p = NULL;
+    for (int i = 0; i < n_reqs; i++) {
+        int kind = (int)((reqs[i].tag >> 40) & 0x3f);
+        if (reqs[i].is_send && reqs[i].peer == peer) {
+            if (kind == DD_AGG_TAG_RHDR) {
+                h = reqs[i].src;
+            } else if (kind == DD_AGG_TAG_RDATA) {
+                *data_p = reqs[i].src;
+            }
+        }
+    }
+    if (h == NULL) {
+        fail_msg("no result sent to rank %d", peer);
+    }
+    return h;
+}
+
+/* Worker 0 and 1 share offset 5: the sum is scattered in worker order and
+ * averaged, and three nonzeros of 16 go back as pairs (24 bytes, not 64),
+ * the same bytes to both. */
+static void test_sparse_pieces_scattered(void **state)
+{
+    fixture_t *f = *state;
+    const uint32_t i0[2] = {1, 5}, i1[2] = {5, 9};
+    const float v0[2] = {2.0f, 4.0f}, v1[2] = {2.0f, 6.0f};
+    fixture_now = f;
+    progress(f, 1);
+    push_pairs(0, 0, 16, 2, i0, v0);
+    push_pairs(1, 0, 16, 2, i1, v1);
+    assert_int_equal(progress(f, 4), DD_OK);
+    for (int peer = 0; peer < 2; peer++) {
+        const void *data;
+        const dd_agg_hdr_t *r = result_to(peer, &data);
+        assert_int_equal(r->kind, DD_AGG_RESULT_SPARSE);
+        assert_int_equal(r->status, DD_OK);
+        assert_int_equal(r->format, DD_AGG_FMT_PAIRS);
+        assert_int_equal(r->nnz, 3);
+        assert_int_equal(r->count, 16);
+        const uint32_t *idx = data;
+        const float *val = (const float *)(idx + 3);
+        assert_int_equal(idx[0], 1);
+        assert_int_equal(idx[1], 5);
+        assert_int_equal(idx[2], 9);
+        assert_true(val[0] == 1.0f && val[1] == 3.0f && val[2] == 3.0f);
+    }
+}
+
+/* Five nonzeros of 8 take 40 bytes as pairs and 32 dense: dense. */
+static void test_sparse_dense_answer(void **state)
+{
+    fixture_t *f = *state;
+    const uint32_t i0[3] = {0, 2, 4}, i1[2] = {6, 7};
+    const float v0[3] = {2, 4, 6}, v1[2] = {8, 10};
+    const float want[8] = {1, 0, 2, 0, 3, 0, 4, 5};
+    fixture_now = f;
+    progress(f, 1);
+    push_pairs(0, 0, 8, 3, i0, v0);
+    push_pairs(1, 0, 8, 2, i1, v1);
+    assert_int_equal(progress(f, 4), DD_OK);
+    const void *data;
+    const dd_agg_hdr_t *r = result_to(1, &data);
+    assert_int_equal(r->format, DD_AGG_FMT_DENSE);
+    assert_int_equal(r->nnz, 0);
+    assert_memory_equal(data, want, sizeof(want));
+}
+
+/* A piece with an offset past its chunk, or one out of order, is never
+ * summed: the home fails naming the worker and the layer, and answers
+ * with the failure only. */
+static void expect_bad_piece(fixture_t *f, const uint32_t *idx, size_t n,
+                             const char *reason)
+{
+    const uint32_t ok_i[1] = {3};
+    const float ok_v[1] = {1.0f}, val[3] = {1, 2, 3};
+    fixture_now = f;
+    progress(f, 1);
+    push_pairs(0, 0, 16, 1, ok_i, ok_v);
+    push_pairs(1, 0, 16, n, idx, val);
+    assert_int_equal(progress(f, 4), DD_ERR_MESSAGE);
+    const char *why = dd_agg_server_why(f->s);
+    if (strstr(why, "worker rank 1") == NULL ||
+        strstr(why, "layer 7") == NULL || strstr(why, reason) == NULL) {
+        fail_msg("why '%s' does not name worker rank 1, layer 7 and '%s'", why,
+                 reason);
+    }
+    const void *data;
+    const dd_agg_hdr_t *r = result_to(0, &data);
+    assert_int_equal(r->status, DD_ERR_MESSAGE);
+    assert_null(data);
+}
+
+static void test_sparse_offset_out_of_chunk(void **state)
+{
+    const uint32_t idx[2] = {2, 16};
+    expect_bad_piece(*state, idx, 2, "offset 16 of pair 1 of 2 is out of");
+}
+
+static void test_sparse_offset_repeated(void **state)
+{
+    const uint32_t idx[3] = {2, 9, 9};
+    expect_bad_piece(*state, idx, 3, "out of order");
+}
 
 /* The layer, chunk, step and worker count take no part in any size: at
  * their extremes a push is still taken, and sized by its count alone. */
@@ -337,6 +487,17 @@ int main(void)
         T(repeated_goodbye_counts_once),
         T(push_after_goodbye_rejected),
         T(goodbye_with_error_names_worker),
+        T(version_old),
+        T(format_unknown),
+        T(format_dense_push),
+        T(sparse_f16),
+        T(pairs_in_dense),
+        T(pairs_over_count),
+        T(pairs_wrap),
+        T(sparse_pieces_scattered),
+        T(sparse_dense_answer),
+        T(sparse_offset_out_of_chunk),
+        T(sparse_offset_repeated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -114,21 +114,45 @@ void dd_agg_cancel(dd_agg_transport_t *t, dd_agg_req_t *req)
     }
 }
 
+/* Whether a header of kind is welcome where want is expected: a home takes
+ * both kinds of push and goodbyes on its header stream. */
+static int dd_agg_kind_ok(uint32_t kind, uint32_t want)
+{
+    return kind == want || (want == DD_AGG_PUSH &&
+                            (kind == DD_AGG_BYE || kind == DD_AGG_PUSH_SPARSE));
+}
+
 int dd_agg_hdr_valid(const dd_agg_transport_t *t, const dd_agg_hdr_t *h,
                      uint32_t kind, int sender, char *why, size_t size)
 {
+    int sparse =
+        h->kind == DD_AGG_PUSH_SPARSE || h->kind == DD_AGG_RESULT_SPARSE;
+
     if (h->magic != DD_AGG_MAGIC) {
         snprintf(why, size, "not an aggregation header (magic %08x)", h->magic);
+    } else if (h->version != DD_AGG_VERSION) {
+        snprintf(why, size,
+                 "wire version %u, where this rank speaks %u: are all ranks "
+                 "of one build?",
+                 h->version, DD_AGG_VERSION);
     } else if (h->token != t->token) {
         snprintf(why, size, "the job token differs");
     } else if (h->sender != sender) {
         snprintf(why, size, "it claims to come from rank %d", h->sender);
-    } else if (h->kind != kind &&
-               !(kind == DD_AGG_PUSH && h->kind == DD_AGG_BYE)) {
+    } else if (!dd_agg_kind_ok(h->kind, kind)) {
         snprintf(why, size, "unexpected message kind %u", h->kind);
     } else if (h->kind != DD_AGG_BYE &&
                !dd_agg_dtype_ok((dd_dtype_t)h->dtype)) {
         snprintf(why, size, "unsupported dtype %u", h->dtype);
+    } else if (sparse && h->dtype != DD_DTYPE_F32) {
+        snprintf(why, size, "a sparse piece of dtype %u, not f32", h->dtype);
+    } else if (h->format > DD_AGG_FMT_PAIRS ||
+               (!sparse && h->format != DD_AGG_FMT_DENSE)) {
+        snprintf(why, size, "unknown format %u for message kind %u", h->format,
+                 h->kind);
+    } else if (h->format == DD_AGG_FMT_DENSE && h->nnz != 0) {
+        snprintf(why, size, "%llu pairs in a dense piece",
+                 (unsigned long long)h->nnz);
     } else if (h->status > 0) {
         snprintf(why, size, "status %d is neither success nor an error",
                  h->status);
@@ -146,7 +170,7 @@ int dd_agg_hdr_bytes(const dd_agg_hdr_t *h, size_t cap, size_t *bytes_p,
                      char *why, size_t size)
 {
     size_t esize = dd_dtype_size((dd_dtype_t)h->dtype);
-    uint64_t bytes, end;
+    uint64_t bytes, end, pair_bytes = 0;
 
     /* Every product and sum of header fields is checked before it sizes a
      * receive or a summation: a wrapped one would pass the bound below. */
@@ -161,11 +185,40 @@ int dd_agg_hdr_bytes(const dd_agg_hdr_t *h, size_t cap, size_t *bytes_p,
                end > SIZE_MAX / esize) {
         snprintf(why, size, "offset %llu and %llu elements run past any buffer",
                  (unsigned long long)h->offset, (unsigned long long)h->count);
+    } else if (h->format == DD_AGG_FMT_PAIRS &&
+               (h->nnz > h->count ||
+                __builtin_mul_overflow(h->nnz, 2 * sizeof(uint32_t),
+                                       &pair_bytes) ||
+                pair_bytes > cap)) {
+        snprintf(why, size,
+                 "%llu pairs in a chunk of %llu elements (%zu bytes at most)",
+                 (unsigned long long)h->nnz, (unsigned long long)h->count, cap);
     } else {
-        *bytes_p = (size_t)bytes;
+        *bytes_p = (size_t)(h->format == DD_AGG_FMT_PAIRS ? pair_bytes : bytes);
         return 1;
     }
     return 0;
+}
+
+int dd_agg_pairs_valid(const uint32_t *idx, uint64_t nnz, uint64_t count,
+                       char *why, size_t size)
+{
+    for (uint64_t j = 0, next = 0; j < nnz; j++) {
+        uint32_t i;
+        memcpy(&i, idx + j, sizeof(i));
+        if (i >= count || i < next) { /* increasing, so no repeats */
+            snprintf(why, size,
+                     "offset %u of pair %llu of %llu is %s the chunk's %llu "
+                     "elements",
+                     (unsigned)i, (unsigned long long)j,
+                     (unsigned long long)nnz,
+                     i >= count ? "out of" : "out of order in",
+                     (unsigned long long)count);
+            return 0;
+        }
+        next = (uint64_t)i + 1;
+    }
+    return 1;
 }
 
 void dd_agg_layer_name(const dd_agg_env_t *env, uint32_t layer, char *buf,

@@ -81,6 +81,32 @@ dd_status_t dd_agg_msg_start(dd_agg_t *agg, uint64_t step, uint32_t layer,
                              dd_mem_type_t mem_type, void **handle_p);
 dd_status_t dd_agg_test_msg(dd_agg_t *agg, void *handle, int *busy_p);
 
+/**
+ * A sparse message: a worker's pieces of a message of count f32 elements
+ * (topk's values and their indices). The homes scatter every worker's
+ * pieces into zeroed f32 chunks in worker order and send back the
+ * average, as pairs or dense, whichever is smaller; every worker gets the
+ * same bytes. Chunks are cut by wire_estimate, which must be the same on
+ * every worker; out may be the buffer the pieces were taken from.
+ */
+typedef struct {
+    size_t count;         /* the message's dense f32 elements */
+    size_t nnz;           /* pairs */
+    const size_t *index;  /* [nnz], increasing, below count */
+    const float *value;   /* [nnz] */
+    float *out;           /* [count]: the average lands here */
+    size_t wire_estimate; /* bytes of one worker's encoding */
+    size_t *wire_bytes_p; /* the data bytes pushed to and pulled from
+                             other ranks are added here (headers are the
+                             route's own traffic, as on every route) */
+} dd_agg_sparse_msg_t;
+
+/** Starts a sparse message (see dd_agg_msg_start; dd_agg_test_msg moves
+ *  it). The pairs are copied: they may be freed once it returns. */
+dd_status_t dd_agg_sparse_start(dd_agg_t *agg, uint64_t step, uint32_t layer,
+                                const dd_agg_sparse_msg_t *msg,
+                                void **handle_p);
+
 /** Tells every aggregator this worker is done, and frees. */
 void dd_agg_destroy(dd_agg_t *agg);
 

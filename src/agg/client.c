@@ -5,7 +5,10 @@
  * meanwhile. Pushes of later chunks go out while earlier averages come
  * back, so both directions of the link stay busy; a window bounds the
  * chunks in flight and the staging memory. An average is written in place
- * only after its header has been checked.
+ * only after its header has been checked. A sparse message (topk's pairs)
+ * is cut by its dense elements, so every worker's pieces of a chunk meet at
+ * one home; each piece holds the pairs that fall in its chunk, and its
+ * answer is received once its header says its size.
  */
 #include "agg/wire.h"
 #include "core/log.h"
@@ -48,6 +51,15 @@ typedef struct {
     size_t per; /* elements per piece */
     size_t next, n_chunks, done;
     uint64_t end_seq; /* the sequence number after its last piece */
+    /* A sparse message: chunk c's piece is pair_off[c + 1] - pair_off[c]
+     * pairs at 8 * pair_off[c] in pieces (offsets, then values), its
+     * average goes to out; wire_per_el sizes the pieces. */
+    int sparse;
+    char *pieces;
+    size_t *pair_off;
+    float *out;
+    double wire_per_el;
+    size_t *wire_bytes_p;
 } dd_agg_msg_t;
 
 typedef struct {
@@ -59,6 +71,10 @@ typedef struct {
     dd_agg_hdr_t reply; /* the header received */
     void *staging;      /* the average before it is checked */
     size_t staging_size;
+    void *dense; /* a sparse piece sent dense */
+    size_t dense_size;
+    size_t inflight;      /* its bytes in a->inflight_bytes */
+    size_t reply_bytes;   /* a sparse answer's data */
     dd_agg_req_t *req[4]; /* push header, push data, result header, data */
     int got_reply;
     dd_agg_local_t local; /* when homed here */
@@ -141,6 +157,47 @@ dd_status_t dd_agg_create(const dd_agg_env_t *env, dd_agg_t **agg_p)
     return DD_OK;
 }
 
+static dd_status_t dd_agg_grow(void **buf, size_t *size, size_t bytes)
+{
+    if (*size < bytes) {
+        void *grown = realloc(*buf, bytes);
+        if (grown == NULL) {
+            return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_AGG,
+                            "no memory for a %zu-byte piece", bytes);
+        }
+        *buf = grown;
+        *size = bytes;
+    }
+    return DD_OK;
+}
+
+/* The data of a sparse message's piece c of n elements: its pairs, or the
+ * chunk dense when pairs would take more bytes. */
+static dd_status_t dd_agg_sparse_piece(dd_agg_flight_t *f, dd_agg_msg_t *m,
+                                       size_t c, size_t n, dd_agg_hdr_t *p,
+                                       const void **data_p, size_t *bytes_p)
+{
+    size_t nnz = m->pair_off[c + 1] - m->pair_off[c];
+    const char *pairs = m->pieces + 2 * sizeof(uint32_t) * m->pair_off[c];
+
+    p->kind = DD_AGG_PUSH_SPARSE;
+    if (2 * nnz <= n) {
+        p->format = DD_AGG_FMT_PAIRS;
+        p->nnz = nnz;
+        *data_p = pairs;
+        *bytes_p = nnz * 2 * sizeof(uint32_t);
+        return DD_OK;
+    }
+    dd_status_t st = dd_agg_grow(&f->dense, &f->dense_size, n * sizeof(float));
+    if (st == DD_OK) {
+        dd_agg_expand_sparse(f->dense, pairs, DD_AGG_FMT_PAIRS, nnz, n);
+        p->format = DD_AGG_FMT_DENSE;
+        *data_p = f->dense;
+        *bytes_p = n * sizeof(float);
+    }
+    return st;
+}
+
 /* Starts chunk c of the message: homed here, or pushed and pulled. */
 static dd_status_t dd_agg_launch(dd_agg_t *a, dd_agg_flight_t *f,
                                  dd_agg_msg_t *m, size_t c)
@@ -150,12 +207,18 @@ static dd_status_t dd_agg_launch(dd_agg_t *a, dd_agg_flight_t *f,
     size_t esize = dd_dtype_size(dtype);
     size_t per = m->per;
     size_t off = c * per, n = m->count - off < per ? m->count - off : per;
-    int h = dd_agg_pick_home(a->weight, a->load, a->n_homes, n * esize);
+    size_t cost =
+        m->sparse ? (size_t)((double)n * m->wire_per_el) + 1 : n * esize;
+    int h = dd_agg_pick_home(a->weight, a->load, a->n_homes, cost);
     dd_agg_hdr_t *p = &f->push;
+    const void *data = buf + off * esize;
+    size_t bytes = n * esize;
+    dd_status_t st = DD_OK;
 
     memset(f->req, 0, sizeof(f->req));
     memset(p, 0, sizeof(*p));
     *p = (dd_agg_hdr_t){.magic = DD_AGG_MAGIC,
+                        .version = DD_AGG_VERSION,
                         .kind = DD_AGG_PUSH,
                         .token = a->t.token,
                         .seq = a->next_seq++,
@@ -171,32 +234,36 @@ static dd_status_t dd_agg_launch(dd_agg_t *a, dd_agg_flight_t *f,
     f->chunk = c;
     f->home = a->home_rank[h];
     f->got_reply = 0;
+    f->inflight = 0;
     f->is_local = f->home == a->env->job->rank;
+    if (m->sparse &&
+        (st = dd_agg_sparse_piece(f, m, c, n, p, &data, &bytes)) != DD_OK) {
+        return st;
+    }
     if (f->is_local) {
         f->local.hdr = *p;
-        f->local.data = buf + off * esize;
-        f->local.dest = buf + off * esize;
+        f->local.data = data;
+        f->local.dest = m->sparse ? (void *)(m->out + off) : buf + off * esize;
         return dd_agg_server_local(a->server, &f->local);
     }
-    if (f->staging_size < n * esize) {
-        void *grown = realloc(f->staging, n * esize);
-        if (grown == NULL) {
-            return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_AGG,
-                            "no memory for a %zu-byte piece", n * esize);
-        }
-        f->staging = grown;
-        f->staging_size = n * esize;
+    if ((st = dd_agg_grow(&f->staging, &f->staging_size, n * esize)) != DD_OK) {
+        return st;
     }
-    a->inflight_bytes += n * esize;
-    dd_status_t st;
+    f->inflight = cost;
+    a->inflight_bytes += cost;
+    if (m->wire_bytes_p != NULL) {
+        *m->wire_bytes_p += bytes;
+    }
     if ((st = dd_agg_recv(&a->t, f->home, dd_agg_tag(DD_AGG_TAG_RHDR, p->seq),
                           &f->reply, sizeof(f->reply), &f->req[2])) ||
-        (st = dd_agg_recv(&a->t, f->home, dd_agg_tag(DD_AGG_TAG_RDATA, p->seq),
-                          f->staging, n * esize, &f->req[3])) ||
+        (!m->sparse &&
+         (st = dd_agg_recv(&a->t, f->home, dd_agg_tag(DD_AGG_TAG_RDATA, p->seq),
+                           f->staging, n * esize, &f->req[3]))) ||
         (st = dd_agg_send(&a->t, f->home, dd_agg_tag(DD_AGG_TAG_HDR, 0), p,
                           sizeof(*p), &f->req[0])) ||
-        (st = dd_agg_send(&a->t, f->home, dd_agg_tag(DD_AGG_TAG_DATA, p->seq),
-                          buf + off * esize, n * esize, &f->req[1]))) {
+        (bytes > 0 &&
+         (st = dd_agg_send(&a->t, f->home, dd_agg_tag(DD_AGG_TAG_DATA, p->seq),
+                           data, bytes, &f->req[1])))) {
         return st;
     }
     return DD_OK;
@@ -220,8 +287,9 @@ static dd_status_t dd_agg_check_reply(dd_agg_t *a, dd_agg_flight_t *f)
 {
     char why[160];
     dd_agg_hdr_t *r = &f->reply;
+    uint32_t kind = f->msg->sparse ? DD_AGG_RESULT_SPARSE : DD_AGG_RESULT;
 
-    if (!dd_agg_hdr_valid(&a->t, r, DD_AGG_RESULT, f->home, why, sizeof(why)) ||
+    if (!dd_agg_hdr_valid(&a->t, r, kind, f->home, why, sizeof(why)) ||
         r->seq != f->push.seq || r->count != f->push.count ||
         r->offset != f->push.offset || r->dtype != f->push.dtype) {
         if (r->magic == DD_AGG_MAGIC && r->seq != f->push.seq) {
@@ -233,6 +301,36 @@ static dd_status_t dd_agg_check_reply(dd_agg_t *a, dd_agg_flight_t *f)
         r->why[DD_AGG_WHY - 1] = '\0';
         return dd_agg_chunk_error(a, f, (dd_status_t)r->status, r->why);
     }
+    if (f->msg->sparse) {
+        /* Its data is received into staging, of the chunk's dense size. */
+        if (!dd_agg_hdr_bytes(r, r->count * sizeof(float), &f->reply_bytes, why,
+                              sizeof(why))) {
+            return dd_agg_chunk_error(a, f, DD_ERR_MESSAGE, why);
+        }
+        if (f->msg->wire_bytes_p != NULL) {
+            *f->msg->wire_bytes_p += f->reply_bytes;
+        }
+        if (f->reply_bytes > 0) {
+            return dd_agg_recv(&a->t, f->home,
+                               dd_agg_tag(DD_AGG_TAG_RDATA, r->seq), f->staging,
+                               f->reply_bytes, &f->req[3]);
+        }
+    }
+    return DD_OK;
+}
+
+/* A sparse answer, checked, into the message's output. */
+static dd_status_t dd_agg_land_sparse(dd_agg_t *a, dd_agg_flight_t *f)
+{
+    const dd_agg_hdr_t *r = &f->reply;
+    char why[128];
+
+    if (r->format == DD_AGG_FMT_PAIRS &&
+        !dd_agg_pairs_valid(f->staging, r->nnz, r->count, why, sizeof(why))) {
+        return dd_agg_chunk_error(a, f, DD_ERR_MESSAGE, why);
+    }
+    dd_agg_expand_sparse(f->msg->out + f->push.offset, f->staging, r->format,
+                         (size_t)r->nnz, (size_t)r->count);
     return DD_OK;
 }
 
@@ -280,9 +378,13 @@ static dd_status_t dd_agg_poll(dd_agg_t *a, dd_agg_flight_t *f, int *done_p,
     }
     if (f->got_reply && f->req[3] == NULL && f->req[0] == NULL &&
         f->req[1] == NULL) {
-        memcpy(buf + f->push.offset * esize, f->staging, f->push.count * esize);
-        a->inflight_bytes -= f->push.count * esize;
+        a->inflight_bytes -= f->inflight;
+        f->inflight = 0;
         *done_p = 1;
+        if (f->msg->sparse) {
+            return dd_agg_land_sparse(a, f);
+        }
+        memcpy(buf + f->push.offset * esize, f->staging, f->push.count * esize);
     }
     return DD_OK;
 }
@@ -337,7 +439,8 @@ static dd_status_t dd_agg_pass(dd_agg_t *a, int *busy_p)
     }
     for (int q = 0; q < a->n_queued && status == DD_OK; q++) {
         dd_agg_msg_t *m = a->queue[q];
-        size_t piece = m->per * dd_dtype_size(m->dtype);
+        size_t piece = m->sparse ? (size_t)((double)m->per * m->wire_per_el)
+                                 : m->per * dd_dtype_size(m->dtype);
         while (m->next < m->n_chunks && status == DD_OK) {
             while (f_next < DD_AGG_WINDOW && a->flight[f_next].busy) {
                 f_next++;
@@ -376,6 +479,48 @@ static dd_status_t dd_agg_give_up(dd_agg_t *a, dd_status_t status)
     return status;
 }
 
+/* A free message, after the checks every start makes. */
+static dd_status_t dd_agg_msg_open(dd_agg_t *a, dd_agg_msg_t **m_p)
+{
+    if (a->failed != DD_OK) {
+        return dd_error(DD_ERR_CANCELED, DD_SUBSYS_AGG,
+                        "an earlier sync through the aggregators failed");
+    }
+    for (int i = 0; i < DD_AGG_MSGS; i++) {
+        if (!a->msg[i].in_use) {
+            *m_p = &a->msg[i];
+            return DD_OK;
+        }
+    }
+    return dd_error(DD_ERR_STATE, DD_SUBSYS_AGG,
+                    "more than %d messages started at once", DD_AGG_MSGS);
+}
+
+/* Elements per piece: at most a chunk of esize elements, and, for a
+ * small message, DD_AGG_SPREAD pieces per home of at least
+ * DD_AGG_MIN_PIECE bytes on the wire (wire_per_el a dense element). */
+static size_t dd_agg_per(const dd_agg_t *a, size_t count, size_t esize,
+                         double wire_per_el)
+{
+    size_t per = a->chunk_bytes / esize;
+    size_t spread = (count + (size_t)(DD_AGG_SPREAD * a->n_active) - 1) /
+                    (size_t)(DD_AGG_SPREAD * a->n_active);
+    double least_el = DD_AGG_MIN_PIECE / wire_per_el;
+    size_t least = least_el < (double)per ? (size_t)least_el : per;
+    if (spread < per) {
+        per = spread > least ? spread : least;
+    }
+    return per > 0 ? per : 1;
+}
+
+static void dd_agg_msg_queue(dd_agg_t *a, dd_agg_msg_t *m)
+{
+    if (a->n_queued == 0) {
+        a->idle_since = dd_time_now();
+    }
+    a->queue[a->n_queued++] = m;
+}
+
 dd_status_t dd_agg_msg_start(dd_agg_t *a, uint64_t step, uint32_t layer,
                              void *buf, size_t count, dd_dtype_t dtype,
                              dd_mem_type_t mem_type, void **handle_p)
@@ -389,24 +534,11 @@ dd_status_t dd_agg_msg_start(dd_agg_t *a, uint64_t step, uint32_t layer,
                         "buffers, not %s %s memory",
                         dd_dtype_name(dtype), dd_mem_type_name(mem_type));
     }
-    if (a->failed != DD_OK) {
-        return dd_error(DD_ERR_CANCELED, DD_SUBSYS_AGG,
-                        "an earlier sync through the aggregators failed");
+    dd_status_t st = dd_agg_msg_open(a, &m);
+    if (st != DD_OK) {
+        return st;
     }
-    for (int i = 0; i < DD_AGG_MSGS && m == NULL; i++) {
-        m = a->msg[i].in_use ? NULL : &a->msg[i];
-    }
-    if (m == NULL) {
-        return dd_error(DD_ERR_STATE, DD_SUBSYS_AGG,
-                        "more than %d messages started at once", DD_AGG_MSGS);
-    }
-    size_t per = a->chunk_bytes / esize;
-    size_t spread = (count + (size_t)(DD_AGG_SPREAD * a->n_active) - 1) /
-                    (size_t)(DD_AGG_SPREAD * a->n_active);
-    size_t least = DD_AGG_MIN_PIECE / esize;
-    if (spread < per) {
-        per = spread > least ? spread : least < per ? least : per;
-    }
+    size_t per = dd_agg_per(a, count, esize, (double)esize);
     *m = (dd_agg_msg_t){.in_use = 1,
                         .step = step,
                         .layer = layer,
@@ -415,10 +547,78 @@ dd_status_t dd_agg_msg_start(dd_agg_t *a, uint64_t step, uint32_t layer,
                         .dtype = dtype,
                         .per = per,
                         .n_chunks = (count + per - 1) / per};
-    if (a->n_queued == 0) {
-        a->idle_since = dd_time_now();
+    dd_agg_msg_queue(a, m);
+    *handle_p = m;
+    return DD_OK;
+}
+
+/* Lays the pairs out piece by piece: offsets in the chunk, then values. */
+static dd_status_t dd_agg_sparse_layout(dd_agg_msg_t *m,
+                                        const dd_agg_sparse_msg_t *sp)
+{
+    m->pair_off = calloc(m->n_chunks + 1, sizeof(size_t));
+    m->pieces = malloc(sp->nnz * 2 * sizeof(uint32_t) + 1);
+    if (m->pair_off == NULL || m->pieces == NULL) {
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_AGG,
+                        "no memory for %zu sparse pairs", sp->nnz);
     }
-    a->queue[a->n_queued++] = m;
+    for (size_t j = 0, c = 0; c < m->n_chunks; c++) {
+        size_t start = j, end = (c + 1) * m->per;
+        while (j < sp->nnz && sp->index[j] < end) {
+            j++;
+        }
+        uint32_t *idx = (uint32_t *)m->pieces + 2 * start;
+        float *val = (float *)(idx + (j - start));
+        for (size_t q = start; q < j; q++) {
+            idx[q - start] = (uint32_t)(sp->index[q] - c * m->per);
+            val[q - start] = sp->value[q];
+        }
+        m->pair_off[c + 1] = j;
+    }
+    return DD_OK;
+}
+
+dd_status_t dd_agg_sparse_start(dd_agg_t *a, uint64_t step, uint32_t layer,
+                                const dd_agg_sparse_msg_t *sp, void **handle_p)
+{
+    dd_agg_msg_t *m = NULL;
+
+    for (size_t j = 0; j < sp->nnz; j++) {
+        if (sp->index[j] >= sp->count ||
+            (j > 0 && sp->index[j] <= sp->index[j - 1])) {
+            return dd_error(DD_ERR_INTERNAL, DD_SUBSYS_AGG,
+                            "sparse pair %zu of %zu: index %zu is out of "
+                            "order or past the message's %zu elements",
+                            j, sp->nnz, sp->index[j], sp->count);
+        }
+    }
+    dd_status_t st = dd_agg_msg_open(a, &m);
+    if (st != DD_OK) {
+        return st;
+    }
+    double wire_per_el = sp->count > 0 && sp->wire_estimate > 0
+                             ? (double)sp->wire_estimate / (double)sp->count
+                             : 1.0;
+    size_t per = dd_agg_per(a, sp->count, sizeof(float), wire_per_el);
+    *m = (dd_agg_msg_t){.in_use = 1,
+                        .step = step,
+                        .layer = layer,
+                        .buf = (char *)sp->out,
+                        .count = sp->count,
+                        .dtype = DD_DTYPE_F32,
+                        .per = per,
+                        .n_chunks = (sp->count + per - 1) / per,
+                        .sparse = 1,
+                        .out = sp->out,
+                        .wire_per_el = wire_per_el,
+                        .wire_bytes_p = sp->wire_bytes_p};
+    if ((st = dd_agg_sparse_layout(m, sp)) != DD_OK) {
+        free(m->pieces);
+        free(m->pair_off);
+        m->in_use = 0;
+        return st;
+    }
+    dd_agg_msg_queue(a, m);
     *handle_p = m;
     return DD_OK;
 }
@@ -432,6 +632,10 @@ static void dd_agg_msg_release(dd_agg_t *a, dd_agg_msg_t *m)
         }
     }
     a->n_queued = j;
+    free(m->pieces);
+    free(m->pair_off);
+    m->pieces = NULL;
+    m->pair_off = NULL;
     m->in_use = 0;
 }
 
@@ -491,6 +695,7 @@ dd_status_t dd_agg_test_msg(dd_agg_t *a, void *handle, int *busy_p)
 static void dd_agg_goodbye(dd_agg_t *a, dd_status_t status, const char *why)
 {
     dd_agg_hdr_t bye = {.magic = DD_AGG_MAGIC,
+                        .version = DD_AGG_VERSION,
                         .kind = DD_AGG_BYE,
                         .token = a->t.token,
                         .sender = a->env->job->rank,
@@ -552,6 +757,7 @@ void dd_agg_destroy(dd_agg_t *a)
     dd_agg_server_destroy(a->server);
     for (int i = 0; i < DD_AGG_WINDOW; i++) {
         free(a->flight[i].staging);
+        free(a->flight[i].dense);
     }
     free(a->home_rank);
     free(a->weight);

@@ -2,8 +2,11 @@
  * A home's summation. Each worker's pushes arrive on its own in-order
  * stream into one of two inbox buffers; a chunk's copies are added in
  * worker order into an accumulator slot; the average goes back to every
- * worker. Memory stays bounded: two inbox buffers per worker and a few
- * slots, whatever the model's size. A message that does not fit what is
+ * worker. Sparse pieces (topk's) are scattered, in worker order too, into
+ * a zeroed f32 chunk, checked first: an offset out of the chunk or out of
+ * order fails the home naming the worker and the layer. Memory stays
+ * bounded: two inbox buffers per worker and a few slots, whatever the
+ * model's size. A message that does not fit what is
  * expected is never summed: the home fails, logs why naming the rank, and
  * answers every chunk with that error, so no worker waits and none writes a
  * wrong sum.
@@ -40,6 +43,7 @@ typedef struct {
     void *result;
     size_t result_bytes;
     dd_agg_hdr_t reply;
+    int sparse;           /* a sparse message's chunk: acc starts at zero */
     dd_agg_req_t **sends; /* two per worker */
 } dd_agg_slot_t;
 
@@ -177,10 +181,10 @@ static void dd_agg_on_header(dd_agg_server_t *s, int w, dd_agg_inbox_t *in)
     int valid =
         dd_agg_hdr_valid(s->t, &in->hdr, DD_AGG_PUSH, peer, why, sizeof(why));
 
-    if (valid && in->hdr.kind == DD_AGG_PUSH) {
+    if (valid && in->hdr.kind != DD_AGG_BYE) {
         valid = dd_agg_hdr_bytes(&in->hdr, s->cap, &bytes, why, sizeof(why));
     }
-    if (valid && in->hdr.kind == DD_AGG_PUSH && s->said_bye[w]) {
+    if (valid && in->hdr.kind != DD_AGG_BYE && s->said_bye[w]) {
         snprintf(why, sizeof(why), "a push after its goodbye");
         valid = 0;
     }
@@ -213,6 +217,10 @@ static void dd_agg_on_header(dd_agg_server_t *s, int w, dd_agg_inbox_t *in)
     }
     s->has_pushed[w] = 1;
     s->last_seq[w] = in->hdr.seq;
+    if (bytes == 0) { /* a sparse piece with no pair in this chunk */
+        in->state = IN_READY;
+        return;
+    }
     if (dd_agg_recv(s->t, peer, dd_agg_tag(DD_AGG_TAG_DATA, in->hdr.seq),
                     in->data, bytes, &in->req) != DD_OK) {
         dd_agg_fail(s, DD_ERR_PEER_LOST, "cannot receive from worker rank %d",
@@ -295,9 +303,9 @@ static const void *dd_agg_copy(dd_agg_server_t *s, dd_agg_slot_t *sl, int w,
 
 static int dd_agg_same_chunk(const dd_agg_hdr_t *a, const dd_agg_hdr_t *b)
 {
-    return a->step == b->step && a->layer == b->layer && a->chunk == b->chunk &&
-           a->offset == b->offset && a->count == b->count &&
-           a->dtype == b->dtype;
+    return a->kind == b->kind && a->step == b->step && a->layer == b->layer &&
+           a->chunk == b->chunk && a->offset == b->offset &&
+           a->count == b->count && a->dtype == b->dtype;
 }
 
 /* The worker may reuse a local copy's record once it is done, so the
@@ -315,16 +323,23 @@ static void dd_agg_forget_local(dd_agg_server_t *s, dd_agg_local_t *loc)
 /* Sends the slot's answer (the average, or the failure) to every worker. */
 static void dd_agg_answer(dd_agg_server_t *s, dd_agg_slot_t *sl)
 {
-    size_t bytes = sl->hdr.count * dd_dtype_size((dd_dtype_t)sl->hdr.dtype);
+    size_t dense = sl->hdr.count * dd_dtype_size((dd_dtype_t)sl->hdr.dtype);
+    size_t bytes = dense;
     dd_agg_hdr_t *r = &sl->reply;
 
     *r = sl->hdr;
-    r->kind = DD_AGG_RESULT;
+    r->kind = sl->sparse ? DD_AGG_RESULT_SPARSE : DD_AGG_RESULT;
     r->sender = s->env->job->rank;
     r->n_workers = (uint32_t)s->n;
     r->status = s->failed;
+    r->format = DD_AGG_FMT_DENSE;
+    r->nnz = 0;
     snprintf(r->why, sizeof(r->why), "%s", s->failed ? s->why : "");
-    if (s->failed == DD_OK) {
+    if (s->failed == DD_OK && sl->sparse) {
+        /* acc becomes the dense average, which the local copy takes. */
+        bytes = dd_agg_out_sparse(sl->result, sl->acc, sl->hdr.count, s->n,
+                                  &r->format, &r->nnz);
+    } else if (s->failed == DD_OK) {
         dd_agg_out(sl->result, sl->acc, sl->hdr.count,
                    (dd_dtype_t)sl->hdr.dtype,
                    s->env->avg_over > 0 ? s->env->avg_over : s->n);
@@ -346,7 +361,7 @@ static void dd_agg_answer(dd_agg_server_t *s, dd_agg_slot_t *sl)
             dd_agg_copy(s, sl, w, &in, &loc);
             if (loc != NULL) {
                 if (s->failed == DD_OK) {
-                    memcpy(loc->dest, sl->result, bytes);
+                    memcpy(loc->dest, sl->sparse ? sl->acc : sl->result, dense);
                 }
                 loc->status = s->failed;
                 snprintf(loc->why, sizeof(loc->why), "%s", r->why);
@@ -360,12 +375,34 @@ static void dd_agg_answer(dd_agg_server_t *s, dd_agg_slot_t *sl)
                         sizeof(*r), &q[0]) != DD_OK) {
             q[0] = NULL;
         }
-        if (s->failed == DD_OK &&
+        if (s->failed == DD_OK && bytes > 0 &&
             dd_agg_send(s->t, peer, dd_agg_tag(DD_AGG_TAG_RDATA, r->seq),
                         sl->result, bytes, &q[1]) != DD_OK) {
             q[1] = NULL;
         }
     }
+}
+
+/* Scatters worker sl->next's sparse piece into the chunk, once its pairs
+ * are checked; 0 (and the home failed) when they are not. */
+static int dd_agg_sum_piece(dd_agg_server_t *s, dd_agg_slot_t *sl,
+                            const dd_agg_hdr_t *h, const void *data)
+{
+    char why[128], layer[96];
+
+    if (h->format == DD_AGG_FMT_PAIRS &&
+        !dd_agg_pairs_valid(data, h->nnz, h->count, why, sizeof(why))) {
+        dd_agg_layer_name(s->env, h->layer, layer, sizeof(layer));
+        dd_agg_fail(s, DD_ERR_MESSAGE,
+                    "rejected a malformed sparse piece of layer %s (chunk %u, "
+                    "step %llu) from worker rank %d: %s: never summed",
+                    layer, h->chunk, (unsigned long long)h->step,
+                    s->env->job->worker_ranks[sl->next], why);
+        return 0;
+    }
+    dd_agg_add_sparse(sl->acc, data, h->format, (size_t)h->nnz,
+                      (size_t)h->count);
+    return 1;
 }
 
 /* Adds the copies that are here, in worker order; answers when complete. */
@@ -379,8 +416,15 @@ static int dd_agg_sum(dd_agg_server_t *s, dd_agg_slot_t *sl)
         if (copy == NULL) {
             break;
         }
-        dd_agg_add(sl->acc, copy, sl->hdr.count, (dd_dtype_t)sl->hdr.dtype,
-                   sl->next == 0);
+        if (sl->sparse) {
+            if (!dd_agg_sum_piece(s, sl, in != NULL ? &in->hdr : &loc->hdr,
+                                  copy)) {
+                break;
+            }
+        } else {
+            dd_agg_add(sl->acc, copy, sl->hdr.count, (dd_dtype_t)sl->hdr.dtype,
+                       sl->next == 0);
+        }
         if (in != NULL) {
             in->state = IN_FREE;
         }
@@ -442,6 +486,10 @@ static void dd_agg_admit(dd_agg_server_t *s, const dd_agg_hdr_t *hdr,
             sl->used = 1;
             sl->hdr = *hdr;
             sl->next = 0;
+            sl->sparse = hdr->kind == DD_AGG_PUSH_SPARSE;
+            if (sl->sparse) {
+                memset(sl->acc, 0, hdr->count * sizeof(float));
+            }
             sl->started = dd_time_now();
             return;
         }

@@ -18,12 +18,32 @@
 #include <dreamddp/backend.h>
 
 #define DD_AGG_MAGIC 0x47414444u /* "DDAG" */
-#define DD_AGG_WHY 184
+/* Bumped on any change to the header or to what a kind's data holds: a
+ * rank of another build is refused by name, never misread. 2: sparse
+ * pieces (kinds 4 and 5, format and nnz). */
+#define DD_AGG_VERSION 2u
+#define DD_AGG_WHY 168
 /* Pieces a worker has in flight at once (client.c); its own home takes
  * as many of them (server.c), so it never turns one away. */
 #define DD_AGG_WINDOW 24
 
-enum { DD_AGG_PUSH = 1, DD_AGG_RESULT = 2, DD_AGG_BYE = 3 };
+/*
+ * A sparse message (topk's pieces) travels as PUSH_SPARSE and
+ * RESULT_SPARSE: count is the chunk's dense f32 elements, and the data is
+ * in the header's format: DENSE, count f32; PAIRS, nnz uint32 offsets in
+ * the chunk (increasing) then their nnz f32 values. A home scatters every
+ * worker's piece into a zeroed f32 chunk, in worker order, and answers in
+ * whichever format is smaller. A result's data is received once its
+ * header says how large it is.
+ */
+enum {
+    DD_AGG_PUSH = 1,
+    DD_AGG_RESULT = 2,
+    DD_AGG_BYE = 3,
+    DD_AGG_PUSH_SPARSE = 4,
+    DD_AGG_RESULT_SPARSE = 5
+};
+enum { DD_AGG_FMT_DENSE = 0, DD_AGG_FMT_PAIRS = 1 };
 enum {
     DD_AGG_TAG_HDR = 1,  /* push headers and goodbyes, in order */
     DD_AGG_TAG_DATA = 2, /* a push's data, by sequence number */
@@ -46,6 +66,9 @@ typedef struct {
     int32_t sender; /* job rank */
     int32_t status; /* results: DD_OK, or the error why names */
     uint32_t n_workers;
+    uint32_t version; /* DD_AGG_VERSION */
+    uint32_t format;  /* DD_AGG_FMT_*: sparse kinds only, else DENSE */
+    uint64_t nnz;     /* pairs in a PAIRS piece, else 0 */
     char why[DD_AGG_WHY];
 } dd_agg_hdr_t;
 
@@ -74,10 +97,16 @@ void dd_agg_cancel(dd_agg_transport_t *t, dd_agg_req_t *req);
 int dd_agg_hdr_valid(const dd_agg_transport_t *t, const dd_agg_hdr_t *h,
                      uint32_t kind, int sender, char *why, size_t size);
 
-/* The bytes of a push's data, when its count, dtype and offset make a
- * chunk of at most cap bytes; else 0 with why. Checks for wrap-around. */
+/* The bytes of a push's or a result's data, when its count, dtype,
+ * offset, format and nnz make a chunk of at most cap bytes; else 0 with
+ * why. Checks for wrap-around. */
 int dd_agg_hdr_bytes(const dd_agg_hdr_t *h, size_t cap, size_t *bytes_p,
                      char *why, size_t size);
+
+/* Whether a PAIRS piece's nnz offsets are increasing and below count; else
+ * 0 with why naming the first bad one. */
+int dd_agg_pairs_valid(const uint32_t *idx, uint64_t nnz, uint64_t count,
+                       char *why, size_t size);
 
 /* agg_sum.c */
 int dd_agg_dtype_ok(dd_dtype_t dtype);
@@ -86,6 +115,18 @@ void dd_agg_add(void *acc, const void *src, size_t n, dd_dtype_t dtype,
                 int first);
 void dd_agg_out(void *dst, const void *acc, size_t n, dd_dtype_t dtype,
                 int n_workers);
+/* Adds a sparse piece (format, nnz, data as on the wire, checked) into an
+ * f32 chunk of count elements. */
+void dd_agg_add_sparse(float *acc, const void *data, uint32_t format,
+                       size_t nnz, size_t count);
+/* Writes the average acc / n_workers of a sparse chunk into acc and, in
+ * the smaller format, into out (at most count f32); returns its bytes and
+ * sets *format_p and *nnz_p. */
+size_t dd_agg_out_sparse(void *out, float *acc, size_t count, int n_workers,
+                         uint32_t *format_p, uint64_t *nnz_p);
+/* A checked sparse result into dst, count f32. */
+void dd_agg_expand_sparse(float *dst, const void *data, uint32_t format,
+                          size_t nnz, size_t count);
 
 /* A worker's own copy of a chunk homed at its own server. */
 typedef struct {

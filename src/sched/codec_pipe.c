@@ -4,9 +4,13 @@
  * it encodes a job's packed f32 buffer into the codec's wire dtype, runs
  * the route on that, and decodes the average back in place. Summable
  * codecs (fp16, bf16) go through the route, which sums their wire dtype in
- * f32; topk's encodings (values and indices) are allgathered among the
- * workers on either route, and every worker decodes and averages them in
- * worker order. powersgd's rounds go through codec_rounds.c's pipe.
+ * f32. topk's encodings (values and indices) are allgathered among the
+ * workers on the allreduce route, and every worker decodes and averages
+ * them in worker order; on the aggregation route each worker's nonzero
+ * pairs go to the homes of their chunks, which scatter them into f32 in
+ * worker order and send back the same average (agg/client.c), and the
+ * job's wire bytes become what was pushed and pulled. powersgd's rounds go
+ * through codec_rounds.c's pipe.
  *
  * Parameter syncs send the change since the layer's last sync and rebuild
  * x = x_ref + decode(average) from the reference every replica holds
@@ -14,6 +18,7 @@
  * not change what syncs when, nor see device memory (device tensors stay
  * dense).
  */
+#include "agg/agg.h"
 #include "core/log.h"
 #include "sched/sched.h"
 
@@ -312,6 +317,12 @@ typedef struct {
     void *gathered; /* gather: every worker's wire, in worker order */
     dd_sched_coll_t coll;
     void *inner;
+    /* gather through the aggregators: this worker's nonzero pairs, and the
+     * bytes pushed and pulled. */
+    int sparse;
+    size_t nnz, *index;
+    float *value;
+    size_t wire_done;
 } dd_sched_codec_op_t;
 
 /* The bytes of item j's encoding in the wire buffer (fp16, bf16, topk:
@@ -406,7 +417,8 @@ static dd_status_t dd_sched_codec_decode(const dd_sched_t *sched,
     float *tmp = NULL;
     dd_status_t status = DD_OK;
 
-    for (size_t j = 0; job->codec->gather && j < job->n_items; j++) {
+    for (size_t j = 0; job->codec->gather && !op->sparse && j < job->n_items;
+         j++) {
         most = job->items[j].count > most ? job->items[j].count : most;
     }
     if (most > 0 && (tmp = malloc(most * sizeof(float))) == NULL) {
@@ -416,7 +428,9 @@ static dd_status_t dd_sched_codec_decode(const dd_sched_t *sched,
         const dd_sync_item_t *it = &job->items[j];
         float *out = op->buf + off;
         size_t bytes = dd_sched_item_wire(job, j);
-        if (job->codec->gather) {
+        if (op->sparse) {
+            /* The aggregators wrote the average of the changes in place. */
+        } else if (job->codec->gather) {
             status = dd_sched_codec_average(
                 job, op, j, woff, sched->env.job->n_workers, out, tmp);
         } else {
@@ -442,6 +456,8 @@ static void dd_sched_codec_op_free(dd_sched_codec_op_t *op)
     if (op != NULL) {
         free(op->wire);
         free(op->gathered);
+        free(op->index);
+        free(op->value);
         free(op);
     }
 }
@@ -470,6 +486,71 @@ static const dd_sync_pipe_t *dd_sched_codec_route(dd_sched_t *sched,
     return &sched->coll_pipe;
 }
 
+/* This worker's own encodings, decoded into the job's buffer (what it
+ * sends, dense), as increasing (index, value) pairs of its nonzeros. */
+static dd_status_t dd_sched_codec_pairs(dd_sched_codec_op_t *op)
+{
+    const dd_sync_job_t *job = op->job;
+    const dd_codec_ref_t *ref = &job->codec->ref;
+    size_t off = 0, woff = 0, most = 0;
+
+    for (size_t j = 0; j < job->n_items; j++) {
+        const dd_sync_item_t *it = &job->items[j];
+        size_t bytes = dd_sched_item_wire(job, j);
+        dd_status_t status =
+            ref->ops->decode(ref->codec, it->state, (char *)op->wire + woff,
+                             bytes, op->buf + off, it->count, DD_DTYPE_F32);
+        if (status != DD_OK) {
+            return status;
+        }
+        off += it->count;
+        woff += bytes;
+    }
+    for (size_t i = 0; i < op->count; i++) {
+        most += op->buf[i] != 0.0f;
+    }
+    op->index = malloc((most ? most : 1) * sizeof(size_t));
+    op->value = malloc((most ? most : 1) * sizeof(float));
+    if (op->index == NULL || op->value == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < op->count; i++) {
+        if (op->buf[i] != 0.0f) {
+            op->index[op->nnz] = i;
+            op->value[op->nnz++] = op->buf[i];
+        }
+    }
+    return DD_OK;
+}
+
+/* gather through the aggregators: the pairs to the homes of their chunks,
+ * the average of every worker's back into the job's buffer. */
+static dd_status_t dd_sched_codec_sparse_start(dd_sched_t *sched,
+                                               dd_sched_codec_op_t *op)
+{
+    const dd_sync_job_t *job = op->job;
+    dd_status_t status = dd_sched_codec_pairs(op);
+
+    if (status != DD_OK) {
+        return status;
+    }
+    dd_agg_sparse_msg_t msg = {.count = op->count,
+                               .nnz = op->nnz,
+                               .index = op->index,
+                               .value = op->value,
+                               .out = op->buf,
+                               .wire_estimate = op->wire_size,
+                               .wire_bytes_p = &op->wire_done};
+    status = dd_agg_sparse_start(sched->agg, job->step,
+                                 job->n_layers ? (uint32_t)job->layers[0] : 0,
+                                 &msg, &op->inner);
+    free(op->index);
+    free(op->value);
+    op->index = NULL;
+    op->value = NULL;
+    return status;
+}
+
 static dd_status_t dd_sched_codec_start(void *arg, dd_sync_job_t *job,
                                         void *buf, size_t count,
                                         void **handle_p)
@@ -481,7 +562,8 @@ static dd_status_t dd_sched_codec_start(void *arg, dd_sync_job_t *job,
     for (size_t j = 0; j < job->n_items; j++) {
         wsize += dd_sched_item_wire(job, j);
     }
-    int n = job->codec->gather ? sched->env.job->n_workers : 0;
+    int n = job->codec->gather && sched->agg == NULL ? sched->env.job->n_workers
+                                                     : 0;
     if (op == NULL || (op->wire = malloc(wsize)) == NULL ||
         (n > 0 && (op->gathered = malloc((size_t)n * wsize)) == NULL)) {
         dd_sched_codec_op_free(op);
@@ -493,8 +575,11 @@ static dd_status_t dd_sched_codec_start(void *arg, dd_sync_job_t *job,
     op->buf = buf;
     op->count = count;
     op->wire_size = wsize;
+    op->sparse = job->codec->gather && sched->agg != NULL;
     dd_status_t status = dd_sched_codec_encode(job, buf, op->wire);
-    if (status == DD_OK) {
+    if (status == DD_OK && op->sparse) {
+        status = dd_sched_codec_sparse_start(sched, op);
+    } else if (status == DD_OK) {
         const dd_sync_pipe_t *inner = dd_sched_codec_route(sched, op);
         status = inner->start(inner->arg, &op->wire_job, op->wire,
                               job->codec->gather ? 0 : count, &op->inner);
@@ -513,13 +598,18 @@ static dd_status_t dd_sched_codec_test(void *arg, void *handle, int *busy_p)
     dd_sched_codec_op_t *op = handle;
     const dd_sync_pipe_t *inner =
         op->job->codec->gather ? &sched->coll_pipe : sched->codec_inner;
-    dd_status_t status = inner->test(inner->arg, op->inner, busy_p);
+    dd_status_t status = op->sparse
+                             ? dd_agg_test_msg(sched->agg, op->inner, busy_p)
+                             : inner->test(inner->arg, op->inner, busy_p);
 
     if (status == DD_INPROGRESS) {
         return status;
     }
     if (status == DD_OK) {
         status = dd_sched_codec_decode(sched, op);
+    }
+    if (status == DD_OK && op->sparse) {
+        op->job->wire_bytes = op->wire_done;
     }
     dd_sched_codec_op_free(op);
     return status;

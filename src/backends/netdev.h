@@ -65,6 +65,25 @@ static inline int dd_netdev_nccl_ib_hca(const char *rdma, int rdma_port,
 }
 
 /*
+ * NCCL's socket transport, for streams connections per peer: one helper
+ * thread per socket (NCCL_SOCKET_NTHREADS=streams, 1 to 16) with one socket
+ * each (NCCL_NSOCKS_PERTHREAD=1), as each Gloo stream has its own reading
+ * thread; NCCL caps the product at 64, DD_BACKEND_MAX_STREAMS keeps it at 8.
+ * Returns 0 for a single stream: NCCL's own default (1 and 1) stays, and
+ * the module sets nothing.
+ */
+static inline int dd_netdev_nccl_streams(int streams, int *threads_p,
+                                         int *socks_p)
+{
+    if (streams <= 1) {
+        return 0;
+    }
+    *threads_p = streams < 16 ? streams : 16;
+    *socks_p = 1;
+    return 1;
+}
+
+/*
  * Every backend's setting for an interface, in the order ddtopo shows
  * them: UCX_NET_DEVICES, GLOO_SOCKET_IFNAME (Gloo's TCP device attribute
  * iface), NCCL_SOCKET_IFNAME and, with an RDMA device, NCCL_IB_HCA.

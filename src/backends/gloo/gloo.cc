@@ -66,7 +66,7 @@ const uint64_t dd_gloo_p2p_slot = 0xddull << 56;
 /* Each slice of a striped collective carries at least this many bytes:
  * below it, the cost of a slice's own start (a round of handshakes per
  * ring step) outweighs a second connection's bandwidth. */
-const size_t dd_gloo_stripe_bytes = 1u << 20;
+const size_t dd_gloo_stripe_bytes = DD_NETDEV_GLOO_STRIPE_BYTES;
 
 /* Messages up to this size take Gloo's bcube (halving-doubling with base
  * 2) when the world is a power of two; larger ones the ring. */

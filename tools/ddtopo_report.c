@@ -184,7 +184,13 @@ static void ddtopo_text_stream_use(FILE *out, int streams)
                 2 * DD_NETDEV_GLOO_STRIPE_BYTES >> 20,
                 DD_NETDEV_GLOO_STRIPE_BYTES >> 20);
     }
-    fprintf(out, "\n  ucx: one endpoint per peer (the count is not used)\n");
+    fprintf(out, "\n  ucx: %d endpoint%s per peer", streams,
+            streams == 1 ? "" : "s");
+    if (streams > 1) {
+        fprintf(out, "; the 1 MiB chunks of a large message spread across "
+                     "them");
+    }
+    fputc('\n', out);
     if (dd_netdev_nccl_streams(streams, &threads, &socks)) {
         fprintf(out,
                 "  nccl: NCCL_SOCKET_NTHREADS=%d NCCL_NSOCKS_PERTHREAD=%d, "
@@ -533,7 +539,7 @@ static void ddtopo_json_stream_use(dd_json_writer_t *w, int streams)
     ddtopo_json_int_member(w, "gloo_contexts", streams);
     ddtopo_json_int_member(w, "gloo_slice_min_bytes",
                            (int)DD_NETDEV_GLOO_STRIPE_BYTES);
-    ddtopo_json_int_member(w, "ucx_endpoints_per_peer", 1);
+    ddtopo_json_int_member(w, "ucx_endpoints_per_peer", streams);
     dd_json_key(w, "nccl_env");
     dd_json_object_begin(w, DD_JSON_INLINE);
     if (dd_netdev_nccl_streams(streams, &threads, &socks)) {

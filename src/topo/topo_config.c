@@ -15,7 +15,8 @@ static const dd_config_field_t dd_topo_fields[] = {
     {"DREAMDDP_NUM_STREAMS", NULL,
      "Communication streams (connections) each rank opens to each peer; "
      "Gloo cuts large messages across them, NCCL opens that many sockets, "
-     "UCX keeps one endpoint; unset: from the link speed and how many local "
+     "UCX opens that many endpoints; unset: from the link speed and how many "
+     "local "
      "ranks share "
      "the NIC (ddtopo(1) has the table); the job uses the least any rank "
      "asks for.",

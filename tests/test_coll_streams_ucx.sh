@@ -15,4 +15,9 @@ if DREAMDDP_BACKENDS=ucx DREAMDDP_NUM_STREAMS=3 DREAMDDP_TIMEOUT_S=30 \
 else
     fail "ucx: 3 streams on 2 ranks"; cat "$TMP/eps"
 fi
+# The failure cases with 2 streams: a mismatch, and a rank leaving in the
+# middle of a 16 MB allreduce (cut across both streams), fail the others
+# within the timeout.
+DREAMDDP_NUM_STREAMS=2; export DREAMDDP_NUM_STREAMS
+coll_failures ucx
 finish

@@ -45,3 +45,51 @@ coll_failures() {
         fail "$1: a rank leaving mid-collective"; cat "$TMP/$1.exit"
     fi
 }
+
+# coll_streams NAME: every collective (allreduce in and out of place,
+# reduce-scatter, allgather, broadcast; f32 and f16, sum and avg) with
+# DREAMDDP_NUM_STREAMS of 1 to 4 on 2, 3 and 5 ranks: 7 elements (whole, on
+# one stream) and 1048583 (4 MiB of f32, cut across up to 4 streams by a
+# backend that cuts; an odd count, so the slices differ in length). The info
+# log must show the count every rank agreed on.
+coll_streams() {
+    for case in 1:2 2:2 4:2 3:3 1:5 2:5 4:5; do
+        s=${case%:*} n=${case#*:}
+        word=streams; [ "$s" -eq 1 ] && word=stream
+        out=$TMP/$1.streams.$s.$n
+        if DREAMDDP_BACKENDS=$1 DREAMDDP_NUM_STREAMS=$s DREAMDDP_TIMEOUT_S=30 \
+            DREAMDDP_LOG_LEVEL=info DREAMDDP_LOG_SUBSYS=backend \
+            "$DDRUN" -n $n --timeout 150 -- "$MP" --sizes 7,1048583 \
+            --dtypes f32,f16 --ops sum,avg >"$out" 2>&1; then
+            expect_grep "$out" "mp_coll: $1: 24 collectives correct on $n ranks" \
+                "$1: every collective exact with $s $word on $n ranks"
+            expect_grep "$out" "INFO backend: $s $word per peer" \
+                "$1: the backends were told $s $word on $n ranks"
+        else
+            fail "$1: collectives with $s $word on $n ranks"; cat "$out"
+        fi
+    done
+    # Ranks that ask for different counts use the least: here 2.
+    out=$TMP/$1.streams.mixed
+    if DREAMDDP_BACKENDS=$1 DREAMDDP_TIMEOUT_S=30 DREAMDDP_LOG_LEVEL=info \
+        DREAMDDP_LOG_SUBSYS=backend "$DDRUN" -n 3 --timeout 150 -- sh -c \
+        'DREAMDDP_NUM_STREAMS=$((4 - DREAMDDP_RANK)) exec "$0" "$@"' "$MP" \
+        --sizes 1048583 --dtypes f32 --ops sum >"$out" 2>&1; then
+        expect_grep "$out" "mp_coll: $1: 4 collectives correct on 3 ranks" \
+            "$1: exact when the ranks ask for 4, 3 and 2 streams"
+        [ "$(grep -c 'INFO backend: 2 streams per peer' "$out")" -eq 3 ] &&
+            pass "$1: every rank uses the least count asked for (2)" ||
+            fail "$1: every rank uses the least count asked for (2)"
+    else
+        fail "$1: ranks asking for different stream counts"; cat "$out"
+    fi
+    # A count out of range names the variable and what it accepts.
+    out=$TMP/$1.streams.bad
+    if DREAMDDP_BACKENDS=$1 DREAMDDP_NUM_STREAMS=9 "$DDRUN" -n 1 --timeout 60 -- \
+        "$MP" --sizes 7 >"$out" 2>&1; then
+        fail "$1: DREAMDDP_NUM_STREAMS=9 was accepted"
+    else
+        expect_grep "$out" "invalid value DREAMDDP_NUM_STREAMS='9': expected an integer from 1 to 8" \
+            "$1: DREAMDDP_NUM_STREAMS=9 names the variable and the range"
+    fi
+}

@@ -4,9 +4,11 @@
  * dtype, reduction and size, and checks its result against a reference computed
  * in double from every rank's input. Run it under ddrun:
  *
- *   mp_coll [--sizes 0,1,7] [--large N] [--mismatch count|dtype|op]
- *           [--exit-mid]
+ *   mp_coll [--sizes 0,1,7] [--dtypes f32,f16] [--ops sum,avg] [--large N]
+ *           [--mismatch count|dtype|op] [--exit-mid]
  *
+ * --dtypes and --ops keep only those dtypes and reductions (names as
+ * dd_dtype_name and dd_reduce_op_name give them; default: all).
  * --large N adds an f32 sum allreduce of N elements. --mismatch makes rank 0
  * post a different collective and --exit-mid makes the last rank leave in
  * the middle of one: then every other rank must fail within DREAMDDP_TIMEOUT_S.
@@ -28,6 +30,8 @@ typedef struct {
     size_t sizes[MP_MAX_SIZES];
     int n_sizes;
     size_t large;
+    const char *dtypes; /* comma-separated names, or NULL for all */
+    const char *ops;
     const char *mismatch;
     int exit_mid;
 } mp_opts_t;
@@ -261,6 +265,20 @@ static int mp_run_moves(dd_context_h ctx, mp_case_t *c)
     return bad;
 }
 
+/* Whether name is in the comma-separated list (NULL: every name is). */
+static int mp_listed(const char *list, const char *name)
+{
+    size_t len = strlen(name);
+
+    for (const char *p = list; p != NULL; p = strchr(p, ',')) {
+        p += *p == ',';
+        if (strncmp(p, name, len) == 0 && (p[len] == ',' || p[len] == '\0')) {
+            return 1;
+        }
+    }
+    return list == NULL;
+}
+
 static int mp_run_matrix(dd_context_h ctx, const mp_opts_t *o, int *count_p)
 {
     mp_case_t c = {.world = dd_world_size(ctx), .rank = dd_rank(ctx)};
@@ -269,8 +287,14 @@ static int mp_run_matrix(dd_context_h ctx, const mp_opts_t *o, int *count_p)
         for (int d = 0; d < DD_DTYPE_LAST; d++) {
             c.dtype = (dd_dtype_t)d;
             c.n = o->sizes[s];
+            if (!mp_listed(o->dtypes, dd_dtype_name(c.dtype))) {
+                continue;
+            }
             for (int op = 0; op < DD_REDUCE_LAST; op++) {
                 c.op = (dd_reduce_op_t)op;
+                if (!mp_listed(o->ops, dd_reduce_op_name(c.op))) {
+                    continue;
+                }
                 c.salt = s + d + op;
                 if (mp_run_reductions(ctx, &c)) {
                     return 1;
@@ -376,6 +400,10 @@ static int mp_parse(int argc, char **argv, mp_opts_t *o)
                 o->sizes[o->n_sizes++] = strtoull(p, &p, 10);
                 p += *p == ',';
             }
+        } else if (strcmp(argv[i], "--dtypes") == 0 && i + 1 < argc) {
+            o->dtypes = argv[++i];
+        } else if (strcmp(argv[i], "--ops") == 0 && i + 1 < argc) {
+            o->ops = argv[++i];
         } else if (strcmp(argv[i], "--large") == 0 && i + 1 < argc) {
             o->large = strtoull(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--mismatch") == 0 && i + 1 < argc) {

@@ -29,6 +29,17 @@ for dt in f16 bf16; do
     fi
 done
 
+# With 2 streams (the workers' Gloo instance opens two contexts and cuts
+# its large collectives across them) the route stays exact.
+if DREAMDDP_NUM_STREAMS=2 DREAMDDP_CHUNK_BYTES=1M DREAMDDP_LOG_LEVEL=info \
+    DREAMDDP_LOG_SUBSYS=backend "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- \
+    "$AGG" check f32 $sizes 2000003 >"$TMP/out" 2>&1; then
+    expect_grep "$TMP/out" "mp_agg: f32 averages exact on 3 workers" "2 streams, 3 workers + 2 aggregators"
+    expect_grep "$TMP/out" "INFO backend: 2 streams per peer" "the backends were told 2 streams"
+else
+    fail "2 streams, 3 workers + 2 aggregators"; cat "$TMP/out"
+fi
+
 # Under DREAMDDP_CHUNK_BYTES a message is cut finer, so that it spreads over every
 # home: 16 pieces per home (3 workers homing a share beside 2 aggregators:
 # 5 homes), no smaller than 64 KiB. 20000 and 300001 elements take the

@@ -78,6 +78,10 @@ DREAMDDP_SYSFS_ROOT=$FIX/cpu2s DREAMDDP_NET_IFNAME=eno "$DDTOPO" --json >"$TMP/o
 expect_grep "$TMP/out" '"chosen": {"name": "eno1"' "DREAMDDP_NET_IFNAME=eno chooses eno1"
 DREAMDDP_SYSFS_ROOT=$FIX/cpu2s DREAMDDP_NUM_STREAMS=5 "$DDTOPO" --json >"$TMP/out"
 expect_grep "$TMP/out" '"streams": 5,' "DREAMDDP_NUM_STREAMS overrides"
+expect_grep "$TMP/out" '"stream_use": {"gloo_contexts": 5, "gloo_slice_min_bytes": 1048576, "ucx_endpoints_per_peer": 5, "nccl_env": {"NCCL_SOCKET_NTHREADS": 5, "NCCL_NSOCKS_PERTHREAD": 1}}' \
+    "ddtopo shows what each backend makes of 5 streams"
+DREAMDDP_SYSFS_ROOT=$FIX/cpu2s DREAMDDP_NUM_STREAMS=1 "$DDTOPO" >"$TMP/out"
+expect_grep "$TMP/out" "  nccl: NCCL's own socket threads (1 stream)" "one stream leaves NCCL's variables alone"
 DREAMDDP_NUM_STREAMS=0 "$DDTOPO" >"$TMP/out" 2>"$TMP/err"
 [ $? -eq 1 ] && pass "bad DREAMDDP_NUM_STREAMS exits 1" || fail "bad DREAMDDP_NUM_STREAMS"
 expect_grep "$TMP/err" "DREAMDDP_NUM_STREAMS='0'" "the error names DREAMDDP_NUM_STREAMS"

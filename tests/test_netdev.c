@@ -36,6 +36,26 @@ static void test_nccl_values(void **state)
     assert_string_equal(buf, "");
 }
 
+/* NCCL's socket threads for a stream count: nothing for one stream, one
+ * thread of one socket per stream otherwise, within NCCL's limits (16
+ * threads, 64 sockets in all). */
+static void test_nccl_streams(void **state)
+{
+    int threads = -1, socks = -1;
+
+    assert_int_equal(dd_netdev_nccl_streams(1, &threads, &socks), 0);
+    assert_int_equal(threads, -1);
+    assert_int_equal(dd_netdev_nccl_streams(0, &threads, &socks), 0);
+    assert_int_equal(dd_netdev_nccl_streams(2, &threads, &socks), 1);
+    assert_int_equal(threads, 2);
+    assert_int_equal(socks, 1);
+    for (int n = 2; n <= 8; n++) {
+        assert_int_equal(dd_netdev_nccl_streams(n, &threads, &socks), 1);
+        assert_int_equal(threads * socks, n);
+        assert_true(threads <= 16 && threads * socks <= 64);
+    }
+}
+
 static void test_settings_rdma(void **state)
 {
     dd_netdev_setting_t s[DD_NETDEV_MAX];
@@ -80,6 +100,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ucx_value),
         cmocka_unit_test(test_nccl_values),
+        cmocka_unit_test(test_nccl_streams),
         cmocka_unit_test(test_settings_rdma),
         cmocka_unit_test(test_settings_tcp),
         cmocka_unit_test(test_user_set),

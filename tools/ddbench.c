@@ -7,6 +7,8 @@
  */
 #include "ddbench.h"
 
+#include "api/context.h"
+#include "backends/registry.h"
 #include "core/json_write.h"
 
 #include <dreamddp.h>
@@ -36,6 +38,7 @@ typedef struct {
     int iters;
     int warmup;
     int json;
+    int streams; /* the count the ranks agreed on, after dd_init */
 } ddbench_coll_opts_t;
 
 static double ddbench_now(void)
@@ -43,6 +46,25 @@ static double ddbench_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int ddbench_streams_set(const char *prog, const char *arg)
+{
+    int n;
+
+    if (dd_arg_int(prog, "--streams", arg, 1, DD_BACKEND_MAX_STREAMS, &n)) {
+        return -1;
+    }
+    /* Through the variable a user would set, so that the count goes the
+     * way it goes in a job: the smallest any rank asks for. */
+    char value[16];
+    snprintf(value, sizeof(value), "%d", n);
+    return setenv("DREAMDDP_NUM_STREAMS", value, 1) != 0 ? -1 : 0;
+}
+
+int ddbench_streams(dd_context_h ctx)
+{
+    return dd_backends_streams(ctx->backends);
 }
 
 /* "100000000", "64K", "16M" (KiB-based), "100MB" (decimal), "1GiB". */
@@ -113,7 +135,7 @@ static void ddbench_coll_usage(FILE *out)
             "usage: ddbench coll --op OP [--backend NAME] --bytes SIZE "
             "[--dtype T]\n"
             "                    [--reduce R] [--iters N] [--warmup N] "
-            "[--json]\n"
+            "[--streams N] [--json]\n"
             "\n"
             "  --op       allreduce, broadcast, reduce_scatter or allgather\n"
             "  --backend  ucx, gloo, nccl...; default: the best by score\n"
@@ -124,6 +146,10 @@ static void ddbench_coll_usage(FILE *out)
             "  --reduce   sum (default), avg, max, min\n"
             "  --iters    timed iterations (default 5); --warmup untimed "
             "(default 1)\n"
+            "  --streams  connections per peer, 1 to 8 (DREAMDDP_NUM_STREAMS "
+            "for this run);\n"
+            "             default: DREAMDDP_NUM_STREAMS, else the "
+            "topology's\n"
             "  --json     end with one line of JSON\n");
 }
 
@@ -137,6 +163,7 @@ static int ddbench_coll_parse(int argc, char **argv, ddbench_coll_opts_t *o)
         {"reduce", required_argument, NULL, 'r'},
         {"iters", required_argument, NULL, 'i'},
         {"warmup", required_argument, NULL, 'w'},
+        {"streams", required_argument, NULL, 's'},
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
@@ -177,6 +204,12 @@ static int ddbench_coll_parse(int argc, char **argv, ddbench_coll_opts_t *o)
         case 'w':
             bad = dd_arg_parse_long(optarg, c == 'i', INT_MAX, &lv) != 0;
             *(c == 'i' ? &o->iters : &o->warmup) = (int)lv;
+            break;
+        case 's':
+            if (ddbench_streams_set("ddbench coll", optarg) != 0) {
+                ddbench_coll_usage(stderr);
+                return -1;
+            }
             break;
         case 'j':
             o->json = 1;
@@ -453,6 +486,8 @@ static void ddbench_coll_json(const ddbench_coll_t *b, const char *backend,
     dd_json_string(&w, dd_reduce_op_name(o->op));
     dd_json_key(&w, "world");
     dd_json_int(&w, b->world);
+    dd_json_key(&w, "streams");
+    dd_json_int(&w, o->streams);
     dd_json_key(&w, "iters");
     dd_json_int(&w, o->iters);
     dd_json_key(&w, "time_s");
@@ -474,9 +509,10 @@ static void ddbench_coll_report(const ddbench_coll_t *b, const char *backend,
     double algbw = t > 0 ? (double)o->bytes / t / 1e6 : 0;
     double busbw = algbw * ddbench_bus_factor(o->coll, b->world);
 
-    printf("# ddbench coll: %s through %s on %d ranks, %s %s, median of %d "
-           "after %d warm-up\n",
-           dd_coll_name(o->coll), backend, b->world, dd_dtype_name(o->dtype),
+    printf("# ddbench coll: %s through %s on %d ranks, %d stream%s, %s %s, "
+           "median of %d after %d warm-up\n",
+           dd_coll_name(o->coll), backend, b->world, o->streams,
+           o->streams == 1 ? "" : "s", dd_dtype_name(o->dtype),
            dd_reduce_op_name(o->op), o->iters, o->warmup);
     printf("# %14s %12s %5s %12s %13s %13s %8s\n", "size(B)", "count", "type",
            "time(s)", "algbw(MB/s)", "busbw(MB/s)", "correct");
@@ -567,6 +603,7 @@ static int ddbench_coll(int argc, char **argv)
     }
     b.rank = dd_rank(b.ctx);
     b.world = dd_world_size(b.ctx);
+    o.streams = ddbench_streams(b.ctx);
     const char *backend = dd_backend_name(b.ctx, o.coll, DD_MEM_HOST, o.bytes);
     if (backend == NULL) {
         rc = ddbench_coll_fail("no backend", DD_ERR_UNSUPPORTED);

@@ -13,6 +13,14 @@
  *  *bytes_p; 0, or -1 when s is none of these. */
 int ddbench_parse_bytes(const char *s, size_t *bytes_p);
 
+/** --streams N of coll and sync: N (1 to DD_BACKEND_MAX_STREAMS) becomes
+ *  DREAMDDP_NUM_STREAMS for this run, before dd_init; 0, or -1 with a
+ *  message naming prog and the range. */
+int ddbench_streams_set(const char *prog, const char *arg);
+
+/** The stream count the ranks agreed on and the backends were told. */
+int ddbench_streams(dd_context_h ctx);
+
 /** ddbench codec --codec SPEC --bytes SIZE ... */
 int ddbench_codec_main(int argc, char **argv);
 

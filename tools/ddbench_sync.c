@@ -1,9 +1,9 @@
 /*
  * ddbench sync --bytes SIZE [--dtype f32] [--iters N] [--link-gbps G]
- * [--json]: every worker registers one layer of SIZE bytes and syncs it
- * (dd_sync_all) through whatever route the context picks: the backend's
- * allreduce, or the aggregators, which serve meanwhile. Prints the median
- * time, the bus bandwidth and, given the link rate, the time the BytePS
+ * [--streams N] [--json]: every worker registers one layer of SIZE bytes and
+ * syncs it (dd_sync_all) through whatever route the context picks: the
+ * backend's allreduce, or the aggregators, which serve meanwhile. Prints the
+ * median time, the bus bandwidth and, given the link rate, the time the BytePS
  * model predicts; every worker checks the average.
  */
 #include "agg/agg.h"
@@ -29,10 +29,12 @@ typedef struct {
 static void ddbench_sync_usage(FILE *out)
 {
     fprintf(out, "usage: ddbench sync --bytes SIZE [--iters N] "
-                 "[--link-gbps G] [--json]\n"
+                 "[--link-gbps G] [--streams N] [--json]\n"
                  "  SIZE as 100M, 4096, 1G (f32 elements of SIZE bytes)\n"
                  "  --link-gbps G   each host's link rate, for the modeled "
-                 "time\n");
+                 "time\n"
+                 "  --streams N     connections per peer, 1 to 8 "
+                 "(DREAMDDP_NUM_STREAMS for this run)\n");
 }
 
 static int ddbench_sync_parse(int argc, char **argv, ddbench_sync_opts_t *o)
@@ -41,6 +43,7 @@ static int ddbench_sync_parse(int argc, char **argv, ddbench_sync_opts_t *o)
         {"bytes", required_argument, 0, 'b'},
         {"iters", required_argument, 0, 'i'},
         {"link-gbps", required_argument, 0, 'l'},
+        {"streams", required_argument, 0, 's'},
         {"json", no_argument, 0, 'j'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -65,6 +68,11 @@ static int ddbench_sync_parse(int argc, char **argv, ddbench_sync_opts_t *o)
         case 'l':
             if (dd_arg_double("ddbench sync", "--link-gbps", optarg, 0, 1e6,
                               &o->link_gbps)) {
+                return -1;
+            }
+            break;
+        case 's':
+            if (ddbench_streams_set("ddbench sync", optarg) != 0) {
                 return -1;
             }
             break;
@@ -184,6 +192,8 @@ static int ddbench_sync_worker(dd_context_h ctx, const ddbench_sync_opts_t *o)
         dd_json_int(&jw, w);
         dd_json_key(&jw, "aggregators");
         dd_json_int(&jw, k);
+        dd_json_key(&jw, "streams");
+        dd_json_int(&jw, ddbench_streams(ctx));
         dd_json_key(&jw, "iters");
         dd_json_int(&jw, o->iters);
         dd_json_key(&jw, "time_s");
@@ -197,9 +207,12 @@ static int ddbench_sync_worker(dd_context_h ctx, const ddbench_sync_opts_t *o)
         dd_json_object_end(&jw);
         putchar('\n');
     } else if (dd_rank(ctx) == 0) {
-        printf("sync of %.1f MB: %d workers, %d aggregators, route %s\n"
+        int streams = ddbench_streams(ctx);
+        printf("sync of %.1f MB: %d workers, %d aggregators, route %s, "
+               "%d stream%s\n"
                "  median %.4f s over %d, bus bandwidth %.1f MB/s",
-               bytes / 1e6, w, k, route, med, o->iters, busbw);
+               bytes / 1e6, w, k, route, streams, streams == 1 ? "" : "s", med,
+               o->iters, busbw);
         if (!isnan(model)) {
             printf(", modeled %.4f s (measured / modeled %.2f)", model,
                    med / model);

@@ -169,6 +169,38 @@ static void ddtopo_text_devices(FILE *out, const ddtopo_report_t *r)
     }
 }
 
+/* What each backend makes of the count (a job uses the least any of its
+ * ranks asks for; this is this rank's). */
+static void ddtopo_text_stream_use(FILE *out, int streams)
+{
+    int threads, socks;
+
+    fprintf(out, "  gloo: %d context%s, each its own TCP connections", streams,
+            streams == 1 ? "" : "s");
+    if (streams > 1) {
+        fprintf(out,
+                "; collectives of %zu MiB and more cut across them, each "
+                "slice at least %zu MiB",
+                2 * DD_NETDEV_GLOO_STRIPE_BYTES >> 20,
+                DD_NETDEV_GLOO_STRIPE_BYTES >> 20);
+    }
+    fprintf(out, "\n  ucx: %d endpoint%s per peer", streams,
+            streams == 1 ? "" : "s");
+    if (streams > 1) {
+        fprintf(out, "; the 1 MiB chunks of a large message spread across "
+                     "them");
+    }
+    fputc('\n', out);
+    if (dd_netdev_nccl_streams(streams, &threads, &socks)) {
+        fprintf(out,
+                "  nccl: NCCL_SOCKET_NTHREADS=%d NCCL_NSOCKS_PERTHREAD=%d, "
+                "unless the user set either\n",
+                threads, socks);
+    } else {
+        fprintf(out, "  nccl: NCCL's own socket threads (1 stream)\n");
+    }
+}
+
 static void ddtopo_text_streams(FILE *out, const ddtopo_report_t *r)
 {
     const dd_topo_choice_t *c = r->choice;
@@ -176,12 +208,13 @@ static void ddtopo_text_streams(FILE *out, const ddtopo_report_t *r)
     fprintf(out, "\nstreams: %d ", c->streams);
     if (r->opts->num_streams > 0) {
         fprintf(out, "(DREAMDDP_NUM_STREAMS)\n");
-        return;
+    } else {
+        fprintf(out, "(%d per %s NIC, shared by %d local rank%s)\n",
+                dd_topo_streams_per_nic(c->kind, c->speed_mbps),
+                dd_topo_kind_name(c->kind), r->local_size,
+                r->local_size == 1 ? "" : "s");
     }
-    fprintf(out, "(%d per %s NIC, shared by %d local rank%s)\n",
-            dd_topo_streams_per_nic(c->kind, c->speed_mbps),
-            dd_topo_kind_name(c->kind), r->local_size,
-            r->local_size == 1 ? "" : "s");
+    ddtopo_text_stream_use(out, c->streams);
 }
 
 /* The backend modules as the registry finds them for dd_init. */
@@ -495,6 +528,28 @@ static void ddtopo_json_modules(dd_json_writer_t *w, const ddtopo_report_t *r)
     dd_json_array_end(w);
 }
 
+/* ddtopo_text_stream_use's facts: Gloo's contexts and smallest slice,
+ * UCX's endpoints per peer, and the NCCL variables the module sets. */
+static void ddtopo_json_stream_use(dd_json_writer_t *w, int streams)
+{
+    int threads, socks;
+
+    dd_json_key(w, "stream_use");
+    dd_json_object_begin(w, DD_JSON_INLINE);
+    ddtopo_json_int_member(w, "gloo_contexts", streams);
+    ddtopo_json_int_member(w, "gloo_slice_min_bytes",
+                           (int)DD_NETDEV_GLOO_STRIPE_BYTES);
+    ddtopo_json_int_member(w, "ucx_endpoints_per_peer", streams);
+    dd_json_key(w, "nccl_env");
+    dd_json_object_begin(w, DD_JSON_INLINE);
+    if (dd_netdev_nccl_streams(streams, &threads, &socks)) {
+        ddtopo_json_int_member(w, "NCCL_SOCKET_NTHREADS", threads);
+        ddtopo_json_int_member(w, "NCCL_NSOCKS_PERTHREAD", socks);
+    }
+    dd_json_object_end(w);
+    dd_json_object_end(w);
+}
+
 static void ddtopo_json_choice(dd_json_writer_t *w, const ddtopo_report_t *r)
 {
     const dd_topo_choice_t *c = r->choice;
@@ -514,6 +569,7 @@ static void ddtopo_json_choice(dd_json_writer_t *w, const ddtopo_report_t *r)
     ddtopo_json_str_member(w, "streams_source",
                            r->opts->num_streams > 0 ? "DREAMDDP_NUM_STREAMS"
                                                     : "table");
+    ddtopo_json_stream_use(w, c->streams);
     dd_json_key(w, "backend_env");
     dd_json_object_begin(w, DD_JSON_INLINE);
     for (int i = 0; i < n; i++) {

@@ -30,13 +30,16 @@ extern "C" {
  * Version of this ABI. The core refuses a module whose table carries
  * another version. Bump it on any change to the structs or slots below.
  */
-#define DD_BACKEND_ABI_VERSION 3u
+#define DD_BACKEND_ABI_VERSION 4u
 
 /** Name of the function every module exports (dd_backend_entry_fn_t). */
 #define DD_BACKEND_ENTRY "dd_backend_ops_get"
 
 /** Largest world size a backend must support; ranks fit in 16 bits. */
 #define DD_BACKEND_MAX_WORLD 65536
+
+/** Most streams dd_backend_services_t::streams may ask for. */
+#define DD_BACKEND_MAX_STREAMS 8
 
 /** Tags of send/recv carry this many significant bits. */
 #define DD_BACKEND_TAG_BITS 48
@@ -81,6 +84,12 @@ typedef struct dd_backend_services {
      *  no other library's variable. */
     const char *rdma;
     int rdma_port; /**< rdma's port (1-based); 0 when rdma is NULL */
+    /** Connections (streams) to open to each peer, 1 to
+     *  DD_BACKEND_MAX_STREAMS: DREAMDDP_NUM_STREAMS, else the topology's
+     *  choice, the same on every rank of the job (the least any rank
+     *  asked for). A module that cuts large messages across its streams
+     *  must cut them the same way on every rank. */
+    int streams;
     int log_level; /**< dd_backend_log_level_t in force for the job */
     void *arg;     /**< first argument of every function below */
 

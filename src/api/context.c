@@ -442,7 +442,8 @@ static dd_status_t dd_context_backends(dd_context_h ctx)
         .timeout_s = ctx->core.timeout_s,
         .ifname = ctx->net.name[0] != '\0' ? ctx->net.name : NULL,
         .rdma = dd_topo_choice_rdma(&ctx->net),
-        .rdma_port = ctx->net.rdma_port};
+        .rdma_port = ctx->net.rdma_port,
+        .streams = ctx->net.streams};
     return dd_backends_load(&ctx->backends_env, &ctx->backends);
 }
 

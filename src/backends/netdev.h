@@ -1,10 +1,10 @@
 /*
- * How each backend library is told the interface the topology chose: the
- * value of that library's own setting, formatted from the services
- * struct's ifname, rdma and rdma_port. Header-only, because the modules
- * (separate .so files that see nothing of the core) and ddtopo (which shows
- * what they are told) must format it with the same code. It only formats
- * and reads the environment; it never sets a variable.
+ * How each backend library is told the interface and the stream count the
+ * topology chose: the value of that library's own setting, formatted from
+ * the services struct's ifname, rdma, rdma_port and streams. Header-only,
+ * because the modules (separate .so files that see nothing of the core) and
+ * ddtopo (which shows what they are told) must format it with the same code. It
+ * only formats and reads the environment; it never sets a variable.
  */
 #ifndef DD_BACKENDS_NETDEV_H
 #define DD_BACKENDS_NETDEV_H
@@ -61,6 +61,29 @@ static inline int dd_netdev_nccl_ib_hca(const char *rdma, int rdma_port,
         return 0;
     }
     snprintf(buf, size, "=%s:%d", rdma, rdma_port);
+    return 1;
+}
+
+/* Gloo's slices of a striped collective carry at least this many bytes
+ * (gloo.cc says why); ddtopo shows it. */
+#define DD_NETDEV_GLOO_STRIPE_BYTES ((size_t)1 << 20)
+
+/*
+ * NCCL's socket transport, for streams connections per peer: one helper
+ * thread per socket (NCCL_SOCKET_NTHREADS=streams, 1 to 16) with one socket
+ * each (NCCL_NSOCKS_PERTHREAD=1), as each Gloo stream has its own reading
+ * thread; NCCL caps the product at 64, DD_BACKEND_MAX_STREAMS keeps it at 8.
+ * Returns 0 for a single stream: NCCL's own default (1 and 1) stays, and
+ * the module sets nothing.
+ */
+static inline int dd_netdev_nccl_streams(int streams, int *threads_p,
+                                         int *socks_p)
+{
+    if (streams <= 1) {
+        return 0;
+    }
+    *threads_p = streams < 16 ? streams : 16;
+    *socks_p = 1;
     return 1;
 }
 

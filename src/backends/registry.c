@@ -44,6 +44,7 @@ struct dd_backends {
     dd_backends_env_t env; /* what the modules' services point to */
     int n;
     int owns_dl; /* a group's instances borrow the job's modules */
+    int streams; /* agreed by every rank in dd_backends_agree */
     dd_backend_slot_t slot[DD_BACKENDS_MAX];
 };
 
@@ -301,19 +302,32 @@ dd_status_t dd_backends_probe(const dd_backend_opts_t *opts,
     return status;
 }
 
-/* Every rank says which backends it can run (or that it failed); only
- * those every rank can run are used. */
+/* Every rank says which backends it can run (or that it failed) and how
+ * many streams it asks for; only those every rank can run are used, with
+ * the least count any rank asked for, so that every rank cuts its messages
+ * across the same streams. A record reads "STREAMS,NAME,NAME," or "!". */
+/* What this rank asks for, within 1..DD_BACKEND_MAX_STREAMS. */
+static int dd_backends_streams_asked(const dd_backends_env_t *env)
+{
+    if (env->streams < 1) {
+        return 1;
+    }
+    return env->streams < DD_BACKEND_MAX_STREAMS ? env->streams
+                                                 : DD_BACKEND_MAX_STREAMS;
+}
+
 static dd_status_t dd_backends_agree(const dd_backends_env_t *env,
                                      dd_backends_t *b, dd_status_t local)
 {
     int world = env->world_size, kept = 0;
-    char mine[DD_BACKENDS_LIST_BYTES] = ",";
+    char mine[DD_BACKENDS_LIST_BYTES];
     char *all = calloc((size_t)world, sizeof(mine));
     dd_status_t status;
 
     if (all == NULL) {
         return DD_ERR_NO_MEMORY;
     }
+    snprintf(mine, sizeof(mine), "%d,", dd_backends_streams_asked(env));
     for (int i = 0; i < b->n && local == DD_OK; i++) {
         strncat(mine, b->slot[i].name, sizeof(mine) - strlen(mine) - 2);
         strcat(mine, ",");
@@ -331,6 +345,11 @@ static dd_status_t dd_backends_agree(const dd_backends_env_t *env,
                          "asks for (its log says why)",
                          r);
         }
+    }
+    b->streams = DD_BACKEND_MAX_STREAMS;
+    for (int r = 0; status == DD_OK && local == DD_OK && r < world; r++) {
+        int asked = atoi(all + (size_t)r * sizeof(mine));
+        b->streams = asked > 0 && asked < b->streams ? asked : b->streams;
     }
     int missing[DD_BACKENDS_MAX];
     for (int i = 0; status == DD_OK && local == DD_OK && i < b->n; i++) {
@@ -436,7 +455,7 @@ static dd_status_t dd_backend_svc_error(void *arg, dd_status_t status,
  * which this process is rank `rank` of `size`. */
 static void dd_backend_services_fill(const dd_backends_env_t *env,
                                      dd_backend_slot_t *s, const char *group,
-                                     int rank, int size)
+                                     int rank, int size, int streams)
 {
     dd_backend_services_t *svc = &s->services;
 
@@ -454,6 +473,7 @@ static void dd_backend_services_fill(const dd_backends_env_t *env,
     svc->ifname = env->ifname;
     svc->rdma = svc->ifname != NULL ? env->rdma : NULL;
     svc->rdma_port = svc->rdma != NULL ? env->rdma_port : 0;
+    svc->streams = streams;
     /* Modules log their info and debug lines only where DREAMDDP_LOG_SUBSYS
      * lets the backend subsystem speak. */
     svc->log_level = dd_log_enabled(DD_LOG_INFO, DD_SUBSYS_BACKEND)
@@ -513,7 +533,7 @@ static dd_status_t dd_backends_init(dd_backends_t *b, const char *group,
 
     for (int i = 0; i < b->n; i++) {
         dd_backend_slot_t *s = &b->slot[i];
-        dd_backend_services_fill(&b->env, s, group, rank, size);
+        dd_backend_services_fill(&b->env, s, group, rank, size, b->streams);
         dd_status_t status = s->ops->init(&s->services, &s->instance);
         if (status != DD_OK) {
             dd_error(status, DD_SUBSYS_BACKEND,
@@ -528,6 +548,9 @@ static dd_status_t dd_backends_init(dd_backends_t *b, const char *group,
     }
     dd_log_info(DD_SUBSYS_BACKEND, "backends%s%s: %s", group ? " of the " : "",
                 group ? group : "", b->n ? names : "none");
+    dd_log_info(DD_SUBSYS_BACKEND,
+                "%d stream%s per peer (the least any rank asked for)",
+                b->streams, b->streams == 1 ? "" : "s");
     if (group == NULL) {
         dd_backends_log_choice(b);
     }
@@ -583,6 +606,7 @@ dd_status_t dd_backends_load_group(const dd_backends_t *job, const char *group,
     }
     b->n = job->n;
     b->env = job->env;
+    b->streams = job->streams;
     for (int i = 0; i < job->n; i++) {
         b->slot[i] = job->slot[i];
         b->slot[i].instance = NULL;
@@ -611,6 +635,11 @@ void dd_backends_unload(dd_backends_t *backends)
         }
     }
     free(backends);
+}
+
+int dd_backends_streams(const dd_backends_t *backends)
+{
+    return backends != NULL ? backends->streams : 1;
 }
 
 const char *dd_backend_op_name(dd_backend_op_t op)

@@ -30,6 +30,10 @@ typedef struct {
     const char *ifname; /* NULL: each backend's own default */
     const char *rdma;   /* the interface's RDMA device, or NULL */
     int rdma_port;      /* its port, with rdma */
+    /* Streams this rank asks for (DREAMDDP_NUM_STREAMS or the topology's
+     * choice); the job uses the least any rank asks for, at most
+     * DD_BACKEND_MAX_STREAMS. */
+    int streams;
 } dd_backends_env_t;
 
 /** One loaded, initialized backend. */
@@ -66,7 +70,6 @@ typedef struct {
 dd_status_t dd_backends_probe(const dd_backend_opts_t *opts,
                               dd_backend_probe_t *out, int max, int *n_p);
 
-/** Finalizes and unloads every backend. NULL is allowed. */
 /**
  * Starts a second instance of every module of the job's set for a group of
  * ranks (the workers, when the job has aggregators): this process is rank
@@ -78,7 +81,11 @@ dd_status_t dd_backends_load_group(const dd_backends_t *job, const char *group,
                                    int rank, int size,
                                    dd_backends_t **backends_p);
 
+/** Finalizes and unloads every backend. NULL is allowed. */
 void dd_backends_unload(dd_backends_t *backends);
+
+/** The streams every module was told to open (the ranks' agreed count). */
+int dd_backends_streams(const dd_backends_t *backends);
 
 /**
  * The backend with the best score for op on bytes of mem_type memory;

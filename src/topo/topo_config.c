@@ -13,10 +13,14 @@ static const dd_config_field_t dd_topo_fields[] = {
      "kind, speed and nearness to the rank's GPU.",
      DD_CONFIG_IFLIST, offsetof(dd_topo_opts_t, ifname), 0, 0, NULL},
     {"DREAMDDP_NUM_STREAMS", NULL,
-     "Communication streams (connections) per rank; unset: from the link "
-     "speed and how many local ranks share the NIC (ddtopo(1) has the "
-     "table).",
-     DD_CONFIG_INT, offsetof(dd_topo_opts_t, num_streams), 1, 64, NULL},
+     "Communication streams (connections) each rank opens to each peer; "
+     "Gloo cuts large messages across them, NCCL opens that many sockets, "
+     "UCX opens that many endpoints; unset: from the link speed and how many "
+     "local "
+     "ranks share "
+     "the NIC (ddtopo(1) has the table); the job uses the least any rank "
+     "asks for.",
+     DD_CONFIG_INT, offsetof(dd_topo_opts_t, num_streams), 1, 8, NULL},
     {"DREAMDDP_SYSFS_ROOT", NULL,
      "Prefix of every sysfs path the probe reads (a fixture tree); its "
      "addrs file, when present, replaces getifaddrs.",

@@ -14,6 +14,16 @@
  * do, so that a collective starts while the one before it drains: every
  * collective has its own tag, and each rank starts them in the same order,
  * so the k-th waits only on collectives that every rank has started.
+ *
+ * services->streams (N) sets how many contexts the module opens, each over
+ * its own TCP device (its own sockets and its own reading thread), as
+ * ProcessGroupGloo does with several devices. A collective of at least
+ * 2 x dd_gloo_stripe_bytes is cut into min(N, bytes / dd_gloo_stripe_bytes)
+ * contiguous slices at element boundaries, slice i run on context i, all at
+ * once; every rank cuts the same message the same way, since the slice
+ * count depends only on the size and N, which the ranks agreed on. A smaller
+ * collective runs whole on context (sequence number mod N), and send and
+ * recv on context (tag mod N), which both ends compute alike.
  */
 #include <dreamddp/backend.h>
 
@@ -38,6 +48,7 @@ extern "C" {
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -52,6 +63,11 @@ namespace
 /* Slots of send and recv: above every prefix Gloo's collectives use. */
 const uint64_t dd_gloo_p2p_slot = 0xddull << 56;
 
+/* Each slice of a striped collective carries at least this many bytes:
+ * below it, the cost of a slice's own start (a round of handshakes per
+ * ring step) outweighs a second connection's bandwidth. */
+const size_t dd_gloo_stripe_bytes = DD_NETDEV_GLOO_STRIPE_BYTES;
+
 /* Messages up to this size take Gloo's bcube (halving-doubling with base
  * 2) when the world is a power of two; larger ones the ring. */
 const size_t dd_gloo_small_bytes = 64 * 1024;
@@ -60,21 +76,25 @@ const size_t dd_gloo_small_bytes = 64 * 1024;
 class dd_gloo_store : public gloo::rendezvous::Store
 {
   public:
-    explicit dd_gloo_store(const dd_backend_services_t *svc) : svc_(svc)
+    /* prefix keeps the keys of one stream's context from another's. */
+    dd_gloo_store(const dd_backend_services_t *svc, std::string prefix)
+        : svc_(svc), prefix_(std::move(prefix))
     {
     }
 
     void set(const std::string &key, const std::vector<char> &data) override
     {
-        check(svc_->store_set(svc_->arg, key.c_str(), data.data(), data.size()),
-              key);
+        std::string k = prefix_ + key;
+        check(svc_->store_set(svc_->arg, k.c_str(), data.data(), data.size()),
+              k);
     }
 
     std::vector<char> get(const std::string &key) override
     {
         void *value;
         size_t len;
-        check(svc_->store_get(svc_->arg, key.c_str(), &value, &len), key);
+        std::string k = prefix_ + key;
+        check(svc_->store_get(svc_->arg, k.c_str(), &value, &len), k);
         std::vector<char> out((char *)value, (char *)value + len);
         free(value);
         return out;
@@ -89,13 +109,17 @@ class dd_gloo_store : public gloo::rendezvous::Store
     void wait(const std::vector<std::string> &keys,
               const std::chrono::milliseconds &timeout) override
     {
+        std::vector<std::string> full;
         std::vector<const char *> k;
         for (const auto &key : keys) {
+            full.push_back(prefix_ + key);
+        }
+        for (const auto &key : full) {
             k.push_back(key.c_str());
         }
         check(svc_->store_wait(svc_->arg, k.data(), (int)k.size(),
                                (double)timeout.count() / 1e3),
-              keys.empty() ? std::string() : keys[0]);
+              full.empty() ? std::string() : full[0]);
     }
 
   private:
@@ -108,6 +132,7 @@ class dd_gloo_store : public gloo::rendezvous::Store
     }
 
     const dd_backend_services_t *svc_;
+    std::string prefix_;
 };
 
 /* Gloo's errors as statuses: its messages are all we have. */
@@ -141,8 +166,10 @@ struct dd_backend_request {
 
 struct dd_backend {
     const dd_backend_services_t *svc = nullptr;
-    std::shared_ptr<gloo::transport::Device> device;
-    std::shared_ptr<gloo::rendezvous::Context> context;
+    /* One device and one context per stream; [0] is the one p2p and
+     * errors' addresses know first. */
+    std::vector<std::shared_ptr<gloo::transport::Device>> devices;
+    std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts;
     std::chrono::milliseconds timeout{0};
     /* Each peer's address as Gloo writes it in its errors ("[ip]:port"),
      * by rank, so that an error names the rank too. */
@@ -291,11 +318,11 @@ gloo::AllreduceOptions::Func dd_gloo_func(dd_dtype_t dtype, dd_reduce_op_t op)
  * delaying the first send by a copy of the whole buffer.
  */
 template <typename T>
-void dd_gloo_allreduce_typed(dd_backend_t *b, const void *in, void *buf,
-                             size_t count, dd_dtype_t dtype, dd_reduce_op_t op,
-                             uint32_t tag)
+void dd_gloo_allreduce_typed(dd_backend_t *b, int stream, const void *in,
+                             void *buf, size_t count, dd_dtype_t dtype,
+                             dd_reduce_op_t op, uint32_t tag)
 {
-    gloo::AllreduceOptions opts(b->context);
+    gloo::AllreduceOptions opts(b->contexts[(size_t)stream]);
     int world = b->svc->world_size;
     bool pow2 = (world & (world - 1)) == 0;
 
@@ -312,34 +339,101 @@ void dd_gloo_allreduce_typed(dd_backend_t *b, const void *in, void *buf,
     gloo::allreduce(opts);
 }
 
-/* buf = allreduce(in); in may be buf. */
-void dd_gloo_allreduce_buf(dd_backend_t *b, const void *in, void *buf,
-                           size_t count, dd_dtype_t dtype, dd_reduce_op_t op,
-                           uint32_t tag)
+/* One slice of a collective: elements [off, off + n) on stream. */
+typedef std::function<void(int stream, size_t off, size_t n)> dd_gloo_slice_fn;
+
+/* How many slices a collective of bytes is cut into (see the top). */
+int dd_gloo_slices(const dd_backend_t *b, size_t bytes)
 {
+    size_t n = bytes / dd_gloo_stripe_bytes;
+    size_t streams = b->contexts.size();
+
+    return (int)(n < 1 ? 1 : (n < streams ? n : streams));
+}
+
+/*
+ * Runs body over count elements of elem bytes: whole on stream `whole`
+ * when one slice is all it takes, else slice i on stream i, slice 0 on
+ * this thread and the others on threads of their own, each until it ends
+ * (so no slice outlives its buffers); then rethrows the first slice's
+ * error.
+ */
+void dd_gloo_stripe(const dd_backend_t *b, int whole, size_t count, size_t elem,
+                    const dd_gloo_slice_fn &body)
+{
+    int n = dd_gloo_slices(b, count * elem);
+
+    if (n == 1) {
+        body(whole, 0, count);
+        return;
+    }
+    std::vector<std::exception_ptr> errors((size_t)n);
+    auto run = [&](int i) {
+        size_t off = count * (size_t)i / (size_t)n;
+        size_t end = count * (size_t)(i + 1) / (size_t)n;
+        try {
+            body(i, off, end - off);
+        } catch (...) {
+            errors[(size_t)i] = std::current_exception();
+        }
+    };
+    std::vector<std::thread> threads;
+    for (int i = 1; i < n; i++) {
+        threads.emplace_back(run, i);
+    }
+    run(0);
+    for (auto &t : threads) {
+        t.join();
+    }
+    for (auto &e : errors) {
+        if (e) {
+            std::rethrow_exception(e);
+        }
+    }
+}
+
+/* buf = allreduce(in) over stream's context; in may be buf. */
+void dd_gloo_allreduce_slice(dd_backend_t *b, int stream, const void *in,
+                             void *buf, size_t count, dd_dtype_t dtype,
+                             dd_reduce_op_t op, uint32_t tag)
+{
+    switch (dd_coll_dtype_size(dtype)) {
+    case 1:
+        dd_gloo_allreduce_typed<uint8_t>(b, stream, in, buf, count, dtype, op,
+                                         tag);
+        break;
+    case 2:
+        dd_gloo_allreduce_typed<uint16_t>(b, stream, in, buf, count, dtype, op,
+                                          tag);
+        break;
+    case 4:
+        dd_gloo_allreduce_typed<uint32_t>(b, stream, in, buf, count, dtype, op,
+                                          tag);
+        break;
+    default:
+        dd_gloo_allreduce_typed<uint64_t>(b, stream, in, buf, count, dtype, op,
+                                          tag);
+        break;
+    }
+}
+
+/* buf = allreduce(in), striped; in may be buf. */
+void dd_gloo_allreduce_buf(dd_backend_t *b, int whole, const void *in,
+                           void *buf, size_t count, dd_dtype_t dtype,
+                           dd_reduce_op_t op, uint32_t tag)
+{
+    size_t es = dd_coll_dtype_size(dtype);
+
     if (count == 0) {
         return;
     }
     if (b->svc->world_size == 1 && in != buf) {
-        memcpy(buf, in, count * dd_coll_dtype_size(dtype));
+        memcpy(buf, in, count * es);
     } else if (b->svc->world_size > 1) {
-        switch (dd_coll_dtype_size(dtype)) {
-        case 1:
-            dd_gloo_allreduce_typed<uint8_t>(b, in, buf, count, dtype, op, tag);
-            break;
-        case 2:
-            dd_gloo_allreduce_typed<uint16_t>(b, in, buf, count, dtype, op,
-                                              tag);
-            break;
-        case 4:
-            dd_gloo_allreduce_typed<uint32_t>(b, in, buf, count, dtype, op,
-                                              tag);
-            break;
-        default:
-            dd_gloo_allreduce_typed<uint64_t>(b, in, buf, count, dtype, op,
-                                              tag);
-            break;
-        }
+        dd_gloo_stripe(b, whole, count, es, [&](int s, size_t off, size_t n) {
+            dd_gloo_allreduce_slice(b, s, (const char *)in + off * es,
+                                    (char *)buf + off * es, n, dtype, op, tag);
+        });
     }
     if (op == DD_REDUCE_AVG) {
         dd_coll_divide(buf, count, dtype, b->svc->world_size);
@@ -351,7 +445,14 @@ void dd_gloo_allreduce_buf(dd_backend_t *b, const void *in, void *buf,
 uint32_t dd_gloo_tag(dd_backend_t *b, dd_coll_t coll,
                      const dd_backend_args_t *args)
 {
-    return (dd_coll_signature(coll, args) << 16) | (b->coll_seq++ & 0xffffu);
+    return (dd_coll_signature(coll, args) << 16) | (b->coll_seq & 0xffffu);
+}
+
+/* The stream a collective that is not cut runs on, by its sequence number
+ * (the same on every rank), and the next number. */
+int dd_gloo_next_stream(dd_backend_t *b)
+{
+    return (int)(b->coll_seq++ % (uint32_t)b->contexts.size());
 }
 
 dd_status_t dd_gloo_check_host(dd_backend_t *b, dd_coll_t coll,
@@ -401,7 +502,7 @@ void dd_gloo_learn_peers(dd_backend_t *b)
     b->peer_addr.assign((size_t)svc->world_size, std::string());
     for (int r = 0; r < svc->world_size; r++) {
         if (r != svc->rank) {
-            std::string a = b->context->getPair(r)->address().str();
+            std::string a = b->contexts[0]->getPair(r)->address().str();
             mine += std::to_string(r) + " " + a.substr(0, a.find('$')) + "\n";
         }
     }
@@ -465,18 +566,27 @@ static dd_status_t dd_gloo_init(const dd_backend_services_t *svc,
         b->timeout =
             std::chrono::milliseconds((long long)(svc->timeout_s * 1e3));
         auto attr = dd_gloo_attr(svc);
-        b->device = gloo::transport::tcp::CreateDevice(attr);
-        b->context = std::make_shared<gloo::rendezvous::Context>(
-            svc->rank, svc->world_size);
-        b->context->setTimeout(b->timeout);
-        dd_gloo_store store(svc);
-        b->context->connectFullMesh(store, b->device);
+        int streams = svc->streams > 0 ? svc->streams : 1;
+        for (int i = 0; i < streams; i++) {
+            /* Stream 0 keeps the keys of a single-stream job. */
+            dd_gloo_store store(svc, i ? "s" + std::to_string(i) + "/" : "");
+            auto device = gloo::transport::tcp::CreateDevice(attr);
+            auto context = std::make_shared<gloo::rendezvous::Context>(
+                svc->rank, svc->world_size);
+            context->setTimeout(b->timeout);
+            context->connectFullMesh(store, device);
+            b->devices.push_back(device);
+            b->contexts.push_back(context);
+        }
         dd_gloo_learn_peers(b.get());
         for (int t = 0; t < dd_gloo_threads; t++) {
             b->threads.emplace_back(dd_gloo_thread, b.get());
         }
-        dd_coll_log(svc, DD_BACKEND_LOG_DEBUG, "connected over %s",
-                    b->device->str().c_str());
+        dd_coll_log(svc, DD_BACKEND_LOG_DEBUG,
+                    "connected over %s, %d stream%s (messages of %zu bytes "
+                    "and more are cut across them)",
+                    b->devices[0]->str().c_str(), streams,
+                    streams == 1 ? "" : "s", 2 * dd_gloo_stripe_bytes);
         *backend_p = b.release();
         return DD_OK;
     });
@@ -493,8 +603,8 @@ static void dd_gloo_finalize(dd_backend_t *b)
         thread.join();
     }
     try {
-        b->context.reset();
-        b->device.reset();
+        b->contexts.clear();
+        b->devices.clear();
     } catch (...) {
     }
     delete b;
@@ -523,9 +633,10 @@ static dd_status_t dd_gloo_allreduce(dd_backend_t *b,
         auto *req = new dd_backend_request;
         dd_backend_args_t a = *args;
         uint32_t tag = dd_gloo_tag(b, DD_COLL_ALLREDUCE, args);
-        req->fn = [b, a, tag]() {
-            dd_gloo_allreduce_buf(b, a.sendbuf, a.recvbuf, a.count, a.dtype,
-                                  a.op, tag);
+        int whole = dd_gloo_next_stream(b);
+        req->fn = [b, a, tag, whole]() {
+            dd_gloo_allreduce_buf(b, whole, a.sendbuf, a.recvbuf, a.count,
+                                  a.dtype, a.op, tag);
         };
         return dd_gloo_enqueue(b, req, req_p);
     });
@@ -548,14 +659,16 @@ static dd_status_t dd_gloo_reduce_scatter(dd_backend_t *b,
         size_t es = dd_coll_dtype_size(a.dtype);
         size_t total = a.count * (size_t)b->svc->world_size;
         uint32_t tag = dd_gloo_tag(b, DD_COLL_REDUCE_SCATTER, args);
+        int whole = dd_gloo_next_stream(b);
         req->scratch.resize(total * es + 1);
         char *tmp = req->scratch.data();
         int rank = b->svc->rank;
-        req->fn = [b, a, tag, tmp, total, es, rank]() {
+        req->fn = [b, a, tag, whole, tmp, total, es, rank]() {
             if (a.count == 0) {
                 return;
             }
-            dd_gloo_allreduce_buf(b, a.sendbuf, tmp, total, a.dtype, a.op, tag);
+            dd_gloo_allreduce_buf(b, whole, a.sendbuf, tmp, total, a.dtype,
+                                  a.op, tag);
             memcpy(a.recvbuf, tmp + (size_t)rank * a.count * es, a.count * es);
         };
         return dd_gloo_enqueue(b, req, req_p);
@@ -574,20 +687,46 @@ static dd_status_t dd_gloo_broadcast(dd_backend_t *b,
         auto *req = new dd_backend_request;
         dd_backend_args_t a = *args;
         uint32_t tag = dd_gloo_tag(b, DD_COLL_BROADCAST, args);
-        req->fn = [b, a, tag]() {
+        int whole = dd_gloo_next_stream(b);
+        req->fn = [b, a, tag, whole]() {
             size_t bytes = a.count * dd_coll_dtype_size(a.dtype);
             if (bytes == 0 || b->svc->world_size == 1) {
                 return;
             }
-            gloo::BroadcastOptions opts(b->context);
-            opts.setOutput((uint8_t *)a.recvbuf, bytes);
-            opts.setRoot(a.root);
-            opts.setTag(tag);
-            opts.setTimeout(b->timeout);
-            gloo::broadcast(opts);
+            dd_gloo_stripe(
+                b, whole, bytes, 1, [&](int s, size_t off, size_t n) {
+                    gloo::BroadcastOptions opts(b->contexts[(size_t)s]);
+                    opts.setOutput((uint8_t *)a.recvbuf + off, n);
+                    opts.setRoot(a.root);
+                    opts.setTag(tag);
+                    opts.setTimeout(b->timeout);
+                    gloo::broadcast(opts);
+                });
         };
         return dd_gloo_enqueue(b, req, req_p);
     });
+}
+
+/* Bytes [off, off + n) of every rank's contribution of bytes, gathered on
+ * stream: in place when it is the whole, else through a scratch buffer,
+ * since the slice's place in the output is one piece per rank. */
+static void dd_gloo_allgather_slice(dd_backend_t *b, int stream,
+                                    const dd_backend_args_t &a, size_t bytes,
+                                    size_t off, size_t n, uint32_t tag)
+{
+    size_t world = (size_t)b->svc->world_size;
+    std::vector<uint8_t> tmp(n == bytes ? 0 : n * world);
+    uint8_t *out = n == bytes ? (uint8_t *)a.recvbuf : tmp.data();
+    gloo::AllgatherOptions opts(b->contexts[(size_t)stream]);
+
+    opts.setInput((uint8_t *)a.sendbuf + off, n);
+    opts.setOutput(out, n * world);
+    opts.setTag(tag);
+    opts.setTimeout(b->timeout);
+    gloo::allgather(opts);
+    for (size_t r = 0; n != bytes && r < world; r++) {
+        memcpy((uint8_t *)a.recvbuf + r * bytes + off, out + r * n, n);
+    }
 }
 
 static dd_status_t dd_gloo_allgather(dd_backend_t *b,
@@ -602,7 +741,8 @@ static dd_status_t dd_gloo_allgather(dd_backend_t *b,
         auto *req = new dd_backend_request;
         dd_backend_args_t a = *args;
         uint32_t tag = dd_gloo_tag(b, DD_COLL_ALLGATHER, args);
-        req->fn = [b, a, tag]() {
+        int whole = dd_gloo_next_stream(b);
+        req->fn = [b, a, tag, whole]() {
             size_t bytes = a.count * dd_coll_dtype_size(a.dtype);
             size_t world = (size_t)b->svc->world_size;
             if (bytes == 0) {
@@ -612,12 +752,10 @@ static dd_status_t dd_gloo_allgather(dd_backend_t *b,
                 memcpy(a.recvbuf, a.sendbuf, bytes);
                 return;
             }
-            gloo::AllgatherOptions opts(b->context);
-            opts.setInput((uint8_t *)a.sendbuf, bytes);
-            opts.setOutput((uint8_t *)a.recvbuf, bytes * world);
-            opts.setTag(tag);
-            opts.setTimeout(b->timeout);
-            gloo::allgather(opts);
+            dd_gloo_stripe(
+                b, whole, bytes, 1, [&](int s, size_t off, size_t n) {
+                    dd_gloo_allgather_slice(b, s, a, bytes, off, n, tag);
+                });
         };
         return dd_gloo_enqueue(b, req, req_p);
     });
@@ -644,7 +782,8 @@ static dd_status_t dd_gloo_p2p(dd_backend_t *b, const dd_backend_args_t *args,
         auto *req = new dd_backend_request;
         size_t bytes = args->count * dd_coll_dtype_size(args->dtype);
         void *ptr = send ? const_cast<void *>(args->sendbuf) : args->recvbuf;
-        req->buffer = b->context->createUnboundBuffer(ptr, bytes);
+        size_t stream = (size_t)(args->tag % b->contexts.size());
+        req->buffer = b->contexts[stream]->createUnboundBuffer(ptr, bytes);
         uint64_t slot = dd_gloo_p2p_slot | args->tag;
         auto *buffer = req->buffer.get();
         auto timeout = b->timeout;

@@ -5,7 +5,9 @@
  * event and ncclCommGetAsyncError, and aborts the communicator on timeout.
  * CUDA memory only; f16 and bf16 are reduced natively. NCCL has no API for
  * its interface, so this module (and only it) sets NCCL_SOCKET_IFNAME and
- * NCCL_IB_HCA from the services struct where the user has not. It must not
+ * NCCL_IB_HCA from the services struct where the user has not, and the
+ * socket transport's threads from services->streams (dd_netdev_nccl_streams).
+ * It must not
  * call the core, and only this module links CUDA and NCCL.
  */
 #include <dreamddp/backend.h>
@@ -96,6 +98,29 @@ static dd_status_t dd_nccl_net_env(const dd_backend_services_t *svc)
     char value[DD_NETDEV_VALUE_MAX];
     dd_status_t status;
 
+    int threads, socks;
+
+    /* Both or neither: NCCL bounds their product, so one the user set
+     * leaves the other to NCCL as well. */
+    if (dd_netdev_nccl_streams(svc->streams, &threads, &socks)) {
+        if (dd_netdev_user_set("NCCL_SOCKET_NTHREADS") ||
+            dd_netdev_user_set("NCCL_NSOCKS_PERTHREAD")) {
+            dd_coll_log(svc, DD_BACKEND_LOG_DEBUG,
+                        "NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD kept "
+                        "as the user set them, not from %d streams",
+                        svc->streams);
+        } else {
+            snprintf(value, sizeof(value), "%d", threads);
+            status = dd_nccl_setenv(svc, "NCCL_SOCKET_NTHREADS", value);
+            snprintf(value, sizeof(value), "%d", socks);
+            if (status == DD_OK) {
+                status = dd_nccl_setenv(svc, "NCCL_NSOCKS_PERTHREAD", value);
+            }
+            if (status != DD_OK) {
+                return status;
+            }
+        }
+    }
     if (svc->ifname == NULL) {
         return DD_OK;
     }

@@ -8,6 +8,14 @@
  * through ucp_config_modify, else UCX's own choice. It must not call the
  * core or set UCX's variables: everything comes through the services
  * struct.
+ *
+ * services->streams (N) endpoints go to each peer, all on the one worker
+ * (each its own connection where the transport connects, as TCP does), and
+ * a message takes endpoint (tag mod N): the shared collectives number the
+ * 1 MiB chunks of a large message one after another, so consecutive chunks
+ * go out over different connections, while the messages of one (peer, tag)
+ * stay on one endpoint, in order. The receiver matches tags on the worker,
+ * whichever endpoint they came by.
  */
 #include <dreamddp/backend.h>
 
@@ -45,7 +53,8 @@ struct dd_backend {
     ucp_context_h context;
     ucp_worker_h worker;
     int efd;
-    ucp_ep_h *eps;
+    int n_eps;     /* endpoints per peer: services->streams */
+    ucp_ep_h *eps; /* peer r's endpoint e at [r * n_eps + e] */
     dd_ucx_peer_t *peers;
     ucs_status_t *ep_status; /* UCS_OK until the peer failed */
     int cuda;                /* UCX moves CUDA memory */
@@ -276,7 +285,10 @@ static dd_status_t dd_ucx_connect(dd_backend_t *b)
         params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
         params.err_handler.cb = dd_ucx_ep_error;
         params.err_handler.arg = &b->peers[r];
-        ucs = ucp_ep_create(b->worker, &params, &b->eps[r]);
+        for (int e = 0; ucs == UCS_OK && e < b->n_eps; e++) {
+            ucs = ucp_ep_create(b->worker, &params,
+                                &b->eps[(size_t)r * b->n_eps + e]);
+        }
         free(peer_addr);
         if (ucs != UCS_OK) {
             status = dd_coll_error(svc, DD_ERR_UNREACHABLE,
@@ -302,11 +314,12 @@ static dd_status_t dd_ucx_wireup(dd_backend_t *b)
     ucp_request_param_t param;
 
     memset(&param, 0, sizeof(param));
-    for (int r = 0; r < svc->world_size; r++) {
-        if (b->eps[r] == NULL) {
+    for (int i = 0; i < svc->world_size * b->n_eps; i++) {
+        int r = i / b->n_eps;
+        if (b->eps[i] == NULL) {
             continue;
         }
-        void *req = ucp_ep_flush_nbx(b->eps[r], &param);
+        void *req = ucp_ep_flush_nbx(b->eps[i], &param);
         if (UCS_PTR_IS_ERR(req)) {
             return dd_coll_error(svc, DD_ERR_UNREACHABLE,
                                  "cannot connect to rank %d: %s", r,
@@ -388,11 +401,11 @@ static void dd_ucx_disconnect(dd_backend_t *b)
     memset(&param, 0, sizeof(param));
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    for (int r = 0; r < b->svc->world_size; r++) {
-        if (b->eps[r] == NULL) {
+    for (int i = 0; i < b->svc->world_size * b->n_eps; i++) {
+        if (b->eps[i] == NULL) {
             continue;
         }
-        void *req = ucp_ep_close_nbx(b->eps[r], &param);
+        void *req = ucp_ep_close_nbx(b->eps[i], &param);
         while (req != NULL && !UCS_PTR_IS_ERR(req) &&
                ucp_request_check_status(req) == UCS_INPROGRESS &&
                dd_time_now() < deadline) {
@@ -401,7 +414,7 @@ static void dd_ucx_disconnect(dd_backend_t *b)
         if (req != NULL && !UCS_PTR_IS_ERR(req)) {
             ucp_request_free(req);
         }
-        b->eps[r] = NULL;
+        b->eps[i] = NULL;
     }
 }
 
@@ -456,7 +469,8 @@ static dd_status_t dd_ucx_init(const dd_backend_services_t *svc,
         return dd_coll_error(svc, DD_ERR_NO_MEMORY, "no memory");
     }
     b->svc = svc;
-    b->eps = calloc((size_t)world, sizeof(*b->eps));
+    b->n_eps = svc->streams > 0 ? svc->streams : 1;
+    b->eps = calloc((size_t)world * (size_t)b->n_eps, sizeof(*b->eps));
     b->peers = calloc((size_t)world, sizeof(*b->peers));
     b->ep_status = calloc((size_t)world, sizeof(*b->ep_status));
     if (b->eps == NULL || b->peers == NULL || b->ep_status == NULL) {
@@ -479,7 +493,9 @@ static dd_status_t dd_ucx_init(const dd_backend_services_t *svc,
     b->comm.chunk_bytes = DD_COLL_CHUNK_BYTES;
     b->comm.idle = dd_ucx_idle;
     dd_coll_log(svc, DD_BACKEND_LOG_DEBUG,
-                "UCP worker ready, %d peers, CUDA memory %s", world - 1,
+                "UCP worker ready, %d peers, %d endpoint%s each, CUDA memory "
+                "%s",
+                world - 1, b->n_eps, b->n_eps == 1 ? "" : "s",
                 b->cuda ? "yes" : "no");
     *backend_p = b;
     return DD_OK;
@@ -591,8 +607,10 @@ static dd_status_t dd_ucx_send(dd_backend_t *b, const dd_backend_args_t *args,
     dd_ucx_param(&param, req, args);
     param.cb.send = dd_ucx_send_cb;
     ucp_tag_t tag = (args->tag << DD_UCX_RANK_BITS) | (ucp_tag_t)b->svc->rank;
-    ucs_status_ptr_t ptr = ucp_tag_send_nbx(b->eps[args->peer], args->sendbuf,
-                                            req->expect, tag, &param);
+    ucp_ep_h ep = b->eps[(size_t)args->peer * b->n_eps +
+                         (size_t)(args->tag % (uint64_t)b->n_eps)];
+    ucs_status_ptr_t ptr =
+        ucp_tag_send_nbx(ep, args->sendbuf, req->expect, tag, &param);
     return dd_ucx_posted(b, req, ptr, "send to", req_p);
 }
 

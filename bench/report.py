@@ -48,17 +48,24 @@ def fmt(x, spec=".3f"):
 
 def coll(path):
     meta, rows = load(path)
-    t = median_by(rows, lambda r: r.get("anchor") or "dreamddp " + r["backend"], "time_s")
+    def name(r):
+        if r.get("anchor"):
+            return r["anchor"]
+        n = r.get("streams")
+        return "dreamddp " + r["backend"] + (f", {n} stream{'s' if n > 1 else ''}" if n else "")
+    t = median_by(rows, name, "time_s")
     M, n = rows[0]["bytes"], rows[0]["world"]
-    ring = 2 * (n - 1) / n * M / rate_bytes(meta["rate"])
+    shaped = meta.get("rate") not in (None, "none")
+    ring = 2 * (n - 1) / n * M / rate_bytes(meta["rate"]) if shaped else None
     torch = t.get("torch-gloo", (None, 0))[0]
     print(f"Allreduce of {M / 1e6:.0f} MB among {n} hosts. {machine(meta)}\n")
     print("| run | × PyTorch gloo | × ring limit | time (s) | algbw (MB/s) | runs |")
     print("|---|---|---|---|---|---|")
-    print(f"| ring limit 2(n-1)/n·M/B | {fmt(ring / torch if torch else None)} | 1.000 | {ring:.3f} | {M / ring / 1e6:.0f} | |")
+    if ring:
+        print(f"| ring limit 2(n-1)/n·M/B | {fmt(ring / torch if torch else None)} | 1.000 | {ring:.3f} | {M / ring / 1e6:.0f} | |")
     for k in sorted(t, key=lambda k: (k != "torch-gloo", k)):
         v, c = t[k]
-        print(f"| {k} | {fmt(v / torch if torch else None)} | {v / ring:.3f} | {v:.3f} | {M / v / 1e6:.0f} | {c} |")
+        print(f"| {k} | {fmt(v / torch if torch else None)} | {fmt(v / ring if ring else None)} | {v:.3f} | {M / v / 1e6:.0f} | {c} |")
 
 
 def run_name(r):
@@ -66,7 +73,12 @@ def run_name(r):
     if r.get("anchor"):
         return r["anchor"]
     c = r.get("compression")
-    return r["strategy"] + ("/" + c if c not in (None, "none", "default") else "")
+    name = r["strategy"] + ("/" + c if c not in (None, "none", "default") else "")
+    if r.get("aggregators") and not r.get("train"):
+        name += f" @{r['aggregators']} aggregators"
+    if r.get("deadline") == "backward" and "+next" in r["strategy"]:
+        name += " (no forward marks)"
+    return name
 
 
 def train_medians(rows):

@@ -12,6 +12,9 @@
 # or with DEADLINE=backward makes no marks (the deadline is the layer's
 # next backward: the embedding's sync then hides behind a whole
 # iteration).
+# An entry S[/C][@K][%backward] runs with K aggregators on hosts of their
+# own (the cluster then has 4 + the largest K hosts), and %backward makes
+# that entry mark no forward whatever DEADLINE says.
 # Results: results/train_sim.jsonl.
 . "$(dirname "$0")/lib.sh"
 out=$RESULTS/train_sim.jsonl
@@ -27,6 +30,18 @@ round() {
             "$ANCHORS/torch_sim.py" "$m" "$iters" | keep "$out" "$1"
     done
     for entry in $strategies; do
+        d=$deadline
+        case $entry in *%backward)
+            d=backward
+            entry=${entry%\%backward}
+            ;;
+        esac
+        k=0
+        case $entry in *@*)
+            k=${entry##*@}
+            entry=${entry%@*}
+            ;;
+        esac
         # S/C: strategy S with --compression C.
         s=${entry%%/*}
         codec=
@@ -37,15 +52,28 @@ round() {
         if [ "$s" = dreamddp:4 ] && [ "$1" = "$ROUNDS" ]; then
             timeline=$RESULTS/timeline_dreamddp4.%r.json
         fi
-        on_hosts 4 150 env DREAMDDP_TIMELINE="$timeline" "$DDBENCH" train-sim \
+        on_hosts $((4 + k)) 150 env DREAMDDP_TIMELINE="$timeline" \
+            DREAMDDP_NUM_AGGREGATORS=$k "$DDBENCH" train-sim \
             --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$s" \
-            --forward "$forward" --deadline "$deadline" \
-            $codec --iters "$iters" --json | keep "$out" "$1"
+            --forward "$forward" --deadline "$d" \
+            $codec --iters "$iters" --json |
+            sed "s/^{/{\"aggregators\":$k,\"deadline\":\"$d\",/" |
+            keep "$out" "$1"
     done
 }
 
-start_results "$out" 4
-rounds cluster 4 round
+hosts=4
+for entry in $strategies; do
+    case ${entry%\%backward} in
+    *@*)
+        k=${entry%\%backward}
+        k=${k##*@}
+        [ $((4 + k)) -le $hosts ] || hosts=$((4 + k))
+        ;;
+    esac
+done
+start_results "$out" $hosts
+rounds cluster $hosts round
 # The ranks' timelines, merged onto one clock, for the plot of one window
 # across ranks.
 if "$DDBENCH" timeline merge "$RESULTS"/timeline_dreamddp4.*.json \

@@ -459,10 +459,13 @@ static void dd_backend_services_fill(const dd_backends_env_t *env,
 {
     dd_backend_services_t *svc = &s->services;
 
+    char prefix[sizeof(s->arg.prefix)]; /* group may lie inside *s */
+
     s->arg.env = env;
     s->arg.name = s->name;
-    snprintf(s->arg.prefix, sizeof(s->arg.prefix), "backend/%s%s%s",
-             group ? group : "", group ? "/" : "", s->name);
+    snprintf(prefix, sizeof(prefix), "backend/%s%s%s", group ? group : "",
+             group ? "/" : "", s->name);
+    memcpy(s->arg.prefix, prefix, sizeof(prefix));
     memset(svc, 0, sizeof(*svc));
     svc->abi_version = DD_BACKEND_ABI_VERSION;
     svc->rank = rank;

@@ -258,20 +258,7 @@ static void dd_coll_reduce_half(uint16_t *d, const uint16_t *s, size_t count,
                                 dd_reduce_op_t op, dd_coll_widen_fn_t widen,
                                 dd_coll_narrow_fn_t narrow)
 {
-    size_t i = 0;
-
-    if ((op == DD_REDUCE_SUM || op == DD_REDUCE_AVG) && d != s) {
-        if (widen == dd_coll_bf16_to_f32) {
-            dd_coll_sum_bf16(d, s, count);
-            return;
-        }
-#ifdef DD_COLL_X86
-        if (dd_coll_have_f16c()) {
-            i = dd_coll_sum_f16_f16c(d, s, count);
-        }
-#endif
-    }
-    for (; i < count; i++) {
+    for (size_t i = 0; i < count; i++) {
         float a = widen(d[i]), b = widen(s[i]), r;
         if (op == DD_REDUCE_SUM || op == DD_REDUCE_AVG) {
             r = a + b;
@@ -304,11 +291,23 @@ void dd_coll_reduce(void *dst, const void *src, size_t count, dd_dtype_t dtype,
         }
         DD_COLL_REDUCE_LOOP(double, double);
         break;
-    case DD_DTYPE_F16:
-        dd_coll_reduce_half(dst, src, count, op, dd_coll_f16_to_f32,
-                            dd_coll_f32_to_f16);
+    case DD_DTYPE_F16: {
+        size_t done = 0;
+#ifdef DD_COLL_X86
+        if (sum && dst != src && dd_coll_have_f16c()) {
+            done = dd_coll_sum_f16_f16c(dst, src, count);
+        }
+#endif
+        dd_coll_reduce_half((uint16_t *)dst + done,
+                            (const uint16_t *)src + done, count - done, op,
+                            dd_coll_f16_to_f32, dd_coll_f32_to_f16);
         break;
+    }
     case DD_DTYPE_BF16:
+        if (sum && dst != src) {
+            dd_coll_sum_bf16(dst, src, count);
+            break;
+        }
         dd_coll_reduce_half(dst, src, count, op, dd_coll_bf16_to_f32,
                             dd_coll_f32_to_bf16);
         break;

@@ -69,15 +69,37 @@ static void hello(int fd)
     dd_store_buf_free(&b);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* The client closes first, so each connection leaves a TIME_WAIT entry
+ * on its source address and port. At a few thousand inputs a second one
+ * source address runs out of ephemeral ports within a 20 s run, and
+ * connect fails with EADDRNOTAVAIL: each input takes its source from the
+ * next of 4096 loopback addresses (127.1.0.0/20), which the server at
+ * 127.0.0.1 answers as it answers any client. */
+static int connect_server(void)
 {
+    static uint32_t next_src;
     struct sockaddr_in sa = {.sin_family = AF_INET,
                              .sin_port = htons((uint16_t)port)};
     inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-        abort();
+    for (int attempt = 0; attempt < 64; attempt++) {
+        struct sockaddr_in src = {.sin_family = AF_INET};
+        src.sin_addr.s_addr = htonl(0x7f010000u | (next_src++ & 0xfffu));
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            abort();
+        }
+        if (bind(fd, (struct sockaddr *)&src, sizeof(src)) == 0 &&
+            connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+            return fd;
+        }
+        close(fd);
     }
+    abort(); /* the server stopped answering */
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    int fd = connect_server();
     if (size > 0 && (data[0] & 1)) {
         hello(fd);
     }

@@ -78,6 +78,8 @@ def run_name(r):
         name += f" @{r['aggregators']} aggregators"
     if r.get("deadline") == "backward" and "+next" in r["strategy"]:
         name += " (no forward marks)"
+    if r.get("step_work"):
+        name += " (step work)"
     return name
 
 
@@ -130,37 +132,40 @@ def frontend(path):
     print(f"The PyTorch front end on gpt2-blocks at scale 0.25. {machine(meta)}")
     print("Exposed = s/iter minus the compute-only run of the same code (front end:"
           " torch_frontend.py compute; PyTorch: torch_sim.py compute).\n")
-    none = med("none")
+    none, none_sw = med("none"), med("none (step work)")
     step_work = fcomp - none if fcomp is not None and none is not None else None
     print("PyTorch's own step work (autograd, gradient accumulation, zero_grad and the"
           " optimizer step over the model's bytes, 4 ranks sharing the cores) is in every"
-          " front-end run and not in train-sim's: front-end compute minus train-sim none ="
-          f" {fmt(step_work)} s/iter here. The last ratio adds it to train-sim's time.\n")
+          " front-end run: front-end compute minus train-sim none ="
+          f" {fmt(step_work)} s/iter here. `train-sim --step-work` does the same memory"
+          " work in C (zero the gradients, accumulate each layer's before it is marked"
+          " ready, an SGD step with lr 0 after dd_step_end): front end ÷ that is what the"
+          f" binding costs. Its none: {fmt(none_sw)} s/iter.\n")
     waits = median_by(rows, run_name, "mean_wait_s")
     waits.update(median_by([r for r in rows if not r.get("anchor")], run_name, "wait_s"))
     wait = lambda k: waits.get(k, (None,))[0]  # noqa: E731
     print("Wait = the library's own exposed wait, dd_step_end's wait_s per iteration."
           " Exposed minus wait is the rest of the iteration (backward with its hooks,"
           " gradient accumulation, the optimizer) taking longer beside the syncs than"
-          " in the compute-only run: 0 for train-sim, whose compute is sleeps.\n")
+          " in the compute-only run.\n")
     print("| strategy | front end s/iter | train-sim s/iter | front end ÷ train-sim |"
-          " exposed s/iter | train-sim exposed s/iter | exposed ÷ PyTorch Local SGD's |"
-          " front end ÷ (train-sim + step work) | wait s/iter | train-sim wait s/iter |"
-          " wait ÷ PyTorch Local SGD's exposed | runs |")
+          " train-sim --step-work s/iter | front end ÷ train-sim --step-work |"
+          " exposed s/iter | exposed ÷ PyTorch Local SGD's |"
+          " train-sim --step-work exposed ÷ PyTorch Local SGD's |"
+          " wait s/iter | train-sim wait s/iter | runs |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    ratio = lambda a, b: a / b if a is not None and b else None  # noqa: E731
     for k in sorted(k for k in t if k.startswith("frontend-") and k != "frontend-compute"):
         s_name = k[len("frontend-"):]
         v, c = t[k]
-        sim = med(s_name)
+        sim, sim_sw = med(s_name), med(s_name + " (step work)")
         exposed = v - fcomp if fcomp is not None else None
-        sim_exposed = sim - none if sim is not None and none is not None else None
-        plus = v / (sim + step_work) if sim is not None and step_work is not None else None
-        w = wait(k)
-        print(f"| {s_name} | {v:.3f} | {fmt(sim)} | {fmt(v / sim if sim else None)}"
-              f" | {fmt(exposed)} | {fmt(sim_exposed)}"
-              f" | {fmt(exposed / torch_exposed if exposed is not None and torch_exposed else None)}"
-              f" | {fmt(plus)} | {fmt(w)} | {fmt(wait(s_name))}"
-              f" | {fmt(w / torch_exposed if w is not None and torch_exposed else None)} | {c} |")
+        sw_exposed = sim_sw - none_sw if sim_sw is not None and none_sw is not None else None
+        print(f"| {s_name} | {v:.3f} | {fmt(sim)} | {fmt(ratio(v, sim))}"
+              f" | {fmt(sim_sw)} | {fmt(ratio(v, sim_sw))}"
+              f" | {fmt(exposed)} | {fmt(ratio(exposed, torch_exposed))}"
+              f" | {fmt(ratio(sw_exposed, torch_exposed))}"
+              f" | {fmt(wait(k))} | {fmt(wait(s_name))} | {c} |")
 
 
 def accuracy(path):

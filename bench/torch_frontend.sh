@@ -3,7 +3,9 @@
 # anchors' gpt2-blocks model (scale 0.25; bench/torch_frontend.py runs
 # torch_sim.py's own Model) under ddp, localsgd:4 and dreamddp:4, beside
 # torch_sim.py (compute, ddp, localsgd:4) and ddbench train-sim (none and the
-# same strategies), on the same 4 emulated hosts at 1 Gbit/s, interleaved
+# same strategies, each also with --step-work: the training loop's own memory
+# work, which every PyTorch run does), on the same 4 emulated hosts at
+# 1 Gbit/s, interleaved
 # over $ROUNDS rounds; then the tables. Acceptance (issue 14): the front
 # end's s/iter within 1.05x of train-sim's for the same strategy, and
 # dreamddp:4 through it exposing at most 0.70x PyTorch Local SGD's
@@ -28,8 +30,11 @@ round() {
             "$here/torch_frontend.py" "$s" "$iters" | keep "$out" "$1"
     done
     for s in none $strategies; do
-        on_hosts 4 150 "$DDBENCH" train-sim --profile "$PROFILES/gpt2-blocks" \
-            --scale 0.25 --strategy "$s" --iters "$iters" --json | keep "$out" "$1"
+        for work in "" --step-work; do
+            on_hosts 4 150 "$DDBENCH" train-sim \
+                --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$s" \
+                --iters "$iters" $work --json | keep "$out" "$1"
+        done
     done
 }
 

@@ -52,6 +52,24 @@ else
     fail "train-sim dreamddp:4+next --deadline backward"; cat "$TMP/fwb"
 fi
 
+# --step-work (a training loop's zero_grad, accumulation and SGD step) runs
+# beside the syncs and says so; it changes the layers, so --check refuses it.
+for s in none dreamddp:4; do
+    if "$DDRUN" -n 2 --timeout 120 -- "$DDBENCH" train-sim --profile "$SMALL" \
+        --time-scale 0.1 --strategy $s --iters 8 --step-work --json \
+        >"$TMP/sw" 2>&1; then
+        expect_grep "$TMP/sw" '"step_work":true' "train-sim $s --step-work says so"
+    else
+        fail "train-sim $s --step-work"; cat "$TMP/sw"
+    fi
+done
+if "$DDBENCH" train-sim --profile "$SMALL" --strategy none --check --step-work \
+    >"$TMP/swc" 2>&1; then
+    fail "train-sim --check --step-work is refused"
+else
+    expect_grep "$TMP/swc" "not with --check" "train-sim --check --step-work is refused with the usage"
+fi
+
 # ddbench plan shows both models: the same-iteration one, and the deadline
 # model with its own schedule, from sync times derived from the sizes.
 if "$DDBENCH" plan "$SMALL" --H 2 --forward 0.5 --bandwidth 1e9 --workers 4 \

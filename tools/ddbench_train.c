@@ -13,7 +13,14 @@
  * --forward F emulates forward too, as FORWARD=F does in torch_sim.py:
  * each layer's forward sleeps F times its backward time, in forward
  * order, after the layer's dd_layer_forward mark (the deadline of its
- * delayed average under a "+next" strategy).
+ * delayed average under a "+next" strategy). --step-work does to memory
+ * what a PyTorch training loop does with every step (torch_sim.py's, or a
+ * model under the front end): zero_grad writes every gradient, backward
+ * accumulates each layer's new gradient into it before the layer is marked
+ * ready, and the optimizer's SGD step (lr 0, as torch_sim.py's) reads the
+ * parameters and gradients and writes the parameters, after dd_step_end;
+ * so that the front end can be timed against the same CPU work without
+ * the binding.
  */
 #include "api/context.h"
 #include "core/json_write.h"
@@ -34,7 +41,7 @@ typedef struct {
     const char *compression; /* NULL: DREAMDDP_COMPRESSION */
     long iters, warmup, cols;
     double scale, time_scale, bytes_per_s, forward;
-    int check, json;
+    int check, json, step_work;
     int no_marks; /* --deadline backward: no dd_layer_forward marks */
 } ddbench_train_opts_t;
 
@@ -44,6 +51,7 @@ typedef struct {
     size_t n;
     size_t *count;
     float **param, **grad;
+    float *new_grad; /* --step-work: the gradient backward accumulates */
     dd_layer_h *layer;
     int grads, none, delay;
     int rank, workers;
@@ -75,7 +83,12 @@ static void ddbench_train_usage(FILE *out)
             "columns (their\n"
             "     count rounded down to whole rows), which powersgd "
             "factors; default 0:\n"
-            "     vectors (torch_sim.py uses 768, GPT-2's width)\n");
+            "     vectors (torch_sim.py uses 768, GPT-2's width)\n"
+            "  --step-work: a training loop's own memory work each step "
+            "(zero the\n"
+            "     gradients, accumulate each layer's, an SGD step with lr 0), "
+            "which the\n"
+            "     modeled time does not count; not with --check\n");
 }
 
 static void ddbench_sleep(double s)
@@ -201,17 +214,40 @@ static int ddbench_identical(ddbench_sim_t *s)
     return ok;
 }
 
+/* --step-work's SGD learning rate: 0, as torch_sim.py's, read at run
+ * time so that the step's reads and writes are made. */
+static volatile float ddbench_lr = 0.0f;
+
+/* --step-work's optimizer step: p -= lr * g over every layer. */
+static void ddbench_sgd(ddbench_sim_t *s)
+{
+    float lr = ddbench_lr;
+    for (size_t l = 0; l < s->n; l++) {
+        float *p = s->param[l];
+        const float *g = s->grad[l];
+        for (size_t i = 0; i < s->count[l]; i++) {
+            p[i] -= lr * g[i];
+        }
+    }
+}
+
 static dd_status_t ddbench_step(ddbench_sim_t *s, const ddbench_train_opts_t *o,
                                 dd_step_stats_t *st)
 {
     dd_status_t status = s->none ? DD_OK : dd_step_begin(s->ctx);
     const double *frozen = s->p->frozen_before_s;
+    for (size_t l = 0; o->step_work && l < s->n; l++) {
+        memset(s->grad[l], 0, s->count[l] * sizeof(float)); /* zero_grad */
+    }
     if (status == DD_OK) {
         status = ddbench_forward(s, o);
     }
     for (size_t l = s->n; status == DD_OK && l-- > 0;) {
         ddbench_sleep(((frozen ? frozen[l] : 0) + s->p->bp_s[l]) *
                       o->time_scale);
+        for (size_t i = 0; o->step_work && i < s->count[l]; i++) {
+            s->grad[l][i] += s->new_grad[i]; /* the gradient's accumulation */
+        }
         if (!s->none) {
             status = dd_layer_ready(s->ctx, s->layer[l]);
         }
@@ -219,6 +255,9 @@ static dd_status_t ddbench_step(ddbench_sim_t *s, const ddbench_train_opts_t *o,
     ddbench_sleep(s->p->frozen_after_s * o->time_scale);
     if (status == DD_OK && !s->none) {
         status = dd_step_end(s->ctx, st);
+    }
+    if (status == DD_OK && o->step_work) {
+        ddbench_sgd(s);
     }
     return status;
 }
@@ -272,11 +311,25 @@ static int ddbench_register(ddbench_sim_t *s, const ddbench_train_opts_t *o)
             t.rows = s->count[l] / t.cols;
         }
         if (s->param[l] == NULL || s->grad[l] == NULL ||
-            dd_layer_register(s->ctx, s->p->names[l], &t, 1, &s->layer[l]) !=
-                DD_OK) {
+            (!s->none && dd_layer_register(s->ctx, s->p->names[l], &t, 1,
+                                           &s->layer[l]) != DD_OK)) {
             fprintf(stderr, "ddbench: cannot register layer %s: %s\n",
                     s->p->names[l], dd_last_error());
             return -1;
+        }
+    }
+    if (o->step_work) {
+        size_t most = 1;
+        for (size_t l = 0; l < s->n; l++) {
+            most = s->count[l] > most ? s->count[l] : most;
+        }
+        s->new_grad = malloc(most * sizeof(float));
+        if (s->new_grad == NULL) {
+            fprintf(stderr, "ddbench: no memory for --step-work\n");
+            return -1;
+        }
+        for (size_t i = 0; i < most; i++) {
+            s->new_grad[i] = 1e-3f; /* torch_sim.py's gradient */
         }
     }
     return 0;
@@ -398,6 +451,7 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
         {"cols", required_argument, 0, 'k'},
         {"forward", required_argument, 0, 'f'},
         {"deadline", required_argument, 0, 'D'},
+        {"step-work", no_argument, 0, 'S'},
         {"json", no_argument, 0, 'j'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -454,6 +508,9 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
         case 'c':
             o->check = 1;
             break;
+        case 'S':
+            o->step_work = 1;
+            break;
         case 'C':
             o->compression = optarg;
             break;
@@ -474,7 +531,8 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
     if (o->profile == NULL || o->strategy == NULL || o->iters < 1 ||
         o->scale < 0 || o->time_scale < 0 || optind != argc ||
         (o->check && o->compression != NULL &&
-         strcmp(o->compression, "none") != 0)) {
+         strcmp(o->compression, "none") != 0) ||
+        (o->check && o->step_work)) {
         ddbench_train_usage(stderr);
         return -1;
     }
@@ -599,6 +657,8 @@ static void ddbench_train_json(const ddbench_sim_t *s,
     dd_json_double(&w, o->forward);
     dd_json_key(&w, "deadline");
     dd_json_string(&w, o->no_marks ? "backward" : "forward");
+    dd_json_key(&w, "step_work");
+    dd_json_bool(&w, o->step_work);
     dd_json_key(&w, "iters");
     dd_json_int(&w, o->iters);
     dd_json_key(&w, "mean_iter_s");
@@ -635,9 +695,9 @@ static void ddbench_train_report(ddbench_sim_t *s,
         return;
     }
     printf("train-sim %s: %d workers, %zu layers, %.1f MB (scale %g, "
-           "time scale %g, forward %g)\n",
+           "time scale %g, forward %g%s)\n",
            name, s->workers, s->n, bytes / 1e6, o->scale, o->time_scale,
-           o->forward);
+           o->forward, o->step_work ? ", step work" : "");
     if (s->p->num_frozen > 0) {
         printf("  %zu frozen modules: %.4f s of backward per iteration, "
                "no sync\n",
@@ -660,6 +720,7 @@ static void ddbench_sim_free(ddbench_sim_t *s)
     }
     free(s->param);
     free(s->grad);
+    free(s->new_grad);
     free(s->layer);
     free(s->count);
     free(s->window_syncs);
@@ -676,6 +737,11 @@ static int ddbench_train_run(ddbench_sim_t *s, const ddbench_train_opts_t *o)
     s->n = s->p->num_layers;
     if (ddbench_sizes(s, o) != 0) {
         return 2;
+    }
+    /* Strategy none registers nothing, but has the buffers for
+     * --step-work. */
+    if (s->none && ddbench_register(s, o) != 0) {
+        return 1;
     }
     if (!s->none &&
         (dd_strategy_set(s->ctx, o->strategy) != DD_OK ||

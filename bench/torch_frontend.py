@@ -14,8 +14,9 @@ wait_s) per iteration.
 
 The timed iterations follow the same warm-up as ddbench train-sim's: the
 profiling steps (DREAMDDP_PROFILE_STEPS, 5 by default) rounded up to whole
-windows, plus one window for the first plan, so that the front end and
-train-sim time the same planned steps. The compute mode warms up one step.
+windows, plus one window for the first plan (and two more under delayed
+averaging, "+next"), so that the front end and train-sim time the same
+planned steps. The compute mode warms up one step.
 """
 
 import os
@@ -47,7 +48,10 @@ def warmup(strategy):
     m = re.match(r"[a-z_]+:([0-9]+)", strategy)
     h = int(m.group(1)) if m else 1
     profile = int(os.environ.get("DREAMDDP_PROFILE_STEPS", "5"))
-    return ((profile + h - 1) // h + 1) * h
+    windows = (profile + h - 1) // h + 1
+    if "+next" in strategy:
+        windows += 2  # delayed averaging: the backlog's steady state, as train-sim
+    return windows * h
 
 
 def main():

@@ -99,7 +99,10 @@ def train(path):
     torch_exposed = tl - comp if tl and comp else None
     print(f"Train simulator, gpt2-blocks at scale 0.25. {machine(meta)}")
     print("Exposed communication = time per iteration minus the compute-only run of the same"
-          " code (ours: strategy none; PyTorch: torch_sim.py compute).\n")
+          " code (ours: strategy none, or none with --step-work for the runs with it;"
+          " PyTorch: torch_sim.py compute). Step work: train-sim --step-work, a training"
+          " loop's own memory work (zero_grad, gradient accumulation, SGD step), as"
+          " torch_sim.py's loop does; the modeled time does not count it.\n")
     fp16_col = tfp16 is not None
     print("| run | exposed ÷ PyTorch Local SGD's | s/iter ÷ PyTorch DDP |"
           + (" s/iter ÷ PyTorch ddp-fp16 |" if fp16_col else "")
@@ -112,6 +115,8 @@ def train(path):
         base = comp if k.startswith("torch-") else none
         if k.startswith("frontend-"):
             base = t.get("frontend-compute", (None,))[0]
+        if k.endswith(" (step work)"):
+            base = t.get("none (step work)", (None,))[0]
         exposed = v - base if base is not None else None
         m = model.get(k, (None,))[0]
         print(f"| {k} | {fmt(exposed / torch_exposed if exposed is not None and torch_exposed else None)}"

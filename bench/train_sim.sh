@@ -12,9 +12,12 @@
 # or with DEADLINE=backward makes no marks (the deadline is the layer's
 # next backward: the embedding's sync then hides behind a whole
 # iteration).
-# An entry S[/C][@K][%backward] runs with K aggregators on hosts of their
-# own (the cluster then has 4 + the largest K hosts), and %backward makes
-# that entry mark no forward whatever DEADLINE says.
+# An entry S[/C][@K][%backward][%work] runs with K aggregators on hosts of
+# their own (the cluster then has 4 + the largest K hosts), %backward makes
+# that entry mark no forward whatever DEADLINE says, and %work runs it with
+# --step-work (the training loop's own memory work, which torch_sim.py's
+# loop does: zero_grad, gradient accumulation, the SGD step), so that its
+# compute is PyTorch's; none%work is then its compute-only run.
 # Results: results/train_sim.jsonl.
 . "$(dirname "$0")/lib.sh"
 out=$RESULTS/train_sim.jsonl
@@ -31,11 +34,20 @@ round() {
     done
     for entry in $strategies; do
         d=$deadline
-        case $entry in *%backward)
-            d=backward
-            entry=${entry%\%backward}
-            ;;
-        esac
+        work=
+        while :; do
+            case $entry in
+            *%backward)
+                d=backward
+                entry=${entry%\%backward}
+                ;;
+            *%work)
+                work=--step-work
+                entry=${entry%\%work}
+                ;;
+            *) break ;;
+            esac
+        done
         k=0
         case $entry in *@*)
             k=${entry##*@}
@@ -55,7 +67,7 @@ round() {
         on_hosts $((4 + k)) 150 env DREAMDDP_TIMELINE="$timeline" \
             DREAMDDP_NUM_AGGREGATORS=$k "$DDBENCH" train-sim \
             --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$s" \
-            --forward "$forward" --deadline "$d" \
+            --forward "$forward" --deadline "$d" $work \
             $codec --iters "$iters" --json |
             sed "s/^{/{\"aggregators\":$k,\"deadline\":\"$d\",/" |
             keep "$out" "$1"
@@ -64,10 +76,12 @@ round() {
 
 hosts=4
 for entry in $strategies; do
-    case ${entry%\%backward} in
+    entry=${entry%\%work}
+    entry=${entry%\%backward}
+    entry=${entry%\%work}
+    case $entry in
     *@*)
-        k=${entry%\%backward}
-        k=${k##*@}
+        k=${entry##*@}
         [ $((4 + k)) -le $hosts ] || hosts=$((4 + k))
         ;;
     esac

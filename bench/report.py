@@ -25,6 +25,8 @@ def load(path):
 def rate_bytes(rate):
     """'1gbit' -> bytes per second."""
     m = re.fullmatch(r"([0-9.]+)\s*([kmg]?)bit", rate.lower())
+    if m is None:
+        return None  # unshaped (RATE=none): no line rate to model
     return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] / 8
 
 
@@ -231,7 +233,8 @@ def sync(path):
     def key(r):
         if r.get("anchor") == "torch-gloo":
             return "torch-gloo"
-        return (r.get("anchor") or "dreamddp", r["workers"], r["aggregators"])
+        return (r.get("anchor") or "dreamddp", r["workers"], r["aggregators"],
+                r.get("streams", 0) if not r.get("anchor") else 0)
 
     t = median_by(syncs, key, "time_s")
     route = {key(r): r.get("route") for r in syncs if not r.get("anchor")}
@@ -242,18 +245,19 @@ def sync(path):
     print("Model: BytePS's optimum 2n(n-1)M/((n²+kn-2k)B): the ring limit at k=0, push/pull M/B at k=n."
           " TCP floor: bench/tcpfloor.c, the slowest rank moving the same bytes over bare TCP"
           " connections, all at once, with no summation.\n")
-    print("| workers + aggregators | route | × PyTorch gloo (4 hosts) | × model | × TCP floor | time (s)"
-          " | model (s) | TCP floor (s) | runs |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| workers + aggregators | route | streams | × PyTorch gloo (4 hosts) | × model | × TCP floor"
+          " | time (s) | model (s) | TCP floor (s) | runs |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     if torch:
-        print(f"| PyTorch gloo allreduce, 4 hosts | ring | 1.000 | | | {torch:.3f} | | | {t['torch-gloo'][1]} |")
+        print(f"| PyTorch gloo allreduce, 4 hosts | ring | | 1.000 | | | {torch:.3f} | | | {t['torch-gloo'][1]} |")
     for k in sorted(x for x in t if x != "torch-gloo" and x[0] == "dreamddp"):
-        _, n, a = k
+        _, n, a, nst = k
         v, c = t[k]
-        model = 2 * n * (n - 1) * M / ((n * n + a * n - 2 * a) * B)
-        floor = t.get(("tcp-floor", n, a), (None,))[0]
-        print(f"| {n} + {a} | {route[k]} | {fmt(v / torch if torch else None)} | {v / model:.3f} |"
-              f" {fmt(v / floor if floor else None)} | {v:.3f} | {model:.3f} | {fmt(floor)} | {c} |")
+        model = 2 * n * (n - 1) * M / ((n * n + a * n - 2 * a) * B) if B else None
+        floor = t.get(("tcp-floor", n, a, 0), (None,))[0]
+        print(f"| {n} + {a} | {route[k]} | {nst or ''} | {fmt(v / torch if torch else None)}"
+              f" | {fmt(v / model if model else None)} |"
+              f" {fmt(v / floor if floor else None)} | {v:.3f} | {fmt(model)} | {fmt(floor)} | {c} |")
     if not trains:
         return
     tt = median_by(trains, lambda r: (r["strategy"], r["aggregators"]), "mean_iter_s")

@@ -7,9 +7,15 @@
 # with 4 aggregators and with none. Interleaved over $ROUNDS rounds; then
 # the tables against the ring limit, the push/pull limit and BytePS's
 # modeled optimum. Results: results/sync.jsonl.
+# AGGREGATORS lists the aggregator counts (default 0 1 2 4); STREAMS lists
+# stream counts to run each with (ddbench sync --streams; default: none
+# given, the topology's choice); FLOOR=0 and TRAIN=0 leave out the TCP
+# floor and the train simulator.
 . "$(dirname "$0")/lib.sh"
 out=$RESULTS/sync.jsonl
 bytes=${BYTES:-100000000}
+aggregators=${AGGREGATORS:-0 1 2 4}
+streams=${STREAMS:-topology}
 floor=${TMPDIR:-/tmp}/dd-tcpfloor.$$
 trap 'rm -f "$floor"' EXIT
 
@@ -44,20 +50,27 @@ train() {
 }
 
 round() {
-    for k in 0 1 2 4; do
-        on_hosts $((4 + k)) 150 env DREAMDDP_NUM_AGGREGATORS=$k "$DDBENCH" sync \
-            --bytes "$bytes" --iters 5 --json | keep "$out" "$1"
+    for k in $aggregators; do
+        for n in $streams; do
+            st=
+            [ "$n" = topology ] || st="--streams $n"
+            on_hosts $((4 + k)) 150 env DREAMDDP_NUM_AGGREGATORS=$k \
+                "$DDBENCH" sync --bytes "$bytes" --iters 5 $st --json |
+                keep "$out" "$1"
+        done
     done
     on_hosts 4 150 "$TORCH_PYTHON" "$ANCHORS/torch_allreduce.py" \
         $((bytes / 4)) 5 |
         sed -n 's/^torch-gloo .*bytes=\([0-9]*\) world=\([0-9]*\) median_s=\([0-9.]*\).*/{"anchor":"torch-gloo","bytes":\1,"world":\2,"time_s":\3}/p' |
         keep "$out" "$1"
-    for k in 0 1 2 4; do
-        tcp_floor $k "$1"
+    for k in $aggregators; do
+        [ "${FLOOR:-1}" = 0 ] || tcp_floor $k "$1"
     done
-    train 0 none "$1"
-    train 0 dreamddp:4 "$1"
-    train 4 dreamddp:4 "$1"
+    if [ "${TRAIN:-1}" != 0 ]; then
+        train 0 none "$1"
+        train 0 dreamddp:4 "$1"
+        train 4 dreamddp:4 "$1"
+    fi
 }
 
 start_results "$out" 8

@@ -451,7 +451,7 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
         {"cols", required_argument, 0, 'k'},
         {"forward", required_argument, 0, 'f'},
         {"deadline", required_argument, 0, 'D'},
-        {"step-work", no_argument, 0, 'S'},
+        {"step-work", no_argument, 0, 'W'},
         {"json", no_argument, 0, 'j'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -508,7 +508,7 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
         case 'c':
             o->check = 1;
             break;
-        case 'S':
+        case 'W':
             o->step_work = 1;
             break;
         case 'C':

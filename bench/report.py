@@ -82,6 +82,8 @@ def run_name(r):
         name += " (no forward marks)"
     if r.get("step_work"):
         name += " (step work)"
+    if r.get("streams_asked"):
+        name += f" ({r['streams_asked']} streams)"
     return name
 
 

@@ -17,7 +17,8 @@
 # that entry mark no forward whatever DEADLINE says, and %work runs it with
 # --step-work (the training loop's own memory work, which torch_sim.py's
 # loop does: zero_grad, gradient accumulation, the SGD step), so that its
-# compute is PyTorch's; none%work is then its compute-only run.
+# compute is PyTorch's; none%work is then its compute-only run. %sN runs it
+# with N streams (--streams N: connections per peer and engine channels).
 # Results: results/train_sim.jsonl.
 . "$(dirname "$0")/lib.sh"
 out=$RESULTS/train_sim.jsonl
@@ -35,6 +36,7 @@ round() {
     for entry in $strategies; do
         d=$deadline
         work=
+        streams=
         while :; do
             case $entry in
             *%backward)
@@ -44,6 +46,10 @@ round() {
             *%work)
                 work=--step-work
                 entry=${entry%\%work}
+                ;;
+            *%s[1-8])
+                streams="--streams ${entry##*%s}"
+                entry=${entry%\%s[1-8]}
                 ;;
             *) break ;;
             esac
@@ -67,18 +73,16 @@ round() {
         on_hosts $((4 + k)) 150 env DREAMDDP_TIMELINE="$timeline" \
             DREAMDDP_NUM_AGGREGATORS=$k "$DDBENCH" train-sim \
             --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$s" \
-            --forward "$forward" --deadline "$d" $work \
+            --forward "$forward" --deadline "$d" $work $streams \
             $codec --iters "$iters" --json |
-            sed "s/^{/{\"aggregators\":$k,\"deadline\":\"$d\",/" |
+            sed "s/^{/{\"aggregators\":$k,\"deadline\":\"$d\",${streams:+\"streams_asked\":${streams#--streams },}/" |
             keep "$out" "$1"
     done
 }
 
 hosts=4
 for entry in $strategies; do
-    entry=${entry%\%work}
-    entry=${entry%\%backward}
-    entry=${entry%\%work}
+    entry=${entry%%\%*}
     case $entry in
     *@*)
         k=${entry##*@}

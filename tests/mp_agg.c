@@ -4,7 +4,9 @@
  * summed in worker order, then divided (exact for f32); f16 and bf16
  * within their rounding.
  *
- *   mp_agg check DTYPE COUNT...   sizes in elements
+ *   mp_agg check DTYPE COUNT...   sizes in elements; with MP_AGG_PAUSE_S,
+ *                                 the workers pause that long between
+ *                                 rounds (the homes wait, idle, meanwhile)
  *   mp_agg agg-exit               the aggregators leave before serving
  *   mp_agg worker-exit            worker 1 leaves after commit
  *   mp_agg malformed              worker 1 sends a header with bad magic
@@ -104,7 +106,11 @@ static int setup(dd_context_h ctx, dd_dtype_t dt, size_t *sizes, int n)
 static int run_check(dd_context_h ctx, dd_dtype_t dt, size_t *sizes, int n)
 {
     int rc = setup(ctx, dt, sizes, n);
+    const char *pause = getenv("MP_AGG_PAUSE_S");
     for (int round = 0; rc == 0 && round < 3; round++) {
+        if (round > 0 && pause != NULL) {
+            usleep((useconds_t)(atof(pause) * 1e6));
+        }
         for (int l = 0; l < n; l++) {
             fill(bufs[l], dt, sizes[l], rank);
         }

@@ -24,6 +24,16 @@
  * count depends only on the size and N, which the ranks agreed on. A smaller
  * collective runs whole on context (sequence number mod N), and send and
  * recv on context (tag mod N), which both ends compute alike.
+ *
+ * Send and recv never wait behind one another or behind a collective:
+ * Gloo has no test of an unbound buffer, only a blocking wait, and a
+ * receive may be posted long before its message comes (an aggregator
+ * keeps its workers' next headers posted, as it does over UCX), so each
+ * open one is waited for on a waiter thread of its own, taken from a pool
+ * that grows to the number open at once. Their waits have no timeout of
+ * Gloo's: a wait that times out in Gloo closes every pair of its context,
+ * so the callers' own timeouts end them, through abortWaitSend and
+ * abortWaitRecv; a lost peer still ends them with the pair's error.
  */
 #include <dreamddp/backend.h>
 
@@ -55,6 +65,7 @@ extern "C" {
 #include <string>
 #include <thread>
 #include <unistd.h>
+#include <unordered_set>
 #include <vector>
 
 namespace
@@ -67,6 +78,21 @@ const uint64_t dd_gloo_p2p_slot = 0xddull << 56;
  * below it, the cost of a slice's own start (a round of handshakes per
  * ring step) outweighs a second connection's bandwidth. */
 const size_t dd_gloo_stripe_bytes = DD_NETDEV_GLOO_STRIPE_BYTES;
+
+/* How long a send or recv waits in Gloo: for ever, in effect (see the
+ * top); a year keeps the deadline Gloo computes from overflowing. */
+const std::chrono::milliseconds dd_gloo_p2p_forever =
+    std::chrono::hours(24 * 365);
+
+/* A wait ended by abortWaitSend or abortWaitRecv. */
+class dd_gloo_canceled : public std::exception
+{
+  public:
+    const char *what() const noexcept override
+    {
+        return "canceled";
+    }
+};
 
 /* Messages up to this size take Gloo's bcube (halving-doubling with base
  * 2) when the world is a power of two; larger ones the ring. */
@@ -161,6 +187,7 @@ struct dd_backend_request {
     dd_status_t status = DD_OK;
     std::string message;
     std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+    bool send = false; /* a send's buffer, else a recv's */
     std::vector<char> scratch;
 };
 
@@ -180,6 +207,14 @@ struct dd_backend {
     std::deque<dd_backend_request *> queue;
     bool stopping = false;
     std::vector<std::thread> threads;
+    /* Sends and recvs: their waiters (each waits for one at a time), the
+     * ones not yet taken by a waiter, how many waiters have none, and
+     * every one not done, which finalize aborts. */
+    std::condition_variable p2p_cond;
+    std::deque<dd_backend_request *> p2p_queue;
+    size_t p2p_idle = 0;
+    std::vector<std::thread> p2p_threads;
+    std::unordered_set<dd_backend_request *> p2p_open;
 };
 
 /* Collectives in flight at once (ProcessGroupGloo's default threads). */
@@ -193,6 +228,9 @@ void dd_gloo_run(dd_backend_request *req)
     try {
         req->fn();
         req->status = DD_OK;
+    } catch (const dd_gloo_canceled &e) {
+        req->message = e.what();
+        req->status = DD_ERR_CANCELED;
     } catch (const gloo::IoException &e) {
         req->message = e.what();
         req->status = dd_gloo_translate(req->message, true);
@@ -224,6 +262,56 @@ void dd_gloo_thread(dd_backend_t *b)
             delete req;
         }
         b->cond.notify_all();
+    }
+}
+
+/* A send's or recv's waiter: takes one at a time and waits for it. */
+void dd_gloo_waiter(dd_backend_t *b)
+{
+    std::unique_lock<std::mutex> lock(b->mutex);
+    for (;;) {
+        b->p2p_cond.wait(lock,
+                         [b] { return b->stopping || !b->p2p_queue.empty(); });
+        if (b->p2p_queue.empty()) {
+            return;
+        }
+        dd_backend_request *req = b->p2p_queue.front();
+        b->p2p_queue.pop_front();
+        b->p2p_idle--;
+        req->started = true;
+        lock.unlock();
+        dd_gloo_run(req);
+        lock.lock();
+        b->p2p_idle++;
+        b->p2p_open.erase(req);
+        req->done = true;
+        if (req->abandoned) {
+            delete req;
+        }
+        b->cond.notify_all();
+    }
+}
+
+/* Makes sure a waiter will be free for one more send or recv (so that
+ * none waits behind another), starting one if none is; before the
+ * operation is posted, so that a thread that cannot start leaves nothing
+ * posted behind. */
+void dd_gloo_waiter_reserve(dd_backend_t *b)
+{
+    std::lock_guard<std::mutex> lock(b->mutex);
+    if (b->p2p_idle <= b->p2p_queue.size()) {
+        b->p2p_threads.emplace_back(dd_gloo_waiter, b);
+        b->p2p_idle++;
+    }
+}
+
+/* Ends a wait on a send's or recv's buffer, or the next one. */
+void dd_gloo_abort_wait(dd_backend_request *req)
+{
+    if (req->send) {
+        req->buffer->abortWaitSend();
+    } else {
+        req->buffer->abortWaitRecv();
     }
 }
 
@@ -595,11 +683,19 @@ static dd_status_t dd_gloo_init(const dd_backend_services_t *svc,
 static void dd_gloo_finalize(dd_backend_t *b)
 {
     {
+        /* A recv still open would wait for ever: its waiter is freed. */
         std::lock_guard<std::mutex> lock(b->mutex);
         b->stopping = true;
+        for (auto *req : b->p2p_open) {
+            dd_gloo_abort_wait(req);
+        }
     }
     b->cond.notify_all();
+    b->p2p_cond.notify_all();
     for (auto &thread : b->threads) {
+        thread.join();
+    }
+    for (auto &thread : b->p2p_threads) {
         thread.join();
     }
     try {
@@ -762,7 +858,7 @@ static dd_status_t dd_gloo_allgather(dd_backend_t *b,
 }
 
 /* Send and recv post at once (Gloo's unbound buffers do not block) and
- * wait on the thread, behind the collectives started before them. */
+ * are waited for on a waiter of their own (see the top). */
 static dd_status_t dd_gloo_p2p(dd_backend_t *b, const dd_backend_args_t *args,
                                bool send, dd_backend_request_t **req_p)
 {
@@ -779,22 +875,34 @@ static dd_status_t dd_gloo_p2p(dd_backend_t *b, const dd_backend_args_t *args,
                              (int)args->mem_type);
     }
     return dd_gloo_guard(svc, what, [&]() {
-        auto *req = new dd_backend_request;
+        std::unique_ptr<dd_backend_request> req(new dd_backend_request);
         size_t bytes = args->count * dd_coll_dtype_size(args->dtype);
         void *ptr = send ? const_cast<void *>(args->sendbuf) : args->recvbuf;
         size_t stream = (size_t)(args->tag % b->contexts.size());
         req->buffer = b->contexts[stream]->createUnboundBuffer(ptr, bytes);
+        req->send = send;
         uint64_t slot = dd_gloo_p2p_slot | args->tag;
         auto *buffer = req->buffer.get();
-        auto timeout = b->timeout;
+        req->fn = [buffer, send]() {
+            if (!(send ? buffer->waitSend(dd_gloo_p2p_forever)
+                       : buffer->waitRecv(dd_gloo_p2p_forever))) {
+                throw dd_gloo_canceled();
+            }
+        };
+        dd_gloo_waiter_reserve(b);
         if (send) {
             buffer->send(args->peer, slot);
-            req->fn = [buffer, timeout]() { buffer->waitSend(timeout); };
         } else {
             buffer->recv(args->peer, slot);
-            req->fn = [buffer, timeout]() { buffer->waitRecv(timeout); };
         }
-        return dd_gloo_enqueue(b, req, req_p);
+        {
+            std::lock_guard<std::mutex> lock(b->mutex);
+            b->p2p_queue.push_back(req.get());
+            b->p2p_open.insert(req.get());
+        }
+        b->p2p_cond.notify_one();
+        *req_p = req.release();
+        return DD_OK;
     });
 }
 
@@ -858,17 +966,23 @@ static void dd_gloo_cancel(dd_backend_t *b, dd_backend_request_t *req)
         delete req;
         return;
     }
+    auto &queue = req->buffer != nullptr ? b->p2p_queue : b->queue;
     if (!req->started) {
-        for (auto it = b->queue.begin(); it != b->queue.end(); ++it) {
+        for (auto it = queue.begin(); it != queue.end(); ++it) {
             if (*it == req) {
-                b->queue.erase(it);
+                queue.erase(it);
+                b->p2p_open.erase(req);
                 delete req;
                 return;
             }
         }
     }
-    /* Running: Gloo's own timeout ends it, and the thread frees it. */
+    /* Running: the thread frees it once it ends, which a send or recv
+     * does at once; a collective at Gloo's own timeout. */
     req->abandoned = true;
+    if (req->buffer != nullptr) {
+        dd_gloo_abort_wait(req);
+    }
 }
 
 static void dd_gloo_progress(dd_backend_t *b)

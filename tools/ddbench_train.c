@@ -576,6 +576,11 @@ static int ddbench_loop(ddbench_sim_t *s, const ddbench_train_opts_t *o,
     long warm = ddbench_warmup(s, o);
     uint64_t *before = calloc(s->n, sizeof(uint64_t));
     unsigned window = s->none ? 1 : s->ctx->sched->strategy.window;
+    /* The workers meet before the timed steps. The meeting is a collective
+     * behind the syncs in flight, so under delayed averaging it lands them
+     * all and the window after it starts with an empty channel: there they
+     * meet a window earlier, and the steps after it are warm-up too. */
+    long meet = s->delay && warm >= (long)window ? warm - (long)window : warm;
     double t0 = 0;
     dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS |
                                          DD_LAYER_STATS_FIELD_WIRE_S};
@@ -585,7 +590,7 @@ static int ddbench_loop(ddbench_sim_t *s, const ddbench_train_opts_t *o,
         dd_step_stats_t ss = {.field_mask = DD_STEP_STATS_FIELD_WAIT_S |
                                             DD_STEP_STATS_FIELD_BYTES_SYNCED |
                                             DD_STEP_STATS_FIELD_WIRE_BYTES};
-        if (it == warm) {
+        if (it == meet) {
             /* The workers start the timed steps together (a collective
              * among workers: aggregators, serving, join no barrier). */
             float one = 1;
@@ -593,6 +598,8 @@ static int ddbench_loop(ddbench_sim_t *s, const ddbench_train_opts_t *o,
                 dd_allreduce(s->ctx, &one, &one, 1, DD_DTYPE_F32, DD_REDUCE_SUM,
                              DD_MEM_HOST);
             }
+        }
+        if (it == warm) {
             t0 = dd_time_now();
         }
         for (size_t l = 0; o->check && !s->none && l < s->n; l++) {

@@ -330,6 +330,11 @@ double dd_sched_engine_timeout(const dd_sched_t *sched)
     return sched->env.job->timeout_s + DD_ENGINE_GRACE_S;
 }
 
+int dd_sched_streams(const dd_sched_t *sched)
+{
+    return sched->env.coll != NULL ? dd_backends_streams(sched->env.coll) : 1;
+}
+
 /* The ordinal a collective on device memory runs on: its own, or that of
  * the process's device layers (the public collectives take none). */
 static int dd_sched_coll_device(const dd_sched_t *sched,

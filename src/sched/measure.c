@@ -50,7 +50,7 @@ static dd_status_t dd_sched_time_allreduce(dd_sched_t *sched, float *buf,
         if (status != DD_OK) {
             return status;
         }
-        double t = job.t_end - job.t_start;
+        double t = job.wire_s;
         best = t < best ? t : best;
     }
     *best_p = best;

@@ -49,6 +49,10 @@ struct dd_engine {
     uint64_t n_submitted;
     double last_end[DD_PLAN_MAX_CHANNELS]; /* when each channel's previous
                                               job ended */
+    /* The wire's shares (several channels): when each channel's last job
+     * on the wire ended, and how many channels were on it. */
+    double chan_free[DD_PLAN_MAX_CHANNELS];
+    int share_k;
     /* The job's fate: once raised, the jobs in flight end with its reason
      * instead of waiting for the backend's own timeout (NULL: none). */
     dd_abort_t *abort;
@@ -327,10 +331,11 @@ static int dd_engine_slot(dd_engine_t *e)
 
 /*
  * With several channels, the share of the wire each job had since the
- * last call: the oldest unfinished job of each channel is on it, and the
- * k channels on it each had 1/k of the time, as the planner's channels
- * share the NIC (plan.h). The sum is what the job would have taken alone,
- * which is what the profile and the model take as its time.
+ * last call: the oldest unfinished job of each channel is on it (from its
+ * launch, or from when the one before it on the channel ended), and the k
+ * channels on it each had 1/k of the time, as the planner's channels share
+ * the NIC (plan.h). The sum is what the job would have taken alone, which
+ * is what the profile and the model take as its time.
  */
 static void dd_engine_share(dd_engine_t *e, dd_sync_job_t *const *fly, int n,
                             double *tick)
@@ -341,17 +346,41 @@ static void dd_engine_share(dd_engine_t *e, dd_sync_job_t *const *fly, int n,
 
     for (int j = 0; j < n; j++) {
         int c = fly[j]->channel;
+        fly[j]->share_head = 0;
         if (!fly[j]->finished && head[c] == NULL) {
             head[c] = fly[j];
             k++;
         }
     }
-    for (int c = 0; c < e->channels && k > 0; c++) {
-        if (head[c] != NULL) {
-            head[c]->wire_s += (now - *tick) / k;
+    for (int c = 0; c < e->channels; c++) {
+        dd_sync_job_t *h = head[c];
+        if (h == NULL) {
+            continue;
         }
+        double from = *tick > h->t_launch ? *tick : h->t_launch;
+        from = e->chan_free[c] > from ? e->chan_free[c] : from;
+        h->wire_s += now > from ? (now - from) / k : 0;
+        h->share_head = 1;
     }
+    e->share_k = k;
     *tick = now;
+}
+
+/* The heads that the test just ended: their share up to their end. */
+static void dd_engine_share_end(dd_engine_t *e, dd_sync_job_t *const *fly,
+                                int n, double tick)
+{
+    for (int j = 0; j < n; j++) {
+        dd_sync_job_t *h = fly[j];
+        if (!h->finished || !h->share_head) {
+            continue;
+        }
+        double from =
+            e->chan_free[h->channel] > tick ? e->chan_free[h->channel] : tick;
+        h->wire_s += h->t_end > from ? (h->t_end - from) / e->share_k : 0;
+        e->chan_free[h->channel] = h->t_end;
+        h->share_head = 0;
+    }
 }
 
 /* Tests every job in flight once, ending those that the abort or the
@@ -463,9 +492,6 @@ static void *dd_engine_main(void *arg)
         }
         pthread_mutex_unlock(&e->lock);
 
-        if (e->channels > 1) {
-            dd_engine_share(e, fly, n, &tick);
-        }
         int busy = n_take > 0;
         for (int j = 0; j < n_take; j++) {
             slot[n] = dd_engine_slot(e);
@@ -473,7 +499,13 @@ static void *dd_engine_main(void *arg)
             dd_engine_pipe_start(e, fly[n], slot[n]);
             n++;
         }
+        if (e->channels > 1) {
+            dd_engine_share(e, fly, n, &tick);
+        }
         busy |= dd_engine_test_all(e, fly, slot, n);
+        if (e->channels > 1) {
+            dd_engine_share_end(e, fly, n, tick);
+        }
 
         pthread_mutex_lock(&e->lock);
         n = dd_engine_hand_back(e, fly, slot, n);

@@ -100,10 +100,11 @@ typedef struct dd_sync_job {
      * wire it had (1/k of the time k channels were on it), what it would
      * have taken alone. */
     double t_submit, t_launch, t_start, t_end, wire_s;
-    uint64_t seq; /* submission order */
-    int channel;  /* 0 .. channels - 1, from plan.h's rule */
-    void *handle; /* the pipe's, while started */
-    int finished; /* the pipe is done with it */
+    uint64_t seq;   /* submission order */
+    int channel;    /* 0 .. channels - 1, from plan.h's rule */
+    int share_head; /* the engine's: on the wire for its channel */
+    void *handle;   /* the pipe's, while started */
+    int finished;   /* the pipe is done with it */
     dd_status_t status;
     char why[512]; /* the engine thread's error message, when it failed */
     /* Device jobs (staging.c): the event the buffers are final after (NULL:

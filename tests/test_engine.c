@@ -3,7 +3,8 @@
  * a fake overlapping pipe: two jobs at once at most, finished in order with
  * the channel's times; a call waited for alone, in its turn; with several
  * channels: a small job after a large one comes back first, jobs finishing
- * out of order stay exact and drain in submission order. */
+ * out of order stay exact and drain in submission order, and a job stuck
+ * on one channel is ended by the timeout or an abort. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "core/abort.h"
 #include "core/time.h"
 #include "sched/engine.h"
 
@@ -472,6 +474,61 @@ static void test_channels_out_of_order_exact(void **state)
     dd_engine_stop(e);
 }
 
+/*
+ * Two channels, the first job stuck on the wire (its gate never opens):
+ * the second, on the other channel, comes back done; DREAMDDP_TIMEOUT_S
+ * then fails the stuck one, or a raised abort does, and a job submitted
+ * after either fails too, instead of anything hanging.
+ */
+static void run_stuck_channel(int abort_it)
+{
+    gated_pipe_t p = {0};
+    dd_sync_pipe_t gp = {gated_start, gated_test, DD_ENGINE_DEPTH, &p};
+    dd_engine_t *e;
+    dd_abort_t ab;
+    float a[4] = {1, 1, 1, 1}, b[1] = {5}, c[1] = {7};
+    float *ja[] = {a}, *jb[] = {b}, *jc[] = {c};
+    size_t four[] = {4}, one[] = {1};
+    dd_sync_job_t *done = NULL;
+
+    dd_abort_init(&ab);
+    assert_int_equal(dd_engine_start_channels(&gp, 2, &e), DD_OK);
+    dd_engine_set_abort(e, &ab, abort_it ? 0 : 0.3);
+    dd_sync_job_t *stuck = job(ja, four, 1);
+    dd_sync_job_t *quick = job(jb, one, 1);
+    dd_engine_submit(e, stuck);
+    assert_int_equal(dd_engine_call(e, quick, 5.0), DD_OK);
+    assert_true(b[0] == 10.0f);
+    if (abort_it) {
+        dd_abort_raise(&ab, "rank 1 left");
+    }
+    assert_int_equal(dd_engine_drain(e, 5.0, &done), DD_OK);
+    assert_ptr_equal(done, stuck);
+    assert_int_equal(stuck->status,
+                     abort_it ? DD_ERR_PEER_LOST : DD_ERR_TIMED_OUT);
+    assert_true(a[0] == 1.0f); /* never averaged */
+    dd_engine_submit(e, job(jc, one, 1));
+    dd_sync_job_t *later = NULL;
+    assert_int_equal(dd_engine_drain(e, 5.0, &later), DD_OK);
+    assert_int_not_equal(later->status, DD_OK);
+    assert_true(c[0] == 7.0f);
+    dd_sync_job_free_list(done);
+    dd_sync_job_free_list(later);
+    dd_sync_job_free_list(quick);
+    dd_engine_stop(e);
+    dd_abort_destroy(&ab);
+}
+
+static void test_stuck_channel_times_out(void **state)
+{
+    run_stuck_channel(0);
+}
+
+static void test_stuck_channel_aborts(void **state)
+{
+    run_stuck_channel(1);
+}
+
 static void test_channels_bad_count(void **state)
 {
     fake_t f = {.fail_at = -1};
@@ -495,6 +552,8 @@ int main(void)
         cmocka_unit_test(test_small_after_large_two_channels),
         cmocka_unit_test(test_small_after_large_one_channel),
         cmocka_unit_test(test_channels_out_of_order_exact),
+        cmocka_unit_test(test_stuck_channel_times_out),
+        cmocka_unit_test(test_stuck_channel_aborts),
         cmocka_unit_test(test_channels_bad_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

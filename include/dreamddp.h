@@ -601,7 +601,9 @@ typedef struct {
     uint64_t step;       /**< index of the step, from 0 */
     int layers_synced;   /**< layers averaged in this step */
     size_t bytes_synced; /**< bytes averaged in this step (per worker) */
-    double wire_s;       /**< seconds the engine spent syncing */
+    double wire_s;       /**< seconds the engine spent syncing (with
+                              several streams, each sync's share of the
+                              wire: 1/k of the time k channels ran) */
     double wait_s;       /**< exposed wait: seconds dd_step_end blocked */
     int replanned;       /**< 1 when the schedule changed at this step */
     size_t extra_bytes;  /**< of bytes_synced, those of syncs beyond each
@@ -672,7 +674,8 @@ typedef struct {
     uint64_t syncs;         /**< times the layer was averaged */
     uint64_t bytes;         /**< bytes averaged */
     double wire_s;          /**< seconds on the wire (a fused sync is shared by
-                                 bytes) */
+                                 bytes; with several streams, the sync's
+                                 share of the wire) */
     double bp_s;            /**< last measured backward time of the layer */
     int period;             /**< adaptive: current period K; others: window H */
     uint64_t extra_syncs;   /**< of syncs, those beyond the layer's one per

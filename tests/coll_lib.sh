@@ -93,3 +93,47 @@ coll_streams() {
             "$1: DREAMDDP_NUM_STREAMS=9 names the variable and the range"
     fi
 }
+
+# coll_engine_streams NAME [agg]: the engine's channels. ddbench train-sim
+# --check through the engine with every layer its own job (64 KiB buckets
+# and fusion), so that jobs of different sizes share the channels and
+# finish out of order: every synced layer must hold the exact average
+# after each step, ddp and dreamddp:2 with 1 to 4 streams on 2, 3 and 5
+# workers; with agg, also through 1 to 3 aggregators on 3 to 5 ranks. The
+# info log says how many channels the engine ran.
+coll_engine_streams() {
+    DDBENCH=$top_builddir/tools/ddbench
+    if "$DDBENCH" plan "$top_srcdir/tests/fixtures/profile-small" 2>&1 |
+        grep -q "built without json-c"; then
+        echo "# engine channels not tested: ddbench was built without json-c"
+        return 0
+    fi
+    cases="1:2:0 2:2:0 4:2:0 3:3:0 2:5:0 4:5:0"
+    [ "$2" = agg ] && cases="$cases 1:3:1 2:4:2 4:5:2 3:5:3"
+    for case in $cases; do
+        s=${case%%:*} rest=${case#*:}; n=${rest%:*} k=${rest#*:}
+        word=channels; [ "$s" -eq 1 ] && word=channel
+        strategies="ddp dreamddp:2"; [ "$k" -gt 0 ] && strategies=ddp
+        for strat in $strategies; do
+            out=$TMP/$1.engine.$s.$n.$k.$strat
+            if DREAMDDP_BACKENDS=$1 DREAMDDP_TIMEOUT_S=30 \
+                DREAMDDP_BUCKET_BYTES=64K DREAMDDP_FIRST_BUCKET_BYTES=64K \
+                DREAMDDP_FUSION_BYTES=64K DREAMDDP_LOG_LEVEL=info \
+                DREAMDDP_LOG_SUBSYS=sched "$DDRUN" -n $n --aggregators $k \
+                --timeout 150 -- "$DDBENCH" train-sim --profile \
+                "$top_srcdir/tests/fixtures/profile-small" --time-scale 0.1 \
+                --strategy $strat --iters 8 --check --streams $s --json \
+                >"$out" 2>&1; then
+                expect_grep "$out" "\"streams\":$s," \
+                    "$1: $strat ran with DREAMDDP_NUM_STREAMS=$s, $n ranks, $k aggregator(s)"
+                expect_grep "$out" '"correct":true' \
+                    "$1: $strat exact through the engine with $s $word, $n ranks, $k aggregator(s)"
+                [ "$(grep -c "INFO sched: progress engine: $s $word\$" "$out")" -eq $((n - k)) ] &&
+                    pass "$1: $strat: every worker's engine ran $s $word ($n ranks, $k aggregator(s))" ||
+                    { fail "$1: $strat: every worker's engine ran $s $word ($n ranks, $k aggregator(s))"; cat "$out"; }
+            else
+                fail "$1: $strat through the engine with $s $word, $n ranks, $k aggregators"; cat "$out"
+            fi
+        done
+    done
+}

@@ -6,6 +6,9 @@
 . "$top_srcdir/tests/coll_lib.sh"
 coll_require gloo
 coll_streams gloo
+# The engine's channels among the workers (the aggregators' route is
+# tested over UCX, in test_coll_streams_ucx.sh).
+coll_engine_streams gloo
 # ddbench's --streams sets the count for its run (over a user's
 # DREAMDDP_NUM_STREAMS) and reports the count the backends were told.
 DDBENCH=$top_builddir/tools/ddbench

@@ -6,6 +6,7 @@
 . "$top_srcdir/tests/coll_lib.sh"
 coll_require ucx
 coll_streams ucx
+coll_engine_streams ucx agg
 if DREAMDDP_BACKENDS=ucx DREAMDDP_NUM_STREAMS=3 DREAMDDP_TIMEOUT_S=30 \
     DREAMDDP_LOG_LEVEL=debug DREAMDDP_LOG_SUBSYS=backend "$DDRUN" -n 2 \
     --timeout 60 -- "$MP" --sizes 1048583 --dtypes f32 --ops sum >"$TMP/eps" 2>&1; then

@@ -1,7 +1,10 @@
 /* The progress engine with a fake one-at-a-time pipe: order, fusion
  * packing, in-place single buffers, and cancellation after a failure; with
  * a fake overlapping pipe: two jobs at once at most, finished in order with
- * the channel's times; and a call waited for alone, in its turn. */
+ * the channel's times; a call waited for alone, in its turn; with several
+ * channels: a small job after a large one comes back first, jobs finishing
+ * out of order stay exact and drain in submission order, and a job stuck
+ * on one channel is ended by the timeout or an abort. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "core/abort.h"
+#include "core/time.h"
 #include "sched/engine.h"
 
 #include <stdlib.h>
@@ -291,6 +296,250 @@ static void test_call_in_its_turn(void **state)
     dd_engine_stop(e);
 }
 
+/* A pipe whose first message waits for the test to open the gate, the
+ * others done at their first test; each doubles its elements. */
+typedef struct {
+    int started, gate;
+    struct {
+        float *buf;
+        size_t count;
+    } msg[16];
+} gated_pipe_t;
+
+static dd_status_t gated_start(void *arg, dd_sync_job_t *job, void *buf,
+                               size_t count, void **handle_p)
+{
+    gated_pipe_t *p = arg;
+    int i = p->started++;
+    p->msg[i].buf = buf;
+    p->msg[i].count = count;
+    *handle_p = &p->msg[i];
+    return DD_OK;
+}
+
+static dd_status_t gated_test(void *arg, void *handle, int *busy_p)
+{
+    gated_pipe_t *p = arg;
+    int i = (int)((char *)handle - (char *)p->msg) / (int)sizeof(p->msg[0]);
+    *busy_p = 0;
+    if (i == 0 && !__atomic_load_n(&p->gate, __ATOMIC_ACQUIRE)) {
+        return DD_INPROGRESS;
+    }
+    for (size_t j = 0; j < p->msg[i].count; j++) {
+        p->msg[i].buf[j] *= 2;
+    }
+    *busy_p = 1;
+    return DD_OK;
+}
+
+/*
+ * A large fused job, then a small call: with two channels the rule puts
+ * them on channels 0 and 1, and the call comes back while the large job
+ * is still on the wire (its pipe holds it until the test opens the gate);
+ * with one channel the call waits behind it. Either way every average is
+ * exact and the drain gives the large job back.
+ */
+static void run_small_after_large(int channels)
+{
+    gated_pipe_t p = {0};
+    dd_sync_pipe_t gp = {gated_start, gated_test, DD_ENGINE_DEPTH, &p};
+    dd_engine_t *e;
+    float a[300], b[200], c[2] = {3, 4};
+    float *fused[] = {a, b}, *jc[] = {c};
+    size_t fused_n[] = {300, 200}, two[] = {2};
+    dd_sync_job_t *done = NULL;
+
+    for (int i = 0; i < 300; i++) {
+        a[i] = (float)i;
+        b[i % 200] = (float)(1000 + i % 200);
+    }
+    assert_int_equal(dd_engine_start_channels(&gp, channels, &e), DD_OK);
+    dd_sync_job_t *large = job(fused, fused_n, 2);
+    dd_sync_job_t *small = job(jc, two, 1);
+    dd_engine_submit(e, large);
+    if (channels > 1) {
+        assert_int_equal(dd_engine_call(e, small, 5.0), DD_OK);
+        assert_int_equal(large->channel, 0);
+        assert_int_equal(small->channel, 1);
+        /* Back first, while the large one is still in flight. */
+        assert_int_not_equal(large->finished, 2);
+        assert_true(small->t_end <= dd_time_now());
+    } else {
+        assert_int_equal(dd_engine_call(e, small, 0.3), DD_ERR_TIMED_OUT);
+        assert_int_not_equal(small->finished, 2);
+    }
+    __atomic_store_n(&p.gate, 1, __ATOMIC_RELEASE);
+    assert_int_equal(dd_engine_wait(e, small, 5.0), DD_OK);
+    assert_int_equal(dd_engine_drain(e, 5.0, &done), DD_OK);
+    assert_ptr_equal(done, large);
+    assert_null(done->next);
+    for (int i = 0; i < 300; i++) {
+        assert_true(a[i] == 2.0f * (float)i);
+    }
+    for (int i = 0; i < 200; i++) {
+        assert_true(b[i] == 2.0f * (float)(1000 + i));
+    }
+    assert_true(c[0] == 6.0f && c[1] == 8.0f);
+    if (channels > 1) {
+        assert_true(small->t_end < large->t_end);
+        /* Shares of the wire: each at most its own span, and together
+         * no more than the time both took. */
+        assert_true(small->wire_s <= small->t_end - small->t_launch + 1e-9);
+        assert_true(large->wire_s <= large->t_end - large->t_launch + 1e-9);
+        assert_true(small->wire_s + large->wire_s <=
+                    large->t_end - large->t_launch + 1e-6);
+        assert_true(large->wire_s > 0);
+    } else {
+        assert_true(small->t_start >= large->t_end);
+        assert_true(large->wire_s == large->t_end - large->t_start);
+    }
+    dd_sync_job_free_list(done);
+    dd_sync_job_free_list(small);
+    dd_engine_stop(e);
+}
+
+static void test_small_after_large_two_channels(void **state)
+{
+    run_small_after_large(2);
+}
+
+static void test_small_after_large_one_channel(void **state)
+{
+    run_small_after_large(1);
+}
+
+/* A pipe that finishes message i after (7 * i) % 5 + 1 tests: out of
+ * order across channels. */
+static dd_status_t mixed_start(void *arg, dd_sync_job_t *job, void *buf,
+                               size_t count, void **handle_p)
+{
+    fake_pipe_t *p = arg;
+    int i = p->started++;
+    p->msg[i % 8].buf = buf;
+    p->msg[i % 8].count = count;
+    p->msg[i % 8].tests_left = (7 * i) % 5 + 1;
+    if (++p->open > p->most_open) {
+        p->most_open = p->open;
+    }
+    *handle_p = &p->msg[i % 8];
+    return DD_OK;
+}
+
+/*
+ * Many fused jobs over three channels finishing out of order: every
+ * staging slot unpacks its own job (exact doubles), at most the pipe's
+ * depth in flight, and the drain gives them back in submission order.
+ */
+static void test_channels_out_of_order_exact(void **state)
+{
+    fake_pipe_t p = {.fail_msg = -1};
+    dd_sync_pipe_t mp = {mixed_start, pipe_test, 3, &p};
+    dd_engine_t *e;
+    enum { JOBS = 8 };
+    float x[JOBS][5], y[JOBS][3];
+    dd_sync_job_t *done = NULL;
+
+    assert_int_equal(dd_engine_start_channels(&mp, 3, &e), DD_OK);
+    for (int k = 0; k < JOBS; k++) {
+        for (int i = 0; i < 5; i++) {
+            x[k][i] = (float)(k * 10 + i);
+        }
+        for (int i = 0; i < 3; i++) {
+            y[k][i] = (float)(-k * 10 - i);
+        }
+        float *bufs[] = {x[k], y[k]};
+        size_t counts[] = {5, 3};
+        dd_sync_job_t *j = job(bufs, counts, 2);
+        j->step = (uint64_t)k / 4;
+        dd_engine_submit(e, j);
+    }
+    assert_int_equal(dd_engine_drain(e, 5.0, &done), DD_OK);
+    assert_true(p.most_open <= 3 && p.most_open >= 2);
+    int k = 0;
+    for (dd_sync_job_t *j = done; j != NULL; j = j->next, k++) {
+        assert_ptr_equal(j->items[0].buf, x[k]);
+        assert_int_equal(j->seq, (uint64_t)k);
+        assert_int_equal(j->status, DD_OK);
+        /* Equal sizes: the rule deals each step's jobs round robin. */
+        assert_int_equal(j->channel, (k % 4) % 3);
+        for (int i = 0; i < 5; i++) {
+            assert_true(x[k][i] == 2.0f * (float)(k * 10 + i));
+        }
+        for (int i = 0; i < 3; i++) {
+            assert_true(y[k][i] == 2.0f * (float)(-k * 10 - i));
+        }
+    }
+    assert_int_equal(k, JOBS);
+    dd_sync_job_free_list(done);
+    dd_engine_stop(e);
+}
+
+/*
+ * Two channels, the first job stuck on the wire (its gate never opens):
+ * the second, on the other channel, comes back done; DREAMDDP_TIMEOUT_S
+ * then fails the stuck one, or a raised abort does, and a job submitted
+ * after either fails too, instead of anything hanging.
+ */
+static void run_stuck_channel(int abort_it)
+{
+    gated_pipe_t p = {0};
+    dd_sync_pipe_t gp = {gated_start, gated_test, DD_ENGINE_DEPTH, &p};
+    dd_engine_t *e;
+    dd_abort_t ab;
+    float a[4] = {1, 1, 1, 1}, b[1] = {5}, c[1] = {7};
+    float *ja[] = {a}, *jb[] = {b}, *jc[] = {c};
+    size_t four[] = {4}, one[] = {1};
+    dd_sync_job_t *done = NULL;
+
+    dd_abort_init(&ab);
+    assert_int_equal(dd_engine_start_channels(&gp, 2, &e), DD_OK);
+    dd_engine_set_abort(e, &ab, abort_it ? 0 : 0.3);
+    dd_sync_job_t *stuck = job(ja, four, 1);
+    dd_sync_job_t *quick = job(jb, one, 1);
+    dd_engine_submit(e, stuck);
+    assert_int_equal(dd_engine_call(e, quick, 5.0), DD_OK);
+    assert_true(b[0] == 10.0f);
+    if (abort_it) {
+        dd_abort_raise(&ab, "rank 1 left");
+    }
+    assert_int_equal(dd_engine_drain(e, 5.0, &done), DD_OK);
+    assert_ptr_equal(done, stuck);
+    assert_int_equal(stuck->status,
+                     abort_it ? DD_ERR_PEER_LOST : DD_ERR_TIMED_OUT);
+    assert_true(a[0] == 1.0f); /* never averaged */
+    dd_engine_submit(e, job(jc, one, 1));
+    dd_sync_job_t *later = NULL;
+    assert_int_equal(dd_engine_drain(e, 5.0, &later), DD_OK);
+    assert_int_not_equal(later->status, DD_OK);
+    assert_true(c[0] == 7.0f);
+    dd_sync_job_free_list(done);
+    dd_sync_job_free_list(later);
+    dd_sync_job_free_list(quick);
+    dd_engine_stop(e);
+    dd_abort_destroy(&ab);
+}
+
+static void test_stuck_channel_times_out(void **state)
+{
+    run_stuck_channel(0);
+}
+
+static void test_stuck_channel_aborts(void **state)
+{
+    run_stuck_channel(1);
+}
+
+static void test_channels_bad_count(void **state)
+{
+    fake_t f = {.fail_at = -1};
+    dd_sync_pipe_t r = route(&f);
+    dd_engine_t *e = NULL;
+
+    assert_int_equal(dd_engine_start_channels(&r, 0, &e), DD_ERR_INVALID_PARAM);
+    assert_int_equal(dd_engine_start_channels(&r, 9, &e), DD_ERR_INVALID_PARAM);
+    assert_null(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -300,6 +549,12 @@ int main(void)
         cmocka_unit_test(test_pipe_overlaps_two_in_order),
         cmocka_unit_test(test_pipe_failure_cancels_the_rest),
         cmocka_unit_test(test_call_in_its_turn),
+        cmocka_unit_test(test_small_after_large_two_channels),
+        cmocka_unit_test(test_small_after_large_one_channel),
+        cmocka_unit_test(test_channels_out_of_order_exact),
+        cmocka_unit_test(test_stuck_channel_times_out),
+        cmocka_unit_test(test_stuck_channel_aborts),
+        cmocka_unit_test(test_channels_bad_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,6 +44,8 @@ bad "ddbench train-sim: --deadline takes forward or backward, not 'fwd'" "$B/too
 bad "ddbench sync: --link-gbps takes a number from 0 to 1e+06, not '1e400'" "$B/tools/ddbench" sync --bytes 4K --link-gbps 1e400
 bad "ddbench coll: --streams takes an integer from 1 to 8, not '9'" "$B/tools/ddbench" coll --op allreduce --bytes 4K --streams 9
 bad "ddbench sync: --streams takes an integer from 1 to 8, not '0'" "$B/tools/ddbench" sync --bytes 4K --streams 0
+bad "ddbench plan: --streams takes an integer from 1 to 8, not '9'" "$B/tools/ddbench" plan --streams 9 x
+bad "ddbench train-sim: --streams takes an integer from 1 to 8, not '0'" "$B/tools/ddbench" train-sim --profile x --strategy ddp --streams 0
 bad "ddrun: -n needs a number of ranks from 1, not '+2'" "$B/tools/ddrun" -n +2 -- true
 bad "ddrun: --timeout needs seconds from 1, not ' 5'" "$B/tools/ddrun" -n 1 --timeout " 5" -- true
 finish

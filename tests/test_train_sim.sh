@@ -94,6 +94,27 @@ then
 else
     fail "ddbench plan with the deadline model"; cat "$TMP/pl" "$TMP/plj"
 fi
+# --streams N: the deadline model with N channels sharing the NIC
+# (tests/test_channels has its figures): one stream is the model without
+# the flag, N > 1 says so in the header and the JSON, and the
+# same-iteration figures do not move (the NIC stays busy while a sync
+# waits).
+if "$DDBENCH" plan "$SMALL" --H 2 --forward 0.1 --bytes-per-second 1e7 --json >"$TMP/s0" 2>&1 &&
+   "$DDBENCH" plan "$SMALL" --H 2 --forward 0.1 --bytes-per-second 1e7 --streams 1 --json >"$TMP/s1" 2>&1 &&
+   "$DDBENCH" plan "$SMALL" --H 2 --forward 0.1 --bytes-per-second 1e7 --streams 3 --json >"$TMP/s3" 2>&1 &&
+   "$DDBENCH" plan "$SMALL" --H 2 --forward 0.1 --bytes-per-second 1e7 --streams 3 >"$TMP/s3t" 2>&1 &&
+   python3 - "$TMP/s0" "$TMP/s1" "$TMP/s3" <<'PY'
+import json, sys
+d0, d1, d3 = (json.load(open(f)) for f in sys.argv[1:])
+assert d0 == d1 and d0["next"]["streams"] == 1, (d0, d1)
+assert d3["next"]["streams"] == 3, d3
+assert d3["modeled"] == d0["modeled"], (d3["modeled"], d0["modeled"])
+PY
+then
+    expect_grep "$TMP/s3t" "forward 0.1 x backward; 3 channels sharing the NIC)" "ddbench plan --streams 3 models 3 channels"
+else
+    fail "ddbench plan --streams"; cat "$TMP/s0" "$TMP/s3"
+fi
 if [ -f "${DDTEST_PROFILES:-/nonexistent}/gpt2-blocks/bp_gpt2-blocks.json" ]; then
     for s in dreamddp:4 ddp; do
         train 4 0 "$DDTEST_PROFILES/gpt2-blocks" 0.01 $s "acceptance: gpt2-blocks $s"

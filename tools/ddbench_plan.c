@@ -13,7 +13,11 @@
  * (in every figure; only the deadline model hides syncs behind it);
  * --workers, --aggregators, --bandwidth and --compression derive the sync
  * times from the profile's sizes: BytePS's time 2n(n-1)M / ((n^2+kn-2k)B)
- * for M bytes on the wire (M halved by fp16 and bf16).
+ * for M bytes on the wire (M halved by fp16 and bf16). --streams N models
+ * N channels sharing the NIC (plan.h's N-channel model): the deadline
+ * model's figures change with N; the same-iteration ones cannot, since the
+ * NIC stays busy while any sync waits, so the last sync of an iteration
+ * lands when it would on one channel.
  */
 #include "core/json_write.h"
 #include "ddbench.h"
@@ -49,6 +53,8 @@ static void ddbench_plan_usage(FILE *out)
             "                          --aggregators K (default 0) and "
             "--compression\n"
             "                          C (none, fp16 or bf16; default none)\n"
+            "  --streams N             channels sharing the NIC, 1 to 8 "
+            "(default 1)\n"
             "  --json                  one JSON object: H, schedule, "
             "modeled, and\n"
             "                          the deadline model's next\n");
@@ -66,6 +72,7 @@ typedef struct {
     dd_plan_deadline_t deadline;
     double bandwidth, ratio;
     long workers, aggregators;
+    unsigned streams;
 } ddbench_plan_opts_t;
 
 static dd_status_t ddbench_plan_cost(const dd_plan_input_t *in,
@@ -250,6 +257,8 @@ static void ddbench_plan_json(const dd_profile_t *p, const dd_plan_t *plan,
     dd_json_key(&w, "deadline");
     dd_json_string(&w, o->deadline == DD_PLAN_DEADLINE_FORWARD ? "forward"
                                                                : "backward");
+    dd_json_key(&w, "streams");
+    dd_json_uint(&w, o->streams);
     dd_json_key(&w, "schedule");
     ddbench_plan_json_schedule(&w, p, next);
     dd_json_key(&w, "modeled");
@@ -299,10 +308,16 @@ static double ddbench_plan_exposed(double iter_s, double compute_s)
 static void ddbench_plan_print_next(const ddbench_plan_opts_t *o,
                                     const ddbench_modeled_t *m)
 {
+    char channels[64] = "";
+
+    if (o->streams > 1) {
+        snprintf(channels, sizeof(channels), "; %u channels sharing the NIC",
+                 o->streams);
+    }
     printf("\n# deadline model (+next: a sync lands by the layer's next %s; "
-           "forward %g x backward)\n",
+           "forward %g x backward%s)\n",
            o->deadline == DD_PLAN_DEADLINE_FORWARD ? "forward" : "backward",
-           o->forward);
+           o->forward, channels);
     printf("%-24s %10s %10s\n", "", "s/iter", "exposed");
     printf("%-24s %10.6f %10.6f\n", "flsgd+next", m->flsgd_next,
            ddbench_plan_exposed(m->flsgd_next, m->compute));
@@ -414,14 +429,18 @@ int ddbench_plan_main(int argc, char **argv)
         {"workers", required_argument, 0, 'n'},
         {"aggregators", required_argument, 0, 'k'},
         {"compression", required_argument, 0, 'C'},
+        {"streams", required_argument, 0, 'S'},
         {"json", no_argument, 0, 'j'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int json = 0, opt;
     double bytes_per_s = 0;
     long h = 10;
-    ddbench_plan_opts_t o = {
-        .deadline = DD_PLAN_DEADLINE_FORWARD, .ratio = 1.0, .workers = 4};
+    ddbench_plan_opts_t o = {.deadline = DD_PLAN_DEADLINE_FORWARD,
+                             .ratio = 1.0,
+                             .workers = 4,
+                             .streams = 1};
+    long streams = 1;
     static const char *const P = "ddbench plan";
 
     optind = 1;
@@ -470,6 +489,13 @@ int ddbench_plan_main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'S':
+            if (dd_arg_long(P, "--streams", optarg, 1, DD_PLAN_MAX_CHANNELS,
+                            &streams)) {
+                return 2;
+            }
+            o.streams = (unsigned)streams;
+            break;
         case 'j':
             json = 1;
             break;
@@ -506,7 +532,7 @@ int ddbench_plan_main(int argc, char **argv)
     for (size_t i = 0; fp != NULL && i < in.num_layers; i++) {
         fp[i] = o.forward * in.bp_s[i];
     }
-    dd_plan_delay_t delay = {fp, o.deadline, 0, NULL, NULL};
+    dd_plan_delay_t delay = {fp, o.deadline, 0, NULL, NULL, o.streams};
     if (status == DD_OK &&
         (status = dd_plan_dreamddp(&in, (unsigned)h, NULL, &plan)) == DD_OK &&
         (status = ddbench_plan_model(&in, (unsigned)h, plan, p->frozen_bp_s,

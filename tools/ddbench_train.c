@@ -20,7 +20,9 @@
  * ready, and the optimizer's SGD step (lr 0, as torch_sim.py's) reads the
  * parameters and gradients and writes the parameters, after dd_step_end;
  * so that the front end can be timed against the same CPU work without
- * the binding.
+ * the binding. --streams N runs the job with N streams
+ * (DREAMDDP_NUM_STREAMS), so N engine channels, and models N channels
+ * sharing the NIC (plan.h).
  */
 #include "api/context.h"
 #include "core/json_write.h"
@@ -43,6 +45,7 @@ typedef struct {
     double scale, time_scale, bytes_per_s, forward;
     int check, json, step_work;
     int no_marks; /* --deadline backward: no dd_layer_forward marks */
+    int streams;  /* the count the ranks agreed on, after dd_init */
 } ddbench_train_opts_t;
 
 typedef struct {
@@ -65,7 +68,8 @@ static void ddbench_train_usage(FILE *out)
             "         [--warmup N] [--scale X] [--time-scale T] [--check] "
             "[--json]\n"
             "         [--bytes-per-second B] [--compression C] [--cols N]\n"
-            "         [--forward F] [--deadline forward|backward]\n"
+            "         [--forward F] [--deadline forward|backward] "
+            "[--streams N]\n"
             "  S: ddp, localsgd:H, plsgd:H, dreamddp:H (each of the last "
             "three also\n"
             "     with +next: delayed averaging), adaptive, or none (no "
@@ -76,6 +80,9 @@ static void ddbench_train_usage(FILE *out)
             "before each\n"
             "     layer's forward; default) or backward (no marks: the next "
             "backward)\n"
+            "  --streams N: connections per peer and engine channels, 1 to 8 "
+            "(DREAMDDP_NUM_STREAMS\n"
+            "     for the run); the model takes as many channels\n"
             "  C: none, fp16, bf16, topk:RATIO, powersgd:RANK "
             "(dd_compression_set;\n"
             "     --check needs none)\n"
@@ -340,13 +347,18 @@ static int ddbench_register(ddbench_sim_t *s, const ddbench_train_opts_t *o)
  * over. */
 static double ddbench_modeled_delayed(size_t n, const dd_sched_t *sched,
                                       const dd_plan_input_t *in,
-                                      const double *fp, int no_marks)
+                                      const double *fp, int no_marks,
+                                      int streams)
 {
     int localsgd = sched->strategy.kind == DD_STRATEGY_LOCALSGD;
     double *copy = calloc(n, sizeof(double)), *fix = calloc(n, sizeof(double));
     dd_plan_delay_t delay = {
-        fp, no_marks ? DD_PLAN_DEADLINE_BACKWARD : DD_PLAN_DEADLINE_FORWARD,
-        localsgd, copy, fix};
+        fp,
+        no_marks ? DD_PLAN_DEADLINE_BACKWARD : DD_PLAN_DEADLINE_FORWARD,
+        localsgd,
+        copy,
+        fix,
+        (unsigned)streams};
     dd_plan_t *flsgd = NULL;
     dd_plan_cost_t cost;
     double result = NAN;
@@ -404,7 +416,8 @@ static double ddbench_modeled(ddbench_sim_t *s, const ddbench_train_opts_t *o)
     const dd_sched_t *sched = s->ctx->sched;
     unsigned h = sched->strategy.window;
     if (sched->strategy.delay) {
-        result = ddbench_modeled_delayed(s->n, sched, &in, fp, o->no_marks);
+        result = ddbench_modeled_delayed(s->n, sched, &in, fp, o->no_marks,
+                                         o->streams);
         forward = 0; /* part of the deadline model */
     }
     switch (sched->strategy.delay ? -1 : (int)sched->strategy.kind) {
@@ -452,6 +465,7 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
         {"forward", required_argument, 0, 'f'},
         {"deadline", required_argument, 0, 'D'},
         {"step-work", no_argument, 0, 'W'},
+        {"streams", required_argument, 0, 'S'},
         {"json", no_argument, 0, 'j'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -504,6 +518,9 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
                         "'%s'\n",
                         P, optarg);
             }
+            break;
+        case 'S':
+            bad = ddbench_streams_set(P, optarg) != 0;
             break;
         case 'c':
             o->check = 1;
@@ -666,6 +683,8 @@ static void ddbench_train_json(const ddbench_sim_t *s,
     dd_json_string(&w, o->no_marks ? "backward" : "forward");
     dd_json_key(&w, "step_work");
     dd_json_bool(&w, o->step_work);
+    dd_json_key(&w, "streams");
+    dd_json_int(&w, o->streams);
     dd_json_key(&w, "iters");
     dd_json_int(&w, o->iters);
     dd_json_key(&w, "mean_iter_s");
@@ -702,9 +721,10 @@ static void ddbench_train_report(ddbench_sim_t *s,
         return;
     }
     printf("train-sim %s: %d workers, %zu layers, %.1f MB (scale %g, "
-           "time scale %g, forward %g%s)\n",
+           "time scale %g, forward %g, %d stream%s%s)\n",
            name, s->workers, s->n, bytes / 1e6, o->scale, o->time_scale,
-           o->forward, o->step_work ? ", step work" : "");
+           o->forward, o->streams, o->streams == 1 ? "" : "s",
+           o->step_work ? ", step work" : "");
     if (s->p->num_frozen > 0) {
         printf("  %zu frozen modules: %.4f s of backward per iteration, "
                "no sync\n",
@@ -791,6 +811,7 @@ int ddbench_train_main(int argc, char **argv)
     }
     s.rank = dd_rank(s.ctx);
     s.workers = dd_num_workers(s.ctx);
+    o.streams = ddbench_streams(s.ctx);
     if (dd_role(s.ctx) == DD_ROLE_AGGREGATOR) {
         if (dd_aggregator_serve(s.ctx) != DD_OK) {
             fprintf(stderr, "ddbench: rank %d: %s\n", s.rank, dd_last_error());

@@ -24,7 +24,11 @@ typedef struct {
     const double *bp, *fp, *comm, *launch, *land_cost;
     dd_plan_deadline_t deadline;
     int at_end;
-    double *land; /* [n] when the sync in flight lands; < 0: none */
+    double *land; /* [n] when the sync in flight lands; -1: none, -2: not
+                     known yet (net) */
+    unsigned channels;
+    dd_plan_net_t *net; /* N channels (channels.c); NULL: one FIFO */
+    uint64_t iter;      /* iterations run, the steps of the net's rule */
 } dd_plan_dl_t;
 
 static dd_status_t dd_plan_dl_init(dd_plan_dl_t *m, const dd_plan_input_t *in,
@@ -32,7 +36,8 @@ static dd_status_t dd_plan_dl_init(dd_plan_dl_t *m, const dd_plan_input_t *in,
 {
     if (in == NULL || in->num_layers == 0 || in->bp_s == NULL ||
         in->comm_s == NULL || delay == NULL ||
-        (unsigned)delay->deadline > DD_PLAN_DEADLINE_BACKWARD) {
+        (unsigned)delay->deadline > DD_PLAN_DEADLINE_BACKWARD ||
+        delay->channels > DD_PLAN_MAX_CHANNELS) {
         return DD_ERR_INVALID_PARAM;
     }
     for (size_t i = 0; i < in->num_layers; i++) {
@@ -53,8 +58,24 @@ static dd_status_t dd_plan_dl_init(dd_plan_dl_t *m, const dd_plan_input_t *in,
     m->land_cost = delay->land_s;
     m->deadline = delay->deadline;
     m->at_end = delay->launch_at_end;
+    m->channels = delay->channels;
+    m->net = NULL;
     m->land = malloc(m->n * sizeof(*m->land));
-    return m->land != NULL ? DD_OK : DD_ERR_NO_MEMORY;
+    if (m->land == NULL) {
+        return DD_ERR_NO_MEMORY;
+    }
+    if (m->channels > 1 &&
+        dd_plan_net_create(m->channels, m->n, &m->net) != DD_OK) {
+        free(m->land);
+        return DD_ERR_NO_MEMORY;
+    }
+    return DD_OK;
+}
+
+static void dd_plan_dl_cleanup(dd_plan_dl_t *m)
+{
+    free(m->land);
+    dd_plan_net_free(m->net);
 }
 
 /* Compute at *t waits for layer i's sync in flight, if any, and applies
@@ -62,6 +83,9 @@ static dd_status_t dd_plan_dl_init(dd_plan_dl_t *m, const dd_plan_input_t *in,
 static double dd_plan_dl_wait(dd_plan_dl_t *m, size_t i, double *t)
 {
     double w = 0.0;
+    if (m->land[i] == -2.0) {
+        dd_plan_net_wait(m->net, &m->land[i], *t);
+    }
     if (m->land[i] < 0.0) {
         return 0.0;
     }
@@ -79,6 +103,11 @@ static void dd_plan_dl_launch(dd_plan_dl_t *m, size_t i, double *t,
                               double *chan)
 {
     *t += m->launch != NULL ? m->launch[i] : 0.0;
+    if (m->net != NULL) {
+        /* Room for every layer was made at the start: no failure. */
+        (void)dd_plan_net_launch(m->net, *t, m->iter, m->comm[i], &m->land[i]);
+        return;
+    }
     *chan = (*chan > *t ? *chan : *t) + m->comm[i];
     m->land[i] = *chan;
 }
@@ -111,6 +140,10 @@ static double dd_plan_dl_iter(dd_plan_dl_t *m, const dd_plan_t *plan,
             dd_plan_dl_launch(m, i, t, chan);
         }
     }
+    if (m->deadline == DD_PLAN_DEADLINE_STEP_END && m->net != NULL) {
+        *chan = dd_plan_net_idle(m->net, *t);
+    }
+    m->iter++;
     if (m->deadline == DD_PLAN_DEADLINE_STEP_END && *chan > *t) {
         wait += *chan - *t;
         *t = *chan;
@@ -131,6 +164,10 @@ static void dd_plan_dl_run(dd_plan_dl_t *m, const dd_plan_t *plan,
 
     for (size_t i = 0; i < m->n; i++) {
         m->land[i] = -1.0;
+    }
+    m->iter = 0;
+    if (m->net != NULL) {
+        dd_plan_net_reset(m->net);
     }
     for (int pass = 0; pass <= DD_PLAN_DEADLINE_WARM_PASSES; pass++) {
         t0 = t;
@@ -178,7 +215,7 @@ dd_status_t dd_plan_cost_delayed(const dd_plan_input_t *input,
     if (status == DD_OK) {
         dd_plan_dl_run(&m, plan, cost_p);
     }
-    free(m.land);
+    dd_plan_dl_cleanup(&m);
     return status;
 }
 
@@ -259,7 +296,7 @@ dd_status_t dd_plan_fill_bubbles_delayed(const dd_plan_input_t *input,
         dd_plan_dl_run(&m, plan, &c);
         dd_plan_dl_fill(&m, plan, c.window_s, &evals);
     }
-    free(m.land);
+    dd_plan_dl_cleanup(&m);
     return status;
 }
 
@@ -340,6 +377,6 @@ dd_status_t dd_plan_dreamddp_delayed(const dd_plan_input_t *input,
     } else {
         dd_plan_free(best_plan);
     }
-    free(m.land);
+    dd_plan_dl_cleanup(&m);
     return status;
 }

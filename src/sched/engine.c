@@ -1,14 +1,19 @@
 /*
  * The progress engine's thread. Fused jobs are packed into one staging
- * buffer, averaged with one message, and unpacked; the staging buffer is
- * reused, since one job runs at a time. It must not decide what to sync:
- * that is the runtime's business.
+ * buffer, averaged with one message, and unpacked; each job in flight has
+ * its own staging slot, reused by the jobs after it. Jobs start in the
+ * order they were submitted, which is the same on every worker, so the
+ * backends see every rank post the same operations in the same order;
+ * with N channels a job is handed back as soon as it and the jobs before
+ * it on its channel are done. It must not decide what to sync: that is
+ * the runtime's business.
  */
 #include "sched/engine.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "core/time.h"
 #include "sched/drift.h"
+#include "sched/plan.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -18,22 +23,36 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Jobs in flight at most: every channel's pipe depth. */
+#define DD_ENGINE_MAX_FLY (DD_ENGINE_DEPTH * DD_PLAN_MAX_CHANNELS)
+
 struct dd_engine {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     dd_sync_job_t *queue, **queue_tail; /* waiting to run */
-    dd_sync_job_t *done, **done_tail;   /* ran, not yet drained */
+    dd_sync_job_t *done, *done_last;    /* ran, not yet drained, in
+                                           submission order */
     size_t pending; /* submitted, not yet run, and not deferred */
     int stopping;
     dd_status_t failed;   /* after one failure the rest are canceled */
     dd_sync_pipe_t route; /* the pipe of jobs that name none */
-    void *staging[DD_ENGINE_DEPTH]; /* one per job started at once */
-    size_t staging_size[DD_ENGINE_DEPTH];
-    void *sample[DD_ENGINE_DEPTH]; /* a measured job's sample, kept before */
-    size_t sample_size[DD_ENGINE_DEPTH];
-    uint64_t n_started;
-    double last_end; /* when the previous job ended */
+    void *staging[DD_ENGINE_MAX_FLY]; /* one per job started at once */
+    size_t staging_size[DD_ENGINE_MAX_FLY];
+    void *sample[DD_ENGINE_MAX_FLY]; /* a measured job's sample, kept before */
+    size_t sample_size[DD_ENGINE_MAX_FLY];
+    int slot_used[DD_ENGINE_MAX_FLY]; /* the thread's alone */
+    /* The channels (the stream count) and the rule that gives each job
+     * its channel at submission, from its step and size (plan.h). */
+    int channels;
+    dd_plan_assign_t assign;
+    uint64_t n_submitted;
+    double last_end[DD_PLAN_MAX_CHANNELS]; /* when each channel's previous
+                                              job ended */
+    /* The wire's shares (several channels): when each channel's last job
+     * on the wire ended, and how many channels were on it. */
+    double chan_free[DD_PLAN_MAX_CHANNELS];
+    int share_k;
     /* The job's fate: once raised, the jobs in flight end with its reason
      * instead of waiting for the backend's own timeout (NULL: none). */
     dd_abort_t *abort;
@@ -183,18 +202,45 @@ static void dd_engine_unpack(dd_engine_t *e, dd_sync_job_t *job, int i)
     }
 }
 
+/* Puts a job on the done list in submission order (jobs of different
+ * channels finish out of it); under the lock. */
+static void dd_engine_done_insert(dd_engine_t *e, dd_sync_job_t *job)
+{
+    dd_sync_job_t **at = &e->done;
+
+    /* Mostly in order: from the last one. */
+    if (e->done_last != NULL && e->done_last->seq < job->seq) {
+        at = &e->done_last->next;
+    }
+    while (*at != NULL && (*at)->seq < job->seq) {
+        at = &(*at)->next;
+    }
+    job->next = *at;
+    *at = job;
+    if (job->next == NULL) {
+        e->done_last = job;
+    }
+}
+
 /* Hands a finished job to the application thread; under the lock. */
 static void dd_engine_finish(dd_engine_t *e, dd_sync_job_t *job)
 {
-    /* The planner's channel is FIFO: a job overlapped with the previous
-     * one counts from that one's end. */
-    if (job->t_start < e->last_end) {
-        job->t_start = e->last_end;
+    double *last_end = &e->last_end[job->channel];
+
+    /* Each of the planner's channels is FIFO: a job overlapped with the
+     * previous one of its channel counts from that one's end. */
+    if (job->t_start < *last_end) {
+        job->t_start = *last_end;
     }
     if (job->t_end < job->t_start) {
         job->t_end = job->t_start;
     }
-    e->last_end = job->t_end;
+    *last_end = job->t_end;
+    /* One channel has the wire to itself; with several, each job's share
+     * was summed while it ran (dd_engine_share). */
+    if (e->channels == 1) {
+        job->wire_s = job->t_end - job->t_start;
+    }
     if (job->status != DD_OK) {
         /* The message is in this thread's last error; the application
          * thread reports it. */
@@ -206,8 +252,7 @@ static void dd_engine_finish(dd_engine_t *e, dd_sync_job_t *job)
     }
     job->next = NULL;
     if (!job->waited && !job->deferred) {
-        *e->done_tail = job;
-        e->done_tail = &job->next;
+        dd_engine_done_insert(e, job);
     }
     job->finished = 2; /* handed back */
     e->pending -= !job->deferred;
@@ -227,6 +272,7 @@ static void dd_engine_pipe_start(dd_engine_t *e, dd_sync_job_t *job, int i)
     size_t count = 0;
 
     job->t_start = job->t_launch = dd_time_now();
+    job->wire_s = 0;
     job->finished = 0;
     job->status = e->failed ? DD_ERR_CANCELED : DD_OK;
     if (job->status == DD_OK && dd_abort_raised(e->abort)) {
@@ -257,28 +303,174 @@ static int dd_engine_depth(const dd_engine_t *e, dd_sync_job_t *const *jobs,
 }
 
 /* Whether the next job may start beside the n_fly in flight and the
- * n_take about to start: no pipe among them, nor its own, overlaps
- * fewer. */
+ * n_take about to start: no pipe among them, nor its own, overlaps fewer,
+ * and no more than DD_ENGINE_DEPTH per channel are in flight in all. */
 static int dd_engine_room(const dd_engine_t *e, dd_sync_job_t *const *fly,
                           int n_fly, dd_sync_job_t *const *take, int n_take,
                           const dd_sync_job_t *next)
 {
     int depth = dd_engine_pipe(e, next)->depth;
+    int most = DD_ENGINE_DEPTH * e->channels;
 
     depth = dd_engine_depth(e, fly, n_fly, depth);
     depth = dd_engine_depth(e, take, n_take, depth);
-    return n_fly + n_take < (depth > DD_ENGINE_DEPTH ? DD_ENGINE_DEPTH : depth);
+    return n_fly + n_take < (depth > most ? most : depth);
 }
 
-/* The thread: jobs started as their pipes allow, tested in turn, finished
- * in order. */
+/* A staging slot no job in flight holds. */
+static int dd_engine_slot(dd_engine_t *e)
+{
+    int i = 0;
+
+    while (i < DD_ENGINE_MAX_FLY - 1 && e->slot_used[i]) {
+        i++;
+    }
+    e->slot_used[i] = 1;
+    return i;
+}
+
+/*
+ * With several channels, the share of the wire each job had since the
+ * last call: the oldest unfinished job of each channel is on it (from its
+ * launch, or from when the one before it on the channel ended), and the k
+ * channels on it each had 1/k of the time, as the planner's channels share
+ * the NIC (plan.h). The sum is what the job would have taken alone, which
+ * is what the profile and the model take as its time.
+ */
+static void dd_engine_share(dd_engine_t *e, dd_sync_job_t *const *fly, int n,
+                            double *tick)
+{
+    dd_sync_job_t *head[DD_PLAN_MAX_CHANNELS] = {NULL};
+    double now = dd_time_now();
+    int k = 0;
+
+    for (int j = 0; j < n; j++) {
+        int c = fly[j]->channel;
+        fly[j]->share_head = 0;
+        if (!fly[j]->finished && head[c] == NULL) {
+            head[c] = fly[j];
+            k++;
+        }
+    }
+    for (int c = 0; c < e->channels; c++) {
+        dd_sync_job_t *h = head[c];
+        if (h == NULL) {
+            continue;
+        }
+        double from = *tick > h->t_launch ? *tick : h->t_launch;
+        from = e->chan_free[c] > from ? e->chan_free[c] : from;
+        h->wire_s += now > from ? (now - from) / k : 0;
+        h->share_head = 1;
+    }
+    e->share_k = k;
+    *tick = now;
+}
+
+/* The heads that the test just ended: their share up to their end. */
+static void dd_engine_share_end(dd_engine_t *e, dd_sync_job_t *const *fly,
+                                int n, double tick)
+{
+    for (int j = 0; j < n; j++) {
+        dd_sync_job_t *h = fly[j];
+        if (!h->finished || !h->share_head) {
+            continue;
+        }
+        double from =
+            e->chan_free[h->channel] > tick ? e->chan_free[h->channel] : tick;
+        h->wire_s += h->t_end > from ? (h->t_end - from) / e->share_k : 0;
+        e->chan_free[h->channel] = h->t_end;
+        h->share_head = 0;
+    }
+}
+
+/* Tests every job in flight once, ending those that the abort or the
+ * timeout ends; returns whether anything moved. */
+static int dd_engine_test_all(dd_engine_t *e, dd_sync_job_t *const *fly,
+                              const int *slot, int n)
+{
+    int aborted = dd_abort_raised(e->abort), busy = 0;
+    double now = dd_time_now();
+
+    for (int j = 0; j < n; j++) {
+        dd_sync_job_t *job = fly[j];
+        int moved = 0;
+        if (job->finished) {
+            continue;
+        }
+        if (aborted) {
+            /* The pipe keeps the job's handle, which it may still
+             * complete after the peer's loss; nothing tests it again. */
+            job->status = dd_abort_error(e->abort, DD_SUBSYS_SCHED);
+            job->finished = 1;
+            job->t_end = dd_time_now();
+            e->abandoned = 1;
+            busy = 1;
+            continue;
+        }
+        if (e->timeout_s > 0 && now - job->t_start > e->timeout_s) {
+            /* Whatever the backend's own bound: a peer that does not
+             * take part for DREAMDDP_TIMEOUT_S fails the sync. */
+            job->status =
+                dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_SCHED,
+                         "a sync of %zu bytes did not complete within "
+                         "%.1f s (DREAMDDP_TIMEOUT_S)",
+                         job->bytes, e->timeout_s);
+            job->finished = 1;
+            job->t_end = now;
+            e->abandoned = 1;
+            busy = 1;
+            continue;
+        }
+        const dd_sync_pipe_t *pipe = dd_engine_pipe(e, job);
+        dd_status_t status = pipe->test(pipe->arg, job->handle, &moved);
+        busy |= moved;
+        if (status != DD_INPROGRESS) {
+            job->status = status;
+            job->finished = 1;
+            /* The unpacking holds the channel too: the sync ends once its
+             * averages are written back. */
+            if (status == DD_OK) {
+                dd_engine_unpack(e, job, slot[j]);
+            }
+            job->t_end = dd_time_now();
+            busy = 1;
+        }
+    }
+    return busy;
+}
+
+/* Hands back, under the lock, every finished job that no unfinished one
+ * of its channel precedes (one channel: in order); returns those left. */
+static int dd_engine_hand_back(dd_engine_t *e, dd_sync_job_t **fly, int *slot,
+                               int n)
+{
+    int blocked[DD_PLAN_MAX_CHANNELS] = {0};
+    int kept = 0;
+
+    for (int j = 0; j < n; j++) {
+        dd_sync_job_t *job = fly[j];
+        if (!blocked[job->channel] && job->finished) {
+            e->slot_used[slot[j]] = 0;
+            dd_engine_finish(e, job);
+            continue;
+        }
+        blocked[job->channel] = 1;
+        fly[kept] = job;
+        slot[kept] = slot[j];
+        kept++;
+    }
+    return kept;
+}
+
+/* The thread: jobs started in submission order as their pipes allow,
+ * tested in turn, handed back in order per channel. */
 static void *dd_engine_main(void *arg)
 {
     dd_engine_t *e = arg;
-    dd_sync_job_t *fly[DD_ENGINE_DEPTH];
-    int slot[DD_ENGINE_DEPTH];
+    dd_sync_job_t *fly[DD_ENGINE_MAX_FLY];
+    int slot[DD_ENGINE_MAX_FLY];
     int n = 0;
-    double nap = 20e-6;
+    double nap = 20e-6, tick = dd_time_now();
 
     pthread_mutex_lock(&e->lock);
     while (1) {
@@ -288,7 +480,7 @@ static void *dd_engine_main(void *arg)
         if (n == 0 && e->queue == NULL) {
             break;
         }
-        dd_sync_job_t *take[DD_ENGINE_DEPTH];
+        dd_sync_job_t *take[DD_ENGINE_MAX_FLY];
         int n_take = 0;
         while (e->queue != NULL &&
                dd_engine_room(e, fly, n, take, n_take, e->queue)) {
@@ -302,69 +494,21 @@ static void *dd_engine_main(void *arg)
 
         int busy = n_take > 0;
         for (int j = 0; j < n_take; j++) {
-            /* Jobs finish in order, so slot n_started % depth is free. */
-            slot[n] = (int)(e->n_started++ % DD_ENGINE_DEPTH);
+            slot[n] = dd_engine_slot(e);
             fly[n] = take[j];
             dd_engine_pipe_start(e, fly[n], slot[n]);
             n++;
         }
-        int aborted = dd_abort_raised(e->abort);
-        double now = dd_time_now();
-        for (int j = 0; j < n; j++) {
-            dd_sync_job_t *job = fly[j];
-            int moved = 0;
-            if (job->finished) {
-                continue;
-            }
-            if (aborted) {
-                /* The pipe keeps the job's handle, which it may still
-                 * complete after the peer's loss; nothing tests it again. */
-                job->status = dd_abort_error(e->abort, DD_SUBSYS_SCHED);
-                job->finished = 1;
-                job->t_end = dd_time_now();
-                e->abandoned = 1;
-                busy = 1;
-                continue;
-            }
-            if (e->timeout_s > 0 && now - job->t_start > e->timeout_s) {
-                /* Whatever the backend's own bound: a peer that does not
-                 * take part for DREAMDDP_TIMEOUT_S fails the sync. */
-                job->status =
-                    dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_SCHED,
-                             "a sync of %zu bytes did not complete within "
-                             "%.1f s (DREAMDDP_TIMEOUT_S)",
-                             job->bytes, e->timeout_s);
-                job->finished = 1;
-                job->t_end = now;
-                e->abandoned = 1;
-                busy = 1;
-                continue;
-            }
-            const dd_sync_pipe_t *pipe = dd_engine_pipe(e, job);
-            dd_status_t status = pipe->test(pipe->arg, job->handle, &moved);
-            busy |= moved;
-            if (status != DD_INPROGRESS) {
-                job->status = status;
-                job->finished = 1;
-                /* The unpacking holds the channel too: the sync ends
-                 * once its averages are written back. */
-                if (status == DD_OK) {
-                    dd_engine_unpack(e, job, slot[j]);
-                }
-                job->t_end = dd_time_now();
-                busy = 1;
-            }
+        if (e->channels > 1) {
+            dd_engine_share(e, fly, n, &tick);
+        }
+        busy |= dd_engine_test_all(e, fly, slot, n);
+        if (e->channels > 1) {
+            dd_engine_share_end(e, fly, n, tick);
         }
 
         pthread_mutex_lock(&e->lock);
-        while (n > 0 && fly[0]->finished) {
-            dd_engine_finish(e, fly[0]);
-            for (int j = 1; j < n; j++) {
-                fly[j - 1] = fly[j];
-                slot[j - 1] = slot[j];
-            }
-            n--;
-        }
+        n = dd_engine_hand_back(e, fly, slot, n);
         if (busy || n == 0) {
             nap = 20e-6;
             continue;
@@ -380,15 +524,27 @@ static void *dd_engine_main(void *arg)
 
 dd_status_t dd_engine_start(const dd_sync_pipe_t *route, dd_engine_t **engine_p)
 {
-    dd_engine_t *e = calloc(1, sizeof(*e));
+    return dd_engine_start_channels(route, 1, engine_p);
+}
+
+dd_status_t dd_engine_start_channels(const dd_sync_pipe_t *route, int channels,
+                                     dd_engine_t **engine_p)
+{
+    dd_engine_t *e;
     pthread_condattr_t attr;
 
-    if (e == NULL) {
+    if (channels < 1 || channels > DD_PLAN_MAX_CHANNELS) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                        "the progress engine runs 1 to %d channels, not %d",
+                        DD_PLAN_MAX_CHANNELS, channels);
+    }
+    if ((e = calloc(1, sizeof(*e))) == NULL) {
         return DD_ERR_NO_MEMORY;
     }
     e->route = *route;
+    e->channels = channels;
+    dd_plan_assign_init(&e->assign, (unsigned)channels);
     e->queue_tail = &e->queue;
-    e->done_tail = &e->done;
     pthread_mutex_init(&e->lock, NULL);
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -430,6 +586,9 @@ void dd_engine_submit(dd_engine_t *e, dd_sync_job_t *job)
     job->next = NULL;
     job->t_submit = dd_time_now();
     pthread_mutex_lock(&e->lock);
+    job->seq = e->n_submitted++;
+    job->channel =
+        (int)dd_plan_assign_next(&e->assign, job->step, (double)job->bytes);
     *e->queue_tail = job;
     e->queue_tail = &job->next;
     e->pending += !job->deferred;
@@ -453,8 +612,7 @@ dd_status_t dd_engine_drain(dd_engine_t *e, double timeout_s,
     }
     if (status == DD_OK) {
         *done_p = e->done;
-        e->done = NULL;
-        e->done_tail = &e->done;
+        e->done = e->done_last = NULL;
     }
     pthread_mutex_unlock(&e->lock);
     return status;
@@ -514,7 +672,7 @@ void dd_engine_stop(dd_engine_t *e)
     dd_sync_job_free_list(e->queue);
     pthread_cond_destroy(&e->cond);
     pthread_mutex_destroy(&e->lock);
-    for (int i = 0; i < DD_ENGINE_DEPTH && !e->abandoned; i++) {
+    for (int i = 0; i < DD_ENGINE_MAX_FLY && !e->abandoned; i++) {
         free(e->staging[i]);
         free(e->sample[i]);
     }

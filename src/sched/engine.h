@@ -1,9 +1,15 @@
 /*
  * The progress engine: one thread that runs sync jobs in the order they are
- * submitted (backward order), like the single FIFO channel of the planner's
- * cost model, while the application keeps computing. Every route is a pipe
- * (start, test); one that can (the aggregators') overlaps the tail of one
- * job with the head of the next, and the times recorded keep the channel's
+ * submitted (backward order) over N channels, N the stream count, like the
+ * channels of the planner's cost model (plan.h), while the application
+ * keeps computing. Every route is a pipe (start, test); one that can
+ * overlaps the tail of one job with the head of the next. Jobs start in
+ * submission order, the same on every worker, so the backends pair their
+ * operations alike; each job goes, at submission, to the channel that
+ * plan.h's rule gives from its step and size, and is handed back as soon
+ * as it and the earlier jobs of its channel are done: a small job does not
+ * wait for a large one on another channel. One channel is the single FIFO
+ * channel: jobs handed back in order, and the times recorded keep its
  * order (a job starts no earlier than the previous one ends). It knows
  * nothing of strategies: a job is a list of buffers to average, or a
  * collective the application asked for, and the pipe is given to it.
@@ -28,8 +34,9 @@ struct dd_codec_state;
  * (the job's own buffer, or its items packed) and returns at once; test
  * moves every started job and returns DD_OK once the given one is done,
  * DD_INPROGRESS before, or its error; *busy_p says whether anything moved.
- * A pipe overlaps up to depth jobs (1 to DD_ENGINE_DEPTH); the engine
- * finishes them in order.
+ * A pipe overlaps up to depth jobs in flight (1 to DD_ENGINE_DEPTH times
+ * the channels, each its own handle); the engine hands them back in order
+ * per channel. A pipe of depth 1 runs alone.
  */
 typedef struct {
     dd_status_t (*start)(void *arg, struct dd_sync_job *job, void *buf,
@@ -86,11 +93,18 @@ typedef struct dd_sync_job {
                      average is written back (it then travels through
                      staging even alone) */
     /* t_launch: when the engine handed it to its pipe; t_start: when it
-     * had the channel to itself (t_launch, or the previous job's end when
-     * the two overlapped), as the planner's FIFO channel counts it. */
-    double t_submit, t_launch, t_start, t_end;
-    void *handle; /* the pipe's, while started */
-    int finished; /* the pipe is done with it */
+     * had its channel to itself (t_launch, or the previous job's end on
+     * the channel when the two overlapped), as the planner's FIFO channel
+     * counts it. wire_s: its time on the wire, as the planner counts it:
+     * t_end - t_start with one channel; with several, the share of the
+     * wire it had (1/k of the time k channels were on it), what it would
+     * have taken alone. */
+    double t_submit, t_launch, t_start, t_end, wire_s;
+    uint64_t seq;   /* submission order */
+    int channel;    /* 0 .. channels - 1, from plan.h's rule */
+    int share_head; /* the engine's: on the wire for its channel */
+    void *handle;   /* the pipe's, while started */
+    int finished;   /* the pipe is done with it */
     dd_status_t status;
     char why[512]; /* the engine thread's error message, when it failed */
     /* Device jobs (staging.c): the event the buffers are final after (NULL:
@@ -103,9 +117,15 @@ typedef struct dd_sync_job {
 
 typedef struct dd_engine dd_engine_t;
 
-/** Starts the thread; route is the pipe of jobs that name none. */
+/** Starts the thread with one channel; route is the pipe of jobs that
+ *  name none. */
 dd_status_t dd_engine_start(const dd_sync_pipe_t *route,
                             dd_engine_t **engine_p);
+
+/** Starts the thread with channels channels (1 to DD_PLAN_MAX_CHANNELS,
+ *  else DD_ERR_INVALID_PARAM naming the count). */
+dd_status_t dd_engine_start_channels(const dd_sync_pipe_t *route, int channels,
+                                     dd_engine_t **engine_p);
 
 /**
  * Watches the job's fate: once abort is raised, the jobs in flight and
@@ -122,8 +142,9 @@ void dd_engine_submit(dd_engine_t *engine, dd_sync_job_t *job);
 
 /**
  * Waits until every submitted job has run and returns them in submission
- * order (the caller frees them). DD_ERR_TIMED_OUT when the engine did not
- * finish within timeout_s; the jobs then stay with the engine.
+ * order, whatever order they finished in (the caller frees them).
+ * DD_ERR_TIMED_OUT when the engine did not finish within timeout_s; the jobs
+ * then stay with the engine.
  */
 dd_status_t dd_engine_drain(dd_engine_t *engine, double timeout_s,
                             dd_sync_job_t **done_p);

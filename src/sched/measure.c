@@ -50,7 +50,7 @@ static dd_status_t dd_sched_time_allreduce(dd_sched_t *sched, float *buf,
         if (status != DD_OK) {
             return status;
         }
-        double t = job.t_end - job.t_start;
+        double t = job.wire_s;
         best = t < best ? t : best;
     }
     *best_p = best;
@@ -363,8 +363,9 @@ static void dd_sched_delay_model_set(dd_sched_t *sched, const double *v)
     int marks = v[2 * n] >= 0; /* any DD_SCHED_NO_MARKS makes it negative */
 
     sched->delay_model = (dd_plan_delay_t){
-        NULL, marks ? DD_PLAN_DEADLINE_FORWARD : DD_PLAN_DEADLINE_BACKWARD, 0,
-        NULL, NULL};
+        NULL, marks ? DD_PLAN_DEADLINE_FORWARD : DD_PLAN_DEADLINE_BACKWARD,
+        0,    NULL,
+        NULL, (unsigned)dd_sched_streams(sched)};
     if (marks) {
         memcpy(sched->delay_fp, v + 2 * n, n * sizeof(double));
         sched->delay_model.fp_s = sched->delay_fp;

@@ -248,6 +248,9 @@ typedef struct {
      *  launches (the copy of its parameters) and where it lands (the
      *  correction), at its deadline; NULL: none. */
     const double *launch_s, *land_s;
+    /** Channels sharing the NIC (the stream count; dd_plan_net_t): 0 or 1
+     *  is the one FIFO channel above. */
+    unsigned channels;
 } dd_plan_delay_t;
 
 /**
@@ -287,5 +290,94 @@ dd_status_t dd_plan_dreamddp_delayed(const dd_plan_input_t *input,
 dd_status_t dd_plan_fill_bubbles_delayed(const dd_plan_input_t *input,
                                          const dd_plan_delay_t *delay,
                                          dd_plan_t *plan);
+
+/*
+ * The N-channel model (channels.c), for a job that runs N streams: the
+ * engine runs N channels, and they share the NIC. Each channel carries its
+ * syncs one after another; while k channels have a sync on the wire, each
+ * gets 1/k of the NIC's rate, so a sync's comm_s (measured at the whole
+ * rate) stretches while others run beside it. Syncs start in launch order
+ * (a sync whose channel is busy holds back those launched after it, as in
+ * the engine, which starts them in the order every rank agrees on), each
+ * on the channel dd_plan_assign_next gives it. Whenever some sync is
+ * waiting the NIC is busy, so the last landing of a burst, and with it
+ * dd_plan_cost's exposed wait at the step's end, is the one FIFO channel's
+ * whatever N: what N changes is when each sync lands, which the deadline
+ * model (and the engine's waiters) see: a small sync launched after a
+ * large one lands before it instead of after.
+ */
+
+/** Most channels: the backends' most streams (DD_BACKEND_MAX_STREAMS). */
+#define DD_PLAN_MAX_CHANNELS 8
+
+/**
+ * The channel rule, the same in the model and in the engine: a sync goes
+ * to the channel given the least work (seconds in the model, bytes in the
+ * engine) in the sync's step so far, the lowest index on a tie. It depends
+ * only on the steps and sizes in launch order, which every rank knows
+ * alike, never on timing.
+ */
+typedef struct {
+    unsigned channels;
+    int started;
+    uint64_t step;
+    double load[DD_PLAN_MAX_CHANNELS];
+} dd_plan_assign_t;
+
+/** Starts the rule over channels (clamped to 1..DD_PLAN_MAX_CHANNELS). */
+void dd_plan_assign_init(dd_plan_assign_t *a, unsigned channels);
+
+/** The channel of the next sync, of step and work. */
+unsigned dd_plan_assign_next(dd_plan_assign_t *a, uint64_t step, double work);
+
+/** The state of the N-channel network, simulated event by event. */
+typedef struct dd_plan_net dd_plan_net_t;
+
+/**
+ * A network of channels (1..DD_PLAN_MAX_CHANNELS), room for capacity syncs
+ * in flight (it grows as needed), at time 0, idle.
+ *
+ * @return DD_OK; DD_ERR_INVALID_PARAM; DD_ERR_NO_MEMORY.
+ */
+dd_status_t dd_plan_net_create(unsigned channels, size_t capacity,
+                               dd_plan_net_t **net_p);
+
+/** Back to time 0, idle, forgetting every sync in flight. */
+void dd_plan_net_reset(dd_plan_net_t *net);
+
+/** Frees it. NULL is allowed. */
+void dd_plan_net_free(dd_plan_net_t *net);
+
+/**
+ * Launches a sync of work seconds (at the whole rate) at t (no earlier
+ * than the last call's time); *land_p reads -2 until it lands, then its
+ * landing time. land_p must stay valid until then.
+ *
+ * @return DD_OK, or DD_ERR_NO_MEMORY (nothing launched).
+ */
+dd_status_t dd_plan_net_launch(dd_plan_net_t *net, double t, uint64_t step,
+                               double work, double *land_p);
+
+/** When the sync of land lands, from t on, launching nothing more before
+ *  then (compute waits for it); a sync landed by t returns its time. */
+double dd_plan_net_wait(dd_plan_net_t *net, const double *land, double t);
+
+/** When every sync launched has landed, from t on (at least t). */
+double dd_plan_net_idle(dd_plan_net_t *net, double t);
+
+/**
+ * Landing times of n syncs launched at release_s (nondecreasing), of
+ * comm_s each, in steps step (NULL: all in one), on channels channels.
+ * With one channel: finish[j] = max(release[j], finish[j - 1]) +
+ * comm[j], the FIFO channel of plan.h.
+ *
+ * @return DD_OK; DD_ERR_INVALID_PARAM for a NULL array, a negative or
+ *         non-finite time, releases out of order or channels out of
+ *         range; DD_ERR_NO_MEMORY.
+ */
+dd_status_t dd_plan_channels_finish(const double *release_s,
+                                    const double *comm_s, const uint64_t *step,
+                                    size_t n, unsigned channels,
+                                    double *finish_s);
 
 #endif

@@ -310,11 +310,16 @@ void dd_sched_pipes_init(dd_sched_t *sched)
 {
     /* Two collectives in flight, as PyTorch DDP's buckets on
      * ProcessGroupGloo's two threads: the next starts while the last
-     * drains, which fills the ring's gaps between buckets. */
-    sched->coll_pipe = (dd_sync_pipe_t){.start = dd_sched_coll_start,
-                                        .test = dd_sched_coll_test,
-                                        .depth = DD_ENGINE_DEPTH,
-                                        .arg = sched};
+     * drains, which fills the ring's gaps between buckets; and with N
+     * streams at least one per engine channel, so that each channel has a
+     * collective on the wire. The aggregators' route keeps two: their
+     * client takes two messages at once. */
+    int streams = dd_sched_streams(sched);
+    sched->coll_pipe = (dd_sync_pipe_t){
+        .start = dd_sched_coll_start,
+        .test = dd_sched_coll_test,
+        .depth = streams > DD_ENGINE_DEPTH ? streams : DD_ENGINE_DEPTH,
+        .arg = sched};
     sched->bcast_pipe = (dd_sync_pipe_t){.start = dd_sched_bcast_start,
                                          .test = dd_sched_coll_test,
                                          .depth = 1,
@@ -328,6 +333,11 @@ void dd_sched_pipes_init(dd_sched_t *sched)
 double dd_sched_engine_timeout(const dd_sched_t *sched)
 {
     return sched->env.job->timeout_s + DD_ENGINE_GRACE_S;
+}
+
+int dd_sched_streams(const dd_sched_t *sched)
+{
+    return sched->env.coll != NULL ? dd_backends_streams(sched->env.coll) : 1;
 }
 
 /* The ordinal a collective on device memory runs on: its own, or that of
@@ -387,6 +397,8 @@ dd_status_t dd_sched_collective(dd_sched_t *sched, const dd_sched_coll_t *c)
                      ? &sched->device_pipe
                      : &sched->coll_pipe;
     call->op = c;
+    /* Its size, for the channel rule: every worker passes the same. */
+    call->bytes = dd_sched_coll_bytes(c, job->n_workers);
     dd_status_t status =
         dd_engine_call(sched->engine, call, dd_sched_engine_timeout(sched));
     if (status == DD_ERR_TIMED_OUT && call->finished != 2) {

@@ -503,7 +503,7 @@ static dd_status_t dd_sched_report(dd_sched_t *sched, dd_sync_job_t *done)
 static void dd_sched_gather(dd_sched_t *sched, const dd_sync_job_t *done)
 {
     for (const dd_sync_job_t *job = done; job != NULL; job = job->next) {
-        double wire = job->t_end - job->t_start;
+        double wire = job->wire_s;
         for (size_t k = 0; k < job->n_layers; k++) {
             struct dd_layer *l = sched->layers[job->layers[k]];
             size_t bytes = job->layer_bytes[k];
@@ -548,7 +548,7 @@ static void dd_sched_account(dd_sched_t *sched, dd_sync_job_t *done,
         if (job->n_layers == 0) {
             continue; /* the agreement on the times, not a sync */
         }
-        st->wire_s += job->t_end - job->t_start;
+        st->wire_s += job->wire_s;
         st->staging_s += job->staging_s;
         st->bytes_synced += job->bytes;
         st->wire_bytes += job->wire_bytes;

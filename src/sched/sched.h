@@ -312,6 +312,9 @@ void dd_sched_pipes_init(dd_sched_t *sched);
 dd_status_t dd_sched_collective(dd_sched_t *sched, const dd_sched_coll_t *c);
 /* How long the application waits for the engine. */
 double dd_sched_engine_timeout(const dd_sched_t *sched);
+/* The stream count the backends run (1 without backends): the engine's
+ * channels and the planner's. */
+int dd_sched_streams(const dd_sched_t *sched);
 
 /* staging.c: the device pipe; dd_sched_device_call runs a collective job
  * on device memory through it before the engine starts. */

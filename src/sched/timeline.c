@@ -130,7 +130,8 @@ void dd_timeline_sync(dd_timeline_t *t, const dd_sched_t *sched,
 
     snprintf(name, sizeof(name), "sync %s%s",
              sched->layers[job->layers[0]]->name, job->n_layers > 1 ? "+" : "");
-    dd_timeline_event(t, name, "sync", "X", 1, job->t_start);
+    /* One row per engine channel (the first is row 1, as with one). */
+    dd_timeline_event(t, name, "sync", "X", 1 + job->channel, job->t_start);
     dd_json_key(&t->json, "dur");
     dd_json_fixed(&t->json, (job->t_end - job->t_start) * 1e6, 1);
     dd_json_key(&t->json, "args");
@@ -145,6 +146,11 @@ void dd_timeline_sync(dd_timeline_t *t, const dd_sched_t *sched,
     dd_json_string(&t->json, dd_sched_codec_name(job->codec));
     dd_json_key(&t->json, "wire_bytes");
     dd_json_uint(&t->json, job->wire_bytes);
+    /* Its channel, and its share of the wire in us (dur with one). */
+    dd_json_key(&t->json, "channel");
+    dd_json_int(&t->json, job->channel);
+    dd_json_key(&t->json, "wire_us");
+    dd_json_fixed(&t->json, job->wire_s * 1e6, 1);
     /* When the runtime handed the job to the engine: what start lags
      * behind it is the channel's queue. */
     dd_json_key(&t->json, "submit");

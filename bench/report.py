@@ -83,7 +83,7 @@ def run_name(r):
     if r.get("step_work"):
         name += " (step work)"
     if r.get("streams_asked"):
-        name += f" ({r['streams_asked']} streams)"
+        name += f" ({r['streams_asked']} stream{'s' if r['streams_asked'] != 1 else ''})"
     return name
 
 

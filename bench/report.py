@@ -148,8 +148,9 @@ def frontend(path):
           " front-end run: front-end compute minus train-sim none ="
           f" {fmt(step_work)} s/iter here. `train-sim --step-work` does the same memory"
           " work in C (zero the gradients, accumulate each layer's before it is marked"
-          " ready, an SGD step with lr 0 after dd_step_end): front end ÷ that is what the"
-          f" binding costs. Its none: {fmt(none_sw)} s/iter.\n")
+          " ready, an SGD step with lr 0 after dd_step_end), on one thread where PyTorch"
+          " splits its passes over its intra-op threads: the binding's cost lies between"
+          f" front end ÷ train-sim and front end ÷ that. Its none: {fmt(none_sw)} s/iter.\n")
     waits = median_by(rows, run_name, "mean_wait_s")
     waits.update(median_by([r for r in rows if not r.get("anchor")], run_name, "wait_s"))
     wait = lambda k: waits.get(k, (None,))[0]  # noqa: E731

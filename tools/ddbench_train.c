@@ -82,7 +82,8 @@ static void ddbench_train_usage(FILE *out)
             "backward)\n"
             "  --streams N: connections per peer and engine channels, 1 to 8 "
             "(DREAMDDP_NUM_STREAMS\n"
-            "     for the run); the model takes as many channels\n"
+            "     for the run); the model takes as many channels (one under "
+            "+next)\n"
             "  C: none, fp16, bf16, topk:RATIO, powersgd:RANK "
             "(dd_compression_set;\n"
             "     --check needs none)\n"
@@ -417,7 +418,7 @@ static double ddbench_modeled(ddbench_sim_t *s, const ddbench_train_opts_t *o)
     unsigned h = sched->strategy.window;
     if (sched->strategy.delay) {
         result = ddbench_modeled_delayed(s->n, sched, &in, fp, o->no_marks,
-                                         o->streams);
+                                         dd_sched_channels(sched));
         forward = 0; /* part of the deadline model */
     }
     switch (sched->strategy.delay ? -1 : (int)sched->strategy.kind) {

@@ -502,7 +502,7 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
         (status = dd_sched_codecs_commit(sched, dd_sched_route(sched))) !=
             DD_OK ||
         (status = dd_engine_start_channels(dd_sched_route(sched),
-                                           dd_sched_streams(sched),
+                                           dd_sched_channels(sched),
                                            &sched->engine)) != DD_OK ||
         (dd_engine_set_abort(sched->engine, sched->env.job->abort,
                              sched->env.job->timeout_s),
@@ -511,8 +511,8 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
         return status;
     }
     dd_log_info(DD_SUBSYS_SCHED, "progress engine: %d channel%s",
-                dd_sched_streams(sched),
-                dd_sched_streams(sched) == 1 ? "" : "s");
+                dd_sched_channels(sched),
+                dd_sched_channels(sched) == 1 ? "" : "s");
     if (sched->opts.timeline != NULL) {
         status = dd_timeline_open(sched, &sched->timeline);
         if (status != DD_OK) {

@@ -365,7 +365,7 @@ static void dd_sched_delay_model_set(dd_sched_t *sched, const double *v)
     sched->delay_model = (dd_plan_delay_t){
         NULL, marks ? DD_PLAN_DEADLINE_FORWARD : DD_PLAN_DEADLINE_BACKWARD,
         0,    NULL,
-        NULL, (unsigned)dd_sched_streams(sched)};
+        NULL, (unsigned)dd_sched_channels(sched)};
     if (marks) {
         memcpy(sched->delay_fp, v + 2 * n, n * sizeof(double));
         sched->delay_model.fp_s = sched->delay_fp;

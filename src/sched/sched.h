@@ -315,6 +315,9 @@ double dd_sched_engine_timeout(const dd_sched_t *sched);
 /* The stream count the backends run (1 without backends): the engine's
  * channels and the planner's. */
 int dd_sched_streams(const dd_sched_t *sched);
+/* The progress engine's channels: the stream count, or 1 under delayed
+ * averaging. */
+int dd_sched_channels(const dd_sched_t *sched);
 
 /* staging.c: the device pipe; dd_sched_device_call runs a collective job
  * on device memory through it before the engine starts. */

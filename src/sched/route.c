@@ -341,14 +341,15 @@ int dd_sched_streams(const dd_sched_t *sched)
 }
 
 /* Delayed averaging keeps one FIFO channel whatever the stream count (the
- * backends still spread each message over the streams): with more, the
- * embedding's sync, due soonest, shared the NIC with the syncs launched
- * after it and landed later. Measured in the train simulator (gpt2-blocks
- * at scale 0.25, forward 0.5, dreamddp:4+next without forward marks, 4
- * hosts at 1 Gbit/s, two rounds): exposed 0.509 and 0.474x PyTorch Local
- * SGD's communication on one channel, 0.591 and 0.634x on two, 0.450 and
- * 0.566x on four, and the deadline model within 2.2 % of the measured time
- * on one channel, 6.7 % and 19.6 % off on two and four. */
+ * backends still spread each message over the streams): its plan is made
+ * for syncs that run across the iteration boundary, and on more channels
+ * the deadline model missed the measured time by up to 20 % while the
+ * exposed time got no better than its spread from run to run. Measured in
+ * the train simulator (gpt2-blocks at scale 0.25, forward 0.5,
+ * dreamddp:4+next without forward marks, 4 hosts at 1 Gbit/s): on 2 and 4
+ * channels measured / modeled 1.024-1.067 and 1.065-1.196, exposed
+ * 0.450-0.634x PyTorch Local SGD's communication; on one channel 0.991 to
+ * 1.054, exposed 0.474-0.711x. */
 int dd_sched_channels(const dd_sched_t *sched)
 {
     return sched->strategy.delay ? 1 : dd_sched_streams(sched);

@@ -12,29 +12,11 @@
 
 #include <cmocka.h>
 
+#include "plan_random.h"
 #include "sched/plan.h"
 
 #include <math.h>
 #include <stdlib.h>
-
-static int same(double a, double b)
-{
-    return fabs(a - b) <= 1e-9 * (1.0 + fabs(b));
-}
-
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double uniform(uint64_t *state, double lo, double hi)
-{
-    return lo +
-           (hi - lo) * (double)(next_random(state) >> 11) / 9007199254740992.0;
-}
 
 /* One channel: finish[j] = max(release[j], finish[j - 1]) + comm[j]. */
 static void test_one_channel_is_fifo(void **state)
@@ -56,7 +38,7 @@ static void test_one_channel_is_fifo(void **state)
             dd_plan_channels_finish(release, comm, step, 40, 1, finish), DD_OK);
         for (int j = 0; j < 40; j++) {
             fifo = (fifo > release[j] ? fifo : release[j]) + comm[j];
-            assert_true(same(finish[j], fifo));
+            assert_true(same_cost(finish[j], fifo));
         }
     }
 }
@@ -73,11 +55,11 @@ static void test_small_after_large(void **state)
 
     assert_int_equal(dd_plan_channels_finish(release, comm, NULL, 2, 1, finish),
                      DD_OK);
-    assert_true(same(finish[0], 4.0) && same(finish[1], 5.0));
+    assert_true(same_cost(finish[0], 4.0) && same_cost(finish[1], 5.0));
     assert_int_equal(dd_plan_channels_finish(release, comm, NULL, 2, 2, finish),
                      DD_OK);
-    assert_true(same(finish[1], 3.0)); /* before the large one */
-    assert_true(same(finish[0], 5.0)); /* the NIC's work is the same */
+    assert_true(same_cost(finish[1], 3.0)); /* before the large one */
+    assert_true(same_cost(finish[0], 5.0)); /* the NIC's work is the same */
 }
 
 /*
@@ -94,15 +76,15 @@ static void test_bandwidth_shared(void **state)
 
     assert_int_equal(dd_plan_channels_finish(release, two, NULL, 2, 2, finish),
                      DD_OK);
-    assert_true(same(finish[0], 4.0) && same(finish[1], 4.0));
+    assert_true(same_cost(finish[0], 4.0) && same_cost(finish[1], 4.0));
     assert_int_equal(dd_plan_channels_finish(release, ones, NULL, 3, 2, finish),
                      DD_OK);
-    assert_true(same(finish[0], 2.0) && same(finish[1], 2.0) &&
-                same(finish[2], 3.0));
+    assert_true(same_cost(finish[0], 2.0) && same_cost(finish[1], 2.0) &&
+                same_cost(finish[2], 3.0));
     assert_int_equal(dd_plan_channels_finish(release, ones, NULL, 3, 4, finish),
                      DD_OK);
     for (int j = 0; j < 3; j++) {
-        assert_true(same(finish[j], 3.0));
+        assert_true(same_cost(finish[j], 3.0));
     }
 }
 
@@ -131,7 +113,7 @@ static void test_last_landing_is_fifo(void **state)
             last = many[j] > last ? many[j] : last;
             assert_true(many[j] >= release[j] + comm[j] - 1e-9);
         }
-        assert_true(same(last, one[29]));
+        assert_true(same_cost(last, one[29]));
     }
 }
 
@@ -181,13 +163,13 @@ static void test_deadline_two_channels(void **state)
 
     dd_plan_delay_t d = {fp, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL, 1};
     assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &one), DD_OK);
-    assert_true(same(one.iter_s, 6.0) && same(one.exposed_s, 3.0));
+    assert_true(same_cost(one.iter_s, 6.0) && same_cost(one.exposed_s, 3.0));
     d.channels = 2;
     assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &two), DD_OK);
-    assert_true(same(two.iter_s, 5.5) && same(two.exposed_s, 2.5));
+    assert_true(same_cost(two.iter_s, 5.5) && same_cost(two.exposed_s, 2.5));
     d.channels = 0; /* the one FIFO channel */
     assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &two), DD_OK);
-    assert_true(same(two.iter_s, 6.0));
+    assert_true(same_cost(two.iter_s, 6.0));
     d.channels = DD_PLAN_MAX_CHANNELS + 1;
     assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &two),
                      DD_ERR_INVALID_PARAM);
@@ -220,7 +202,7 @@ static void test_step_end_any_channels(void **state)
             dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_STEP_END, 0, NULL, NULL,
                                  ch};
             assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &c), DD_OK);
-            assert_true(same(c.iter_s, base.iter_s));
+            assert_true(same_cost(c.iter_s, base.iter_s));
         }
         dd_plan_free(plan);
     }
@@ -256,8 +238,8 @@ static void test_bad_input(void **state)
             assert_int_equal(dd_plan_net_launch(net, 0, 0, 1, &land[j]), DD_OK);
             assert_true(land[j] == -2.0);
         }
-        assert_true(same(dd_plan_net_idle(net, 0), 5.0));
-        assert_true(same(dd_plan_net_wait(net, &land[4], 6.0), 5.0));
+        assert_true(same_cost(dd_plan_net_idle(net, 0), 5.0));
+        assert_true(same_cost(dd_plan_net_wait(net, &land[4], 6.0), 5.0));
         dd_plan_net_reset(net);
     }
     dd_plan_net_free(net);

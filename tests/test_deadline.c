@@ -11,29 +11,11 @@
 
 #include <cmocka.h>
 
+#include "plan_random.h"
 #include "sched/plan.h"
 
 #include <math.h>
 #include <stdlib.h>
-
-static int same_cost(double a, double b)
-{
-    return fabs(a - b) <= 1e-9 * (1.0 + fabs(b));
-}
-
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double uniform(uint64_t *state, double lo, double hi)
-{
-    return lo +
-           (hi - lo) * (double)(next_random(state) >> 11) / 9007199254740992.0;
-}
 
 /*
  * Two layers, both synced every iteration: forward 0.5 each, backward 1
@@ -55,7 +37,7 @@ static void test_hand_case(void **state)
     dd_plan_cost_t c, same;
     assert_int_equal(dd_plan_ssgd(2, 1, &plan), DD_OK);
 
-    dd_plan_delay_t d = {fp, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL};
+    dd_plan_delay_t d = {fp, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL, 1};
     assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &c), DD_OK);
     assert_true(same_cost(c.iter_s, 5.0));
     assert_true(same_cost(c.exposed_s, 2.0));
@@ -86,7 +68,7 @@ static void test_sync_across_iterations(void **state)
     (void)state;
     double bp[1] = {1}, comm[1] = {3};
     dd_plan_input_t in = {1, bp, comm};
-    dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL};
+    dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL, 1};
     dd_plan_t *plan;
     dd_plan_cost_t c;
 
@@ -128,7 +110,7 @@ static void test_special_cases(void **state)
         dd_plan_t *plan;
         dd_plan_cost_t a, b;
         assert_int_equal(dd_plan_dreamddp(&in, H, NULL, &plan), DD_OK);
-        dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_STEP_END, 0, NULL, NULL};
+        dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_STEP_END, 0, NULL, NULL, 1};
         assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &a), DD_OK);
         assert_int_equal(dd_plan_cost(&in, plan, &b), DD_OK);
         assert_true(same_cost(a.window_s, b.window_s));
@@ -181,10 +163,13 @@ static void test_planner(void **state)
         unsigned H = 1 + (unsigned)(next_random(&rng) % 3);
         random_profile(&rng, n, bp, comm, fp);
         dd_plan_input_t in = {n, bp, comm};
-        dd_plan_delay_t d = {fp,
-                             trial % 2 ? DD_PLAN_DEADLINE_FORWARD
-                                       : DD_PLAN_DEADLINE_BACKWARD,
-                             0, NULL, NULL};
+        dd_plan_delay_t d = {
+            fp,
+            trial % 2 ? DD_PLAN_DEADLINE_FORWARD : DD_PLAN_DEADLINE_BACKWARD,
+            0,
+            NULL,
+            NULL,
+            1};
         dd_plan_t *delayed, *same, *uniform_plan;
         dd_plan_cost_t c_delayed, c_same, c_uniform, c_nofill;
         dd_plan_params_t nofill;
@@ -230,7 +215,7 @@ static void test_planner_hand(void **state)
     (void)state;
     double bp[2] = {1, 1}, comm[2] = {2, 0.5}, fp[2] = {1, 1};
     dd_plan_input_t in = {2, bp, comm};
-    dd_plan_delay_t d = {fp, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL};
+    dd_plan_delay_t d = {fp, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL, 1};
     dd_plan_params_t p;
     dd_plan_t *plan;
     dd_plan_cost_t c;
@@ -262,7 +247,7 @@ static void test_launch_and_land_costs(void **state)
     (void)state;
     double bp[1] = {1}, comm[1] = {1}, copy[1] = {0.25}, fix[1] = {0.5};
     dd_plan_input_t in = {1, bp, comm};
-    dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_FORWARD, 0, copy, fix};
+    dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_FORWARD, 0, copy, fix, 1};
     dd_plan_t *plan;
     dd_plan_cost_t c;
     assert_int_equal(dd_plan_ssgd(1, 1, &plan), DD_OK);
@@ -280,7 +265,7 @@ static void test_invalid(void **state)
     (void)state;
     double bp[2] = {1, 1}, comm[2] = {1, 1}, bad[2] = {-1, 0};
     dd_plan_input_t in = {2, bp, comm};
-    dd_plan_delay_t d = {bad, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL};
+    dd_plan_delay_t d = {bad, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL, 1};
     dd_plan_t *plan, *out = NULL;
     dd_plan_cost_t c;
     assert_int_equal(dd_plan_ssgd(2, 1, &plan), DD_OK);

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "plan_random.h"
 #include "sched/plan.h"
 
 #include <math.h>
@@ -30,24 +31,6 @@ static int close_or_below(double a, double b)
     return a <= b + 1e-9 * (1.0 + fabs(b));
 }
 
-static int same_cost(double a, double b)
-{
-    return fabs(a - b) <= 1e-9 * (1.0 + fabs(b));
-}
-
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double uniform(uint64_t *state)
-{
-    return (double)(next_random(state) >> 11) / 9007199254740992.0;
-}
-
 /* A random profile: some layers without backward time or traffic, and a
  * traffic scale that ranges from fully hidden to far exposed. */
 typedef struct {
@@ -63,8 +46,9 @@ static void random_profile(size_t n, uint64_t seed, profile_t *p)
     double scale = scales[next_random(&state) % 4];
 
     for (size_t i = 0; i < n; i++) {
-        p->bp[i] = uniform(&state) < 0.2 ? 0.0 : uniform(&state);
-        p->comm[i] = uniform(&state) < 0.1 ? 0.0 : scale * uniform(&state);
+        p->bp[i] = unit_random(&state) < 0.2 ? 0.0 : unit_random(&state);
+        p->comm[i] =
+            unit_random(&state) < 0.1 ? 0.0 : scale * unit_random(&state);
     }
     p->input.num_layers = n;
     p->input.bp_s = p->bp;
@@ -448,8 +432,8 @@ static void test_planner_large_without_exact(void **state)
     uint64_t rng = 42;
 
     for (size_t i = 0; i < 60; i++) {
-        bp[i] = uniform(&rng);
-        comm[i] = 3.0 * uniform(&rng);
+        bp[i] = unit_random(&rng);
+        comm[i] = 3.0 * unit_random(&rng);
     }
     for (unsigned H = 1; H <= 12; H += 5) {
         dd_plan_t *dp, *plan;
@@ -512,10 +496,10 @@ static void test_local_search_reaches_local_optimum(void **state)
         uint64_t rng = 700 + s;
         input.num_layers = 10 + next_random(&rng) % 31;
         unsigned H = 2 + (unsigned)(next_random(&rng) % 7);
-        double scale = 0.5 + 4.0 * uniform(&rng);
+        double scale = 0.5 + 4.0 * unit_random(&rng);
         for (size_t i = 0; i < input.num_layers; i++) {
-            bp[i] = uniform(&rng);
-            comm[i] = scale * uniform(&rng);
+            bp[i] = unit_random(&rng);
+            comm[i] = scale * unit_random(&rng);
         }
         dd_plan_t *dp, *plan;
         assert_int_equal(dd_plan_contiguous(&input, H, &dp), DD_OK);

@@ -243,6 +243,17 @@ void dd_gloo_run(dd_backend_request *req)
     }
 }
 
+/* With the lock held: the request has run; its owner, waiting or gone,
+ * is told. */
+static void dd_gloo_finished(dd_backend_t *b, dd_backend_request *req)
+{
+    req->done = true;
+    if (req->abandoned) {
+        delete req;
+    }
+    b->cond.notify_all();
+}
+
 void dd_gloo_thread(dd_backend_t *b)
 {
     std::unique_lock<std::mutex> lock(b->mutex);
@@ -257,11 +268,7 @@ void dd_gloo_thread(dd_backend_t *b)
         lock.unlock();
         dd_gloo_run(req);
         lock.lock();
-        req->done = true;
-        if (req->abandoned) {
-            delete req;
-        }
-        b->cond.notify_all();
+        dd_gloo_finished(b, req);
     }
 }
 
@@ -284,11 +291,7 @@ void dd_gloo_waiter(dd_backend_t *b)
         lock.lock();
         b->p2p_idle++;
         b->p2p_open.erase(req);
-        req->done = true;
-        if (req->abandoned) {
-            delete req;
-        }
-        b->cond.notify_all();
+        dd_gloo_finished(b, req);
     }
 }
 

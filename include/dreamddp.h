@@ -720,6 +720,35 @@ DD_API size_t dd_num_layers(dd_context_h ctx);
 DD_API dd_layer_h dd_layer_at(dd_context_h ctx, size_t i);
 
 /**
+ * Part i of a layer. dd_model_commit cuts a host layer larger than
+ * DREAMDDP_LAYER_SPLIT into parts that the plan schedules as layers of
+ * their own (under delayed averaging, by default, a layer larger than the
+ * model over 2H): one part may sync in one step of the window, the next in
+ * another. The layer's handle stays the one to mark; dd_layer_stats of it
+ * sums its parts (syncs: those that covered every part; divergence: the
+ * largest part's). A part's handle, named "NAME#i", serves dd_layer_stats
+ * and dd_layer_name only. A layer that was not cut, or before the commit,
+ * has one part, itself; dd_layer_num_parts counts them.
+ *
+ * @param part_p    the part's handle.
+ * @param offset_p  may be NULL: its first element, counting the layer's
+ *                  tensors' elements one after the other.
+ * @param count_p   may be NULL: its number of elements.
+ * @return DD_OK; DD_ERR_INVALID_PARAM for a foreign layer or a part's
+ *         handle, a NULL part_p, or i past the last part.
+ * One thread at a time per context before dd_model_commit, any thread
+ * after. ABI: added with libtool interface 4 (the soname unchanged).
+ */
+DD_API dd_status_t dd_layer_part(dd_context_h ctx, dd_layer_h layer, size_t i,
+                                 dd_layer_h *part_p, size_t *offset_p,
+                                 size_t *count_p);
+
+/** The number of parts of a layer (dd_layer_part): 1 for a layer that was
+ *  not cut, 0 for NULL, a foreign layer or a part's handle. Threads: as
+ *  dd_layer_part. ABI: added with libtool interface 4. */
+DD_API size_t dd_layer_num_parts(dd_context_h ctx, dd_layer_h layer);
+
+/**
  * Serves as an aggregator: sums the chunks the workers push and sends the
  * averages back, until every worker has reached dd_finalize. Call it on
  * ranks whose dd_role() is DD_ROLE_AGGREGATOR (the `ddagg` tool does), then

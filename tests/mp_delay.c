@@ -17,6 +17,10 @@
  *       deadline for layer 0 in step 1 must wait for the late sync.
  *   MP_DELAY_I32=1: one more layer, of int32, which dd_model_commit must
  *       refuse under a +next strategy, naming it.
+ *
+ * Under DREAMDDP_LAYER_SPLIT a layer may sync in parts (dd_layer_part),
+ * each in a step of its own: the simulation lands each part's span when
+ * that part's sync counts, and rank 0 prints how each layer was cut.
  */
 #include <dreamddp.h>
 
@@ -28,6 +32,7 @@
 
 #define N_LAYERS 4
 #define MAX_WORLD 8
+#define MAX_PARTS 16
 static const size_t sizes[N_LAYERS] = {3, 70000, 4099, 33};
 static int rank, world;
 
@@ -45,6 +50,10 @@ typedef struct {
     void *param;
     dd_dtype_t dtype;
     dd_layer_h h;
+    /* Its parts after the commit: handle, first element, elements. */
+    size_t n_parts;
+    dd_layer_h part[MAX_PARTS];
+    size_t off[MAX_PARTS], cnt[MAX_PARTS];
     /* The simulation: every rank's replica and its values at the last
      * launch. */
     double *x[MAX_WORLD], *snap[MAX_WORLD];
@@ -115,10 +124,11 @@ static int setup(dd_context_h ctx, layer_t *L)
     return 0;
 }
 
-/* The simulation of a landing on every rank. */
-static void sim_land(layer_t *L, int l)
+/* The simulation of a landing of elements [off, off + cnt) on every
+ * rank. */
+static void sim_land(layer_t *L, size_t off, size_t cnt)
 {
-    for (size_t i = 0; i < sizes[l]; i++) {
+    for (size_t i = off; i < off + cnt; i++) {
         double avg = 0;
         for (int q = 0; q < world; q++) {
             avg += L->snap[q][i];
@@ -154,11 +164,39 @@ static int matches(const layer_t *L, int l, const char *when, long s)
     return 0;
 }
 
-static uint64_t syncs_of(dd_context_h ctx, const layer_t *L)
+static uint64_t syncs_of(dd_context_h ctx, dd_layer_h h)
 {
     dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS};
-    dd_layer_stats(ctx, L->h, &st);
+    dd_layer_stats(ctx, h, &st);
     return st.syncs;
+}
+
+/* The parts the commit cut each layer into; they must tile it. */
+static int parts(dd_context_h ctx, layer_t *L)
+{
+    for (int l = 0; l < N_LAYERS; l++) {
+        size_t next = 0;
+        L[l].n_parts = 0;
+        size_t n = dd_layer_num_parts(ctx, L[l].h);
+        CHECK(n >= 1 && n <= MAX_PARTS, "layer %d has %zu parts", l, n);
+        for (size_t j = 0; j < n; j++) {
+            CHECK(dd_layer_part(ctx, L[l].h, j, &L[l].part[j], &L[l].off[j],
+                                &L[l].cnt[j]) == DD_OK,
+                  "dd_layer_part %zu of %zu: %s", j, n, dd_last_error());
+            L[l].n_parts = j + 1;
+            CHECK(L[l].off[j] == next && L[l].cnt[j] > 0,
+                  "layer %d part %zu spans %zu..%zu, expected from %zu", l, j,
+                  L[l].off[j], L[l].off[j] + L[l].cnt[j], next);
+            next += L[l].cnt[j];
+        }
+        CHECK(next == sizes[l], "layer %d's %zu parts cover %zu of %zu", l,
+              L[l].n_parts, next, sizes[l]);
+        if (rank == 0 && L[l].n_parts > 1) {
+            printf("mp_delay: layer%d in %zu parts, %s first\n", l,
+                   L[l].n_parts, dd_layer_name(L[l].part[0]));
+        }
+    }
+    return 0;
 }
 
 /* The replicas are bit-identical: each equals the maximum and the minimum
@@ -186,9 +224,11 @@ static double slow_s, end0_s, deadline1_s;
 
 static int step(dd_context_h ctx, layer_t *L, long s, int marks)
 {
-    uint64_t before[N_LAYERS];
+    uint64_t before[N_LAYERS][MAX_PARTS];
     for (int l = 0; l < N_LAYERS; l++) {
-        before[l] = syncs_of(ctx, &L[l]);
+        for (size_t j = 0; j < L[l].n_parts; j++) {
+            before[l][j] = syncs_of(ctx, L[l].part[j]);
+        }
     }
     CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());
     for (int l = 0; marks && l < N_LAYERS; l++) {
@@ -216,11 +256,13 @@ static int step(dd_context_h ctx, layer_t *L, long s, int marks)
         end0_s = now() - t0;
     }
     for (int l = 0; l < N_LAYERS; l++) {
-        /* A layer counts its sync once it landed: in this step, at its
+        /* A part counts its sync once it landed: in this step, at its
          * deadline, from the launch in the step before. */
-        if (syncs_of(ctx, &L[l]) > before[l]) {
-            CHECK(s > 0, "layer %d landed in step 0", l);
-            sim_land(&L[l], l);
+        for (size_t j = 0; j < L[l].n_parts; j++) {
+            if (syncs_of(ctx, L[l].part[j]) > before[l][j]) {
+                CHECK(s > 0, "layer %d part %zu landed in step 0", l, j);
+                sim_land(&L[l], L[l].off[j], L[l].cnt[j]);
+            }
         }
         for (int q = 0; q < world; q++) {
             memcpy(L[l].snap[q], L[l].x[q], sizes[l] * sizeof(double));
@@ -242,7 +284,6 @@ static int step(dd_context_h ctx, layer_t *L, long s, int marks)
 static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
                int marks)
 {
-    uint64_t before[N_LAYERS];
     CHECK(dd_strategy_set(ctx, strategy) == DD_OK, "%s", dd_last_error());
     if (getenv("MP_DELAY_I32") != NULL) {
         dd_status_t s = dd_model_commit(ctx);
@@ -252,21 +293,30 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
         return 0;
     }
     CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
+    if (parts(ctx, L) != 0) {
+        return 1;
+    }
     for (long s = 0; s < steps; s++) {
         if (step(ctx, L, s, marks) != 0) {
             return 1;
         }
     }
+    uint64_t before[N_LAYERS][MAX_PARTS];
     for (int l = 0; l < N_LAYERS; l++) {
-        before[l] = syncs_of(ctx, &L[l]);
+        for (size_t j = 0; j < L[l].n_parts; j++) {
+            before[l][j] = syncs_of(ctx, L[l].part[j]);
+        }
     }
     CHECK(dd_sync_all(ctx) == DD_OK, "sync_all: %s", dd_last_error());
     for (int l = 0; l < N_LAYERS; l++) {
-        uint64_t n = syncs_of(ctx, &L[l]) - before[l];
-        CHECK(n == 1 || n == 2, "sync_all: layer %d counted %llu syncs", l,
-              (unsigned long long)n);
-        if (n == 2) { /* the last step's, landed by dd_sync_all */
-            sim_land(&L[l], l);
+        for (size_t j = 0; j < L[l].n_parts; j++) {
+            uint64_t n = syncs_of(ctx, L[l].part[j]) - before[l][j];
+            CHECK(n == 1 || n == 2,
+                  "sync_all: layer %d part %zu counted %llu syncs", l, j,
+                  (unsigned long long)n);
+            if (n == 2) { /* the last step's, landed by dd_sync_all */
+                sim_land(&L[l], L[l].off[j], L[l].cnt[j]);
+            }
         }
         sim_average(&L[l], l);
         if (matches(&L[l], l, "sync_all after step", steps) != 0 ||

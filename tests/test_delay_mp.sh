@@ -2,9 +2,10 @@
 # Delayed averaging ("+next") with real processes through ddrun: a replica
 # that took local steps while its sync was in flight ends equal to the
 # reference, average(x at launch) + (x now - x at launch), on both routes,
-# with and without forward marks, dense and through a codec; dd_sync_all
-# leaves the replicas bit-identical; a sync that misses its deadline is
-# waited for there, never skipped, while dd_step_end does not wait for it.
+# with and without forward marks, dense and through a codec, whole layers
+# and layers in parts; dd_sync_all leaves the replicas bit-identical; a
+# sync that misses its deadline is waited for there, never skipped, while
+# dd_step_end does not wait for it.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 MP=$top_builddir/tests/mp_delay
 export DREAMDDP_TIMEOUT_S=30 DREAMDDP_PROFILE_STEPS=2
@@ -31,6 +32,19 @@ run_case "plsgd:1+next with fp16" 2 plsgd:1+next 6 marks DREAMDDP_COMPRESSION=fp
 run_case "dreamddp:2+next with fp16 through an aggregator" 3 dreamddp:2+next 6 nomarks \
     DREAMDDP_COMPRESSION=fp16 DREAMDDP_NUM_AGGREGATORS=1
 run_case "dreamddp:2+next, small fusion limit" 2 dreamddp:2+next 7 marks DREAMDDP_FUSION_BYTES=64
+
+# Layers in parts (DREAMDDP_LAYER_SPLIT): layer1 (280 kB) syncs as 5
+# parts, each landing on its own and every element as the reference says.
+split_case() { # WHAT N STRATEGY STEPS MARKS [VAR=VALUE...]
+    what=$1
+    run_case "$@" DREAMDDP_LAYER_SPLIT=64K
+    expect_grep "$TMP/out" "mp_delay: layer1 in 5 parts, layer1#0 first" "$what: cut in 5 parts"
+}
+split_case "dreamddp:4+next in parts, forward marks" 2 dreamddp:4+next 9 marks
+split_case "dreamddp:4+next in parts, no marks" 2 dreamddp:4+next 9 nomarks
+split_case "plsgd:2+next in parts on 4 ranks" 4 plsgd:2+next 7 nomarks
+split_case "dreamddp:2+next in parts with fp16 through 2 aggregators" 4 dreamddp:2+next 7 marks \
+    DREAMDDP_COMPRESSION=fp16 DREAMDDP_NUM_AGGREGATORS=2
 
 # A late peer: rank 1 launches layer 0's sync 1.5 s late in step 0.
 for marks in marks nomarks; do

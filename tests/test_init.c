@@ -29,6 +29,7 @@ static const char *const touched[] = {"DREAMDDP_TIMEOUT_S",
                                       "DREAMDDP_WORLD_SIZE",
                                       "DREAMDDP_LOG_LEVEL",
                                       "DREAMDDP_NUM_AGGREGATORS",
+                                      "DREAMDDP_LAYER_SPLIT",
                                       "RANK",
                                       "WORLD_SIZE"};
 
@@ -333,6 +334,157 @@ static void test_layer_shape_and_layout(void **state)
     dd_finalize(ctx);
 }
 
+/* A context with the layer table of test_layer_split, committed under
+ * strategy: "emb" (a 100 x 768 matrix and a vector of 1000, f32) and
+ * "bias" (10 elements). */
+static float split_m[100 * 768], split_v[1000], split_b[10];
+
+static dd_context_h split_ctx(const char *strategy, dd_layer_h *emb,
+                              dd_layer_h *bias)
+{
+    dd_tensor_t t[2] = {{.param = split_m,
+                         .count = 100 * 768,
+                         .dtype = DD_DTYPE_F32,
+                         .mem_type = DD_MEM_HOST,
+                         .rows = 100,
+                         .cols = 768},
+                        {.param = split_v,
+                         .count = 1000,
+                         .dtype = DD_DTYPE_F32,
+                         .mem_type = DD_MEM_HOST}};
+    dd_tensor_t b = {.param = split_b,
+                     .count = 10,
+                     .dtype = DD_DTYPE_F32,
+                     .mem_type = DD_MEM_HOST};
+    dd_context_h ctx = NULL;
+
+    assert_int_equal(dd_init(NULL, &ctx), DD_OK);
+    assert_int_equal(dd_layer_register(ctx, "emb", t, 2, emb), DD_OK);
+    assert_int_equal(dd_layer_register(ctx, "bias", &b, 1, bias), DD_OK);
+    assert_int_equal(dd_strategy_set(ctx, strategy), DD_OK);
+    assert_int_equal(dd_layer_num_parts(ctx, *emb), 1);
+    assert_int_equal(dd_model_commit(ctx), DD_OK);
+    return ctx;
+}
+
+/* DREAMDDP_LAYER_SPLIT cuts a host layer larger than the limit into parts
+ * that tile it, cut at whole rows of its matrix; the handle stays the one
+ * registered, counted and marked, and its statistics sum the parts'. */
+static void test_layer_split(void **state)
+{
+    dd_layer_h emb, bias, part, p1 = NULL;
+    size_t off, cnt, next = 0;
+    char name[16];
+
+    setenv("DREAMDDP_LAYER_SPLIT", "100K", 1);
+    dd_context_h ctx = split_ctx("plsgd:1", &emb, &bias);
+    assert_int_equal(dd_num_layers(ctx), 2);
+    assert_ptr_equal(dd_layer_at(ctx, 0), emb);
+    assert_ptr_equal(dd_layer_at(ctx, 1), bias);
+    /* 311200 bytes at most 102400 a part: 4 parts of 25 rows, the last
+     * with the vector too. */
+    assert_int_equal(dd_layer_num_parts(ctx, emb), 4);
+    for (size_t j = 0; j < 4; j++) {
+        assert_int_equal(dd_layer_part(ctx, emb, j, &part, &off, &cnt), DD_OK);
+        assert_int_equal(off, next);
+        assert_int_equal(cnt, j < 3 ? 25 * 768 : 25 * 768 + 1000);
+        snprintf(name, sizeof(name), "emb#%zu", j);
+        assert_string_equal(dd_layer_name(part), name);
+        assert_int_equal(dd_layer_num_parts(ctx, part), 0);
+        next += cnt;
+        p1 = j == 1 ? part : p1;
+    }
+    assert_int_equal(dd_layer_part(ctx, emb, 4, &part, NULL, NULL),
+                     DD_ERR_INVALID_PARAM);
+    assert_string_equal(dd_last_error(),
+                        "dd_layer_part: layer 'emb' has 4 parts, not 5");
+    assert_int_equal(dd_layer_num_parts(ctx, bias), 1);
+    assert_int_equal(dd_layer_part(ctx, bias, 0, &part, &off, &cnt), DD_OK);
+    assert_ptr_equal(part, bias);
+    assert_int_equal(off, 0);
+    assert_int_equal(cnt, 10);
+
+    /* Marks go to the layer, once a step; every part syncs in every step
+     * (plsgd:1), and the layer's bytes are its parts'. */
+    for (int s = 0; s < 2; s++) {
+        assert_int_equal(dd_step_begin(ctx), DD_OK);
+        assert_int_equal(dd_layer_ready(ctx, p1), DD_ERR_INVALID_PARAM);
+        assert_string_equal(dd_last_error(),
+                            "dd_layer_ready: 'emb#1' is a part of layer "
+                            "'emb' (dd_layer_part); mark the layer");
+        assert_int_equal(dd_layer_ready(ctx, bias), DD_OK);
+        assert_int_equal(dd_layer_ready(ctx, emb), DD_OK);
+        assert_int_equal(dd_layer_ready(ctx, emb), DD_ERR_STATE);
+        assert_non_null(
+            strstr(dd_last_error(), "layer 'emb' marked twice in step"));
+        assert_int_equal(dd_step_end(ctx, NULL), DD_OK);
+    }
+    dd_layer_stats_t whole = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS |
+                                            DD_LAYER_STATS_FIELD_BYTES};
+    uint64_t bytes = 0;
+    assert_int_equal(dd_layer_stats(ctx, emb, &whole), DD_OK);
+    for (size_t j = 0; j < 4; j++) {
+        dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS |
+                                             DD_LAYER_STATS_FIELD_BYTES};
+        assert_int_equal(dd_layer_part(ctx, emb, j, &part, NULL, NULL), DD_OK);
+        assert_int_equal(dd_layer_stats(ctx, part, &st), DD_OK);
+        assert_int_equal(st.syncs, 2);
+        bytes += st.bytes;
+    }
+    assert_int_equal(whole.syncs, 2);
+    assert_int_equal(whole.bytes, bytes);
+    assert_int_equal(whole.bytes, 2 * (100 * 768 + 1000) * sizeof(float));
+    assert_int_equal(dd_finalize(ctx), DD_OK);
+
+    /* ddp never cuts; auto cuts only under +next, and not this small. */
+    ctx = split_ctx("ddp", &emb, &bias);
+    assert_int_equal(dd_layer_num_parts(ctx, emb), 1);
+    assert_int_equal(dd_finalize(ctx), DD_OK);
+    setenv("DREAMDDP_LAYER_SPLIT", "auto", 1);
+    ctx = split_ctx("dreamddp:2+next", &emb, &bias);
+    assert_int_equal(dd_layer_num_parts(ctx, emb), 1);
+    assert_int_equal(dd_finalize(ctx), DD_OK);
+
+    setenv("DREAMDDP_LAYER_SPLIT", "1K", 1);
+    ctx = NULL;
+    assert_int_equal(dd_init(NULL, &ctx), DD_ERR_INVALID_CONFIG);
+    assert_string_equal(dd_last_error(),
+                        "invalid value DREAMDDP_LAYER_SPLIT='1K': expected "
+                        "auto, no, or the largest part in bytes, at least 4K "
+                        "(such as 16M)");
+}
+
+/* auto cuts under +next a layer larger than the model over 2H (and 4M). */
+static void test_layer_split_auto(void **state)
+{
+    static float big[3 << 20]; /* 12 MiB */
+    float small[64] = {0};
+    dd_tensor_t t[2] = {{.param = big,
+                         .count = sizeof(big) / sizeof(big[0]),
+                         .dtype = DD_DTYPE_F32,
+                         .mem_type = DD_MEM_HOST},
+                        {.param = small,
+                         .count = 64,
+                         .dtype = DD_DTYPE_F32,
+                         .mem_type = DD_MEM_HOST}};
+    dd_layer_h h;
+
+    for (int next = 0; next < 2; next++) {
+        dd_context_h ctx = NULL;
+        assert_int_equal(dd_init(NULL, &ctx), DD_OK);
+        assert_int_equal(dd_layer_register(ctx, "big", t, 1, &h), DD_OK);
+        assert_int_equal(dd_layer_register(ctx, "small", &t[1], 1, NULL),
+                         DD_OK);
+        assert_int_equal(
+            dd_strategy_set(ctx, next ? "dreamddp:2+next" : "dreamddp:2"),
+            DD_OK);
+        assert_int_equal(dd_model_commit(ctx), DD_OK);
+        /* 12 MiB + 256 B over 4: above 3 MiB, so the 4 MiB floor: 3 parts. */
+        assert_int_equal(dd_layer_num_parts(ctx, h), next ? 3 : 1);
+        assert_int_equal(dd_finalize(ctx), DD_OK);
+    }
+}
+
 /* dd_step_end fills the fields its field_mask names and no other; an
  * unknown bit is refused, naming the struct, and leaves the step open. */
 static void test_step_stats_mask(void **state)
@@ -478,6 +630,8 @@ int main(void)
         cmocka_unit_test_setup(test_init_sets_no_backend_variable, clean_env),
         cmocka_unit_test_setup(test_nccl_sets_its_own, clean_env),
         cmocka_unit_test_setup(test_layer_shape_and_layout, clean_env),
+        cmocka_unit_test_setup(test_layer_split, clean_env),
+        cmocka_unit_test_setup(test_layer_split_auto, clean_env),
         cmocka_unit_test_setup(test_step_stats_mask, clean_env),
         cmocka_unit_test_setup(test_layer_stats_mask, clean_env),
         cmocka_unit_test_setup(test_layer_ready_threads, clean_env),

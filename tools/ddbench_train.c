@@ -396,9 +396,15 @@ static double ddbench_modeled_delayed(size_t n, const dd_sched_t *sched,
  * elsewhere it adds to every iteration. */
 static double ddbench_modeled(ddbench_sim_t *s, const ddbench_train_opts_t *o)
 {
-    double *bp = calloc(s->n, sizeof(double));
-    double *fp = calloc(s->n, sizeof(double));
-    double *comm = calloc(s->n, sizeof(double));
+    /* The plan's layers: the profile's, or their parts where the commit
+     * cut one (DREAMDDP_LAYER_SPLIT). A layer's backward ends at its last
+     * part's mark and its forward follows its last part's forward mark, so
+     * those carry its times, and the other parts none. */
+    const dd_sched_t *sched = s->ctx->sched;
+    size_t n = sched->n_layers;
+    double *bp = calloc(n, sizeof(double));
+    double *fp = calloc(n, sizeof(double));
+    double *comm = calloc(n, sizeof(double));
     double forward = 0;
     double result = NAN;
     dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS |
@@ -406,24 +412,35 @@ static double ddbench_modeled(ddbench_sim_t *s, const ddbench_train_opts_t *o)
     dd_plan_t *plan = NULL;
     dd_plan_cost_t cost;
 
-    for (size_t l = 0; l < s->n; l++) {
-        bp[l] = s->p->bp_s[l] * o->time_scale;
-        fp[l] = bp[l] * o->forward;
-        forward += fp[l];
-        dd_layer_stats(s->ctx, s->layer[l], &st);
-        comm[l] = st.syncs ? st.wire_s / (double)st.syncs : 0;
+    if (bp == NULL || fp == NULL || comm == NULL) {
+        free(bp);
+        free(fp);
+        free(comm);
+        return NAN;
     }
-    dd_plan_input_t in = {s->n, bp, comm};
-    const dd_sched_t *sched = s->ctx->sched;
+    for (size_t l = 0; l < s->n; l++) {
+        double b = s->p->bp_s[l] * o->time_scale;
+        forward += b * o->forward;
+        size_t parts = dd_layer_num_parts(s->ctx, s->layer[l]);
+        dd_layer_h part = s->layer[l];
+        for (size_t j = 0; j < parts; j++) {
+            dd_layer_part(s->ctx, s->layer[l], j, &part, NULL, NULL);
+            dd_layer_stats(s->ctx, part, &st);
+            comm[part->index] = st.syncs ? st.wire_s / (double)st.syncs : 0;
+        }
+        bp[part->index] = b;
+        fp[part->index] = b * o->forward;
+    }
+    dd_plan_input_t in = {n, bp, comm};
     unsigned h = sched->strategy.window;
     if (sched->strategy.delay) {
-        result = ddbench_modeled_delayed(s->n, sched, &in, fp, o->no_marks,
+        result = ddbench_modeled_delayed(n, sched, &in, fp, o->no_marks,
                                          dd_sched_channels(sched));
         forward = 0; /* part of the deadline model */
     }
     switch (sched->strategy.delay ? -1 : (int)sched->strategy.kind) {
     case DD_STRATEGY_DDP:
-        if (dd_plan_ssgd(s->n, 1, &plan) == DD_OK &&
+        if (dd_plan_ssgd(n, 1, &plan) == DD_OK &&
             dd_plan_cost(&in, plan, &cost) == DD_OK) {
             result = cost.iter_s;
         }

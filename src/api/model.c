@@ -122,13 +122,31 @@ dd_status_t dd_model_commit(dd_context_h ctx)
 
 size_t dd_num_layers(dd_context_h ctx)
 {
-    return ctx != NULL ? ctx->sched->n_layers : 0;
+    return ctx != NULL ? dd_sched_num_handles(ctx->sched) : 0;
 }
 
 dd_layer_h dd_layer_at(dd_context_h ctx, size_t i)
 {
-    return ctx != NULL && i < ctx->sched->n_layers ? ctx->sched->layers[i]
-                                                   : NULL;
+    return ctx != NULL ? dd_sched_handle_at(ctx->sched, i) : NULL;
+}
+
+size_t dd_layer_num_parts(dd_context_h ctx, dd_layer_h layer)
+{
+    return ctx == NULL || layer == NULL || layer->sched != ctx->sched ||
+                   layer->whole != NULL
+               ? 0
+           : layer->n_parts > 0 ? layer->n_parts
+                                : 1;
+}
+
+dd_status_t dd_layer_part(dd_context_h ctx, dd_layer_h layer, size_t i,
+                          dd_layer_h *part_p, size_t *offset_p, size_t *count_p)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_layer_part");
+
+    return status != DD_OK ? status
+                           : dd_sched_layer_part(ctx->sched, layer, i, part_p,
+                                                 offset_p, count_p);
 }
 
 dd_status_t dd_layer_stats(dd_context_h ctx, dd_layer_h layer,

@@ -258,22 +258,28 @@ dd_sync_job_t *dd_sched_delay_take_landed(dd_sched_t *sched)
     return landed;
 }
 
+/* A cut layer's forward marks its parts in forward order, the first
+ * first: each part's deadline is the layer's. */
 dd_status_t dd_sched_layer_forward(dd_sched_t *sched, dd_layer_h layer)
 {
-    if (layer == NULL || layer->sched != sched) {
-        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
-                        "dd_layer_forward: not a layer of this context");
+    dd_status_t status =
+        dd_sched_check_handle(sched, layer, "dd_layer_forward");
+    if (status == DD_OK) {
+        status = dd_sched_check_open(sched, "dd_layer_forward");
     }
-    dd_status_t status = dd_sched_check_open(sched, "dd_layer_forward");
     if (status != DD_OK || !dd_sched_delay_on(sched)) {
         return status;
     }
     pthread_mutex_lock(&sched->ready_lock);
-    layer->fwd_wait_s = 0;
-    status = dd_sched_delay_land(sched, layer, &layer->fwd_wait_s);
-    sched->delay_fwd_wait_s += layer->fwd_wait_s;
-    /* Forward starts now; measure.c times it. */
-    layer->fwd_t = dd_time_now();
+    size_t n = layer->n_parts > 0 ? layer->n_parts : 1;
+    for (size_t j = 0; status == DD_OK && j < n; j++) {
+        struct dd_layer *y = layer->n_parts > 0 ? layer->parts[j] : layer;
+        y->fwd_wait_s = 0;
+        status = dd_sched_delay_land(sched, y, &y->fwd_wait_s);
+        sched->delay_fwd_wait_s += y->fwd_wait_s;
+        /* Forward starts now; measure.c times it. */
+        y->fwd_t = dd_time_now();
+    }
     sched->delay_marked = 1;
     pthread_mutex_unlock(&sched->ready_lock);
     return status;

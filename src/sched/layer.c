@@ -44,6 +44,10 @@ dd_status_t dd_sched_create(const dd_sched_env_t *env, dd_sched_t **sched_p)
                         "multiple of 8 bytes, at least 64",
                         env->opts->chunk_bytes);
     }
+    if (dd_sched_split_parse(sched) != DD_OK) {
+        free(sched);
+        return DD_ERR_INVALID_CONFIG;
+    }
     const dd_sched_codec_t *codec;
     if (dd_sched_codec_get(sched, "invalid value DREAMDDP_COMPRESSION=",
                            sched->opts.compression, &codec) != DD_OK) {
@@ -94,6 +98,7 @@ void dd_sched_destroy(dd_sched_t *sched)
     free(sched->agree_all);
     dd_sched_codecs_free(sched);
     dd_sched_delay_free(sched);
+    dd_sched_split_free(sched);
     for (size_t i = 0; i < sched->n_layers; i++) {
         free(sched->layers[i]->name);
         free(sched->layers[i]->tensors);
@@ -496,6 +501,7 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
     if ((status = dd_sched_check_settings(sched)) != DD_OK ||
         (status = dd_sched_check_tables(sched)) != DD_OK ||
         (status = dd_sched_check_buffers(sched)) != DD_OK ||
+        (status = dd_sched_split_commit(sched)) != DD_OK ||
         (status = dd_sched_delay_commit(sched)) != DD_OK ||
         (status = dd_sched_broadcast_params(sched)) != DD_OK ||
         (status = dd_sched_choose_route(sched)) != DD_OK ||
@@ -552,6 +558,41 @@ const char *dd_layer_name(dd_layer_h layer)
     return layer->name;
 }
 
+/* A cut layer's totals from its parts' (split.c): the syncs that covered
+ * every part (the fewest of any part), bytes, wire and backward time
+ * summed, the divergence the largest of the parts'. */
+static void dd_sched_whole_stats(const struct dd_layer *layer,
+                                 dd_layer_stats_t *st, double *bp_p)
+{
+    memset(st, 0, sizeof(*st));
+    *bp_p = 0;
+    for (size_t j = 0; j < layer->n_parts; j++) {
+        const struct dd_layer *p = layer->parts[j];
+        const dd_layer_stats_t *q = &p->stats;
+        if (j == 0 || q->syncs < st->syncs) {
+            st->syncs = q->syncs;
+        }
+        if (j == 0 || q->extra_syncs < st->extra_syncs) {
+            st->extra_syncs = q->extra_syncs;
+        }
+        if (j == 0 || q->divergence_agreed < st->divergence_agreed) {
+            st->divergence_agreed = q->divergence_agreed;
+        }
+        st->bytes += q->bytes;
+        st->wire_s += q->wire_s;
+        *bp_p += p->bp_s;
+        st->period = q->period;
+        st->divergence =
+            q->divergence > st->divergence ? q->divergence : st->divergence;
+        st->divergence_max = q->divergence_max > st->divergence_max
+                                 ? q->divergence_max
+                                 : st->divergence_max;
+        st->divergence_mean = q->divergence_mean > st->divergence_mean
+                                  ? q->divergence_mean
+                                  : st->divergence_mean;
+    }
+}
+
 dd_status_t dd_sched_layer_stats(dd_sched_t *sched, dd_layer_h layer,
                                  dd_layer_stats_t *stats_p)
 {
@@ -567,36 +608,43 @@ dd_status_t dd_sched_layer_stats(dd_sched_t *sched, dd_layer_h layer,
     if (status != DD_OK) {
         return status;
     }
+    dd_layer_stats_t whole;
+    const dd_layer_stats_t *st = &layer->stats;
+    double bp_s = layer->bp_s;
+    if (layer->n_parts > 0) {
+        dd_sched_whole_stats(layer, &whole, &bp_s);
+        st = &whole;
+    }
     /* Only the fields the caller asked for: the others stay the caller's. */
     if (m & DD_LAYER_STATS_FIELD_SYNCS) {
-        stats_p->syncs = layer->stats.syncs;
+        stats_p->syncs = st->syncs;
     }
     if (m & DD_LAYER_STATS_FIELD_BYTES) {
-        stats_p->bytes = layer->stats.bytes;
+        stats_p->bytes = st->bytes;
     }
     if (m & DD_LAYER_STATS_FIELD_WIRE_S) {
-        stats_p->wire_s = layer->stats.wire_s;
+        stats_p->wire_s = st->wire_s;
     }
     if (m & DD_LAYER_STATS_FIELD_BP_S) {
-        stats_p->bp_s = layer->bp_s;
+        stats_p->bp_s = bp_s;
     }
     if (m & DD_LAYER_STATS_FIELD_PERIOD) {
-        stats_p->period = layer->stats.period;
+        stats_p->period = st->period;
     }
     if (m & DD_LAYER_STATS_FIELD_EXTRA_SYNCS) {
-        stats_p->extra_syncs = layer->stats.extra_syncs;
+        stats_p->extra_syncs = st->extra_syncs;
     }
     if (m & DD_LAYER_STATS_FIELD_DIVERGENCE) {
-        stats_p->divergence = layer->stats.divergence;
+        stats_p->divergence = st->divergence;
     }
     if (m & DD_LAYER_STATS_FIELD_DIVERGENCE_MAX) {
-        stats_p->divergence_max = layer->stats.divergence_max;
+        stats_p->divergence_max = st->divergence_max;
     }
     if (m & DD_LAYER_STATS_FIELD_DIVERGENCE_MEAN) {
-        stats_p->divergence_mean = layer->stats.divergence_mean;
+        stats_p->divergence_mean = st->divergence_mean;
     }
     if (m & DD_LAYER_STATS_FIELD_DIVERGENCE_AGREED) {
-        stats_p->divergence_agreed = layer->stats.divergence_agreed;
+        stats_p->divergence_agreed = st->divergence_agreed;
     }
     return DD_OK;
 }

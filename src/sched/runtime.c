@@ -339,7 +339,7 @@ static dd_status_t dd_sched_mark(dd_sched_t *sched, struct dd_layer *layer,
         return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
                         "%s: layer '%s' marked outside a step "
                         "(dd_step_begin missing)",
-                        call, layer->name);
+                        call, layer->whole ? layer->whole->name : layer->name);
     }
     if (layer->ready) {
         return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
@@ -388,15 +388,42 @@ static dd_status_t dd_sched_mark(dd_sched_t *sched, struct dd_layer *layer,
     return status;
 }
 
-static dd_status_t dd_sched_mark_locked(dd_sched_t *sched, dd_layer_h layer,
-                                        int unused, const char *call)
+dd_status_t dd_sched_check_handle(dd_sched_t *sched, dd_layer_h layer,
+                                  const char *call)
 {
     if (layer == NULL || layer->sched != sched) {
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
                         "%s: not a layer of this context", call);
     }
+    if (layer->whole != NULL) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                        "%s: '%s' is a part of layer '%s' (dd_layer_part); "
+                        "mark the layer",
+                        call, layer->name, layer->whole->name);
+    }
+    return DD_OK;
+}
+
+/* A cut layer marks its parts in backward order, the last first. */
+static dd_status_t dd_sched_mark_locked(dd_sched_t *sched, dd_layer_h layer,
+                                        int unused, const char *call)
+{
+    dd_status_t status = dd_sched_check_handle(sched, layer, call);
+
+    if (status != DD_OK) {
+        return status;
+    }
     pthread_mutex_lock(&sched->ready_lock);
-    dd_status_t status = dd_sched_mark(sched, layer, unused, call);
+    if (layer->n_parts == 0) {
+        status = dd_sched_mark(sched, layer, unused, call);
+    } else if (sched->in_step && layer->parts[0]->ready) {
+        status = dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
+                          "%s: layer '%s' marked twice in step %llu", call,
+                          layer->name, (unsigned long long)sched->step);
+    }
+    for (size_t j = layer->n_parts; status == DD_OK && j-- > 0;) {
+        status = dd_sched_mark(sched, layer->parts[j], unused, call);
+    }
     pthread_mutex_unlock(&sched->ready_lock);
     return status;
 }
@@ -423,6 +450,7 @@ static dd_status_t dd_sched_unmarked(dd_sched_t *sched, char *missing,
                                      size_t size)
 {
     size_t o = 0, n = 0;
+    const struct dd_layer *listed = NULL;
 
     missing[0] = '\0';
     if (sched->strategy.kind == DD_STRATEGY_LOCALSGD) {
@@ -440,10 +468,14 @@ static dd_status_t dd_sched_unmarked(dd_sched_t *sched, char *missing,
             if (status != DD_OK) {
                 return status;
             }
-        } else if (dd_sched_layer_syncs(sched, l)) {
+        } else if (dd_sched_layer_syncs(sched, l) &&
+                   (l->whole == NULL || l->whole != listed)) {
+            /* A cut layer's parts go unmarked together: named once. */
+            listed = l->whole;
             if (n++ < 8 && o < size) {
                 o += (size_t)snprintf(missing + o, size - o, "%s'%s'",
-                                      o ? ", " : "", l->name);
+                                      o ? ", " : "",
+                                      l->whole ? l->whole->name : l->name);
             } else if (n == 9 && o < size) {
                 o += (size_t)snprintf(missing + o, size - o, ", ...");
             }

@@ -77,6 +77,14 @@ struct dd_layer {
      * copies at their launches and the corrections where they landed. */
     double delay_copy_s, delay_correct_s;
     uint64_t delay_landings;
+    /* Parts (split.c). A layer dd_model_commit cut is the application's
+     * handle, outside sched->layers, with its n_parts parts there in
+     * forward order; each part points at it (whole) and covers part_count
+     * elements from part_offset of its tensors taken in order. */
+    struct dd_layer **parts;
+    size_t n_parts;
+    struct dd_layer *whole;
+    size_t part_offset, part_count;
 };
 
 /* A codec in use, opened once per spec. */
@@ -134,6 +142,12 @@ typedef struct dd_sched {
     pthread_mutex_t ready_lock;
     struct dd_layer **layers;
     size_t n_layers, cap_layers;
+    /* The layers as registered, once dd_model_commit cut some into parts
+     * (split.c): sched->layers then holds the parts; NULL until then. */
+    struct dd_layer **handles;
+    size_t n_handles;
+    size_t split_bytes; /* DREAMDDP_LAYER_SPLIT; 0: no */
+    int split_auto;
     int committed;
     int in_step;
     uint64_t step; /* the step in progress, or the next one */
@@ -233,6 +247,19 @@ dd_status_t dd_sched_layer_register(dd_sched_t *sched, const char *name,
                                     dd_layer_h *layer_p);
 dd_status_t dd_sched_strategy_set(dd_sched_t *sched, const char *strategy);
 dd_status_t dd_sched_commit(dd_sched_t *sched);
+/* runtime.c: DD_OK for a layer of this context that is not a part. */
+dd_status_t dd_sched_check_handle(dd_sched_t *sched, dd_layer_h layer,
+                                  const char *call);
+/* split.c */
+dd_status_t dd_sched_split_parse(dd_sched_t *sched);
+size_t dd_sched_split_limit(const dd_sched_t *sched);
+dd_status_t dd_sched_split_commit(dd_sched_t *sched);
+void dd_sched_split_free(dd_sched_t *sched);
+size_t dd_sched_num_handles(const dd_sched_t *sched);
+struct dd_layer *dd_sched_handle_at(const dd_sched_t *sched, size_t i);
+dd_status_t dd_sched_layer_part(dd_sched_t *sched, dd_layer_h layer, size_t i,
+                                dd_layer_h *part_p, size_t *offset_p,
+                                size_t *count_p);
 dd_status_t dd_sched_layer_stats(dd_sched_t *sched, dd_layer_h layer,
                                  dd_layer_stats_t *stats_p);
 void dd_sched_destroy(dd_sched_t *sched);

@@ -129,6 +129,13 @@ static const dd_config_field_t dd_sched_fields[] = {
      "divergence exceeds this, and lengthens below half of it.",
      DD_CONFIG_FLOAT, offsetof(dd_sched_opts_t, drift_target), 0, 1000000,
      NULL},
+    {"DREAMDDP_LAYER_SPLIT", "auto",
+     "Host layers larger than this many bytes are planned and synced in "
+     "parts of about equal size (cut at whole rows), so that a part can "
+     "sync in each of several steps of the window: auto cuts under delayed "
+     "averaging (+next) only, at the model's bytes over 2H and not below "
+     "4M; no never cuts; ddp never does. dd_layer_part shows the parts.",
+     DD_CONFIG_STRING, offsetof(dd_sched_opts_t, layer_split), 0, 0, NULL},
 };
 
 const dd_config_table_t dd_sched_config_table = {

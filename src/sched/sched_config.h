@@ -31,6 +31,7 @@ typedef struct {
     int drift_windows;   /* rises in a row that warn */
     double drift_warn;   /* agreed maximum that warns; 0: none */
     double drift_target; /* adaptive:drift's target divergence */
+    char *layer_split;   /* auto, no, or the largest part (split.c) */
 } dd_sched_opts_t;
 
 typedef enum {

@@ -41,6 +41,8 @@ static void dd_sched_settings_text(const dd_sched_t *sched, char *text,
         DD_SETTING("DREAMDDP_FIRST_BUCKET_BYTES=%zu\n", o->first_bucket_bytes);
     } else {
         DD_SETTING("DREAMDDP_FUSION_BYTES=%zu\n", o->fusion_bytes);
+        /* The limit the layer cuts follow (auto: the model's share). */
+        DD_SETTING("DREAMDDP_LAYER_SPLIT=%zu\n", dd_sched_split_limit(sched));
     }
     if (kind == DD_STRATEGY_DREAMDDP) {
         DD_SETTING("DREAMDDP_PROFILE_STEPS=%d\n", o->profile_steps);

@@ -82,6 +82,8 @@ def run_name(r):
         name += " (no forward marks)"
     if r.get("step_work"):
         name += " (step work)"
+    if r.get("layer_split") == "no":
+        name += " (whole layers)"
     if r.get("streams_asked"):
         name += f" ({r['streams_asked']} stream{'s' if r['streams_asked'] != 1 else ''})"
     return name

@@ -19,6 +19,7 @@
 # loop does: zero_grad, gradient accumulation, the SGD step), so that its
 # compute is PyTorch's; none%work is then its compute-only run. %sN runs it
 # with N streams (--streams N: connections per peer and engine channels).
+# %whole runs it with DREAMDDP_LAYER_SPLIT=no: no layer synced in parts.
 # Results: results/train_sim.jsonl.
 . "$(dirname "$0")/lib.sh"
 out=$RESULTS/train_sim.jsonl
@@ -37,8 +38,13 @@ round() {
         d=$deadline
         work=
         streams=
+        split=auto
         while :; do
             case $entry in
+            *%whole)
+                split=no
+                entry=${entry%\%whole}
+                ;;
             *%backward)
                 d=backward
                 entry=${entry%\%backward}
@@ -71,11 +77,12 @@ round() {
             timeline=$RESULTS/timeline_dreamddp4.%r.json
         fi
         on_hosts $((4 + k)) 150 env DREAMDDP_TIMELINE="$timeline" \
-            DREAMDDP_NUM_AGGREGATORS=$k "$DDBENCH" train-sim \
+            DREAMDDP_NUM_AGGREGATORS=$k DREAMDDP_LAYER_SPLIT=$split \
+            "$DDBENCH" train-sim \
             --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$s" \
             --forward "$forward" --deadline "$d" $work $streams \
             $codec --iters "$iters" --json |
-            sed "s/^{/{\"aggregators\":$k,\"deadline\":\"$d\",${streams:+\"streams_asked\":${streams#--streams },}/" |
+            sed "s/^{/{\"aggregators\":$k,\"deadline\":\"$d\",\"layer_split\":\"$split\",${streams:+\"streams_asked\":${streams#--streams },}/" |
             keep "$out" "$1"
     done
 }

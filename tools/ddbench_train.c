@@ -687,6 +687,10 @@ static void ddbench_train_json(const ddbench_sim_t *s,
     dd_json_int(&w, s->workers);
     dd_json_key(&w, "layers");
     dd_json_uint(&w, s->n);
+    /* What the plan schedules: the layers, or their parts where the
+     * commit cut some (DREAMDDP_LAYER_SPLIT). */
+    dd_json_key(&w, "planned_layers");
+    dd_json_uint(&w, s->ctx->sched->n_layers);
     dd_json_key(&w, "frozen_modules");
     dd_json_uint(&w, s->p->num_frozen);
     dd_json_key(&w, "model_bytes");

@@ -191,7 +191,7 @@ static dd_status_t dd_split_layer(struct dd_layer *l, size_t k)
                 l->parts[l->n_parts++] = part;
             }
             int last = l->n_parts == k;
-            size_t room = last ? SIZE_MAX
+            size_t room = last                   ? SIZE_MAX
                           : part->bytes < target ? target - part->bytes
                                                  : 0;
             size_t n =

@@ -172,6 +172,7 @@ static const char *const dd_sched_setting_names[] = {
     "DREAMDDP_ADAPTIVE_KMIN",      "DREAMDDP_ADAPTIVE_KMAX",
     "DREAMDDP_ADAPTIVE_KSTART",    "DREAMDDP_ADAPTIVE_HIGH",
     "DREAMDDP_ADAPTIVE_LOW",       "DREAMDDP_ADAPTIVE_INTERVAL",
+    "DREAMDDP_LAYER_SPLIT",
 };
 
 dd_status_t dd_sched_check_settings(dd_sched_t *sched)

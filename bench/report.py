@@ -84,6 +84,8 @@ def run_name(r):
         name += " (step work)"
     if r.get("layer_split") == "no":
         name += " (whole layers)"
+    if r.get("fill_bubbles") == "yes":
+        name += " (bubbles filled)"
     if r.get("streams_asked"):
         name += f" ({r['streams_asked']} stream{'s' if r['streams_asked'] != 1 else ''})"
     return name

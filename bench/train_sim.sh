@@ -19,7 +19,8 @@
 # loop does: zero_grad, gradient accumulation, the SGD step), so that its
 # compute is PyTorch's; none%work is then its compute-only run. %sN runs it
 # with N streams (--streams N: connections per peer and engine channels).
-# %whole runs it with DREAMDDP_LAYER_SPLIT=no: no layer synced in parts.
+# %whole runs it with DREAMDDP_LAYER_SPLIT=no: no layer synced in parts;
+# %fill with DREAMDDP_FILL_BUBBLES=yes (auto does not fill under +next).
 # Results: results/train_sim.jsonl.
 . "$(dirname "$0")/lib.sh"
 out=$RESULTS/train_sim.jsonl
@@ -39,8 +40,13 @@ round() {
         work=
         streams=
         split=auto
+        fill=auto
         while :; do
             case $entry in
+            *%fill)
+                fill=yes
+                entry=${entry%\%fill}
+                ;;
             *%whole)
                 split=no
                 entry=${entry%\%whole}
@@ -78,11 +84,12 @@ round() {
         fi
         on_hosts $((4 + k)) 150 env DREAMDDP_TIMELINE="$timeline" \
             DREAMDDP_NUM_AGGREGATORS=$k DREAMDDP_LAYER_SPLIT=$split \
+            DREAMDDP_FILL_BUBBLES=$fill \
             "$DDBENCH" train-sim \
             --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$s" \
             --forward "$forward" --deadline "$d" $work $streams \
             $codec --iters "$iters" --json |
-            sed "s/^{/{\"aggregators\":$k,\"deadline\":\"$d\",\"layer_split\":\"$split\",${streams:+\"streams_asked\":${streams#--streams },}/" |
+            sed "s/^{/{\"aggregators\":$k,\"deadline\":\"$d\",\"layer_split\":\"$split\",\"fill_bubbles\":\"$fill\",${streams:+\"streams_asked\":${streams#--streams },}/" |
             keep "$out" "$1"
     done
 }

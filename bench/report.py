@@ -86,6 +86,8 @@ def run_name(r):
         name += " (whole layers)"
     if r.get("fill_bubbles") == "yes":
         name += " (bubbles filled)"
+    if r.get("fill_bubbles") == "no":
+        name += " (no bubble filling)"
     if r.get("streams_asked"):
         name += f" ({r['streams_asked']} stream{'s' if r['streams_asked'] != 1 else ''})"
     return name

@@ -20,7 +20,7 @@
 # compute is PyTorch's; none%work is then its compute-only run. %sN runs it
 # with N streams (--streams N: connections per peer and engine channels).
 # %whole runs it with DREAMDDP_LAYER_SPLIT=no: no layer synced in parts;
-# %fill with DREAMDDP_FILL_BUBBLES=yes (auto does not fill under +next).
+# %fill with DREAMDDP_FILL_BUBBLES=yes, %nofill with no (default: unset).
 # Results: results/train_sim.jsonl.
 . "$(dirname "$0")/lib.sh"
 out=$RESULTS/train_sim.jsonl
@@ -40,9 +40,13 @@ round() {
         work=
         streams=
         split=auto
-        fill=auto
+        fill=
         while :; do
             case $entry in
+            *%nofill)
+                fill=no
+                entry=${entry%\%nofill}
+                ;;
             *%fill)
                 fill=yes
                 entry=${entry%\%fill}
@@ -84,12 +88,12 @@ round() {
         fi
         on_hosts $((4 + k)) 150 env DREAMDDP_TIMELINE="$timeline" \
             DREAMDDP_NUM_AGGREGATORS=$k DREAMDDP_LAYER_SPLIT=$split \
-            DREAMDDP_FILL_BUBBLES=$fill \
+            ${fill:+DREAMDDP_FILL_BUBBLES=$fill} \
             "$DDBENCH" train-sim \
             --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$s" \
             --forward "$forward" --deadline "$d" $work $streams \
             $codec --iters "$iters" --json |
-            sed "s/^{/{\"aggregators\":$k,\"deadline\":\"$d\",\"layer_split\":\"$split\",\"fill_bubbles\":\"$fill\",${streams:+\"streams_asked\":${streams#--streams },}/" |
+            sed "s/^{/{\"aggregators\":$k,\"deadline\":\"$d\",\"layer_split\":\"$split\",\"fill_bubbles\":\"${fill:-default}\",${streams:+\"streams_asked\":${streams#--streams },}/" |
             keep "$out" "$1"
     done
 }

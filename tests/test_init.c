@@ -30,7 +30,6 @@ static const char *const touched[] = {"DREAMDDP_TIMEOUT_S",
                                       "DREAMDDP_LOG_LEVEL",
                                       "DREAMDDP_NUM_AGGREGATORS",
                                       "DREAMDDP_LAYER_SPLIT",
-                                      "DREAMDDP_FILL_BUBBLES",
                                       "RANK",
                                       "WORLD_SIZE"};
 
@@ -118,13 +117,6 @@ static void test_bad_value_fails_init(void **state)
     assert_int_equal(dd_init(NULL, &ctx), DD_ERR_INVALID_CONFIG);
     assert_non_null(strstr(dd_last_error(), "DREAMDDP_STORE='redis://x'"));
     unsetenv("DREAMDDP_STORE");
-
-    setenv("DREAMDDP_FILL_BUBBLES", "sometimes", 1);
-    assert_int_equal(dd_init(NULL, &ctx), DD_ERR_INVALID_CONFIG);
-    assert_string_equal(dd_last_error(),
-                        "invalid value DREAMDDP_FILL_BUBBLES='sometimes': "
-                        "expected auto, yes or no");
-    unsetenv("DREAMDDP_FILL_BUBBLES");
 }
 
 static void test_multi_rank_needs_master(void **state)

@@ -50,11 +50,8 @@ mismatch "profile steps" 3 DREAMDDP_PROFILE_STEPS=7 \
 mismatch "compression" 0 DREAMDDP_COMPRESSION=fp16 \
     "DREAMDDP_COMPRESSION differs: rank 0 'fp16', rank 1..3 'none'" \
     DREAMDDP_STRATEGY=localsgd:2
-# auto resolves under the strategy: no bubble filling under +next, and
-# parts of the model over 2H, at least 4 MiB.
-mismatch "bubble filling under +next" 3 DREAMDDP_FILL_BUBBLES=yes \
-    "DREAMDDP_FILL_BUBBLES differs: rank 0..2 'no', rank 3 'yes'" \
-    DREAMDDP_STRATEGY=dreamddp:4+next
+# auto resolves under the strategy: under +next, parts of the model over
+# 2H, at least 4 MiB.
 mismatch "layer parts under +next" 1 DREAMDDP_LAYER_SPLIT=64K \
     "DREAMDDP_LAYER_SPLIT differs: rank 0, 2, 3 '4194304', rank 1 '65536'" \
     DREAMDDP_STRATEGY=dreamddp:4+next

@@ -3,7 +3,6 @@
  * which checks that every worker registered the same table, makes the
  * replicas equal and starts the engine.
  */
-#include "core/config.h"
 #include "core/log.h"
 #include "sched/sched.h"
 
@@ -48,17 +47,6 @@ dd_status_t dd_sched_create(const dd_sched_env_t *env, dd_sched_t **sched_p)
     if (dd_sched_split_parse(sched) != DD_OK) {
         free(sched);
         return DD_ERR_INVALID_CONFIG;
-    }
-    /* DREAMDDP_FILL_BUBBLES: -1 for auto, decided at the commit. */
-    const char *fill = sched->opts.fill_bubbles_spec;
-    sched->opts.fill_bubbles = -1;
-    if (fill != NULL && strcmp(fill, "auto") != 0 &&
-        dd_config_parse_bool(fill, &sched->opts.fill_bubbles) != DD_OK) {
-        free(sched);
-        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
-                        "invalid value DREAMDDP_FILL_BUBBLES='%s': expected "
-                        "auto, yes or no",
-                        fill);
     }
     const dd_sched_codec_t *codec;
     if (dd_sched_codec_get(sched, "invalid value DREAMDDP_COMPRESSION=",
@@ -509,12 +497,6 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
     if (sched->n_layers == 0) {
         return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
                         "dd_model_commit: no layer is registered");
-    }
-    /* Bubble filling's auto, under the strategy now in force: under
-     * delayed averaging the extras measured slower than the plan's model
-     * has them (BENCHMARKS.md), so auto leaves them out there. */
-    if (sched->opts.fill_bubbles < 0) {
-        sched->opts.fill_bubbles = !sched->strategy.delay;
     }
     if ((status = dd_sched_check_settings(sched)) != DD_OK ||
         (status = dd_sched_check_tables(sched)) != DD_OK ||

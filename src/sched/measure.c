@@ -23,6 +23,10 @@
  * this much slower, so that the extras hide under the noise of measured
  * times and stay in the plan while it stands. */
 #define DD_SCHED_FILL_MARGIN 1.5
+/* Under delayed averaging an extra sync holds the one FIFO channel into
+ * the next step, ahead of that step's own syncs: the extras must hide
+ * were every sync this much slower. */
+#define DD_SCHED_FILL_MARGIN_DELAYED 3.0
 
 static void dd_sched_ema(double *avg, double sample, int first)
 {
@@ -394,8 +398,10 @@ static dd_status_t dd_sched_fill(const dd_sched_t *sched,
     if (slow == NULL) {
         return DD_ERR_NO_MEMORY;
     }
+    double m = sched->strategy.delay ? DD_SCHED_FILL_MARGIN_DELAYED
+                                     : DD_SCHED_FILL_MARGIN;
     for (size_t i = 0; i < n; i++) {
-        slow[i] = input->comm_s[i] * DD_SCHED_FILL_MARGIN;
+        slow[i] = input->comm_s[i] * m;
     }
     dd_plan_input_t margin = {n, input->bp_s, slow};
     dd_status_t status =

@@ -40,14 +40,12 @@ static const dd_config_field_t dd_sched_fields[] = {
      "checks in a row.",
      DD_CONFIG_INT, offsetof(dd_sched_opts_t, replan_windows), 1, 1000000,
      NULL},
-    {"DREAMDDP_FILL_BUBBLES", "auto",
+    {"DREAMDDP_FILL_BUBBLES", "yes",
      "dreamddp: also sync layers in steps where the plan's model has their "
-     "sync hidden behind backward (bubble filling); the extra bytes are in "
-     "the step statistics. auto, yes or no; auto fills except under "
-     "delayed averaging (+next), where the extras cost more than the model "
-     "gives them.",
-     DD_CONFIG_STRING, offsetof(dd_sched_opts_t, fill_bubbles_spec), 0, 0,
-     NULL},
+     "sync hidden behind backward (bubble filling) even were every sync 1.5 "
+     "times slower, 3 times under delayed averaging (+next); the extra "
+     "bytes are in the step statistics.",
+     DD_CONFIG_BOOL, offsetof(dd_sched_opts_t, fill_bubbles), 0, 0, NULL},
     {"DREAMDDP_TIMELINE", NULL,
      "Write a Chrome-trace JSON of backward marks and syncs (with when each "
      "was launched) to this file (%r: rank); `ddbench timeline merge` puts "

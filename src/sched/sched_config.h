@@ -12,13 +12,11 @@ typedef struct {
     size_t first_bucket_bytes;
     size_t fusion_bytes; /* parameter syncs fused up to this */
     int profile_steps;
-    double replan_drift;     /* relative drift that triggers a re-plan */
-    char *fill_bubbles_spec; /* DREAMDDP_FILL_BUBBLES: auto, yes or no */
-    int fill_bubbles;        /* dreamddp: extra syncs where the model hides them
-                                (what the spec says under the strategy at commit) */
-    int replan_windows;      /* windows between checks of the times */
-    char *timeline;          /* Chrome-trace file, %r = rank; NULL: none */
-    double clock_skew_us;    /* tests: added to this rank's wall clock */
+    double replan_drift;  /* relative drift that triggers a re-plan */
+    int fill_bubbles;     /* dreamddp: extra syncs where the model hides them */
+    int replan_windows;   /* windows between checks of the times */
+    char *timeline;       /* Chrome-trace file, %r = rank; NULL: none */
+    double clock_skew_us; /* tests: added to this rank's wall clock */
     int adaptive_kmin;
     int adaptive_kmax;
     int adaptive_kstart;

@@ -46,13 +46,15 @@ dd_status_t dd_sched_split_parse(dd_sched_t *sched)
         sched->split_auto = 1;
         return DD_OK;
     }
-    int no = 0;
-    if (dd_config_parse_bool(s, &no) == DD_OK && !no) {
-        return DD_OK;
-    }
+    /* no (or off, 0, false) never cuts; yes names no limit. */
+    int flag = 0;
     size_t bytes = 0;
-    if (dd_config_parse_bool(s, &no) != DD_OK &&
-        dd_config_parse_size(s, &bytes) == DD_OK && bytes >= DD_SPLIT_MIN) {
+    if (dd_config_parse_bool(s, &flag) == DD_OK) {
+        if (!flag) {
+            return DD_OK;
+        }
+    } else if (dd_config_parse_size(s, &bytes) == DD_OK &&
+               bytes >= DD_SPLIT_MIN) {
         sched->split_bytes = bytes;
         return DD_OK;
     }

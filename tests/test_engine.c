@@ -4,7 +4,8 @@
  * the channel's times; a call waited for alone, in its turn; with several
  * channels: a small job after a large one comes back first, jobs finishing
  * out of order stay exact and drain in submission order, and a job stuck
- * on one channel is ended by the timeout or an abort. */
+ * on one channel is ended by the timeout or an abort; a job that moves
+ * only when tested is tested often. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -259,6 +260,61 @@ static void test_pipe_failure_cancels_the_rest(void **state)
     dd_sync_job_free_list(done);
     dd_sync_job_free_list(later);
     dd_engine_stop(e);
+}
+
+/* A pipe whose job moves only when tested (as UCX's does), done after a
+ * number of tests that move nothing; it says so with DD_SYNC_POLL or
+ * not. */
+typedef struct {
+    int tests, need, poll;
+} polled_t;
+
+static dd_status_t polled_start(void *arg, dd_sync_job_t *job, void *buf,
+                                size_t count, void **handle_p)
+{
+    *handle_p = NULL;
+    return DD_OK;
+}
+
+static dd_status_t polled_test(void *arg, void *handle, int *busy_p)
+{
+    polled_t *p = arg;
+    *busy_p = p->poll ? DD_SYNC_POLL : 0;
+    return ++p->tests < p->need ? DD_INPROGRESS : DD_OK;
+}
+
+static double polled_run(int poll)
+{
+    polled_t p = {.need = 100, .poll = poll};
+    dd_sync_pipe_t pipe = {polled_start, polled_test, 1, &p};
+    dd_engine_t *e;
+    float a[1] = {1};
+    float *ja[] = {a};
+    size_t one[] = {1};
+    dd_sync_job_t *done = NULL;
+
+    assert_int_equal(dd_engine_start(&pipe, &e), DD_OK);
+    dd_sync_job_t *j = job(ja, one, 1);
+    dd_engine_submit(e, j);
+    assert_int_equal(dd_engine_drain(e, 10.0, &done), DD_OK);
+    assert_int_equal(done->status, DD_OK);
+    assert_int_equal(p.tests, 100);
+    double took = done->t_end - done->t_launch;
+    dd_sync_job_free_list(done);
+    dd_engine_stop(e);
+    return took;
+}
+
+/* Between tests that move nothing, the engine naps up to 1 ms, unless the
+ * job asks to be polled: then at most 50 us, so 100 tests take a fraction
+ * of the time. */
+static void test_polled_job_naps_short(void **state)
+{
+    double quiet = polled_run(0), polled = polled_run(1);
+
+    /* 93 of the quiet run's 99 naps are 1 ms, whatever the load. */
+    assert_true(quiet >= 0.09);
+    assert_true(polled < quiet / 2);
 }
 
 /* A job on a one-at-a-time pipe never overlaps the overlapping route's
@@ -549,6 +605,7 @@ int main(void)
         cmocka_unit_test(test_pipe_overlaps_two_in_order),
         cmocka_unit_test(test_pipe_failure_cancels_the_rest),
         cmocka_unit_test(test_call_in_its_turn),
+        cmocka_unit_test(test_polled_job_naps_short),
         cmocka_unit_test(test_small_after_large_two_channels),
         cmocka_unit_test(test_small_after_large_one_channel),
         cmocka_unit_test(test_channels_out_of_order_exact),

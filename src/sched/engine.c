@@ -384,9 +384,10 @@ static void dd_engine_share_end(dd_engine_t *e, dd_sync_job_t *const *fly,
 }
 
 /* Tests every job in flight once, ending those that the abort or the
- * timeout ends; returns whether anything moved. */
+ * timeout ends; returns whether anything moved, and *poll_p whether a job
+ * still in flight asked to be tested again soon (DD_SYNC_POLL). */
 static int dd_engine_test_all(dd_engine_t *e, dd_sync_job_t *const *fly,
-                              const int *slot, int n)
+                              const int *slot, int n, int *poll_p)
 {
     int aborted = dd_abort_raised(e->abort), busy = 0;
     double now = dd_time_now();
@@ -423,7 +424,10 @@ static int dd_engine_test_all(dd_engine_t *e, dd_sync_job_t *const *fly,
         }
         const dd_sync_pipe_t *pipe = dd_engine_pipe(e, job);
         dd_status_t status = pipe->test(pipe->arg, job->handle, &moved);
-        busy |= moved;
+        busy |= (moved & ~DD_SYNC_POLL) != 0;
+        if (status == DD_INPROGRESS && (moved & DD_SYNC_POLL)) {
+            *poll_p = 1;
+        }
         if (status != DD_INPROGRESS) {
             job->status = status;
             job->finished = 1;
@@ -469,7 +473,7 @@ static void *dd_engine_main(void *arg)
     dd_engine_t *e = arg;
     dd_sync_job_t *fly[DD_ENGINE_MAX_FLY];
     int slot[DD_ENGINE_MAX_FLY];
-    int n = 0;
+    int n = 0, poll = 0;
     double nap = 20e-6, tick = dd_time_now();
 
     pthread_mutex_lock(&e->lock);
@@ -502,7 +506,8 @@ static void *dd_engine_main(void *arg)
         if (e->channels > 1) {
             dd_engine_share(e, fly, n, &tick);
         }
-        busy |= dd_engine_test_all(e, fly, slot, n);
+        poll = 0;
+        busy |= dd_engine_test_all(e, fly, slot, n, &poll);
         if (e->channels > 1) {
             dd_engine_share_end(e, fly, n, tick);
         }
@@ -515,7 +520,8 @@ static void *dd_engine_main(void *arg)
         }
         pthread_mutex_unlock(&e->lock);
         usleep((useconds_t)(nap * 1e6));
-        nap = nap * 2 < 1e-3 ? nap * 2 : 1e-3;
+        double most = poll ? DD_POLL_NAP_S : DD_IDLE_NAP_S;
+        nap = nap * 2 < most ? nap * 2 : most;
         pthread_mutex_lock(&e->lock);
     }
     pthread_mutex_unlock(&e->lock);

@@ -250,6 +250,10 @@ static dd_status_t dd_sched_coll_test(void *arg, void *handle, int *busy_p)
     dd_status_t status = dd_backends_op_test(&req->op);
 
     *busy_p = status != DD_INPROGRESS;
+    if (status == DD_INPROGRESS &&
+        !(req->op.ref.ops->caps & DD_BACKEND_CAP_ASYNC)) {
+        *busy_p |= DD_SYNC_POLL; /* it moves only when tested */
+    }
     if (status != DD_INPROGRESS && req->phase == 0) {
         sched->coll_digesting--;
     }

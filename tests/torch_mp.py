@@ -176,7 +176,7 @@ def cmd_delayed(strategy, steps):
     order = [layer.handle.value for layer in with_params]
     if [h.value for h in marks[: len(order)]] != order:
         fail("%s: the forward marks are not in forward order" % strategy)
-    stats = model.layer_stats()
+    stats = model.layer_stats(parts=True)
     low = [n for n, st in stats.items() if st["syncs"] < (steps - 1) // window]
     if low:
         fail("%s: layers %s landed fewer than once per window" % (strategy, low))
@@ -189,8 +189,38 @@ def cmd_delayed(strategy, steps):
     model.sync_all()
     if not same_everywhere(list(net.parameters()) + list(net.buffers())):
         fail("%s: replicas differ after sync_all" % strategy)
-    print("torch_mp: %s: %d forward marks, replicas equal after sync_all"
-          % (strategy, len(marks)))
+    cut = check_parts(model, stats)
+    print("torch_mp: %s: %d forward marks, replicas equal after sync_all%s"
+          % (strategy, len(marks), cut))
+
+
+def check_parts(model, stats):
+    """With DREAMDDP_LAYER_SPLIT set, fc1 (2320 elements) is cut: its parts
+    tile its elements in order, are named fc1#i and have statistics of
+    their own, whose bytes sum to the layer's."""
+    limit = os.environ.get("DREAMDDP_LAYER_SPLIT")
+    parts = model.layer_parts()
+    for layer in model._layers:
+        got = parts[layer.name]
+        numel = sum(t.numel() for t in layer.params + layer.buffers)
+        if [off for _, off, _ in got] != [
+            sum(c for _, _, c in got[:i]) for i in range(len(got))
+        ] or sum(c for _, _, c in got) != numel:
+            fail("%s: parts %s do not tile its %d elements" % (layer.name, got, numel))
+        if len(got) > 1:
+            names = ["%s#%d" % (layer.name, i) for i in range(len(got))]
+            if [n for n, _, _ in got] != names or any(n not in stats for n in names):
+                fail("%s: parts %s, statistics of %s" % (layer.name, got, sorted(stats)))
+            total = sum(stats[n]["bytes"] for n in names)
+            if total != stats[layer.name]["bytes"]:
+                fail("%s: parts synced %d bytes, the layer %d"
+                     % (layer.name, total, stats[layer.name]["bytes"]))
+    fc1 = len(parts[[l.name for l in model._layers if "fc1" in l.name][0]])
+    if limit is not None and fc1 < 2:
+        fail("DREAMDDP_LAYER_SPLIT=%s left fc1 whole" % limit)
+    if limit is None and fc1 != 1:
+        fail("fc1 cut into %d parts without DREAMDDP_LAYER_SPLIT" % fc1)
+    return ", fc1 in %d parts" % fc1 if fc1 > 1 else ""
 
 
 def free_port_everywhere():

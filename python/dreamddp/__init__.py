@@ -151,6 +151,35 @@ class Context:
         self._call("dd_layer_stats", layer, ctypes.byref(st))
         return {f: getattr(st, f) for f, _ in st._fields_[1:]}
 
+    def layer_parts(self, layer):
+        """[(handle, name, first element, elements)] of each part of a
+        layer (dd_layer_part), in forward order: dd_model_commit cuts a
+        layer larger than DREAMDDP_LAYER_SPLIT. A layer that was not cut,
+        or a library that predates parts, gives one part, the layer itself,
+        whose elements are then None where the library cannot say."""
+        if not _lib.has("dd_layer_part"):
+            return [(layer, self._name(layer), 0, None)]
+        out = []
+        n = self._lib.dd_layer_num_parts(self.handle, layer)
+        for i in range(n):
+            part = ctypes.c_void_p()
+            offset, count = ctypes.c_size_t(), ctypes.c_size_t()
+            self._call(
+                "dd_layer_part",
+                layer,
+                i,
+                ctypes.byref(part),
+                ctypes.byref(offset),
+                ctypes.byref(count),
+            )
+            out.append((part, self._name(part), offset.value, count.value))
+        return out
+
+    @staticmethod
+    def _name(layer):
+        name = _lib.lib().dd_layer_name(layer)
+        return name.decode() if name is not None else None
+
     def allreduce(self, ptr, count, dtype, op="sum"):
         if op not in _lib.REDUCE_OPS:
             raise DreamDDPError(

@@ -159,6 +159,11 @@ _SIGNATURES = {
 _OPTIONAL = {
     "dd_layer_unused": (_I, [_P, _P]),
     "dd_layer_forward": (_I, [_P, _P]),
+    "dd_layer_num_parts": (_SZ, [_P, _P]),
+    "dd_layer_part": (
+        _I,
+        [_P, _P, _SZ, _c.POINTER(_P), _c.POINTER(_SZ), _c.POINTER(_SZ)],
+    ),
 }
 
 

@@ -626,12 +626,31 @@ class DreamDDP(torch.nn.Module):
     def layer_names(self):
         return [layer.name for layer in self._layers]
 
-    def layer_stats(self):
-        """{layer name: dd_layer_stats()} for every layer."""
-        return {
-            layer.name: self._ctx.layer_stats(layer.handle)
-            for layer in self._layers
-        }
+    def layer_stats(self, parts=False):
+        """{layer name: dd_layer_stats()} for every layer; with parts=True,
+        also each part of a layer the library cut (layer_parts), under the
+        part's name, NAME#i."""
+        out = {}
+        for layer in self._layers:
+            out[layer.name] = self._ctx.layer_stats(layer.handle)
+            cut = self._ctx.layer_parts(layer.handle) if parts else []
+            if len(cut) < 2:
+                continue
+            for handle, name, _, _ in cut:
+                out[name] = self._ctx.layer_stats(handle)
+        return out
+
+    def layer_parts(self):
+        """{layer name: [(part name, first element, elements)]}: how
+        dd_model_commit cut each layer (DREAMDDP_LAYER_SPLIT, under a +next
+        strategy by default), counting the elements of the layer's
+        parameters and buffers one after the other; a layer that was not
+        cut has one part, itself."""
+        out = {}
+        for layer in self._layers:
+            cut = self._ctx.layer_parts(layer.handle)
+            out[layer.name] = [(name, off, n) for _, name, off, n in cut]
+        return out
 
     @property
     def rank(self):

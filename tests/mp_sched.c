@@ -19,6 +19,13 @@
  *                             NULL), one layer of them alone unless mixed:
  *                             averaged with the parameters, rank 0's under
  *                             ddp, or an error at commit naming the layer
+ *   mp_sched fill STEPS with|without
+ *                             dreamddp:2 with 10 ms of backward per layer,
+ *                             so that bubble filling adds extra syncs,
+ *                             and 40 ms more in every step with extras
+ *                             (with) or, once extras came, without them
+ *                             (without): bubble filling's trial must drop
+ *                             the extras for good, or bring them back
  *   mp_sched unused STRATEGY STEPS none|call|option
  *                             layer 1 never marked (an error naming it),
  *                             declared with dd_layer_unused by rank 1, or
@@ -31,12 +38,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define N_LAYERS 5
 static const size_t sizes[N_LAYERS] = {1, 7, 4099, 70000, 33};
 static int rank, world;
-static int user_coll; /* collectives inside the open step */
-static int from_env;  /* the strategy is DREAMDDP_STRATEGY's */
+static int user_coll;         /* collectives inside the open step */
+static int from_env;          /* the strategy is DREAMDDP_STRATEGY's */
+static const char *fill_slow; /* mp_sched fill: which steps are slow */
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
 
 #define CHECK(cond, ...)                                                       \
     do {                                                                       \
@@ -158,6 +173,10 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
     int windowed = strchr(strategy, ':') != NULL;
     long h = windowed ? atol(strchr(strategy, ':') + 1) : 1;
     uint64_t before[N_LAYERS], window_start[N_LAYERS];
+    /* mp_sched fill, by window: the first with extra syncs, the first
+     * without once they came, the last with; this window's so far. */
+    long extras_seen = -1, gap = -1, extras_last = -1;
+    int window_extra = 0;
     dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS |
                                          DD_LAYER_STATS_FIELD_PERIOD};
 
@@ -177,6 +196,9 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
             fill(&L[l], l, s, grads);
             dd_layer_stats(ctx, L[l].h, &st);
             before[l] = st.syncs;
+            if (fill_slow != NULL) {
+                nap_ms(10);
+            }
             CHECK(dd_layer_ready(ctx, L[l].h) == DD_OK, "ready: %s",
                   dd_last_error());
             if (user_coll && l == 2 && collectives(ctx, s) != 0) {
@@ -184,8 +206,30 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
             }
         }
         dd_step_stats_t ss = {.field_mask = DD_STEP_STATS_FIELD_STEP |
-                                            DD_STEP_STATS_FIELD_LAYERS_SYNCED};
+                                            DD_STEP_STATS_FIELD_LAYERS_SYNCED |
+                                            DD_STEP_STATS_FIELD_EXTRA_BYTES};
         CHECK(dd_step_end(ctx, &ss) == DD_OK, "end: %s", dd_last_error());
+        if (fill_slow != NULL) {
+            long w = s / h;
+            window_extra |= ss.extra_bytes > 0;
+            if (strcmp(fill_slow, "with") == 0
+                    ? ss.extra_bytes > 0
+                    : extras_seen >= 0 && !window_extra) {
+                nap_ms(40);
+            }
+            if ((s + 1) % h == 0) { /* the window's last step */
+                if (window_extra && extras_seen < 0) {
+                    extras_seen = w;
+                }
+                if (!window_extra && extras_seen >= 0 && gap < 0) {
+                    gap = w;
+                }
+                if (window_extra) {
+                    extras_last = w;
+                }
+                window_extra = 0;
+            }
+        }
         if (s == 1 && out_of_step(ctx) != 0) {
             return 1;
         }
@@ -224,6 +268,22 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
     CHECK(dd_sync_all(ctx) == DD_OK, "sync_all: %s", dd_last_error());
     for (int l = 0; l < N_LAYERS; l++) {
         CHECK(is_average(&L[l], l, 99, 0), "sync_all: layer %d", l);
+    }
+    if (fill_slow != NULL) {
+        int with = strcmp(fill_slow, "with") == 0;
+        CHECK(extras_seen >= 0, "fill: bubble filling added no extra syncs");
+        CHECK(gap >= 0, "fill: the extras never went (trial not run)");
+        /* Slow with them: gone for good from the first window without;
+         * slow without: back within the windows that followed. */
+        CHECK(with ? extras_last < gap : extras_last > gap,
+              "fill %s: extras from window %ld, none at %ld, last at %ld",
+              fill_slow, extras_seen, gap, extras_last);
+        if (rank == 0) {
+            printf("mp_sched: fill %s: extras from window %ld, none from "
+                   "window %ld, %s\n",
+                   fill_slow, extras_seen, gap,
+                   with ? "never back" : "back by the end");
+        }
     }
     if (rank == 0) {
         printf("mp_sched: %s: %ld steps correct on %d ranks%s\n", strategy,
@@ -524,6 +584,9 @@ int main(int argc, char **argv)
         rc = misuse(ctx, L);
     } else if (rc == 0 && strcmp(argv[1], "unused") == 0 && argc > 4) {
         rc = unused(ctx, L, argv[2], atol(argv[3]), argv[4]);
+    } else if (rc == 0 && strcmp(argv[1], "fill") == 0 && argc > 3) {
+        fill_slow = argv[3];
+        rc = run(ctx, L, "dreamddp:2", atol(argv[2]));
     } else if (rc == 0 && strcmp(argv[1], "env") == 0) {
         from_env = 1;
         rc = run(ctx, L, dd_strategy_name(ctx), argc > 2 ? atol(argv[2]) : 12);

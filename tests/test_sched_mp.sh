@@ -2,7 +2,8 @@
 # The scheduler with real processes through ddrun: every strategy leaves the
 # exact average in every layer it syncs and syncs every layer once per
 # window; mismatched layer tables and calls out of order fail cleanly;
-# tensors without gradients and layers left unmarked.
+# tensors without gradients and layers left unmarked; bubble filling's
+# trial keeps the extra syncs only where they cost nothing measured.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 MP=$top_builddir/tests/mp_sched
 export DREAMDDP_TIMEOUT_S=30 DREAMDDP_PROFILE_STEPS=3 DREAMDDP_ADAPTIVE_INTERVAL=2
@@ -25,6 +26,16 @@ for s in ddp dreamddp:2; do
         expect_grep "$TMP/uc" "mp_sched: $s: 6 steps correct on 3 ranks, with collectives inside every step" "$s: collectives inside an open step"
     else
         fail "$s: collectives inside an open step"; cat "$TMP/uc"
+    fi
+done
+
+# Bubble filling's trial: extra syncs that slow the steps go for good,
+# extras whose absence slows them come back.
+for m in with without; do
+    if DREAMDDP_REPLAN_WINDOWS=1 "$DDRUN" -n 2 --timeout 120 -- "$MP" fill 40 $m >"$TMP/fill" 2>&1; then
+        expect_grep "$TMP/fill" "mp_sched: fill $m: extras from window" "bubble filling's trial, steps slow $m the extras"
+    else
+        fail "bubble filling's trial, steps slow $m the extras"; cat "$TMP/fill"
     fi
 done
 

@@ -92,6 +92,7 @@ void dd_sched_destroy(dd_sched_t *sched)
     dd_sched_device_free(sched);
     dd_timeline_close(sched->timeline);
     dd_plan_free(sched->plan);
+    dd_plan_free(sched->trial_extras);
     free(sched->hold);
     free(sched->agree_v);
     free(sched->agree_mine);

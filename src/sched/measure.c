@@ -194,7 +194,7 @@ static dd_status_t dd_sched_agree(dd_sched_t *sched, double *v, size_t n)
 /* The planner's inputs from this worker's measurements: bp, comm, then
  * forward (delayed averaging's marks; DD_SCHED_NO_MARKS without them, so
  * that the agreed mean says whether every worker marks). */
-static void dd_sched_profile(const dd_sched_t *sched, double *v)
+static void dd_sched_profile(dd_sched_t *sched, double *v)
 {
     size_t n = sched->n_layers;
     for (size_t i = 0; i < n; i++) {
@@ -209,6 +209,12 @@ static void dd_sched_profile(const dd_sched_t *sched, double *v)
                 : sched->alpha_s +
                       sched->beta_s * (double)dd_sched_layer_wire_bytes(l);
     }
+    /* The mean step-to-step time since the last row or plan change, the
+     * same number of steps on every worker (0: none). */
+    v[DD_SCHED_PROFILE_ROWS * n] =
+        sched->iter_n > 0 ? sched->iter_sum_s / (double)sched->iter_n : 0.0;
+    sched->iter_sum_s = 0;
+    sched->iter_n = 0;
 }
 
 /*
@@ -224,21 +230,19 @@ static dd_status_t dd_sched_agree_start(dd_sched_t *sched, int profile,
                                         int drift)
 {
     size_t n = sched->n_layers, w = (size_t)sched->env.job->n_workers;
-    size_t m = (profile ? DD_SCHED_PROFILE_ROWS * n : 0) + (drift ? n : 0);
+    size_t len = DD_SCHED_PROFILE_LEN(n);
+    size_t m = (profile ? len : 0) + (drift ? n : 0);
 
     if (sched->agree_v == NULL &&
-        (sched->agree_v = malloc(DD_SCHED_PROFILE_ROWS * n * sizeof(double))) ==
-            NULL) {
+        (sched->agree_v = malloc(len * sizeof(double))) == NULL) {
         return DD_ERR_NO_MEMORY;
     }
     if (sched->agree_mine == NULL &&
-        (sched->agree_mine = malloc((DD_SCHED_PROFILE_ROWS + 1) * n *
-                                    sizeof(double))) == NULL) {
+        (sched->agree_mine = malloc((len + n) * sizeof(double))) == NULL) {
         return DD_ERR_NO_MEMORY;
     }
     if (sched->agree_all == NULL &&
-        (sched->agree_all = malloc((DD_SCHED_PROFILE_ROWS + 1) * n * w *
-                                   sizeof(double))) == NULL) {
+        (sched->agree_all = malloc((len + n) * w * sizeof(double))) == NULL) {
         return DD_ERR_NO_MEMORY;
     }
     dd_sync_job_t *job = calloc(1, sizeof(*job));
@@ -249,9 +253,7 @@ static dd_status_t dd_sched_agree_start(dd_sched_t *sched, int profile,
         dd_sched_profile(sched, sched->agree_mine);
     }
     if (drift) {
-        dd_sched_drift_mine(sched,
-                            sched->agree_mine +
-                                (profile ? DD_SCHED_PROFILE_ROWS * n : 0));
+        dd_sched_drift_mine(sched, sched->agree_mine + (profile ? len : 0));
     }
     sched->agree_coll = (dd_sched_coll_t){.coll = DD_COLL_ALLGATHER,
                                           .args = {.sendbuf = sched->agree_mine,
@@ -458,7 +460,7 @@ static dd_status_t dd_sched_next_plan(dd_sched_t *sched,
     if (base != kept) {
         dd_plan_free(kept);
     }
-    if (base != NULL && sched->opts.fill_bubbles) {
+    if (base != NULL && sched->opts.fill_bubbles && !sched->fill_refused) {
         status = dd_sched_fill(sched, input, base);
     }
     if (base != NULL && sched->planned &&
@@ -514,6 +516,12 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v)
     sched->plan = plan;
     sched->hold = hold;
     sched->replanned = 1;
+    dd_plan_free(sched->trial_extras);
+    sched->trial_extras = NULL;
+    sched->fill_trial =
+        dd_plan_num_extra(plan) > 0 ? DD_SCHED_TRIAL_WITH : DD_SCHED_TRIAL_NONE;
+    sched->iter_sum_s = 0;
+    sched->iter_n = 0;
     dd_log_info(DD_SUBSYS_SCHED,
                 "%s at step %llu: backward %.1f ms, sync %.1f ms per "
                 "window pass, modeled %.1f ms per iteration, %zu extra "
@@ -558,17 +566,81 @@ static dd_status_t dd_sched_check_drift(dd_sched_t *sched, const double *v)
     return dd_sched_plan(sched, v);
 }
 
+/*
+ * Bubble filling's trial. The model has an extra sync cost nothing, but
+ * the extras add traffic, and where they slow the syncs around them
+ * (aggregators on hosts that share cores) the measured times rise with
+ * them and the model keeps them: with 4 aggregators and fp16 some runs
+ * filled 15.6 MB per iteration and took 0.43-0.47 s per iteration, others
+ * none and took 0.29-0.30 (BENCHMARKS.md). So a new plan with extras runs
+ * one profile row's windows with them, then one without; the extras come
+ * back only when the agreed mean time per iteration with them was at most
+ * DD_SCHED_REPLAN_GAIN above the time without. A plan change restarts the
+ * count, so each row measures one plan; a row without steps (0) waits for
+ * the next. Every worker takes the same agreed values, so every worker
+ * switches at the same step.
+ */
+static dd_status_t dd_sched_fill_trial(dd_sched_t *sched, const double *v)
+{
+    size_t n = sched->n_layers;
+    double t = v[DD_SCHED_PROFILE_ROWS * n];
+    dd_plan_input_t input = {n, v, v + n};
+
+    if (sched->replanned || sched->fill_trial == DD_SCHED_TRIAL_NONE ||
+        !(t > 0)) {
+        return DD_OK;
+    }
+    if (sched->fill_trial == DD_SCHED_TRIAL_WITH) {
+        dd_plan_t *bare = NULL;
+        dd_status_t status = dd_sched_primaries(sched->plan, &bare);
+        if (status != DD_OK) {
+            return status;
+        }
+        dd_log_info(DD_SUBSYS_SCHED,
+                    "step %llu: %.1f ms per iteration with bubble filling's "
+                    "%zu extra syncs; trying the plan without them",
+                    (unsigned long long)sched->step, t * 1e3,
+                    dd_plan_num_extra(sched->plan));
+        sched->trial_with_s = t;
+        sched->trial_extras = sched->plan;
+        sched->plan = bare;
+        sched->fill_trial = DD_SCHED_TRIAL_WITHOUT;
+    } else {
+        int keep = sched->trial_with_s <= t * (1 + DD_SCHED_REPLAN_GAIN);
+        dd_log_info(
+            DD_SUBSYS_SCHED,
+            "step %llu: %.1f ms per iteration without the extra "
+            "syncs, %.1f ms with them: %s",
+            (unsigned long long)sched->step, t * 1e3, sched->trial_with_s * 1e3,
+            keep ? "they stay" : "they go, and no later plan fills bubbles");
+        if (keep) {
+            dd_plan_free(sched->plan);
+            sched->plan = sched->trial_extras;
+        } else {
+            dd_plan_free(sched->trial_extras);
+            sched->fill_refused = 1;
+        }
+        sched->trial_extras = NULL;
+        sched->fill_trial = DD_SCHED_TRIAL_NONE;
+    }
+    dd_plan_fusion(&input, sched->plan, sched->hold);
+    sched->replanned = 1;
+    sched->iter_sum_s = 0;
+    sched->iter_n = 0;
+    return DD_OK;
+}
+
 /* The first plan waits for the agreement, once. */
 static dd_status_t dd_sched_first_plan(dd_sched_t *sched)
 {
     size_t n = sched->n_layers;
-    double *v = malloc(DD_SCHED_PROFILE_ROWS * n * sizeof(double));
+    double *v = malloc(DD_SCHED_PROFILE_LEN(n) * sizeof(double));
 
     if (v == NULL) {
         return DD_ERR_NO_MEMORY;
     }
     dd_sched_profile(sched, v);
-    dd_status_t status = dd_sched_agree(sched, v, DD_SCHED_PROFILE_ROWS * n);
+    dd_status_t status = dd_sched_agree(sched, v, DD_SCHED_PROFILE_LEN(n));
     if (status == DD_OK) {
         status = dd_sched_plan(sched, v);
     }
@@ -588,12 +660,15 @@ static dd_status_t dd_sched_agree_take(dd_sched_t *sched)
     if (sched->agree_drift) {
         status = dd_sched_drift_agreed(
             sched, sched->agree_all, sched->agree_stride,
-            sched->agree_profile ? DD_SCHED_PROFILE_ROWS * n : 0);
+            sched->agree_profile ? DD_SCHED_PROFILE_LEN(n) : 0);
     }
     if (status == DD_OK && sched->agree_profile) {
         dd_sched_rows_mean(sched->agree_all, w, sched->agree_stride,
-                           DD_SCHED_PROFILE_ROWS * n, sched->agree_v);
+                           DD_SCHED_PROFILE_LEN(n), sched->agree_v);
         status = dd_sched_check_drift(sched, sched->agree_v);
+    }
+    if (status == DD_OK && sched->agree_profile) {
+        status = dd_sched_fill_trial(sched, sched->agree_v);
     }
     return status;
 }

@@ -62,6 +62,10 @@ dd_status_t dd_sched_step_begin(dd_sched_t *sched)
                         (unsigned long long)sched->step);
     }
     sched->replanned = 0;
+    if (sched->step_begin_t > 0) { /* bubble filling's trial (measure.c) */
+        sched->iter_sum_s += dd_time_now() - sched->step_begin_t;
+        sched->iter_n++;
+    }
     if (sched->strategy.kind == DD_STRATEGY_DREAMDDP ||
         sched->strategy.kind == DD_STRATEGY_PLSGD ||
         sched->strategy.kind == DD_STRATEGY_LOCALSGD) {

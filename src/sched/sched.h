@@ -177,6 +177,22 @@ typedef struct dd_sched {
     int agree_profile, agree_drift;
     dd_sched_coll_t agree_coll;
     int windows_unchecked, drift_checks;
+    /* Bubble filling's trial: a plan with extra syncs runs one check
+     * period with them and one without, on the agreed mean time per
+     * iteration (the profile's last value), and keeps them only when they
+     * cost at most DD_SCHED_REPLAN_GAIN; dropped once, no later plan
+     * fills. iter_sum_s and iter_n: this worker's step-to-step times since
+     * the last profile row or plan change. */
+    enum {
+        DD_SCHED_TRIAL_NONE,
+        DD_SCHED_TRIAL_WITH,   /* measuring the plan with its extras */
+        DD_SCHED_TRIAL_WITHOUT /* measuring it without; extras kept aside */
+    } fill_trial;
+    dd_plan_t *trial_extras; /* the plan with its extras, while without */
+    double trial_with_s;
+    int fill_refused;
+    double iter_sum_s;
+    uint64_t iter_n;
     /* Network model from commit: sync time = alpha + beta * bytes. */
     double alpha_s, beta_s;
     /* The window in progress: its steps' statistics so far, for the
@@ -281,6 +297,8 @@ void dd_sched_ranks_by_value(const char *const *values, int world, char *msg,
  * worker without forward marks sends DD_SCHED_NO_MARKS as its forward. */
 #define DD_SCHED_PROFILE_ROWS 3
 #define DD_SCHED_NO_MARKS (-1e9)
+/* The profile's length: its rows, then the mean time per iteration. */
+#define DD_SCHED_PROFILE_LEN(n) (DD_SCHED_PROFILE_ROWS * (n) + 1)
 
 /* Every field of the output structs that this library fills. */
 #define DD_SCHED_STEP_STATS_FIELDS                                             \

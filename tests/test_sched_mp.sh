@@ -3,7 +3,7 @@
 # exact average in every layer it syncs and syncs every layer once per
 # window; mismatched layer tables and calls out of order fail cleanly;
 # tensors without gradients and layers left unmarked; bubble filling's
-# trial keeps the extra syncs only where they cost nothing measured.
+# trial keeps the extra syncs only where they cost no measured time.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 MP=$top_builddir/tests/mp_sched
 export DREAMDDP_TIMEOUT_S=30 DREAMDDP_PROFILE_STEPS=3 DREAMDDP_ADAPTIVE_INTERVAL=2

@@ -180,7 +180,7 @@ typedef struct dd_sched {
     /* Bubble filling's trial: a plan with extra syncs runs one check
      * period with them and one without, on the agreed mean time per
      * iteration (the profile's last value), and keeps them only when they
-     * cost at most DD_SCHED_REPLAN_GAIN; dropped once, no later plan
+     * cost at most DD_SCHED_TRIAL_TOLERANCE; dropped once, no later plan
      * fills. iter_sum_s and iter_n: this worker's step-to-step times since
      * the last profile row or plan change. */
     enum {

@@ -46,7 +46,7 @@ static const dd_config_field_t dd_sched_fields[] = {
      "times slower, 3 times under delayed averaging (+next); the extra "
      "bytes are in the step statistics. A plan with extras then runs one "
      "re-plan check with them and one without, and keeps them only if the "
-     "measured time per iteration with them is within 5 %; dropped once, "
+     "measured time per iteration with them is within 10 %; dropped once, "
      "no later plan fills.",
      DD_CONFIG_BOOL, offsetof(dd_sched_opts_t, fill_bubbles), 0, 0, NULL},
     {"DREAMDDP_TIMELINE", NULL,

@@ -28,10 +28,11 @@
  * were every sync this much slower. */
 #define DD_SCHED_FILL_MARGIN_DELAYED 3.0
 /* Bubble filling's trial keeps the extra syncs while the agreed time per
- * iteration with them is at most this share above the time without: two
- * check periods of one plan measured up to 4.7 % apart (train_mlp 101.7
- * and 97.1 ms, the train simulator 308.2 and 322.2), so 10 % drops only
- * extras that cost. */
+ * iteration with them is at most this share above the time without: with
+ * extras the model has free, the two checks measured up to 4.7 % apart,
+ * either way round (train_mlp 101.7 ms with, 97.1 without; the train
+ * simulator 308.2 with, 322.2 without), so 10 % drops only extras that
+ * cost. */
 #define DD_SCHED_TRIAL_TOLERANCE 0.10
 
 static void dd_sched_ema(double *avg, double sample, int first)

@@ -46,7 +46,8 @@ dd_status_t dd_sched_split_parse(dd_sched_t *sched)
         sched->split_auto = 1;
         return DD_OK;
     }
-    /* no (or off, 0, false) never cuts; yes names no limit. */
+    /* no (or off, 0, false) never cuts; yes is refused: it names no
+     * limit. */
     int flag = 0;
     size_t bytes = 0;
     if (dd_config_parse_bool(s, &flag) == DD_OK) {

@@ -580,7 +580,8 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
  * windows after it start with an empty channel and run faster than the
  * steady state until the backlog has built up. Two more windows are
  * warm-up, as the deadline model's own warm passes (deadline.c), so that
- * the timed ones are the steady state it models. */
+ * the timed ones are the steady state it models; with bubble filling on,
+ * so are the windows of its trial. */
 static long ddbench_warmup(ddbench_sim_t *s, const ddbench_train_opts_t *o)
 {
     if (o->warmup >= 0) {
@@ -593,6 +594,12 @@ static long ddbench_warmup(ddbench_sim_t *s, const ddbench_train_opts_t *o)
     long h = (long)sched->strategy.window;
     long profile = sched->opts.profile_steps;
     long windows = (profile + h - 1) / h + 1;
+    if (sched->opts.fill_bubbles) {
+        /* Bubble filling's trial: a window with the extras, one whose
+         * check is taken empty, one without, one for the agreement to
+         * land (measure.c); a plan without extras has none. */
+        windows += 4;
+    }
     if (sched->strategy.delay) {
         windows += 2;
     }

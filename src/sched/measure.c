@@ -580,7 +580,8 @@ static dd_status_t dd_sched_check_drift(dd_sched_t *sched, const double *v)
  * them and the model keeps them: with 4 aggregators and fp16 some runs
  * filled 15.6 MB per iteration and took 0.43-0.47 s per iteration, others
  * none and took 0.29-0.30 (BENCHMARKS.md). So a new plan with extras runs
- * one profile row's windows with them, then one without; the extras come
+ * one window with them, then one without (the trial checks the times at
+ * every window, dd_sched_schedule_window); the extras come
  * back only when the agreed mean time per iteration with them was at most
  * DD_SCHED_TRIAL_TOLERANCE above the time without. A plan change restarts the
  * count, so each row measures one plan; a row without steps (0) waits for
@@ -709,10 +710,13 @@ dd_status_t dd_sched_schedule_window(dd_sched_t *sched)
     if (status != DD_OK || sched->agree_state != DD_SCHED_AGREE_IDLE) {
         return status;
     }
-    /* The times once every DREAMDDP_REPLAN_WINDOWS windows, the divergence
-     * at every window once a window has synced. */
+    /* The times once every DREAMDDP_REPLAN_WINDOWS windows, and at every
+     * window while bubble filling's trial runs, so that it decides within
+     * a few windows of the plan whatever the period of the checks; the
+     * divergence at every window once a window has synced. */
     int profile =
-        checks && ++sched->windows_unchecked >= sched->opts.replan_windows;
+        checks && (++sched->windows_unchecked >= sched->opts.replan_windows ||
+                   sched->fill_trial != DD_SCHED_TRIAL_NONE);
     int drift = dd_sched_drift_on(sched) && sched->step > 0;
     if (profile) {
         sched->windows_unchecked = 0;

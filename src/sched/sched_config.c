@@ -45,7 +45,9 @@ static const dd_config_field_t dd_sched_fields[] = {
      "sync hidden behind backward (bubble filling) even were every sync 1.5 "
      "times slower, 3 times under delayed averaging (+next); the extra "
      "bytes are in the step statistics. A plan with extras then runs one "
-     "re-plan check with them and one without, and keeps them only if the "
+     "window with them and one without (its times checked at every window "
+     "meanwhile, whatever DREAMDDP_REPLAN_WINDOWS), and keeps them only if "
+     "the "
      "measured time per iteration with them is within 10 %; dropped once, "
      "no later plan fills.",
      DD_CONFIG_BOOL, offsetof(dd_sched_opts_t, fill_bubbles), 0, 0, NULL},

@@ -570,6 +570,32 @@ DD_API dd_status_t dd_layer_unused(dd_context_h ctx, dd_layer_h layer);
 DD_API dd_status_t dd_layer_ready_stream(dd_context_h ctx, dd_layer_h layer,
                                          void *stream);
 
+/**
+ * dd_layer_forward() for a layer in device memory whose forward runs on a
+ * device stream: under a "+next" strategy the layer's delayed average
+ * lands there, as a device sum queued on stream (a cudaStream_t, or a
+ * stream of the fake device; NULL is the default stream) before the
+ * forward's kernels read the parameters. The calling thread waits for the
+ * sync to arrive, never for the device.
+ *
+ * A device layer's delayed averaging runs on the stream the application
+ * last named for it, here or in dd_layer_ready_stream(): the launch
+ * queues the copy of the parameters there after the backward, and every
+ * landing (this mark, the next dd_layer_ready_stream() without marks)
+ * the sum that applies the average. dd_sync_all() queues its landings
+ * there too, and waits for them. A device layer whose stream was never
+ * named must be final when marked, as for dd_layer_ready().
+ *
+ * ABI: added with libtool interface 5 (the soname unchanged).
+ *
+ * @return what dd_layer_forward() returns; DD_ERR_INVALID_PARAM for a
+ *         layer without device tensors or without a device module; an
+ *         error of the device module (DD_ERR_BACKEND) naming the layer.
+ * Threads: as dd_layer_forward().
+ */
+DD_API dd_status_t dd_layer_forward_stream(dd_context_h ctx, dd_layer_h layer,
+                                           void *stream);
+
 /*
  * The output structs (dd_step_stats_t, dd_layer_stats_t) start with a
  * field_mask, as the parameter structs do: the caller sets the bits of the

@@ -21,8 +21,24 @@
  * Under DREAMDDP_LAYER_SPLIT a layer may sync in parts (dd_layer_part),
  * each in a step of its own: the simulation lands each part's span when
  * that part's sync counts, and rank 0 prints how each layer was cut.
+ *
+ *   MP_DELAY_DEVICE=stream (with DREAMDDP_DEVICE=fake, or cuda on a GPU):
+ *       layers 1 and 2 live in the device's memory. Their backward is a long
+ *       "kernel" on the application's stream, they are marked with
+ *       dd_layer_ready_stream and dd_layer_forward_stream (after a long
+ *       "forward" there too), and their optimizer step is queued on that
+ *       stream (x += -g, the module's reduce_async) without waiting: the
+ *       library's copy at the launch must come after its sum at the
+ *       landing, and its job must wait for that copy.
+ *       The replica is read back (D2H) after the optimizer's step.
+ *   MP_DELAY_DEVICE=plain: the same layers marked with plain dd_layer_ready
+ *       and dd_layer_forward, the application's stream waited for before
+ *       each mark (final when marked, as dd_layer_ready asks).
  */
 #include <dreamddp.h>
+#include <dreamddp/device.h>
+
+#include <dlfcn.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +51,13 @@
 #define MAX_PARTS 16
 static const size_t sizes[N_LAYERS] = {3, 70000, 4099, 33};
 static int rank, world;
+/* MP_DELAY_DEVICE: 0 host only, 1 stream, 2 plain. */
+static int device_mode;
+static const dd_device_ops_t *ops;
+static dd_device_t *dev;
+static void *stream;
+static dd_device_event_t *ev;
+static void *scratch; /* the target of the long "kernel" */
 
 #define CHECK(cond, ...)                                                       \
     do {                                                                       \
@@ -57,7 +80,92 @@ typedef struct {
     /* The simulation: every rank's replica and its values at the last
      * launch. */
     double *x[MAX_WORLD], *snap[MAX_WORLD];
+    /* MP_DELAY_DEVICE: the parameters on the device (param is then the
+     * host's view, pinned), and the optimizer's -g on the host and on the
+     * device. */
+    void *dev_param, *ng_host, *ng_dev;
 } layer_t;
+
+static int on_device(int l)
+{
+    return device_mode != 0 && (l == 1 || l == 2);
+}
+
+static void dev_log(void *arg, int level, const char *msg)
+{
+    (void)arg;
+    (void)level;
+    fprintf(stderr, "mp_delay: device: %s\n", msg);
+}
+
+static dd_status_t dev_error(void *arg, dd_status_t s, const char *msg)
+{
+    dev_log(arg, 0, msg);
+    return s;
+}
+
+/* The application's own handle on the device: the module file the
+ * library loads (DREAMDDP_DEVICE's: fake unless it says cuda), so that
+ * streams and buffers are shared. */
+static int open_device(void)
+{
+    static dd_device_services_t svc = {.abi_version = DD_DEVICE_ABI_VERSION,
+                                       .log = dev_log,
+                                       .error = dev_error};
+    char path[4096];
+    const char *dir = getenv("DREAMDDP_BACKEND_PATH");
+    const char *kind = getenv("DREAMDDP_DEVICE");
+
+    snprintf(path, sizeof(path), "%s/dd_device_%s.so", dir ? dir : ".",
+             kind != NULL && strcmp(kind, "cuda") == 0 ? "cuda" : "fake");
+    void *dl = dlopen(path, RTLD_NOW);
+    CHECK(dl != NULL, "dlopen %s: %s", path, dlerror());
+    dd_device_entry_fn_t entry;
+    *(void **)&entry = dlsym(dl, DD_DEVICE_ENTRY);
+    CHECK(entry != NULL, "no %s in %s", DD_DEVICE_ENTRY, path);
+    ops = entry();
+    CHECK(ops->init(&svc, &dev) == DD_OK &&
+              ops->stream_create(dev, 0, &stream) == DD_OK &&
+              ops->event_create(dev, 0, &ev) == DD_OK &&
+              ops->mem_alloc(dev, 0, 1, &scratch) == DD_OK,
+          "fake device: init, stream, event, memory");
+    return 0;
+}
+
+/* Waits for the application's stream. */
+static int dev_wait(void)
+{
+    CHECK(ops->event_record(dev, ev, stream) == DD_OK &&
+              ops->event_synchronize(dev, ev) == DD_OK,
+          "fake device: waiting for the stream");
+    return 0;
+}
+
+/* Copies a device layer between its device memory and the host's view
+ * (D2H: to the host), on the application's stream, and waits. */
+static int dev_copy(layer_t *L, int l, dd_device_copy_t kind)
+{
+    size_t bytes = sizes[l] * (L->dtype == DD_DTYPE_F64 ? 8 : 4);
+    void *dst = kind == DD_DEVICE_COPY_D2H ? L->param : L->dev_param;
+    void *src = kind == DD_DEVICE_COPY_D2H ? L->dev_param : L->param;
+    CHECK(ops->memcpy_async(dev, dst, src, bytes, kind, stream) == DD_OK,
+          "fake device: copy");
+    return dev_wait();
+}
+
+/* A device layer's "backward": work on the stream that ends some 30 ms
+ * after the layer is marked, long after a copy that did not wait for the
+ * stream would have read the parameters. */
+static int dev_backward(void)
+{
+    static char scratch_host;
+    for (int k = 0; k < 100; k++) {
+        CHECK(ops->memcpy_async(dev, scratch, &scratch_host, 1,
+                                DD_DEVICE_COPY_H2D, stream) == DD_OK,
+              "fake device: H2D");
+    }
+    return 0;
+}
 
 static double now(void)
 {
@@ -97,9 +205,22 @@ static int setup(dd_context_h ctx, layer_t *L)
     char name[16];
     for (int l = 0; l < N_LAYERS; l++) {
         L[l].dtype = l == 2 ? DD_DTYPE_F64 : DD_DTYPE_F32;
-        L[l].param = calloc(sizes[l], L[l].dtype == DD_DTYPE_F64 ? 8 : 4);
+        size_t bytes = sizes[l] * (L[l].dtype == DD_DTYPE_F64 ? 8 : 4);
+        L[l].dev_param = L[l].ng_host = L[l].ng_dev = NULL;
+        if (on_device(l)) {
+            CHECK(ops->host_alloc(dev, bytes, &L[l].param) == DD_OK &&
+                      ops->host_alloc(dev, bytes, &L[l].ng_host) == DD_OK &&
+                      ops->mem_alloc(dev, 0, bytes, &L[l].dev_param) == DD_OK &&
+                      ops->mem_alloc(dev, 0, bytes, &L[l].ng_dev) == DD_OK,
+                  "fake device: memory for layer %d", l);
+        } else {
+            L[l].param = calloc(sizes[l], L[l].dtype == DD_DTYPE_F64 ? 8 : 4);
+        }
         for (size_t i = 0; i < sizes[l]; i++) {
             put(&L[l], i, init_value(rank, l, i));
+        }
+        if (on_device(l) && dev_copy(&L[l], l, DD_DEVICE_COPY_H2D) != 0) {
+            return 1;
         }
         for (int q = 0; q < world; q++) {
             L[l].x[q] = malloc(sizes[l] * sizeof(double));
@@ -111,6 +232,10 @@ static int setup(dd_context_h ctx, layer_t *L)
         /* Gradients are not read by the parameter strategies. */
         dd_tensor_t t = {L[l].param,  NULL, sizes[l], L[l].dtype,
                          DD_MEM_HOST, 0,    0,        0};
+        if (on_device(l)) {
+            t.param = L[l].dev_param;
+            t.mem_type = DD_MEM_CUDA;
+        }
         snprintf(name, sizeof(name), "layer%d", l);
         CHECK(dd_layer_register(ctx, name, &t, 1, &L[l].h) == DD_OK,
               "register: %s", dd_last_error());
@@ -218,6 +343,34 @@ static int identical(dd_context_h ctx, layer_t *L, int l)
     return 0;
 }
 
+/* A device layer's optimizer step, queued on the application's stream
+ * behind the library's copy of the launch (x += -g, on the device), and
+ * in the simulation; then the replica, read back, against it. */
+static int device_step(layer_t *L, int l, long s)
+{
+    size_t bytes = sizes[l] * (L->dtype == DD_DTYPE_F64 ? 8 : 4);
+    for (size_t i = 0; i < sizes[l]; i++) {
+        double g = grad(rank, s, l, i);
+        if (L->dtype == DD_DTYPE_F32) {
+            ((float *)L->ng_host)[i] = (float)-g;
+        } else {
+            ((double *)L->ng_host)[i] = -g;
+        }
+        for (int q = 0; q < world; q++) {
+            L->x[q][i] -= grad(q, s, l, i);
+        }
+    }
+    CHECK(ops->memcpy_async(dev, L->ng_dev, L->ng_host, bytes,
+                            DD_DEVICE_COPY_H2D, stream) == DD_OK &&
+              ops->reduce_async(dev, L->dev_param, L->ng_dev, sizes[l],
+                                L->dtype, stream) == DD_OK,
+          "fake device: the optimizer's step");
+    if (dev_copy(L, l, DD_DEVICE_COPY_D2H) != 0) {
+        return 1;
+    }
+    return matches(L, l, "after the optimizer, step", s);
+}
+
 /* Rank 0 under MP_DELAY_SLOW: how long the step's end and the deadline
  * took. */
 static double slow_s, end0_s, deadline1_s;
@@ -231,10 +384,21 @@ static int step(dd_context_h ctx, layer_t *L, long s, int marks)
         }
     }
     CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());
+    if (device_mode == 2 && dev_wait() != 0) {
+        return 1;
+    }
     for (int l = 0; marks && l < N_LAYERS; l++) {
+        /* The forward before a device layer's: the stream lags, so that a
+         * landing queued there comes late, and a copy at the launch that
+         * does not follow the stream reads the parameters before it. */
+        if (on_device(l) && device_mode == 1 && dev_backward() != 0) {
+            return 1;
+        }
         double t0 = now();
-        CHECK(dd_layer_forward(ctx, L[l].h) == DD_OK, "forward: %s",
-              dd_last_error());
+        CHECK((on_device(l) && device_mode == 1
+                   ? dd_layer_forward_stream(ctx, L[l].h, stream)
+                   : dd_layer_forward(ctx, L[l].h)) == DD_OK,
+              "forward: %s", dd_last_error());
         if (s == 1 && l == 0) {
             deadline1_s = now() - t0;
         }
@@ -243,9 +407,15 @@ static int step(dd_context_h ctx, layer_t *L, long s, int marks)
         if (slow_s > 0 && s == 0 && l == 0 && rank == 1) {
             usleep((useconds_t)(slow_s * 1e6));
         }
+        if (on_device(l) &&
+            (dev_backward() != 0 || (device_mode == 2 && dev_wait() != 0))) {
+            return 1;
+        }
         double t0 = now();
-        CHECK(dd_layer_ready(ctx, L[l].h) == DD_OK, "ready: %s",
-              dd_last_error());
+        CHECK((on_device(l) && device_mode == 1
+                   ? dd_layer_ready_stream(ctx, L[l].h, stream)
+                   : dd_layer_ready(ctx, L[l].h)) == DD_OK,
+              "ready: %s", dd_last_error());
         if (!marks && s == 1 && l == 0) {
             deadline1_s = now() - t0;
         }
@@ -266,6 +436,12 @@ static int step(dd_context_h ctx, layer_t *L, long s, int marks)
         }
         for (int q = 0; q < world; q++) {
             memcpy(L[l].snap[q], L[l].x[q], sizes[l] * sizeof(double));
+        }
+        if (on_device(l)) {
+            if (device_step(&L[l], l, s) != 0) {
+                return 1;
+            }
+            continue;
         }
         if (matches(&L[l], l, "step", s) != 0) {
             return 1;
@@ -319,6 +495,9 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
             }
         }
         sim_average(&L[l], l);
+        if (on_device(l) && dev_copy(&L[l], l, DD_DEVICE_COPY_D2H) != 0) {
+            return 1;
+        }
         if (matches(&L[l], l, "sync_all after step", steps) != 0 ||
             identical(ctx, &L[l], l) != 0) {
             return 1;
@@ -338,8 +517,12 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
     }
     if (rank == 0) {
         printf("mp_delay: %s %s: %ld steps equal to the reference on %d "
-               "ranks, bit-identical after dd_sync_all\n",
-               strategy, marks ? "marks" : "nomarks", steps, world);
+               "ranks, bit-identical after dd_sync_all%s\n",
+               strategy, marks ? "marks" : "nomarks", steps, world,
+               device_mode == 1   ? ", layers 1 and 2 on the device's stream"
+               : device_mode == 2 ? ", layers 1 and 2 on the device, final "
+                                    "when marked"
+                                  : "");
     }
     return 0;
 }
@@ -370,13 +553,27 @@ int main(int argc, char **argv)
     if (getenv("MP_DELAY_SLOW") != NULL) {
         slow_s = atof(getenv("MP_DELAY_SLOW"));
     }
+    const char *dm = getenv("MP_DELAY_DEVICE");
+    if (dm != NULL) {
+        device_mode = strcmp(dm, "plain") == 0 ? 2 : 1;
+        if (open_device() != 0) {
+            return 1;
+        }
+    }
     int rc = setup(ctx, L);
     if (rc == 0) {
         rc = run(ctx, L, argv[1], atol(argv[2]), strcmp(argv[3], "marks") == 0);
     }
     dd_status_t fin = dd_finalize(ctx);
     for (int l = 0; l < N_LAYERS; l++) {
-        free(L[l].param);
+        if (on_device(l)) {
+            ops->host_free(dev, L[l].param);
+            ops->host_free(dev, L[l].ng_host);
+            ops->mem_free(dev, L[l].dev_param);
+            ops->mem_free(dev, L[l].ng_dev);
+        } else {
+            free(L[l].param);
+        }
         for (int q = 0; q < world; q++) {
             free(L[l].x[q]);
             free(L[l].snap[q]);

@@ -3,9 +3,9 @@
 # that took local steps while its sync was in flight ends equal to the
 # reference, average(x at launch) + (x now - x at launch), on both routes,
 # with and without forward marks, dense and through a codec, whole layers
-# and layers in parts; dd_sync_all leaves the replicas bit-identical; a
-# sync that misses its deadline is waited for there, never skipped, while
-# dd_step_end does not wait for it.
+# and layers in parts, host and device layers; dd_sync_all leaves the
+# replicas bit-identical; a sync that misses its deadline is waited for
+# there, never skipped, while dd_step_end does not wait for it.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 MP=$top_builddir/tests/mp_delay
 export DREAMDDP_TIMEOUT_S=30 DREAMDDP_PROFILE_STEPS=2
@@ -46,6 +46,36 @@ split_case "plsgd:2+next in parts on 4 ranks" 4 plsgd:2+next 7 nomarks
 split_case "dreamddp:2+next in parts with fp16 through 2 aggregators" 4 dreamddp:2+next 7 marks \
     DREAMDDP_COMPRESSION=fp16 DREAMDDP_NUM_AGGREGATORS=2
 
+# Device layers (the fake device): layers 1 and 2 in its memory, their
+# copies at the launch and their landings queued on the application's
+# stream behind a long "kernel", their optimizer's step queued there
+# without a wait; staged in chunks of 16 KiB, three in flight.
+device_case() { # WHAT N STRATEGY STEPS MARKS stream|plain [VAR=VALUE...]
+    what=$1 mode=$6
+    n=$2 s=$3 steps=$4 marks=$5
+    shift 6
+    run_case "$what" $n $s $steps $marks DREAMDDP_DEVICE=fake MP_DELAY_DEVICE=$mode \
+        DREAMDDP_STAGING_BYTES=16K DREAMDDP_STAGING_SLOTS=3 "$@"
+    if [ "$mode" = stream ]; then
+        expect_grep "$TMP/out" "layers 1 and 2 on the device's stream" "$what: on the device's stream"
+    else
+        expect_grep "$TMP/out" "layers 1 and 2 on the device, final when marked" "$what: final when marked"
+    fi
+}
+# Under plsgd:1+next each device layer lands and launches in every step.
+device_case "plsgd:1+next, device layers, forward marks" 2 plsgd:1+next 7 marks stream
+device_case "plsgd:1+next, device layers, no marks" 2 plsgd:1+next 7 nomarks stream
+device_case "dreamddp:2+next, device layers on 3 ranks" 3 dreamddp:2+next 9 marks stream
+device_case "dreamddp:2+next, device layers through 2 aggregators" 4 dreamddp:2+next 7 nomarks stream \
+    DREAMDDP_NUM_AGGREGATORS=2
+device_case "dreamddp:2+next, device layers final when marked" 2 dreamddp:2+next 9 marks plain
+device_case "plsgd:1+next, device layers final when marked, no marks" 2 plsgd:1+next 7 nomarks plain
+if DREAMDDP_DEVICE=fake MP_DELAY_DEVICE=stream DREAMDDP_ROUTE=hierarchical timeout 60 "$DDRUN" -n 2 --timeout 30 -- "$MP" dreamddp:2+next 1 marks >"$TMP/hier" 2>&1; then
+    fail "device layers under +next over the hierarchical route accepted"
+else
+    expect_grep "$TMP/hier" "layer 'layer1' tensor 0 is in device memory, and dreamddp:2+next does not average device layers over DREAMDDP_ROUTE=hierarchical" "device layers under +next over the hierarchical route are refused, named"
+fi
+
 # A late peer: rank 1 launches layer 0's sync 1.5 s late in step 0.
 for marks in marks nomarks; do
     if MP_DELAY_SLOW=1.5 timeout 150 "$DDRUN" -n 2 --timeout 120 -- "$MP" plsgd:1+next 4 $marks >"$TMP/slow" 2>&1 &&
@@ -64,7 +94,7 @@ else
     expect_grep "$TMP/bad" "invalid value DREAMDDP_STRATEGY='dreamddp:4+later': expected ddp, localsgd:H, plsgd:H, dreamddp:H (H from 1 to 1024, each also with '+next'" "a bad +next spec names the variable and what is accepted"
 fi
 if MP_DELAY_I32=1 timeout 60 "$DDRUN" -n 2 --timeout 30 -- "$MP" dreamddp:2+next 1 marks >"$TMP/i32" 2>&1; then
-    expect_grep "$TMP/i32" "mp_delay: commit refused: dd_model_commit: layer 'counts' tensor 0 is host i32; dreamddp:2+next averages host f32 and f64 tensors only" "an int32 layer is refused under +next, named"
+    expect_grep "$TMP/i32" "mp_delay: commit refused: dd_model_commit: layer 'counts' tensor 0 is host i32; dreamddp:2+next averages f32 and f64 tensors only, on the host or a device" "an int32 layer is refused under +next, named"
 else
     fail "an int32 layer under +next"; cat "$TMP/i32"
 fi

@@ -5,8 +5,10 @@
 # the layers register as DD_MEM_CUDA on their device, are marked with
 # dd_layer_ready_stream on their stream, and are staged by the library:
 # replicas bitwise equal after every averaging, among the workers and
-# through two aggregators; a layer on two devices, a model
-# on two GPUs and a CUDA layer without a device module are errors. Skips
+# through two aggregators; under +next their forward marks carry their
+# stream and the replicas are bitwise equal after sync_all; a layer on two
+# devices, a model on two GPUs and a CUDA layer without a device module
+# are errors. Skips
 # where the interpreter has no torch.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 . "$top_srcdir/tests/torch_lib.sh"
@@ -27,6 +29,7 @@ if DREAMDDP_NUM_AGGREGATORS=2 "$DDRUN" -n 4 --timeout 120 -- "$DDTEST_PYTHON" "$
 else
     fail "device layers, ddp, 2 workers + 2 aggregators"; sed 's/^/    /' "$TMP/agg"
 fi
+run "device layers, dreamddp:2+next, 2 ranks" 2 next dreamddp:2+next 5
 run "device placement errors" 1 errors
 DREAMDDP_DEVICE=none run "a CUDA layer without a device module" 1 nomodule
 finish

@@ -13,6 +13,11 @@ GPU's.
   torch_device.py equal STRATEGY STEPS   the right mem_type, device and
                                          stream reach the library; replicas
                                          bitwise equal after every averaging
+  torch_device.py next STRATEGY STEPS    a +next strategy: device layers'
+                                         forward marks reach the library
+                                         with their stream
+                                         (dd_layer_forward_stream); replicas
+                                         bitwise equal after sync_all
   torch_device.py errors                 a layer on two devices, a model on
                                          two GPUs
   torch_device.py nomodule               a CUDA layer without a device
@@ -85,6 +90,18 @@ class FakeDevice:
                                      ctypes.POINTER(ctypes.c_void_p)],
                    self.dev, DEVICE, ctypes.byref(s))
         return s.value
+
+    def wait(self, stream):
+        """Waits for the work queued on stream so far."""
+        ev = ctypes.c_void_p()
+        self._call("event_create", [ctypes.c_void_p, ctypes.c_int,
+                                    ctypes.POINTER(ctypes.c_void_p)],
+                   self.dev, DEVICE, ctypes.byref(ev))
+        self._call("event_record", [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
+                   self.dev, ev, stream)
+        self._call("event_synchronize", [ctypes.c_void_p, ctypes.c_void_p], self.dev, ev)
+        fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(self.ops.event_destroy)
+        fn(self.dev, ev)
 
     def tensor_like(self, t):
         """A tensor over new fake-device memory, holding t's values."""
@@ -213,6 +230,67 @@ def cmd_equal(strategy, steps):
           % (strategy, steps, DEVICE, checks))
 
 
+def cmd_next(strategy, steps):
+    """Delayed averaging of device layers. torch computes on the fake
+    device's memory as on the CPU, outside the stream's order, so the test
+    waits for the stream after each mark, as a GPU's kernels queued after
+    the library's copy and sum would."""
+    ctx = dreamddp.context()
+    fake = FakeDevice()
+    stream = fake.stream()
+    torch.manual_seed(ctx.rank)
+    net = Net()
+    to_fake(net, fake, skip=("fc2",))
+    install_seams(fake, stream)
+    calls = record_calls(ctx)
+    marks = {"stream": [], "host": []}
+    fwd, fwd_stream, ready_stream = ctx.layer_forward, ctx.layer_forward_stream, ctx.layer_ready_stream
+
+    def on_forward(h):
+        marks["host"].append(calls["names"][h.value])
+        fwd(h)
+
+    def on_forward_stream(h, s):
+        marks["stream"].append((calls["names"][h.value], s))
+        fwd_stream(h, s)
+        fake.wait(s)
+
+    def on_ready_stream(h, s):
+        ready_stream(h, s)
+        fake.wait(s)
+
+    ctx.layer_forward, ctx.layer_forward_stream, ctx.layer_ready_stream = (
+        on_forward, on_forward_stream, on_ready_stream)
+    model = ddt.DreamDDP(net, strategy=strategy)
+    opt = ddt.wrap_optimizer(torch.optim.SGD(model.parameters(), lr=0.05), model)
+    device_layers = [n for n in model.layer_names() if n != "fc2"]
+    landed = 0
+    for step in range(steps):
+        x, y = batch(step, ctx.rank)
+        opt.zero_grad()
+        marks["stream"].clear()
+        marks["host"].clear()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        stats = model.finish_step()
+        if sorted(marks["stream"]) != sorted((n, stream) for n in device_layers):
+            fail("step %d: dd_layer_forward_stream got %s, expected the layers %s on stream %#x"
+                 % (step, marks["stream"], device_layers, stream))
+        if marks["host"] != ["fc2"]:
+            fail("step %d: dd_layer_forward got %s, expected fc2 alone" % (step, marks["host"]))
+        landed += stats["layers_synced"]
+        opt.step()
+    if landed == 0:
+        fail("%s: no delayed average landed in %d steps" % (strategy, steps))
+    for name, layer in {layer.name: layer for layer in model._layers}.items():
+        if name != "fc2" and not all(fake.holds(t) for t in layer.params + layer.grads):
+            fail("layer %s left the device memory it was registered with" % name)
+    model.sync_all()
+    if not same_everywhere(list(net.parameters())):
+        fail("%s: replicas differ after sync_all" % strategy)
+    print("torch_mp: device %s: %d steps, CUDA layers' forward marked on their stream, "
+          "%d averages landed, replicas equal after sync_all" % (strategy, steps, landed))
+
+
 def expect_error(fn, status_name, needle):
     try:
         fn()
@@ -254,6 +332,8 @@ def cmd_nomodule():
 def main(argv):
     if argv[1] == "equal":
         cmd_equal(argv[2], int(argv[3]))
+    elif argv[1] == "next":
+        cmd_next(argv[2], int(argv[3]))
     elif argv[1] == "errors":
         cmd_errors()
     elif argv[1] == "nomodule":

@@ -137,6 +137,17 @@ class Context:
         +next strategy, its delayed average lands here (dd_layer_forward)."""
         self._call("dd_layer_forward", layer)
 
+    def layer_forward_stream(self, layer, stream):
+        """layer_forward for a device layer whose forward runs on stream (a
+        cudaStream_t as an integer; 0 or None is the default stream): its
+        delayed average lands there, as a device sum queued on the stream
+        (dd_layer_forward_stream). A library without it, which refuses
+        device layers under +next, gets dd_layer_forward."""
+        if _lib.has("dd_layer_forward_stream"):
+            self._call("dd_layer_forward_stream", layer, stream or None)
+        else:
+            self._call("dd_layer_forward", layer)
+
     def step_end(self):
         """Ends the step; returns its statistics as a dict."""
         st = _lib.dd_step_stats_t(field_mask=_lib.STEP_STATS_ALL)

@@ -159,6 +159,7 @@ _SIGNATURES = {
 _OPTIONAL = {
     "dd_layer_unused": (_I, [_P, _P]),
     "dd_layer_forward": (_I, [_P, _P]),
+    "dd_layer_forward_stream": (_I, [_P, _P, _P]),
     "dd_layer_num_parts": (_SZ, [_P, _P]),
     "dd_layer_part": (
         _I,

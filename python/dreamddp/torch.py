@@ -33,6 +33,10 @@ How it maps onto the library:
     pre-hook on the module that owns each layer's parameters marks the
     layer (dd_layer_forward) before its forward reads them, in training and
     in evaluation alike: the layer's average from the last step lands there.
+    A CUDA layer is marked with dd_layer_forward_stream on the current
+    stream, so that the average lands as a device sum queued before the
+    forward's kernels, and its copy at the launch is queued on the stream
+    of its dd_layer_ready_stream: neither waits for the GPU.
   - Frozen parameters (requires_grad=False) are broadcast from rank 0 once,
     at construction, and not synced after.
   - CUDA tensors: a layer on a GPU registers as DD_MEM_CUDA on its device
@@ -101,7 +105,9 @@ def _ready_stream(p):
     """The CUDA stream on which p's gradient is final, as the integer
     (cudaStream_t) that dd_layer_ready_stream takes: the current stream of
     p's device on the thread that runs its gradient accumulator (autograd
-    runs it on the stream of the forward op that used p)."""
+    runs it on the stream of the forward op that used p). Called from a
+    forward pre-hook, the stream the forward is about to run on
+    (dd_layer_forward_stream)."""
     return torch.cuda.current_stream(p.device).cuda_stream
 
 
@@ -430,7 +436,13 @@ class DreamDDP(torch.nn.Module):
                 functools.partial(self._on_forward, layer)))
 
     def _on_forward(self, layer, module, inputs):
-        self._ctx.layer_forward(layer.handle)
+        if layer.on_device:
+            # The average lands as a device sum on the stream the forward's
+            # kernels are about to be queued on.
+            self._ctx.layer_forward_stream(
+                layer.handle, _ready_stream((layer.params + layer.buffers)[0]))
+        else:
+            self._ctx.layer_forward(layer.handle)
 
     @staticmethod
     def _flatten_plan(tensors):

@@ -180,7 +180,19 @@ dd_status_t dd_layer_forward(dd_context_h ctx, dd_layer_h layer)
 
     return status != DD_OK
                ? status
-               : dd_watch_fault(ctx, dd_sched_layer_forward(ctx->sched, layer));
+               : dd_watch_fault(
+                     ctx, dd_sched_layer_forward(ctx->sched, layer, 0, NULL));
+}
+
+dd_status_t dd_layer_forward_stream(dd_context_h ctx, dd_layer_h layer,
+                                    void *stream)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_layer_forward_stream");
+
+    return status != DD_OK
+               ? status
+               : dd_watch_fault(
+                     ctx, dd_sched_layer_forward(ctx->sched, layer, 1, stream));
 }
 
 dd_status_t dd_layer_unused(dd_context_h ctx, dd_layer_h layer)

@@ -13,8 +13,17 @@
  * parameters once and the landing adds one buffer.
  *
  * A deadline waits for its sync however late it is, never skips it. It
- * must not decide what syncs when (runtime.c and the plan do) nor touch
- * device memory: delayed layers are host layers of f32 or f64.
+ * must not decide what syncs when (runtime.c and the plan do). Delayed
+ * layers are of f32 or f64, on the host or on a device. A device layer's
+ * copy is device memory: the launch queues the copy, and the landing the
+ * sum x += copy (the device module's reduce_async), on the application's
+ * stream, the one it last named (dd_layer_ready_stream,
+ * dd_layer_forward_stream), so that both fall between its own kernels in
+ * its order and nothing waits for the device; the device pipe takes the
+ * difference average - copy on the host, between the staging copies
+ * (staging.c). A device layer whose stream the application never named is
+ * final when marked (as for dd_layer_ready): its copies and sums go on the
+ * library's own stream, waited for before the mark returns.
  */
 #include "core/log.h"
 #include "core/time.h"
@@ -35,6 +44,42 @@ int dd_sched_delay_on(const dd_sched_t *sched)
     return sched->strategy.delay;
 }
 
+static int dd_sched_delay_dtype_ok(dd_dtype_t dtype)
+{
+    return dtype == DD_DTYPE_F32 || dtype == DD_DTYPE_F64;
+}
+
+/* A tensor's copy: host memory, or device memory on the tensor's device. */
+static dd_status_t dd_sched_delay_alloc(dd_sched_t *sched,
+                                        const struct dd_layer *l, size_t t,
+                                        void **wire_p)
+{
+    const dd_tensor_t *x = &l->tensors[t];
+    size_t bytes = x->count * dd_dtype_size(x->dtype);
+
+    if (x->mem_type == DD_MEM_HOST) {
+        *wire_p = malloc(bytes);
+        if (*wire_p == NULL) {
+            return DD_ERR_NO_MEMORY;
+        }
+        /* Touched now, so that no launch takes the page faults. */
+        memcpy(*wire_p, x->param, bytes);
+        return DD_OK;
+    }
+    const dd_device_module_t *dev = sched->env.device;
+    dd_status_t status =
+        dev->ops->mem_alloc(dev->instance, x->device, bytes, wire_p);
+    if (status != DD_OK) {
+        return dd_error(status, DD_SUBSYS_SCHED,
+                        "dd_model_commit: layer '%s' tensor %zu: no device "
+                        "memory for the copy of %zu bytes that %s "
+                        "averages: %s",
+                        l->name, t, bytes, sched->strategy_name,
+                        dd_last_error());
+    }
+    return DD_OK;
+}
+
 dd_status_t dd_sched_delay_commit(dd_sched_t *sched)
 {
     if (!dd_sched_delay_on(sched)) {
@@ -44,16 +89,29 @@ dd_status_t dd_sched_delay_commit(dd_sched_t *sched)
         struct dd_layer *l = sched->layers[i];
         for (size_t t = 0; t < l->n_tensors; t++) {
             const dd_tensor_t *x = &l->tensors[t];
-            if (x->count > 0 &&
-                (x->mem_type != DD_MEM_HOST ||
-                 (x->dtype != DD_DTYPE_F32 && x->dtype != DD_DTYPE_F64))) {
+            if (x->count == 0) {
+                continue;
+            }
+            if (!dd_sched_delay_dtype_ok(x->dtype) ||
+                (x->mem_type != DD_MEM_HOST && x->mem_type != DD_MEM_CUDA)) {
                 return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_SCHED,
                                 "dd_model_commit: layer '%s' tensor %zu is "
-                                "%s %s; %s averages host f32 and f64 "
-                                "tensors only (choose the strategy without "
-                                "'+next')",
+                                "%s %s; %s averages f32 and f64 tensors "
+                                "only, on the host or a device (choose the "
+                                "strategy without '+next')",
                                 l->name, t, dd_mem_type_name(x->mem_type),
                                 dd_dtype_name(x->dtype), sched->strategy_name);
+            }
+            if (x->mem_type == DD_MEM_CUDA &&
+                sched->opts.route == DD_ROUTE_HIERARCHICAL) {
+                return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_SCHED,
+                                "dd_model_commit: layer '%s' tensor %zu is "
+                                "in device memory, and %s does not average "
+                                "device layers over DREAMDDP_ROUTE="
+                                "hierarchical (choose allreduce or "
+                                "aggregate, or the strategy without "
+                                "'+next')",
+                                l->name, t, sched->strategy_name);
             }
         }
         l->delay_wire = calloc(l->n_tensors, sizeof(void *));
@@ -61,36 +119,145 @@ dd_status_t dd_sched_delay_commit(dd_sched_t *sched)
             return DD_ERR_NO_MEMORY;
         }
         for (size_t t = 0; t < l->n_tensors; t++) {
-            size_t bytes =
-                l->tensors[t].count * dd_dtype_size(l->tensors[t].dtype);
-            if (bytes == 0) {
+            if (l->tensors[t].count == 0) {
                 continue;
             }
-            l->delay_wire[t] = malloc(bytes);
-            if (l->delay_wire[t] == NULL) {
-                return DD_ERR_NO_MEMORY;
+            dd_status_t status =
+                dd_sched_delay_alloc(sched, l, t, &l->delay_wire[t]);
+            if (status != DD_OK) {
+                return status;
             }
-            /* Touched now, so that no launch takes the page faults. */
-            memcpy(l->delay_wire[t], l->tensors[t].param, bytes);
         }
     }
     return DD_OK;
 }
 
-void *dd_sched_delay_launch(dd_sched_t *sched, struct dd_layer *layer,
-                            size_t tensor)
+/* The stream a device layer's launch and landing queue their work on: the
+ * application's, once it named one; else the library's own (*own_p), which
+ * the caller waits for (dd_sched_delay_fence). */
+static dd_status_t dd_sched_delay_stream(dd_sched_t *sched,
+                                         const struct dd_layer *layer,
+                                         void **stream_p, int *own_p)
+{
+    const dd_device_module_t *dev = sched->env.device;
+    dd_status_t status = DD_OK;
+
+    *own_p = !layer->delay_stream_known;
+    if (!*own_p) {
+        *stream_p = layer->delay_stream;
+        return DD_OK;
+    }
+    if (sched->delay_dev_stream == NULL) {
+        status = dev->ops->stream_create(dev->instance, layer->device,
+                                         &sched->delay_dev_stream);
+    }
+    if (status == DD_OK && sched->delay_dev_event == NULL) {
+        status = dev->ops->event_create(dev->instance, layer->device,
+                                        &sched->delay_dev_event);
+    }
+    *stream_p = sched->delay_dev_stream;
+    return status;
+}
+
+/* After the device work of a launch or a landing on stream: on the
+ * library's own stream, waits for it (the application's next touch of
+ * the parameters is not ordered after it); after a launch on the
+ * application's, records the layer's event, which its job waits for
+ * before the staging reads the copy. */
+static dd_status_t dd_sched_delay_fence(dd_sched_t *sched,
+                                        struct dd_layer *layer, void *stream,
+                                        int own, int launch)
+{
+    const dd_device_module_t *dev = sched->env.device;
+    dd_status_t status = DD_OK;
+
+    if (own) {
+        status = dev->ops->event_record(dev->instance, sched->delay_dev_event,
+                                        stream);
+        if (status == DD_OK) {
+            status = dev->ops->event_synchronize(dev->instance,
+                                                 sched->delay_dev_event);
+        }
+        return status;
+    }
+    if (!launch) {
+        return DD_OK;
+    }
+    if (layer->delay_event == NULL) {
+        status = dev->ops->event_create(dev->instance, layer->device,
+                                        &layer->delay_event);
+    }
+    if (status == DD_OK) {
+        status =
+            dev->ops->event_record(dev->instance, layer->delay_event, stream);
+    }
+    return status;
+}
+
+/* Copies a device tensor's parameters into its copy, on the device. */
+static dd_status_t dd_sched_delay_launch_device(dd_sched_t *sched,
+                                                struct dd_layer *layer,
+                                                size_t tensor, int last)
+{
+    const dd_device_module_t *dev = sched->env.device;
+    const dd_tensor_t *x = &layer->tensors[tensor];
+    void *stream;
+    int own;
+    dd_status_t status = dd_sched_delay_stream(sched, layer, &stream, &own);
+
+    if (status == DD_OK) {
+        status = dev->ops->memcpy_async(
+            dev->instance, layer->delay_wire[tensor], x->param,
+            x->count * dd_dtype_size(x->dtype), DD_DEVICE_COPY_D2D, stream);
+    }
+    if (status == DD_OK && last) {
+        status = dd_sched_delay_fence(sched, layer, stream, own, 1);
+    }
+    if (status != DD_OK) {
+        return dd_error(status, DD_SUBSYS_SCHED,
+                        "[SYNC] layer '%s' tensor %zu: the copy of its "
+                        "parameters for the delayed average failed: %s",
+                        layer->name, tensor, dd_last_error());
+    }
+    return DD_OK;
+}
+
+/* Whether tensor is the layer's last with elements in device memory. */
+static int dd_sched_delay_last_device(const struct dd_layer *layer,
+                                      size_t tensor)
+{
+    for (size_t t = tensor + 1; t < layer->n_tensors; t++) {
+        if (layer->tensors[t].count > 0 &&
+            layer->tensors[t].mem_type != DD_MEM_HOST) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+dd_status_t dd_sched_delay_launch(dd_sched_t *sched, struct dd_layer *layer,
+                                  size_t tensor, void **buf_p)
 {
     const dd_tensor_t *x = &layer->tensors[tensor];
     size_t bytes = x->count * dd_dtype_size(x->dtype);
+    dd_status_t status = DD_OK;
 
     double t0 = dd_time_now();
 
-    (void)sched;
-    memcpy(layer->delay_wire[tensor], x->param, bytes);
+    if (x->mem_type == DD_MEM_HOST) {
+        memcpy(layer->delay_wire[tensor], x->param, bytes);
+    } else {
+        status = dd_sched_delay_launch_device(
+            sched, layer, tensor, dd_sched_delay_last_device(layer, tensor));
+    }
     layer->delay_copy_s += dd_time_now() - t0;
+    if (status != DD_OK) {
+        return status;
+    }
     layer->delay_pending = 1;
     layer->delay_step = sched->step;
-    return layer->delay_wire[tensor];
+    *buf_p = layer->delay_wire[tensor];
+    return DD_OK;
 }
 
 dd_status_t dd_sched_delay_track(dd_sched_t *sched, dd_sync_job_t *job)
@@ -116,15 +283,50 @@ dd_status_t dd_sched_delay_track(dd_sched_t *sched, dd_sync_job_t *job)
     return DD_OK;
 }
 
+/* A device tensor's x += copy, queued on the layer's stream. */
+static dd_status_t dd_sched_delay_correct_device(dd_sched_t *sched,
+                                                 struct dd_layer *layer,
+                                                 size_t t, int last)
+{
+    const dd_device_module_t *dev = sched->env.device;
+    const dd_tensor_t *x = &layer->tensors[t];
+    void *stream;
+    int own;
+    dd_status_t status = dd_sched_delay_stream(sched, layer, &stream, &own);
+
+    if (status == DD_OK) {
+        status = dev->ops->reduce_async(dev->instance, x->param,
+                                        layer->delay_wire[t], x->count,
+                                        x->dtype, stream);
+    }
+    if (status == DD_OK && last) {
+        status = dd_sched_delay_fence(sched, layer, stream, own, 0);
+    }
+    if (status != DD_OK) {
+        return dd_error(status, DD_SUBSYS_SCHED,
+                        "[SYNC] layer '%s' tensor %zu: applying its delayed "
+                        "average on the device failed: %s",
+                        layer->name, t, dd_last_error());
+    }
+    return DD_OK;
+}
+
 /* x <- x + (average - x at launch), which the engine left in the copy. */
-static void dd_sched_delay_correct(struct dd_layer *layer)
+static dd_status_t dd_sched_delay_correct(dd_sched_t *sched,
+                                          struct dd_layer *layer)
 {
     for (size_t t = 0; t < layer->n_tensors; t++) {
         const dd_tensor_t *x = &layer->tensors[t];
         if (x->count == 0) {
             continue;
         }
-        if (x->dtype == DD_DTYPE_F32) {
+        if (x->mem_type != DD_MEM_HOST) {
+            dd_status_t status = dd_sched_delay_correct_device(
+                sched, layer, t, dd_sched_delay_last_device(layer, t));
+            if (status != DD_OK) {
+                return status;
+            }
+        } else if (x->dtype == DD_DTYPE_F32) {
             float *p = x->param;
             const float *d = layer->delay_wire[t];
             for (size_t i = 0; i < x->count; i++) {
@@ -138,6 +340,7 @@ static void dd_sched_delay_correct(struct dd_layer *layer)
             }
         }
     }
+    return DD_OK;
 }
 
 /* Hands a job all of whose layers landed to the next dd_step_end's
@@ -227,7 +430,11 @@ dd_status_t dd_sched_delay_land(dd_sched_t *sched, struct dd_layer *layer,
         return status;
     }
     double t1 = dd_time_now();
-    dd_sched_delay_correct(layer);
+    status = dd_sched_delay_correct(sched, layer);
+    if (status != DD_OK) {
+        sched->failed = status;
+        return status;
+    }
     layer->delay_pending = 0;
     layer->delay_correct_s += dd_time_now() - t1;
     layer->delay_landings++;
@@ -239,10 +446,47 @@ dd_status_t dd_sched_delay_land(dd_sched_t *sched, struct dd_layer *layer,
     return DD_OK;
 }
 
+/* Waits for what a device layer's landing queued on the application's
+ * stream: the syncs that follow read the parameters on other streams. */
+static dd_status_t dd_sched_delay_settle(dd_sched_t *sched,
+                                         struct dd_layer *layer)
+{
+    const dd_device_module_t *dev = sched->env.device;
+
+    if (layer->device < 0 || !layer->delay_stream_known) {
+        return DD_OK;
+    }
+    dd_status_t status = DD_OK;
+    if (layer->delay_event == NULL) {
+        status = dev->ops->event_create(dev->instance, layer->device,
+                                        &layer->delay_event);
+    }
+    if (status == DD_OK) {
+        status = dev->ops->event_record(dev->instance, layer->delay_event,
+                                        layer->delay_stream);
+    }
+    if (status == DD_OK) {
+        status = dev->ops->event_synchronize(dev->instance, layer->delay_event);
+    }
+    if (status != DD_OK) {
+        sched->failed = status;
+        return dd_error(status, DD_SUBSYS_SCHED,
+                        "[SYNC] layer '%s': waiting for its delayed average "
+                        "on the device failed: %s",
+                        layer->name, dd_last_error());
+    }
+    return DD_OK;
+}
+
 dd_status_t dd_sched_delay_land_all(dd_sched_t *sched)
 {
     for (size_t i = 0; i < sched->n_layers; i++) {
-        dd_status_t status = dd_sched_delay_land(sched, sched->layers[i], NULL);
+        struct dd_layer *l = sched->layers[i];
+        int pending = l->delay_pending;
+        dd_status_t status = dd_sched_delay_land(sched, l, NULL);
+        if (status == DD_OK && pending) {
+            status = dd_sched_delay_settle(sched, l);
+        }
         if (status != DD_OK) {
             return status;
         }
@@ -259,18 +503,32 @@ dd_sync_job_t *dd_sched_delay_take_landed(dd_sched_t *sched)
 }
 
 /* A cut layer's forward marks its parts in forward order, the first
- * first: each part's deadline is the layer's. */
-dd_status_t dd_sched_layer_forward(dd_sched_t *sched, dd_layer_h layer)
+ * first: each part's deadline is the layer's. With a stream
+ * (dd_layer_forward_stream), a device layer's landing is queued there. */
+dd_status_t dd_sched_layer_forward(dd_sched_t *sched, dd_layer_h layer,
+                                   int with_stream, void *stream)
 {
-    dd_status_t status =
-        dd_sched_check_handle(sched, layer, "dd_layer_forward");
+    const char *call =
+        with_stream ? "dd_layer_forward_stream" : "dd_layer_forward";
+    dd_status_t status = dd_sched_check_handle(sched, layer, call);
     if (status == DD_OK) {
-        status = dd_sched_check_open(sched, "dd_layer_forward");
+        status = dd_sched_check_open(sched, call);
+    }
+    if (status == DD_OK && with_stream &&
+        (layer->device < 0 || sched->env.device == NULL)) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                        "dd_layer_forward_stream: layer '%s' has no tensor "
+                        "in device memory; use dd_layer_forward",
+                        layer->name);
     }
     if (status != DD_OK || !dd_sched_delay_on(sched)) {
         return status;
     }
     pthread_mutex_lock(&sched->ready_lock);
+    if (with_stream) {
+        layer->delay_stream = stream;
+        layer->delay_stream_known = 1;
+    }
     size_t n = layer->n_parts > 0 ? layer->n_parts : 1;
     for (size_t j = 0; status == DD_OK && j < n; j++) {
         struct dd_layer *y = layer->n_parts > 0 ? layer->parts[j] : layer;
@@ -303,6 +561,8 @@ void dd_sched_delay_quiesce(dd_sched_t *sched)
 
 void dd_sched_delay_free(dd_sched_t *sched)
 {
+    const dd_device_module_t *dev = sched->env.device;
+
     free(sched->delay);
     sched->delay = NULL;
     free(sched->delay_fp);
@@ -312,8 +572,25 @@ void dd_sched_delay_free(dd_sched_t *sched)
     for (size_t i = 0; i < sched->n_layers; i++) {
         struct dd_layer *l = sched->layers[i];
         for (size_t t = 0; l->delay_wire != NULL && t < l->n_tensors; t++) {
-            free(l->delay_wire[t]);
+            if (l->tensors[t].mem_type == DD_MEM_HOST) {
+                free(l->delay_wire[t]);
+            } else if (l->delay_wire[t] != NULL) {
+                dev->ops->mem_free(dev->instance, l->delay_wire[t]);
+            }
         }
         free(l->delay_wire);
+        l->delay_wire = NULL;
+        if (l->delay_event != NULL) {
+            dev->ops->event_destroy(dev->instance, l->delay_event);
+            l->delay_event = NULL;
+        }
+    }
+    if (sched->delay_dev_event != NULL) {
+        dev->ops->event_destroy(dev->instance, sched->delay_dev_event);
+        sched->delay_dev_event = NULL;
+    }
+    if (sched->delay_dev_stream != NULL) {
+        dev->ops->stream_destroy(dev->instance, sched->delay_dev_stream);
+        sched->delay_dev_stream = NULL;
     }
 }

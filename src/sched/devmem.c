@@ -81,6 +81,9 @@ dd_status_t dd_sched_layer_ready_stream(dd_sched_t *sched, dd_layer_h layer,
     if (status == DD_OK && sched->in_step && !layer->ready) {
         status =
             dev->ops->event_record(dev->instance, layer->ready_event, stream);
+        /* Delayed averaging queues its copies and sums there (delay.c). */
+        layer->delay_stream = stream;
+        layer->delay_stream_known = 1;
     }
     pthread_mutex_unlock(&sched->ready_lock);
     if (status != DD_OK) {
@@ -100,6 +103,13 @@ void dd_sched_device_job(dd_sched_t *sched, const struct dd_layer *layer,
     job->pipe = sched->hier != NULL ? &sched->hier_pipe : &sched->device_pipe;
     job->device = tensor->device;
     job->ready_event = layer->ready_event;
+    if (job->deferred) {
+        /* The copy the launch queued (delay.c): on the application's
+         * stream, final after the event recorded there; on the library's,
+         * already final. */
+        job->ready_event =
+            layer->delay_stream_known ? layer->delay_event : NULL;
+    }
 }
 
 void dd_sched_device_free(dd_sched_t *sched)

@@ -204,8 +204,9 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
             (status = dd_sched_flush(sched)) != DD_OK) {
             return status;
         }
-        if (defer) {
-            buf = dd_sched_delay_launch(sched, layer, t);
+        if (defer &&
+            (status = dd_sched_delay_launch(sched, layer, t, &buf)) != DD_OK) {
+            return status;
         }
         if (sched->group == NULL) {
             sched->group =

@@ -70,6 +70,13 @@ struct dd_layer {
     int delay_pending;
     uint64_t delay_step;
     double delay_wait_s;
+    /* A device layer's: the stream the application last named
+     * (dd_layer_ready_stream, dd_layer_forward_stream), where its launches
+     * and landings queue their device work, and the event after a launch's
+     * copy there, which its job waits for. */
+    void *delay_stream;
+    int delay_stream_known;
+    struct dd_device_event *delay_event;
     /* Its forward mark (dd_layer_forward) in this step, the wait there,
      * and the EMA of its forward time (measure.c). */
     double fwd_t, fwd_wait_s, fp_s;
@@ -253,6 +260,10 @@ typedef struct dd_sched {
     int delay_marked;
     dd_plan_delay_t delay_model;
     double *delay_fp;
+    /* The library's own stream and event for device layers whose stream
+     * the application never named (delay.c). */
+    void *delay_dev_stream;
+    struct dd_device_event *delay_dev_event;
     int said_goodbye;
 } dd_sched_t;
 
@@ -331,12 +342,13 @@ dd_status_t dd_sched_check_open(dd_sched_t *sched, const char *what);
 
 /* delay.c: delayed averaging ("+next"). */
 int dd_sched_delay_on(const dd_sched_t *sched);
-/* At commit: checks the layers (host f32/f64) and allocates the copies. */
+/* At commit: checks the layers (f32/f64, host or device) and allocates
+ * the copies. */
 dd_status_t dd_sched_delay_commit(dd_sched_t *sched);
-/* Copies a tensor's parameters at the launch of its layer's sync; returns
+/* Copies a tensor's parameters at the launch of its layer's sync; *buf_p:
  * the buffer the sync averages. */
-void *dd_sched_delay_launch(dd_sched_t *sched, struct dd_layer *layer,
-                            size_t tensor);
+dd_status_t dd_sched_delay_launch(dd_sched_t *sched, struct dd_layer *layer,
+                                  size_t tensor, void **buf_p);
 /* A deferred job just submitted. */
 dd_status_t dd_sched_delay_track(dd_sched_t *sched, dd_sync_job_t *job);
 /* The layer's deadline: waits for its sync in flight (if any) and applies
@@ -346,7 +358,8 @@ dd_status_t dd_sched_delay_land(dd_sched_t *sched, struct dd_layer *layer,
 dd_status_t dd_sched_delay_land_all(dd_sched_t *sched);
 /* The jobs whose layers all landed since the last call, for accounting. */
 dd_sync_job_t *dd_sched_delay_take_landed(dd_sched_t *sched);
-dd_status_t dd_sched_layer_forward(dd_sched_t *sched, dd_layer_h layer);
+dd_status_t dd_sched_layer_forward(dd_sched_t *sched, dd_layer_h layer,
+                                   int with_stream, void *stream);
 /* Before the engine stops: lands what is in flight. */
 void dd_sched_delay_quiesce(dd_sched_t *sched);
 void dd_sched_delay_free(dd_sched_t *sched);

@@ -45,9 +45,10 @@ struct dd_staging {
     size_t slot_bytes;
     void **pinned;
     dd_device_event_t **events;
-    /* The divergence monitor: each slot's chunk as this worker had it,
-     * kept while the network averages the pinned copy; made on the first
-     * measured job. */
+    /* Each slot's chunk as this worker had it, kept while the network
+     * averages the pinned copy, for the divergence monitor and for a
+     * delayed average's difference; made on the first job that needs
+     * them. */
     void **kept;
 };
 
@@ -154,7 +155,8 @@ void dd_sched_staging_free(dd_sched_t *sched)
     sched->staging = NULL;
 }
 
-/* The slots' copies of what this worker sent, for measured jobs. */
+/* The slots' copies of what this worker sent, for measured and deferred
+ * jobs. */
 static dd_status_t dd_staging_keep_alloc(dd_staging_t *s)
 {
     if (s->kept != NULL) {
@@ -173,7 +175,7 @@ static dd_status_t dd_staging_keep_alloc(dd_staging_t *s)
     if (kept == NULL) {
         return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
                         "no memory to keep %d staging chunks of %zu bytes "
-                        "for the divergence monitor",
+                        "(the divergence monitor, delayed averaging)",
                         s->n_slots, s->slot_bytes);
     }
     s->kept = kept;
@@ -181,14 +183,16 @@ static dd_status_t dd_staging_keep_alloc(dd_staging_t *s)
 }
 
 /* Whether the backend among workers takes device memory itself: only
- * real CUDA memory, never the fake device's. */
+ * real CUDA memory, never the fake device's, and never a delayed average,
+ * whose difference average - copy is taken on the host (the device
+ * modules sum, but do not subtract). */
 static int dd_staging_native(dd_sched_t *sched, const dd_sync_job_t *job,
                              size_t bytes)
 {
     dd_backend_ref_t ref;
     dd_backend_op_t op = DD_BACKEND_OP_ALLREDUCE;
 
-    if (strcmp(sched->env.device->name, "cuda") != 0) {
+    if (strcmp(sched->env.device->name, "cuda") != 0 || job->deferred) {
         return 0;
     }
     if (job->op != NULL) {
@@ -248,7 +252,7 @@ static dd_status_t dd_staging_start(void *arg, dd_sync_job_t *job, void *buf,
     if (status == DD_OK && !t->native) {
         status = dd_staging_setup(sched, job->device);
     }
-    if (status == DD_OK && !t->native && job->measure) {
+    if (status == DD_OK && !t->native && (job->measure || job->deferred)) {
         status = dd_staging_keep_alloc(sched->staging);
     }
     if (status == DD_OK && !t->native) {
@@ -286,6 +290,26 @@ static void dd_staging_sub(dd_staging_op_t *t, dd_staging_slot_t *slot,
         slot->subop.args.mem_type = DD_MEM_HOST;
         slot->subop.args.stream = NULL;
         slot->sub.op = &slot->subop;
+    }
+}
+
+/* A delayed average's chunk becomes what it changes (delay.c):
+ * avg - copy, f32 or f64, as the engine's host jobs do. */
+static void dd_staging_delta(void *avg, const void *copy, size_t n,
+                             dd_dtype_t dtype)
+{
+    if (dtype == DD_DTYPE_F64) {
+        double *a = avg;
+        const double *c = copy;
+        for (size_t i = 0; i < n; i++) {
+            a[i] -= c[i];
+        }
+    } else {
+        float *a = avg;
+        const float *c = copy;
+        for (size_t i = 0; i < n; i++) {
+            a[i] -= c[i];
+        }
     }
 }
 
@@ -344,7 +368,7 @@ static dd_status_t dd_staging_slot(dd_staging_op_t *t, int i, int *busy_p)
             return DD_OK;
         }
         dd_staging_sub(t, slot, s->pinned[i], n);
-        if (t->job->measure) {
+        if (t->job->measure || t->job->deferred) {
             memcpy(s->kept[i], s->pinned[i], n * t->esize);
         }
         status = t->inner->start(t->inner->arg, &slot->sub, s->pinned[i], n,
@@ -373,6 +397,9 @@ static dd_status_t dd_staging_slot(dd_staging_op_t *t, int i, int *busy_p)
             it->measured |=
                 dd_drift_norms(s->kept[i], s->pinned[i], n, t->job->dtype,
                                &it->diff2, &it->norm2);
+        }
+        if (t->job->deferred) {
+            dd_staging_delta(s->pinned[i], s->kept[i], n, t->job->dtype);
         }
         status =
             dev->ops->memcpy_async(dev->instance, t->dst + off, s->pinned[i],

@@ -25,7 +25,7 @@ if [ ! -f "$build/Makefile" ]; then
     [ -x "$here/configure" ] || (cd "$here" && ./autogen.sh >/dev/null)
     (cd "$build" && "$here/configure" -q)
 fi
-make -C "$build" -j2 all tests/mp_device tests/mp_coll >"$build/pack-make.log" 2>&1 || {
+make -C "$build" -j2 all tests/mp_device tests/mp_coll tests/mp_delay >"$build/pack-make.log" 2>&1 || {
     echo "pack: build failed (see $build/pack-make.log)" >&2
     exit 1
 }
@@ -51,7 +51,7 @@ cp -L "$build/.libs/libdreamddp.so.1" "$pack/.libs/"
 for m in "$build"/.libs/dd_backend_*.so "$build"/.libs/dd_device_*.so; do
     cp -L "$m" "$pack/.libs/"
 done
-for p in tools/ddrun tools/ddtopo tools/ddagg tools/ddbench tests/mp_device \
+for p in tools/ddrun tools/ddtopo tools/ddagg tools/ddbench tests/mp_device tests/mp_delay \
     tests/mp_coll tests/mp_nccl; do
     if [ -e "$build/$p" ]; then
         r=$(real "$build/$p") || { echo "pack: no ELF file for $p" >&2; exit 1; }

@@ -28,10 +28,13 @@
 #   6. NCCL's collectives on a communicator of one rank (mp_nccl)
 #   6b. the cuda module's device sum (reduce_async, the PTX kernels) of
 #      every dtype, exact, and its speed on 100 MiB
+#   6c. delayed averaging (+next) of device layers, 2 workers on one GPU:
+#      replicas equal to the reference after every step (mp_delay)
 #   7. the PyTorch front end on CUDA tensors (tests/gpu/torch_gpu.py), 2
-#      ranks on one GPU (UCX, staging) under ddp and dreamddp:4: replicas
-#      equal after every averaging, ddp's gradients equal to a
-#      single-process reference; skipped without torch or torch.cuda
+#      ranks on one GPU (UCX, staging) under ddp, dreamddp:4 and
+#      dreamddp:2+next: replicas equal after every averaging (after
+#      sync_all under +next), ddp's gradients equal to a single-process
+#      reference; skipped without torch or torch.cuda
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$here}" && pwd)
@@ -53,7 +56,7 @@ if [ -f "$build/PACKED" ]; then
         exit 1
     fi
     echo "ok: pack: $(sed -n 2p "$build/PACKED")"
-elif ! make -C "$build" -j"$(nproc)" all tests/mp_coll tests/mp_device \
+elif ! make -C "$build" -j"$(nproc)" all tests/mp_coll tests/mp_device tests/mp_delay \
     >"${TMPDIR:-/tmp}/dd-gpu-build.log" 2>&1; then
     echo "FAIL: build (see ${TMPDIR:-/tmp}/dd-gpu-build.log)"
     exit 1
@@ -147,12 +150,21 @@ check "device sum (reduce_async) of every dtype, 100 MiB speed" 60 \
     "mp_device: sum: every dtype exact" \
     "$DDRUN" -n 1 --timeout 55 -- "$MP" sum
 
+# 6c. Delayed averaging of device layers: copies and sums on the
+# application's stream, the difference taken on the host.
+for marks in marks nomarks; do
+    check "+next on device layers ($marks), 2 ranks on one GPU" 60 \
+        "mp_delay: plsgd:1+next $marks: 7 steps equal to the reference on 2 ranks" \
+        env MP_DELAY_DEVICE=stream DREAMDDP_PROFILE_STEPS=2 DREAMDDP_BACKENDS=ucx \
+        "$DDRUN" -n 2 --timeout 55 -- "$build/tests/mp_delay" plsgd:1+next 7 $marks
+done
+
 # 7. The PyTorch front end on CUDA tensors, two ranks sharing the GPU.
 py=${DDTEST_PYTHON:-python3}
 if ! why=$("$py" -c 'import torch; print(torch.__version__) if torch.cuda.is_available() else print("torch.cuda sees no GPU") or exit(1)' 2>&1); then
     echo "SKIP: PyTorch on the GPU: $py: $(echo "$why" | tail -1)"
 else
-    for s in ddp dreamddp:4; do
+    for s in ddp dreamddp:4 dreamddp:2+next; do
         check "PyTorch $why, CUDA tensors, $s, 2 ranks on one GPU" 90 \
             "torch_gpu: $s: " \
             env PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" \

@@ -479,6 +479,20 @@ static dd_status_t dd_sched_next_plan(dd_sched_t *sched,
     return status;
 }
 
+/* Puts plan in force from the next step (the caller owns what it
+ * replaced): its fusion into sched->hold, the step's replanned flag, and a
+ * fresh count of the steps the trial times, so that each of its checks
+ * measures one plan. */
+static void dd_sched_install(dd_sched_t *sched, const dd_plan_input_t *input,
+                             dd_plan_t *plan)
+{
+    dd_plan_fusion(input, plan, sched->hold);
+    sched->plan = plan;
+    sched->replanned = 1;
+    sched->iter_sum_s = 0;
+    sched->iter_n = 0;
+}
+
 /* Plans from v (bp then comm) and installs the schedule, unless the one in
  * force stands: then only the fusion and the times it is checked against
  * follow v. */
@@ -517,18 +531,14 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v)
         sched->hold = hold;
         return DD_OK;
     }
-    dd_plan_fusion(&input, plan, hold);
     dd_plan_free(sched->plan);
     free(sched->hold);
-    sched->plan = plan;
     sched->hold = hold;
-    sched->replanned = 1;
+    dd_sched_install(sched, &input, plan);
     dd_plan_free(sched->trial_extras);
     sched->trial_extras = NULL;
     sched->fill_trial =
         dd_plan_num_extra(plan) > 0 ? DD_SCHED_TRIAL_WITH : DD_SCHED_TRIAL_NONE;
-    sched->iter_sum_s = 0;
-    sched->iter_n = 0;
     dd_log_info(DD_SUBSYS_SCHED,
                 "%s at step %llu: backward %.1f ms, sync %.1f ms per "
                 "window pass, modeled %.1f ms per iteration, %zu extra "
@@ -631,10 +641,7 @@ static dd_status_t dd_sched_fill_trial(dd_sched_t *sched, const double *v)
         sched->trial_extras = NULL;
         sched->fill_trial = DD_SCHED_TRIAL_NONE;
     }
-    dd_plan_fusion(&input, sched->plan, sched->hold);
-    sched->replanned = 1;
-    sched->iter_sum_s = 0;
-    sched->iter_n = 0;
+    dd_sched_install(sched, &input, sched->plan);
     return DD_OK;
 }
 

@@ -197,8 +197,12 @@ dd_status_t dd_sched_layer_register(dd_sched_t *sched, const char *name,
     layer->n_tensors = n_tensors;
     layer->sched = sched;
     layer->index = sched->n_layers;
+    layer->device = -1;
     for (size_t t = 0; t < n_tensors; t++) {
         layer->bytes += tensors[t].count * dd_dtype_size(tensors[t].dtype);
+        if (tensors[t].mem_type == DD_MEM_CUDA && layer->device < 0) {
+            layer->device = tensors[t].device;
+        }
     }
     sched->layers[sched->n_layers++] = layer;
     if (layer_p != NULL) {

@@ -505,11 +505,13 @@ DD_API dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer);
 /**
  * Marks the point just before layer's forward pass reads its parameters:
  * the deadline of the layer's delayed average under a "+next" strategy
- * ("dreamddp:4+next"). A layer's average launched after its backward in
- * one step may land as late as its next deadline; this call waits for it
- * there (however late it is: it is never skipped) and applies it with
- * what the optimizer did since the launch:
- * x = average(x at launch) + (x now - x at launch). Without the mark, the
+ * ("dreamddp:4+next"). A layer's average launched in one step (at
+ * dd_step_begin, at this mark or at its dd_layer_ready:
+ * DREAMDDP_NEXT_LAUNCH) may land as late as its next deadline; this call
+ * waits for it there (however late it is: it is never skipped) and
+ * applies it with what the optimizer did since the launch:
+ * x = average(x at launch) + (x now - x at launch); where the layer syncs
+ * again in this step, that sync leaves from here. Without the mark, the
  * deadline is the layer's next dd_layer_ready or dd_layer_unused. Under
  * the other strategies it does nothing. dd_step_end does not wait for
  * delayed averages; dd_sync_all lands them all first.

@@ -13,8 +13,12 @@
  *       marks: dd_layer_forward before each layer's forward, in forward
  *       order; nomarks: the next dd_layer_ready is the deadline.
  *   MP_DELAY_SLOW=SECONDS: rank 1 sleeps before marking layer 0 in step
- *       0, so that rank 0's dd_step_end must return at once and its
- *       deadline for layer 0 in step 1 must wait for the late sync.
+ *       0 (MP_DELAY_SLOW_AT=backward, the default) or before dd_step_begin
+ *       of step 0 (begin). rank 0's dd_step_end must return at once; its
+ *       deadlines in step 1 must wait for the late sync where
+ *       the sleep delayed the launch (before the step, or in backward under
+ *       DREAMDDP_NEXT_LAUNCH=backward), and must not wait where the sync
+ *       left at dd_step_begin, before the slow backward (early).
  *   MP_DELAY_I32=1: one more layer, of int32, which dd_model_commit must
  *       refuse under a +next strategy, naming it.
  *
@@ -371,9 +375,10 @@ static int device_step(layer_t *L, int l, long s)
     return matches(L, l, "after the optimizer, step", s);
 }
 
-/* Rank 0 under MP_DELAY_SLOW: how long the step's end and the deadline
- * took. */
+/* Rank 0 under MP_DELAY_SLOW: how long the step's end took, and step 1's
+ * deadlines together. */
 static double slow_s, end0_s, deadline1_s;
+static int slow_at_begin;
 
 static int step(dd_context_h ctx, layer_t *L, long s, int marks)
 {
@@ -382,6 +387,9 @@ static int step(dd_context_h ctx, layer_t *L, long s, int marks)
         for (size_t j = 0; j < L[l].n_parts; j++) {
             before[l][j] = syncs_of(ctx, L[l].part[j]);
         }
+    }
+    if (slow_s > 0 && slow_at_begin && s == 0 && rank == 1) {
+        usleep((useconds_t)(slow_s * 1e6));
     }
     CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());
     if (device_mode == 2 && dev_wait() != 0) {
@@ -399,12 +407,12 @@ static int step(dd_context_h ctx, layer_t *L, long s, int marks)
                    ? dd_layer_forward_stream(ctx, L[l].h, stream)
                    : dd_layer_forward(ctx, L[l].h)) == DD_OK,
               "forward: %s", dd_last_error());
-        if (s == 1 && l == 0) {
-            deadline1_s = now() - t0;
+        if (s == 1) {
+            deadline1_s += now() - t0;
         }
     }
     for (int l = N_LAYERS - 1; l >= 0; l--) {
-        if (slow_s > 0 && s == 0 && l == 0 && rank == 1) {
+        if (slow_s > 0 && !slow_at_begin && s == 0 && l == 0 && rank == 1) {
             usleep((useconds_t)(slow_s * 1e6));
         }
         if (on_device(l) &&
@@ -416,8 +424,8 @@ static int step(dd_context_h ctx, layer_t *L, long s, int marks)
                    ? dd_layer_ready_stream(ctx, L[l].h, stream)
                    : dd_layer_ready(ctx, L[l].h)) == DD_OK,
               "ready: %s", dd_last_error());
-        if (!marks && s == 1 && l == 0) {
-            deadline1_s = now() - t0;
+        if (!marks && s == 1) {
+            deadline1_s += now() - t0;
         }
     }
     double t0 = now();
@@ -504,13 +512,20 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps,
         }
     }
     if (slow_s > 0 && rank == 0) {
+        const char *launch = getenv("DREAMDDP_NEXT_LAUNCH");
+        int late = slow_at_begin ||
+                   (launch != NULL && strcmp(launch, "backward") == 0);
         CHECK(end0_s < slow_s / 2,
               "dd_step_end of step 0 took %.2f s: it waited for the "
               "delayed sync of rank 1's late layer",
               end0_s);
-        CHECK(deadline1_s > slow_s / 2,
-              "the deadline of layer 0 in step 1 took %.2f s, but rank 1 "
-              "launched its sync %.2f s late: it did not wait",
+        CHECK(!late || deadline1_s > slow_s / 2,
+              "the deadlines of step 1 took %.2f s, but rank 1 launched its "
+              "sync of layer 0 %.2f s late: they did not wait",
+              deadline1_s, slow_s);
+        CHECK(late || deadline1_s < slow_s / 2,
+              "the deadlines of step 1 took %.2f s: rank 1's syncs should "
+              "have left at dd_step_begin, before its backward slept %.2f s",
               deadline1_s, slow_s);
         printf("mp_delay: step end %.3f s, deadline waited %.3f s\n", end0_s,
                deadline1_s);
@@ -552,6 +567,8 @@ int main(int argc, char **argv)
     }
     if (getenv("MP_DELAY_SLOW") != NULL) {
         slow_s = atof(getenv("MP_DELAY_SLOW"));
+        const char *at = getenv("MP_DELAY_SLOW_AT");
+        slow_at_begin = at != NULL && strcmp(at, "begin") == 0;
     }
     const char *dm = getenv("MP_DELAY_DEVICE");
     if (dm != NULL) {

@@ -161,7 +161,7 @@ static void test_deadline_two_channels(void **state)
     dd_plan_cost_t one, two;
     assert_int_equal(dd_plan_ssgd(2, 1, &plan), DD_OK);
 
-    dd_plan_delay_t d = {fp, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL, 1};
+    dd_plan_delay_t d = {fp, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL, 1, 0};
     assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &one), DD_OK);
     assert_true(same_cost(one.iter_s, 6.0) && same_cost(one.exposed_s, 3.0));
     d.channels = 2;
@@ -199,8 +199,8 @@ static void test_step_end_any_channels(void **state)
         dd_plan_cost_t base, c;
         assert_int_equal(dd_plan_cost(&in, plan, &base), DD_OK);
         for (unsigned ch = 1; ch <= DD_PLAN_MAX_CHANNELS; ch++) {
-            dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_STEP_END, 0, NULL, NULL,
-                                 ch};
+            dd_plan_delay_t d = {
+                NULL, DD_PLAN_DEADLINE_STEP_END, 0, NULL, NULL, ch, 0};
             assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &c), DD_OK);
             assert_true(same_cost(c.iter_s, base.iter_s));
         }

@@ -37,7 +37,7 @@ static void test_hand_case(void **state)
     dd_plan_cost_t c, same;
     assert_int_equal(dd_plan_ssgd(2, 1, &plan), DD_OK);
 
-    dd_plan_delay_t d = {fp, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL, 1};
+    dd_plan_delay_t d = {fp, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL, 1, 0};
     assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &c), DD_OK);
     assert_true(same_cost(c.iter_s, 5.0));
     assert_true(same_cost(c.exposed_s, 2.0));
@@ -57,6 +57,55 @@ static void test_hand_case(void **state)
 }
 
 /*
+ * Early launches (launch_early): the sync of the case below, at H = 2 in
+ * slot 0, has nothing in flight when its iteration starts, so it leaves
+ * then, not after the layer's backward: it lands at 3, the next
+ * iteration's forward (at 1) waits 2, and the window takes 1 + 2 + 1 = 4
+ * instead of 5. A forward mark in the iteration that launched it does not
+ * wait for it. With the deadline at the end of the next backward: leaving
+ * at the start, it lands at 3, and the next iteration's backward (done at
+ * 2) waits 1: 3 per window; leaving after backward (at 1), it lands at 4:
+ * 4 per window. Local SGD's launches at the end of backward ignore the
+ * flag.
+ */
+static void test_early_launch(void **state)
+{
+    (void)state;
+    double bp[1] = {1}, comm[1] = {3};
+    dd_plan_input_t in = {1, bp, comm};
+    dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL, 1, 1};
+    dd_plan_t *plan;
+    dd_plan_cost_t c;
+
+    assert_int_equal(dd_plan_alloc(1, 2, &plan), DD_OK);
+    assert_int_equal(dd_plan_set_slot(plan, 0, 0), DD_OK);
+    assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &c), DD_OK);
+    assert_true(same_cost(c.window_s, 4.0));
+    assert_true(same_cost(c.exposed_s, 2.0));
+    d.launch_early = 0;
+    assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &c), DD_OK);
+    assert_true(same_cost(c.window_s, 5.0));
+
+    d.deadline = DD_PLAN_DEADLINE_BACKWARD;
+    d.launch_early = 1;
+    assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &c), DD_OK);
+    assert_true(same_cost(c.window_s, 3.0));
+    assert_true(same_cost(c.exposed_s, 1.0));
+    d.launch_early = 0;
+    assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &c), DD_OK);
+    assert_true(same_cost(c.window_s, 4.0));
+
+    d.launch_at_end = 1;
+    d.launch_early = 1;
+    dd_plan_cost_t at_end;
+    assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &c), DD_OK);
+    d.launch_early = 0;
+    assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &at_end), DD_OK);
+    assert_true(same_cost(c.window_s, at_end.window_s));
+    dd_plan_free(plan);
+}
+
+/*
  * A sync longer than a whole iteration: layer 0 (backward 1, no forward)
  * syncs for 3. Launched at the end of backward, it lands 3 later, and the
  * next iteration's forward, which comes at once, waits for all of it: 4
@@ -68,7 +117,7 @@ static void test_sync_across_iterations(void **state)
     (void)state;
     double bp[1] = {1}, comm[1] = {3};
     dd_plan_input_t in = {1, bp, comm};
-    dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL, 1};
+    dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL, 1, 0};
     dd_plan_t *plan;
     dd_plan_cost_t c;
 
@@ -110,7 +159,8 @@ static void test_special_cases(void **state)
         dd_plan_t *plan;
         dd_plan_cost_t a, b;
         assert_int_equal(dd_plan_dreamddp(&in, H, NULL, &plan), DD_OK);
-        dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_STEP_END, 0, NULL, NULL, 1};
+        dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_STEP_END, 0, NULL, NULL, 1,
+                             0};
         assert_int_equal(dd_plan_cost_delayed(&in, plan, &d, &a), DD_OK);
         assert_int_equal(dd_plan_cost(&in, plan, &b), DD_OK);
         assert_true(same_cost(a.window_s, b.window_s));
@@ -169,7 +219,8 @@ static void test_planner(void **state)
             0,
             NULL,
             NULL,
-            1};
+            1,
+            0};
         dd_plan_t *delayed, *same, *uniform_plan;
         dd_plan_cost_t c_delayed, c_same, c_uniform, c_nofill;
         dd_plan_params_t nofill;
@@ -215,7 +266,7 @@ static void test_planner_hand(void **state)
     (void)state;
     double bp[2] = {1, 1}, comm[2] = {2, 0.5}, fp[2] = {1, 1};
     dd_plan_input_t in = {2, bp, comm};
-    dd_plan_delay_t d = {fp, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL, 1};
+    dd_plan_delay_t d = {fp, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL, 1, 0};
     dd_plan_params_t p;
     dd_plan_t *plan;
     dd_plan_cost_t c;
@@ -247,7 +298,7 @@ static void test_launch_and_land_costs(void **state)
     (void)state;
     double bp[1] = {1}, comm[1] = {1}, copy[1] = {0.25}, fix[1] = {0.5};
     dd_plan_input_t in = {1, bp, comm};
-    dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_FORWARD, 0, copy, fix, 1};
+    dd_plan_delay_t d = {NULL, DD_PLAN_DEADLINE_FORWARD, 0, copy, fix, 1, 0};
     dd_plan_t *plan;
     dd_plan_cost_t c;
     assert_int_equal(dd_plan_ssgd(1, 1, &plan), DD_OK);
@@ -265,7 +316,7 @@ static void test_invalid(void **state)
     (void)state;
     double bp[2] = {1, 1}, comm[2] = {1, 1}, bad[2] = {-1, 0};
     dd_plan_input_t in = {2, bp, comm};
-    dd_plan_delay_t d = {bad, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL, 1};
+    dd_plan_delay_t d = {bad, DD_PLAN_DEADLINE_FORWARD, 0, NULL, NULL, 1, 0};
     dd_plan_t *plan, *out = NULL;
     dd_plan_cost_t c;
     assert_int_equal(dd_plan_ssgd(2, 1, &plan), DD_OK);
@@ -289,6 +340,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_case),
         cmocka_unit_test(test_sync_across_iterations),
+        cmocka_unit_test(test_early_launch),
         cmocka_unit_test(test_special_cases),
         cmocka_unit_test(test_planner),
         cmocka_unit_test(test_planner_hand),

@@ -24,6 +24,12 @@ for s in plsgd:1+next dreamddp:1+next localsgd:1+next plsgd:2+next dreamddp:4+ne
     run_case "$s, forward marks, 2 ranks" 2 $s 9 marks
     run_case "$s, no marks, 2 ranks" 2 $s 9 nomarks
 done
+# The syncs leaving after each layer's backward (DREAMDDP_NEXT_LAUNCH=
+# backward) instead of at dd_step_begin or at the forward mark.
+for s in plsgd:1+next dreamddp:4+next; do
+    run_case "$s, syncs after backward, forward marks" 2 $s 9 marks DREAMDDP_NEXT_LAUNCH=backward
+    run_case "$s, syncs after backward, no marks" 2 $s 9 nomarks DREAMDDP_NEXT_LAUNCH=backward
+done
 run_case "dreamddp:2+next on 4 ranks" 4 dreamddp:2+next 7 marks
 run_case "localsgd:2+next on 1 rank" 1 localsgd:2+next 5 nomarks
 run_case "plsgd:1+next through 1 aggregator" 3 plsgd:1+next 6 marks DREAMDDP_NUM_AGGREGATORS=1
@@ -76,14 +82,25 @@ else
     expect_grep "$TMP/hier" "layer 'layer1' tensor 0 is in device memory, and dreamddp:2+next does not average device layers over DREAMDDP_ROUTE=hierarchical" "device layers under +next over the hierarchical route are refused, named"
 fi
 
-# A late peer: rank 1 launches layer 0's sync 1.5 s late in step 0.
-for marks in marks nomarks; do
-    if MP_DELAY_SLOW=1.5 timeout 150 "$DDRUN" -n 2 --timeout 120 -- "$MP" plsgd:1+next 4 $marks >"$TMP/slow" 2>&1 &&
+# A late peer: rank 1 launches layer 0's sync 1.5 s late in step 0, its
+# step starting late, or, with the syncs leaving after backward, its
+# backward; with the syncs leaving at dd_step_begin (early, the default),
+# a slow backward delays nothing.
+slow_case() { # WHAT MARKS [VAR=VALUE...]
+    what=$1 marks=$2
+    shift 2
+    if env MP_DELAY_SLOW=1.5 "$@" timeout 150 "$DDRUN" -n 2 --timeout 120 -- "$MP" plsgd:1+next 4 $marks >"$TMP/slow" 2>&1 &&
        grep -q "mp_delay: plsgd:1+next $marks: 4 steps equal to the reference" "$TMP/slow"; then
-        pass "a late sync is waited for at its deadline ($marks): $(grep 'step end' "$TMP/slow")"
+        pass "$what ($marks): $(grep 'step end' "$TMP/slow")"
     else
-        fail "a late sync at its deadline ($marks)"; cat "$TMP/slow"
+        fail "$what ($marks)"; cat "$TMP/slow"
     fi
+}
+for marks in marks nomarks; do
+    slow_case "a sync launched late is waited for at its deadline" $marks MP_DELAY_SLOW_AT=begin
+    slow_case "a sync launched late after backward is waited for at its deadline" $marks \
+        DREAMDDP_NEXT_LAUNCH=backward
+    slow_case "a slow backward does not delay a sync that left at dd_step_begin" $marks
 done
 
 # The option's errors: a bad spec names what is accepted; an integer

@@ -89,7 +89,7 @@ assert m["compute"] <= m["dreamddp"] + 1e-9, m
 assert d["modeled"]["dreamddp"] >= m["dreamddp"] - 1e-9, (d["modeled"], m)
 PY
 then
-    expect_grep "$TMP/pl" "# deadline model (+next: a sync lands by the layer's next forward; forward 0.5 x backward)" "ddbench plan prints the deadline model"
+    expect_grep "$TMP/pl" "# deadline model (+next: a sync lands by the layer's next forward; forward 0.5 x backward; launches early)" "ddbench plan prints the deadline model"
     expect_grep "$TMP/pl" "dreamddp+next exposed / flsgd exposed" "ddbench plan compares exposed communication"
 else
     fail "ddbench plan with the deadline model"; cat "$TMP/pl" "$TMP/plj"
@@ -111,9 +111,31 @@ assert d3["next"]["streams"] == 3, d3
 assert d3["modeled"] == d0["modeled"], (d3["modeled"], d0["modeled"])
 PY
 then
-    expect_grep "$TMP/s3t" "forward 0.1 x backward; 3 channels sharing the NIC)" "ddbench plan --streams 3 models 3 channels"
+    expect_grep "$TMP/s3t" "forward 0.1 x backward; 3 channels sharing the NIC; launches early)" "ddbench plan --streams 3 models 3 channels"
 else
     fail "ddbench plan --streams"; cat "$TMP/s0" "$TMP/s3"
+fi
+# --launch: the deadline model's launches, early (the runtime's default,
+# DREAMDDP_NEXT_LAUNCH) or after backward; the same-iteration figures do
+# not move; anything else is refused, naming what is accepted.
+if "$DDBENCH" plan "$SMALL" --H 2 --forward 0.5 --bytes-per-second 1e7 --json >"$TMP/le" 2>&1 &&
+   "$DDBENCH" plan "$SMALL" --H 2 --forward 0.5 --bytes-per-second 1e7 --launch backward --json >"$TMP/lb" 2>&1 &&
+   "$DDBENCH" plan "$SMALL" --H 2 --forward 0.5 --bytes-per-second 1e7 --launch backward >"$TMP/lbt" 2>&1 &&
+   python3 - "$TMP/le" "$TMP/lb" <<'PY'
+import json, sys
+e, b = (json.load(open(f)) for f in sys.argv[1:])
+assert e["next"]["launch"] == "early" and b["next"]["launch"] == "backward", (e, b)
+assert e["modeled"] == b["modeled"], (e["modeled"], b["modeled"])
+PY
+then
+    expect_grep "$TMP/lbt" "forward 0.5 x backward; launches after backward)" "ddbench plan --launch backward models launches after backward"
+else
+    fail "ddbench plan --launch"; cat "$TMP/le" "$TMP/lb"
+fi
+if "$DDBENCH" plan "$SMALL" --launch soon >"$TMP/lbad" 2>&1; then
+    fail "ddbench plan --launch soon accepted"
+else
+    expect_grep "$TMP/lbad" "ddbench plan: --launch 'soon': expected early or backward" "ddbench plan refuses a bad --launch"
 fi
 if [ -f "${DDTEST_PROFILES:-/nonexistent}/gpt2-blocks/bp_gpt2-blocks.json" ]; then
     for s in dreamddp:4 ddp; do

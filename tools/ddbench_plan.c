@@ -53,6 +53,12 @@ static void ddbench_plan_usage(FILE *out)
             "                          --aggregators K (default 0) and "
             "--compression\n"
             "                          C (none, fp16 or bf16; default none)\n"
+            "  --launch L              the deadline model's launches: early "
+            "(default;\n"
+            "                          a sync leaves once its layer's "
+            "parameters are\n"
+            "                          the step's) or backward (after the "
+            "layer's backward)\n"
             "  --streams N             channels sharing the NIC, 1 to 8 "
             "(default 1)\n"
             "  --json                  one JSON object: H, schedule, "
@@ -73,6 +79,7 @@ typedef struct {
     double bandwidth, ratio;
     long workers, aggregators;
     unsigned streams;
+    int launch_early;
 } ddbench_plan_opts_t;
 
 static dd_status_t ddbench_plan_cost(const dd_plan_input_t *in,
@@ -259,6 +266,8 @@ static void ddbench_plan_json(const dd_profile_t *p, const dd_plan_t *plan,
                                                                : "backward");
     dd_json_key(&w, "streams");
     dd_json_uint(&w, o->streams);
+    dd_json_key(&w, "launch");
+    dd_json_string(&w, o->launch_early ? "early" : "backward");
     dd_json_key(&w, "schedule");
     ddbench_plan_json_schedule(&w, p, next);
     dd_json_key(&w, "modeled");
@@ -315,9 +324,9 @@ static void ddbench_plan_print_next(const ddbench_plan_opts_t *o,
                  o->streams);
     }
     printf("\n# deadline model (+next: a sync lands by the layer's next %s; "
-           "forward %g x backward%s)\n",
+           "forward %g x backward%s; launches %s)\n",
            o->deadline == DD_PLAN_DEADLINE_FORWARD ? "forward" : "backward",
-           o->forward, channels);
+           o->forward, channels, o->launch_early ? "early" : "after backward");
     printf("%-24s %10s %10s\n", "", "s/iter", "exposed");
     printf("%-24s %10.6f %10.6f\n", "flsgd+next", m->flsgd_next,
            ddbench_plan_exposed(m->flsgd_next, m->compute));
@@ -430,6 +439,7 @@ int ddbench_plan_main(int argc, char **argv)
         {"aggregators", required_argument, 0, 'k'},
         {"compression", required_argument, 0, 'C'},
         {"streams", required_argument, 0, 'S'},
+        {"launch", required_argument, 0, 'L'},
         {"json", no_argument, 0, 'j'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -439,7 +449,8 @@ int ddbench_plan_main(int argc, char **argv)
     ddbench_plan_opts_t o = {.deadline = DD_PLAN_DEADLINE_FORWARD,
                              .ratio = 1.0,
                              .workers = 4,
-                             .streams = 1};
+                             .streams = 1,
+                             .launch_early = 1};
     long streams = 1;
     static const char *const P = "ddbench plan";
 
@@ -496,6 +507,17 @@ int ddbench_plan_main(int argc, char **argv)
             }
             o.streams = (unsigned)streams;
             break;
+        case 'L':
+            if (strcmp(optarg, "early") != 0 &&
+                strcmp(optarg, "backward") != 0) {
+                fprintf(stderr,
+                        "ddbench plan: --launch '%s': expected early or "
+                        "backward\n",
+                        optarg);
+                return 2;
+            }
+            o.launch_early = strcmp(optarg, "early") == 0;
+            break;
         case 'j':
             json = 1;
             break;
@@ -532,7 +554,8 @@ int ddbench_plan_main(int argc, char **argv)
     for (size_t i = 0; fp != NULL && i < in.num_layers; i++) {
         fp[i] = o.forward * in.bp_s[i];
     }
-    dd_plan_delay_t delay = {fp, o.deadline, 0, NULL, NULL, o.streams};
+    dd_plan_delay_t delay = {fp,        o.deadline,    0, NULL, NULL,
+                             o.streams, o.launch_early};
     if (status == DD_OK &&
         (status = dd_plan_dreamddp(&in, (unsigned)h, NULL, &plan)) == DD_OK &&
         (status = ddbench_plan_model(&in, (unsigned)h, plan, p->frozen_bp_s,

@@ -353,13 +353,14 @@ static double ddbench_modeled_delayed(size_t n, const dd_sched_t *sched,
 {
     int localsgd = sched->strategy.kind == DD_STRATEGY_LOCALSGD;
     double *copy = calloc(n, sizeof(double)), *fix = calloc(n, sizeof(double));
-    dd_plan_delay_t delay = {
-        fp,
-        no_marks ? DD_PLAN_DEADLINE_BACKWARD : DD_PLAN_DEADLINE_FORWARD,
-        localsgd,
-        copy,
-        fix,
-        (unsigned)streams};
+    dd_plan_delay_t delay = {fp,
+                             no_marks ? DD_PLAN_DEADLINE_BACKWARD
+                                      : DD_PLAN_DEADLINE_FORWARD,
+                             localsgd,
+                             copy,
+                             fix,
+                             (unsigned)streams,
+                             sched->opts.next_launch == DD_NEXT_LAUNCH_EARLY};
     dd_plan_t *flsgd = NULL;
     dd_plan_cost_t cost;
     double result = NAN;

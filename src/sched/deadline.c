@@ -23,7 +23,8 @@ typedef struct {
     unsigned H;
     const double *bp, *fp, *comm, *launch, *land_cost;
     dd_plan_deadline_t deadline;
-    int at_end;
+    int at_end, early;
+    unsigned char *launched; /* [n] this iteration's sync launched (early) */
     double *land; /* [n] when the sync in flight lands; -1: none, -2: not
                      known yet (net) */
     unsigned channels;
@@ -58,15 +59,17 @@ static dd_status_t dd_plan_dl_init(dd_plan_dl_t *m, const dd_plan_input_t *in,
     m->land_cost = delay->land_s;
     m->deadline = delay->deadline;
     m->at_end = delay->launch_at_end;
+    m->early = delay->launch_early && !delay->launch_at_end &&
+               delay->deadline != DD_PLAN_DEADLINE_STEP_END;
     m->channels = delay->channels;
     m->net = NULL;
     m->land = malloc(m->n * sizeof(*m->land));
-    if (m->land == NULL) {
-        return DD_ERR_NO_MEMORY;
-    }
-    if (m->channels > 1 &&
-        dd_plan_net_create(m->channels, m->n, &m->net) != DD_OK) {
+    m->launched = calloc(m->n, 1);
+    if (m->land == NULL || m->launched == NULL ||
+        (m->channels > 1 &&
+         dd_plan_net_create(m->channels, m->n, &m->net) != DD_OK)) {
         free(m->land);
+        free(m->launched);
         return DD_ERR_NO_MEMORY;
     }
     return DD_OK;
@@ -75,6 +78,7 @@ static dd_status_t dd_plan_dl_init(dd_plan_dl_t *m, const dd_plan_input_t *in,
 static void dd_plan_dl_cleanup(dd_plan_dl_t *m)
 {
     free(m->land);
+    free(m->launched);
     dd_plan_net_free(m->net);
 }
 
@@ -112,6 +116,24 @@ static void dd_plan_dl_launch(dd_plan_dl_t *m, size_t i, double *t,
     m->land[i] = *chan;
 }
 
+/* Early launches at the iteration's start: the row's layers with no sync
+ * in flight, in the order of their deadlines (forward order under forward
+ * marks, backward order otherwise). */
+static void dd_plan_dl_launch_start(dd_plan_dl_t *m, const unsigned char *row,
+                                    double *t, double *chan)
+{
+    int fwd = m->deadline == DD_PLAN_DEADLINE_FORWARD;
+
+    for (size_t k = 0; k < m->n; k++) {
+        size_t i = fwd ? k : m->n - 1 - k;
+        m->launched[i] = 0;
+        if (row[i] && m->land[i] == -1.0) {
+            dd_plan_dl_launch(m, i, t, chan);
+            m->launched[i] = 1;
+        }
+    }
+}
+
 /* One iteration h of the schedule from time *t with the channel free at
  * *chan; returns its waits. */
 static double dd_plan_dl_iter(dd_plan_dl_t *m, const dd_plan_t *plan,
@@ -120,18 +142,27 @@ static double dd_plan_dl_iter(dd_plan_dl_t *m, const dd_plan_t *plan,
     double wait = 0.0;
     const unsigned char *row = plan->sync + (size_t)h * m->n;
 
+    if (m->early) {
+        dd_plan_dl_launch_start(m, row, t, chan);
+    }
+    /* A sync launched early in this iteration has its deadline in the
+     * next. */
     for (size_t i = 0; i < m->n; i++) {
-        if (m->deadline == DD_PLAN_DEADLINE_FORWARD) {
+        if (m->deadline == DD_PLAN_DEADLINE_FORWARD && !m->launched[i]) {
             wait += dd_plan_dl_wait(m, i, t);
+            if (m->early && row[i]) {
+                dd_plan_dl_launch(m, i, t, chan);
+                m->launched[i] = 1;
+            }
         }
         *t += m->fp != NULL ? m->fp[i] : 0.0;
     }
     for (size_t i = m->n; i-- > 0;) {
         *t += m->bp[i];
-        if (m->deadline == DD_PLAN_DEADLINE_BACKWARD) {
+        if (m->deadline == DD_PLAN_DEADLINE_BACKWARD && !m->launched[i]) {
             wait += dd_plan_dl_wait(m, i, t);
         }
-        if (row[i] && !m->at_end) {
+        if (row[i] && !m->at_end && !m->launched[i]) {
             dd_plan_dl_launch(m, i, t, chan);
         }
     }

@@ -533,7 +533,14 @@ dd_status_t dd_sched_layer_forward(dd_sched_t *sched, dd_layer_h layer,
     for (size_t j = 0; status == DD_OK && j < n; j++) {
         struct dd_layer *y = layer->n_parts > 0 ? layer->parts[j] : layer;
         y->fwd_wait_s = 0;
-        status = dd_sched_delay_land(sched, y, &y->fwd_wait_s);
+        /* A sync that left in this step (early) has its deadline in the
+         * next; one that landed here lets this step's leave. */
+        if (!(sched->in_step && y->delay_early)) {
+            status = dd_sched_delay_land(sched, y, &y->fwd_wait_s);
+        }
+        if (status == DD_OK) {
+            status = dd_sched_launch_landed(sched, y);
+        }
         sched->delay_fwd_wait_s += y->fwd_wait_s;
         /* Forward starts now; measure.c times it. */
         y->fwd_t = dd_time_now();

@@ -376,9 +376,13 @@ static void dd_sched_delay_model_set(dd_sched_t *sched, const double *v)
     int marks = v[2 * n] >= 0; /* any DD_SCHED_NO_MARKS makes it negative */
 
     sched->delay_model = (dd_plan_delay_t){
-        NULL, marks ? DD_PLAN_DEADLINE_FORWARD : DD_PLAN_DEADLINE_BACKWARD,
-        0,    NULL,
-        NULL, (unsigned)dd_sched_channels(sched)};
+        NULL,
+        marks ? DD_PLAN_DEADLINE_FORWARD : DD_PLAN_DEADLINE_BACKWARD,
+        0,
+        NULL,
+        NULL,
+        (unsigned)dd_sched_channels(sched),
+        sched->opts.next_launch == DD_NEXT_LAUNCH_EARLY};
     if (marks) {
         memcpy(sched->delay_fp, v + 2 * n, n * sizeof(double));
         sched->delay_model.fp_s = sched->delay_fp;

@@ -251,6 +251,11 @@ typedef struct {
     /** Channels sharing the NIC (the stream count; dd_plan_net_t): 0 or 1
      *  is the one FIFO channel above. */
     unsigned channels;
+    /** A layer's sync launches as soon as its parameters are the step's:
+     *  at the iteration's start when none of its syncs is in flight, else
+     *  right after that one lands (its forward mark, or its backward),
+     *  layers in the order of their deadlines; 0: after its backward. */
+    int launch_early;
 } dd_plan_delay_t;
 
 /**

@@ -48,6 +48,8 @@ dd_status_t dd_sched_check_open(dd_sched_t *sched, const char *what)
     return DD_OK;
 }
 
+static dd_status_t dd_sched_launch_at_begin(dd_sched_t *sched);
+
 dd_status_t dd_sched_step_begin(dd_sched_t *sched)
 {
     dd_status_t status = dd_sched_check_open(sched, "dd_step_begin");
@@ -80,12 +82,19 @@ dd_status_t dd_sched_step_begin(dd_sched_t *sched)
     for (size_t i = 0; i < sched->n_layers; i++) {
         sched->layers[i]->ready = 0;
         sched->layers[i]->delay_wait_s = 0;
+        sched->layers[i]->delay_early = 0;
     }
     sched->delay_fwd_wait_s = 0;
     sched->in_step = 1;
     sched->buckets_done = 0;
     sched->step_begin_t = dd_time_now();
-    return DD_OK;
+    pthread_mutex_lock(&sched->ready_lock);
+    status = dd_sched_launch_at_begin(sched);
+    pthread_mutex_unlock(&sched->ready_lock);
+    if (status != DD_OK) {
+        sched->failed = status;
+    }
+    return status;
 }
 
 static size_t dd_sched_group_limit(dd_sched_t *sched)
@@ -242,6 +251,66 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
     return status;
 }
 
+/*
+ * DREAMDDP_NEXT_LAUNCH=early. A delayed sync averages a copy of the
+ * parameters, and its landing keeps what changed since the copy, so it
+ * may leave whenever the parameters are the step's: at dd_step_begin for
+ * a layer of this step's row with no sync in flight, else once that one
+ * lands at the layer's forward mark; the rest leave from their
+ * dd_layer_ready. Local SGD's syncs leave from dd_step_end. A device layer
+ * needs the stream the application named, where its copy queues behind
+ * the optimizer's step; a host layer needs nothing.
+ */
+static int dd_sched_early_ok(const dd_sched_t *sched,
+                             const struct dd_layer *layer)
+{
+    return dd_sched_delay_on(sched) &&
+           sched->opts.next_launch == DD_NEXT_LAUNCH_EARLY &&
+           sched->strategy.kind != DD_STRATEGY_LOCALSGD &&
+           (layer->device < 0 || layer->delay_stream_known);
+}
+
+/* Launches layer's sync of this step ahead of its backward (under
+ * sched->ready_lock). */
+static dd_status_t dd_sched_launch_early(dd_sched_t *sched,
+                                         struct dd_layer *layer)
+{
+    dd_status_t status = dd_sched_enqueue(sched, layer, 0, 1);
+
+    layer->delay_early = status == DD_OK;
+    return status;
+}
+
+/* At dd_step_begin: the row's layers with no sync in flight, in the order
+ * of their deadlines (forward order where the application marks forward,
+ * backward order otherwise), as one batch. */
+static dd_status_t dd_sched_launch_at_begin(dd_sched_t *sched)
+{
+    size_t n = sched->n_layers;
+    int fwd = sched->delay_marked;
+    dd_status_t status = DD_OK;
+
+    for (size_t k = 0; status == DD_OK && k < n; k++) {
+        struct dd_layer *l = sched->layers[fwd ? k : n - 1 - k];
+        if (dd_sched_early_ok(sched, l) && !l->delay_pending &&
+            dd_sched_layer_syncs(sched, l)) {
+            status = dd_sched_launch_early(sched, l);
+        }
+    }
+    return status == DD_OK ? dd_sched_flush(sched) : status;
+}
+
+dd_status_t dd_sched_launch_landed(dd_sched_t *sched, struct dd_layer *layer)
+{
+    if (!sched->in_step || layer->delay_early || layer->ready ||
+        !dd_sched_early_ok(sched, layer) ||
+        !dd_sched_layer_syncs(sched, layer)) {
+        return DD_OK;
+    }
+    dd_status_t status = dd_sched_launch_early(sched, layer);
+    return status == DD_OK ? dd_sched_flush(sched) : status;
+}
+
 /* Squared norm of a layer's host gradients, for the adaptive signal. */
 static double dd_sched_grad_norm2(const struct dd_layer *layer)
 {
@@ -358,9 +427,12 @@ static dd_status_t dd_sched_mark(dd_sched_t *sched, struct dd_layer *layer,
         }
     }
     /* Without a forward mark, the layer's backward is the deadline of its
-     * delayed average. */
+     * delayed average; one that left in this step (early) has its
+     * deadline in the next. */
     dd_status_t landed =
-        dd_sched_delay_land(sched, layer, &layer->delay_wait_s);
+        layer->delay_early
+            ? DD_OK
+            : dd_sched_delay_land(sched, layer, &layer->delay_wait_s);
     if (landed != DD_OK) {
         return landed;
     }
@@ -375,7 +447,7 @@ static dd_status_t dd_sched_mark(dd_sched_t *sched, struct dd_layer *layer,
         layer->grad_ema =
             layer->grad_ema == 0 ? n2 : 0.9 * layer->grad_ema + 0.1 * n2;
     }
-    if (!dd_sched_layer_syncs(sched, layer)) {
+    if (!dd_sched_layer_syncs(sched, layer) || layer->delay_early) {
         return DD_OK;
     }
     if (sched->strategy.kind == DD_STRATEGY_ADAPTIVE) {
@@ -387,7 +459,10 @@ static dd_status_t dd_sched_mark(dd_sched_t *sched, struct dd_layer *layer,
     if (status == DD_OK && ddp) {
         status = dd_sched_broadcast_buffers(sched, layer);
     }
-    if (status == DD_OK && dd_sched_leaves(sched, layer)) {
+    /* Under early launches the plan's fusion may hold this layer for one
+     * that already left: it goes alone. */
+    if (status == DD_OK &&
+        (dd_sched_leaves(sched, layer) || dd_sched_early_ok(sched, layer))) {
         status = dd_sched_flush(sched);
     }
     return status;

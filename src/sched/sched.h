@@ -77,6 +77,9 @@ struct dd_layer {
     void *delay_stream;
     int delay_stream_known;
     struct dd_device_event *delay_event;
+    /* Its sync of this step left before its backward
+     * (DREAMDDP_NEXT_LAUNCH=early, runtime.c). */
+    int delay_early;
     /* Its forward mark (dd_layer_forward) in this step, the wait there,
      * and the EMA of its forward time (measure.c). */
     double fwd_t, fwd_wait_s, fp_s;
@@ -360,6 +363,9 @@ dd_status_t dd_sched_delay_land_all(dd_sched_t *sched);
 dd_sync_job_t *dd_sched_delay_take_landed(dd_sched_t *sched);
 dd_status_t dd_sched_layer_forward(dd_sched_t *sched, dd_layer_h layer,
                                    int with_stream, void *stream);
+/* runtime.c: at a forward mark, once the layer's sync in flight landed,
+ * its sync of this step leaves (DREAMDDP_NEXT_LAUNCH=early). */
+dd_status_t dd_sched_launch_landed(dd_sched_t *sched, struct dd_layer *layer);
 /* Before the engine stops: lands what is in flight. */
 void dd_sched_delay_quiesce(dd_sched_t *sched);
 void dd_sched_delay_free(dd_sched_t *sched);

@@ -8,6 +8,7 @@
 
 const char *const dd_route_names[] = {"auto", "allreduce", "aggregate",
                                       "hierarchical", NULL};
+const char *const dd_next_launch_names[] = {"early", "backward", NULL};
 
 static const dd_config_field_t dd_sched_fields[] = {
     {"DREAMDDP_STRATEGY", "ddp",
@@ -51,6 +52,16 @@ static const dd_config_field_t dd_sched_fields[] = {
      "measured time per iteration with them is within 10 %; dropped once, "
      "no later plan fills.",
      DD_CONFIG_BOOL, offsetof(dd_sched_opts_t, fill_bubbles), 0, 0, NULL},
+    {"DREAMDDP_NEXT_LAUNCH", "early",
+     "Under delayed averaging (+next), when a layer's sync leaves: early, "
+     "once its parameters are the step's (at dd_step_begin when none of "
+     "its syncs is in flight, else right after that one lands at its "
+     "forward mark; host layers, and device layers whose stream the "
+     "application named), or backward, after the layer's backward "
+     "(dd_layer_ready). Either way the sync averages the parameters as "
+     "they were when it left, and its landing keeps what changed since.",
+     DD_CONFIG_ENUM, offsetof(dd_sched_opts_t, next_launch), 0, 0,
+     dd_next_launch_names},
     {"DREAMDDP_TIMELINE", NULL,
      "Write a Chrome-trace JSON of backward marks and syncs (with when each "
      "was launched) to this file (%r: rank); `ddbench timeline merge` puts "

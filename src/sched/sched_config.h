@@ -32,7 +32,16 @@ typedef struct {
     double drift_warn;   /* agreed maximum that warns; 0: none */
     double drift_target; /* adaptive:drift's target divergence */
     char *layer_split;   /* auto, no, or the largest part (split.c) */
+    int next_launch;     /* dd_next_launch_t */
 } dd_sched_opts_t;
+
+/* Under delayed averaging: when a layer's sync leaves (runtime.c). */
+typedef enum {
+    DD_NEXT_LAUNCH_EARLY = 0, /* once its parameters are the step's */
+    DD_NEXT_LAUNCH_BACKWARD   /* after its backward (dd_layer_ready) */
+} dd_next_launch_t;
+
+extern const char *const dd_next_launch_names[];
 
 typedef enum {
     DD_ROUTE_AUTO = 0,    /* aggregate when the job has aggregators */

@@ -51,6 +51,10 @@ static void dd_sched_settings_text(const dd_sched_t *sched, char *text,
         DD_SETTING("DREAMDDP_FILL_BUBBLES=%s\n",
                    o->fill_bubbles ? "yes" : "no");
     }
+    if (sched->strategy.delay) {
+        DD_SETTING("DREAMDDP_NEXT_LAUNCH=%s\n",
+                   dd_next_launch_names[o->next_launch]);
+    }
     if (kind == DD_STRATEGY_ADAPTIVE) {
         DD_SETTING("DREAMDDP_ADAPTIVE_KMIN=%d\n", o->adaptive_kmin);
         DD_SETTING("DREAMDDP_ADAPTIVE_KMAX=%d\n", o->adaptive_kmax);
@@ -172,7 +176,7 @@ static const char *const dd_sched_setting_names[] = {
     "DREAMDDP_ADAPTIVE_KMIN",      "DREAMDDP_ADAPTIVE_KMAX",
     "DREAMDDP_ADAPTIVE_KSTART",    "DREAMDDP_ADAPTIVE_HIGH",
     "DREAMDDP_ADAPTIVE_LOW",       "DREAMDDP_ADAPTIVE_INTERVAL",
-    "DREAMDDP_LAYER_SPLIT",
+    "DREAMDDP_LAYER_SPLIT",        "DREAMDDP_NEXT_LAUNCH",
 };
 
 dd_status_t dd_sched_check_settings(dd_sched_t *sched)

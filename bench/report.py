@@ -80,6 +80,8 @@ def run_name(r):
         name += f" @{r['aggregators']} aggregators"
     if r.get("deadline") == "backward" and "+next" in r["strategy"]:
         name += " (no forward marks)"
+    if r.get("next_launch") == "backward" and "+next" in r["strategy"]:
+        name += " (launched after backward)"
     if r.get("step_work"):
         name += " (step work)"
     if r.get("layer_split") == "no":

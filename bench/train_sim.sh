@@ -21,6 +21,9 @@
 # with N streams (--streams N: connections per peer and engine channels).
 # %whole runs it with DREAMDDP_LAYER_SPLIT=no: no layer synced in parts;
 # %fill with DREAMDDP_FILL_BUBBLES=yes, %nofill with no (default: unset).
+# %bwlaunch runs a +next entry with DREAMDDP_NEXT_LAUNCH=backward: each
+# sync leaves from its layer's dd_layer_ready instead of as early as the
+# parameters allow.
 # Results: results/train_sim.jsonl.
 . "$(dirname "$0")/lib.sh"
 out=$RESULTS/train_sim.jsonl
@@ -41,8 +44,13 @@ round() {
         streams=
         split=auto
         fill=
+        launch=early
         while :; do
             case $entry in
+            *%bwlaunch)
+                launch=backward
+                entry=${entry%\%bwlaunch}
+                ;;
             *%nofill)
                 fill=no
                 entry=${entry%\%nofill}
@@ -88,12 +96,13 @@ round() {
         fi
         on_hosts $((4 + k)) 150 env DREAMDDP_TIMELINE="$timeline" \
             DREAMDDP_NUM_AGGREGATORS=$k DREAMDDP_LAYER_SPLIT=$split \
+            DREAMDDP_NEXT_LAUNCH=$launch \
             ${fill:+DREAMDDP_FILL_BUBBLES=$fill} \
             "$DDBENCH" train-sim \
             --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$s" \
             --forward "$forward" --deadline "$d" $work $streams \
             $codec --iters "$iters" --json |
-            sed "s/^{/{\"aggregators\":$k,\"deadline\":\"$d\",\"layer_split\":\"$split\",\"fill_bubbles\":\"${fill:-default}\",${streams:+\"streams_asked\":${streams#--streams },}/" |
+            sed "s/^{/{\"aggregators\":$k,\"deadline\":\"$d\",\"next_launch\":\"$launch\",\"layer_split\":\"$split\",\"fill_bubbles\":\"${fill:-default}\",${streams:+\"streams_asked\":${streams#--streams },}/" |
             keep "$out" "$1"
     done
 }

@@ -42,7 +42,7 @@
 #include <dreamddp.h>
 #include <dreamddp/device.h>
 
-#include <dlfcn.h>
+#include "device_app.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,44 +95,17 @@ static int on_device(int l)
     return device_mode != 0 && (l == 1 || l == 2);
 }
 
-static void dev_log(void *arg, int level, const char *msg)
-{
-    (void)arg;
-    (void)level;
-    fprintf(stderr, "mp_delay: device: %s\n", msg);
-}
-
-static dd_status_t dev_error(void *arg, dd_status_t s, const char *msg)
-{
-    dev_log(arg, 0, msg);
-    return s;
-}
-
-/* The application's own handle on the device: the module file the
- * library loads (DREAMDDP_DEVICE's: fake unless it says cuda), so that
- * streams and buffers are shared. */
+/* The application's own handle on the device (device_app.h). */
 static int open_device(void)
 {
-    static dd_device_services_t svc = {.abi_version = DD_DEVICE_ABI_VERSION,
-                                       .log = dev_log,
-                                       .error = dev_error};
-    char path[4096];
-    const char *dir = getenv("DREAMDDP_BACKEND_PATH");
-    const char *kind = getenv("DREAMDDP_DEVICE");
+    char why[512];
 
-    snprintf(path, sizeof(path), "%s/dd_device_%s.so", dir ? dir : ".",
-             kind != NULL && strcmp(kind, "cuda") == 0 ? "cuda" : "fake");
-    void *dl = dlopen(path, RTLD_NOW);
-    CHECK(dl != NULL, "dlopen %s: %s", path, dlerror());
-    dd_device_entry_fn_t entry;
-    *(void **)&entry = dlsym(dl, DD_DEVICE_ENTRY);
-    CHECK(entry != NULL, "no %s in %s", DD_DEVICE_ENTRY, path);
-    ops = entry();
-    CHECK(ops->init(&svc, &dev) == DD_OK &&
-              ops->stream_create(dev, 0, &stream) == DD_OK &&
+    ops = device_app_open("mp_delay", &dev, why, sizeof(why));
+    CHECK(ops != NULL, "%s", why);
+    CHECK(ops->stream_create(dev, 0, &stream) == DD_OK &&
               ops->event_create(dev, 0, &ev) == DD_OK &&
               ops->mem_alloc(dev, 0, 1, &scratch) == DD_OK,
-          "fake device: init, stream, event, memory");
+          "device: stream, event, memory");
     return 0;
 }
 

@@ -30,7 +30,8 @@
 #include <dreamddp.h>
 #include <dreamddp/device.h>
 
-#include <dlfcn.h>
+#include "device_app.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,40 +74,13 @@ static double value(int r, int l, long step, size_t i)
     return (double)(r * 8 + l * 3 + (int)(step % 5) + (int)(i % 7));
 }
 
-static void dev_log(void *arg, int level, const char *msg)
-{
-    (void)arg;
-    if (level == 0) {
-        fprintf(stderr, "mp_device: fake: %s\n", msg);
-    }
-}
-
-static dd_status_t dev_error(void *arg, dd_status_t s, const char *msg)
-{
-    dev_log(arg, 0, msg);
-    return s;
-}
-
-/* The application's own handle on the fake device: the same module file
- * the library loads, so streams and buffers are shared. */
+/* The application's own handle on the device (device_app.h). */
 static int open_device(void)
 {
-    static dd_device_services_t svc = {.abi_version = DD_DEVICE_ABI_VERSION,
-                                       .log = dev_log,
-                                       .error = dev_error};
-    char path[4096];
-    const char *dir = getenv("DREAMDDP_BACKEND_PATH");
+    char why[512];
 
-    const char *kind = getenv("DREAMDDP_DEVICE");
-    snprintf(path, sizeof(path), "%s/dd_device_%s.so", dir ? dir : ".",
-             kind != NULL && strcmp(kind, "cuda") == 0 ? "cuda" : "fake");
-    void *dl = dlopen(path, RTLD_NOW);
-    CHECK(dl != NULL, "dlopen %s: %s", path, dlerror());
-    dd_device_entry_fn_t entry;
-    *(void **)&entry = dlsym(dl, DD_DEVICE_ENTRY);
-    CHECK(entry != NULL, "no %s in %s", DD_DEVICE_ENTRY, path);
-    ops = entry();
-    CHECK(ops->init(&svc, &dev) == DD_OK, "fake init");
+    ops = device_app_open("mp_device", &dev, why, sizeof(why));
+    CHECK(ops != NULL, "%s", why);
     const char *o = getenv("MP_DEVICE_ORDINAL");
     ordinal = o != NULL ? atoi(o) : 0;
     CHECK(ops->stream_create(dev, ordinal, &stream) == DD_OK, "stream");

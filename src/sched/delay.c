@@ -80,6 +80,31 @@ static dd_status_t dd_sched_delay_alloc(dd_sched_t *sched,
     return DD_OK;
 }
 
+/* A device layer's event, and the library's own stream and event on its
+ * device (one device per process: staging.c), made once. */
+static dd_status_t dd_sched_delay_events(dd_sched_t *sched, struct dd_layer *l)
+{
+    const dd_device_module_t *dev = sched->env.device;
+    dd_status_t status =
+        dev->ops->event_create(dev->instance, l->device, &l->delay_event);
+
+    if (status == DD_OK && sched->delay_dev_stream == NULL) {
+        status = dev->ops->stream_create(dev->instance, l->device,
+                                         &sched->delay_dev_stream);
+    }
+    if (status == DD_OK && sched->delay_dev_event == NULL) {
+        status = dev->ops->event_create(dev->instance, l->device,
+                                        &sched->delay_dev_event);
+    }
+    if (status != DD_OK) {
+        return dd_error(status, DD_SUBSYS_SCHED,
+                        "dd_model_commit: layer '%s': no device stream or "
+                        "event for its delayed averages: %s",
+                        l->name, dd_last_error());
+    }
+    return DD_OK;
+}
+
 dd_status_t dd_sched_delay_commit(dd_sched_t *sched)
 {
     if (!dd_sched_delay_on(sched)) {
@@ -118,106 +143,77 @@ dd_status_t dd_sched_delay_commit(dd_sched_t *sched)
         if (l->delay_wire == NULL) {
             return DD_ERR_NO_MEMORY;
         }
-        for (size_t t = 0; t < l->n_tensors; t++) {
-            if (l->tensors[t].count == 0) {
-                continue;
+        dd_status_t status =
+            l->device >= 0 ? dd_sched_delay_events(sched, l) : DD_OK;
+        if (status != DD_OK) {
+            return status;
+        }
+        for (size_t t = 0; status == DD_OK && t < l->n_tensors; t++) {
+            if (l->tensors[t].count > 0) {
+                status = dd_sched_delay_alloc(sched, l, t, &l->delay_wire[t]);
             }
-            dd_status_t status =
-                dd_sched_delay_alloc(sched, l, t, &l->delay_wire[t]);
-            if (status != DD_OK) {
-                return status;
-            }
+        }
+        if (status != DD_OK) {
+            return status;
         }
     }
     return DD_OK;
 }
 
-/* The stream a device layer's launch and landing queue their work on: the
- * application's, once it named one; else the library's own (*own_p), which
- * the caller waits for (dd_sched_delay_fence). */
-static dd_status_t dd_sched_delay_stream(dd_sched_t *sched,
-                                         const struct dd_layer *layer,
-                                         void **stream_p, int *own_p)
+/* Records ev on stream and, with wait, waits for it. */
+static dd_status_t dd_sched_delay_record(dd_sched_t *sched,
+                                         dd_device_event_t *ev, void *stream,
+                                         int wait)
 {
     const dd_device_module_t *dev = sched->env.device;
-    dd_status_t status = DD_OK;
+    dd_status_t status = dev->ops->event_record(dev->instance, ev, stream);
 
-    *own_p = !layer->delay_stream_known;
-    if (!*own_p) {
-        *stream_p = layer->delay_stream;
-        return DD_OK;
-    }
-    if (sched->delay_dev_stream == NULL) {
-        status = dev->ops->stream_create(dev->instance, layer->device,
-                                         &sched->delay_dev_stream);
-    }
-    if (status == DD_OK && sched->delay_dev_event == NULL) {
-        status = dev->ops->event_create(dev->instance, layer->device,
-                                        &sched->delay_dev_event);
-    }
-    *stream_p = sched->delay_dev_stream;
-    return status;
-}
-
-/* After the device work of a launch or a landing on stream: on the
- * library's own stream, waits for it (the application's next touch of
- * the parameters is not ordered after it); after a launch on the
- * application's, records the layer's event, which its job waits for
- * before the staging reads the copy. */
-static dd_status_t dd_sched_delay_fence(dd_sched_t *sched,
-                                        struct dd_layer *layer, void *stream,
-                                        int own, int launch)
-{
-    const dd_device_module_t *dev = sched->env.device;
-    dd_status_t status = DD_OK;
-
-    if (own) {
-        status = dev->ops->event_record(dev->instance, sched->delay_dev_event,
-                                        stream);
-        if (status == DD_OK) {
-            status = dev->ops->event_synchronize(dev->instance,
-                                                 sched->delay_dev_event);
-        }
-        return status;
-    }
-    if (!launch) {
-        return DD_OK;
-    }
-    if (layer->delay_event == NULL) {
-        status = dev->ops->event_create(dev->instance, layer->device,
-                                        &layer->delay_event);
-    }
-    if (status == DD_OK) {
-        status =
-            dev->ops->event_record(dev->instance, layer->delay_event, stream);
+    if (status == DD_OK && wait) {
+        status = dev->ops->event_synchronize(dev->instance, ev);
     }
     return status;
 }
 
-/* Copies a device tensor's parameters into its copy, on the device. */
-static dd_status_t dd_sched_delay_launch_device(dd_sched_t *sched,
-                                                struct dd_layer *layer,
-                                                size_t tensor, int last)
+/*
+ * A device tensor's work, queued on the stream the application last named
+ * for the layer, else on the library's own: at a launch (launch) the copy
+ * of its parameters, at a landing x += copy. After the layer's last device
+ * tensor, the library's own stream is waited for (the application's next
+ * touch of the parameters is not ordered after it); on the application's,
+ * a launch records the layer's event, which its job waits for before the
+ * staging reads the copy.
+ */
+static dd_status_t dd_sched_delay_device(dd_sched_t *sched,
+                                         struct dd_layer *layer, size_t t,
+                                         int last, int launch)
 {
     const dd_device_module_t *dev = sched->env.device;
-    const dd_tensor_t *x = &layer->tensors[tensor];
-    void *stream;
-    int own;
-    dd_status_t status = dd_sched_delay_stream(sched, layer, &stream, &own);
+    const dd_tensor_t *x = &layer->tensors[t];
+    int own = !layer->delay_stream_known;
+    void *stream = own ? sched->delay_dev_stream : layer->delay_stream;
+    dd_status_t status =
+        launch ? dev->ops->memcpy_async(dev->instance, layer->delay_wire[t],
+                                        x->param,
+                                        x->count * dd_dtype_size(x->dtype),
+                                        DD_DEVICE_COPY_D2D, stream)
+               : dev->ops->reduce_async(dev->instance, x->param,
+                                        layer->delay_wire[t], x->count,
+                                        x->dtype, stream);
 
-    if (status == DD_OK) {
-        status = dev->ops->memcpy_async(
-            dev->instance, layer->delay_wire[tensor], x->param,
-            x->count * dd_dtype_size(x->dtype), DD_DEVICE_COPY_D2D, stream);
-    }
-    if (status == DD_OK && last) {
-        status = dd_sched_delay_fence(sched, layer, stream, own, 1);
+    if (status == DD_OK && last && (own || launch)) {
+        status = dd_sched_delay_record(
+            sched, own ? sched->delay_dev_event : layer->delay_event, stream,
+            own);
     }
     if (status != DD_OK) {
         return dd_error(status, DD_SUBSYS_SCHED,
-                        "[SYNC] layer '%s' tensor %zu: the copy of its "
-                        "parameters for the delayed average failed: %s",
-                        layer->name, tensor, dd_last_error());
+                        "[SYNC] layer '%s' tensor %zu: %s on the device "
+                        "failed: %s",
+                        layer->name, t,
+                        launch ? "the copy of its parameters for the delayed "
+                                 "average"
+                               : "applying its delayed average",
+                        dd_last_error());
     }
     return DD_OK;
 }
@@ -247,8 +243,8 @@ dd_status_t dd_sched_delay_launch(dd_sched_t *sched, struct dd_layer *layer,
     if (x->mem_type == DD_MEM_HOST) {
         memcpy(layer->delay_wire[tensor], x->param, bytes);
     } else {
-        status = dd_sched_delay_launch_device(
-            sched, layer, tensor, dd_sched_delay_last_device(layer, tensor));
+        status = dd_sched_delay_device(
+            sched, layer, tensor, dd_sched_delay_last_device(layer, tensor), 1);
     }
     layer->delay_copy_s += dd_time_now() - t0;
     if (status != DD_OK) {
@@ -283,34 +279,6 @@ dd_status_t dd_sched_delay_track(dd_sched_t *sched, dd_sync_job_t *job)
     return DD_OK;
 }
 
-/* A device tensor's x += copy, queued on the layer's stream. */
-static dd_status_t dd_sched_delay_correct_device(dd_sched_t *sched,
-                                                 struct dd_layer *layer,
-                                                 size_t t, int last)
-{
-    const dd_device_module_t *dev = sched->env.device;
-    const dd_tensor_t *x = &layer->tensors[t];
-    void *stream;
-    int own;
-    dd_status_t status = dd_sched_delay_stream(sched, layer, &stream, &own);
-
-    if (status == DD_OK) {
-        status = dev->ops->reduce_async(dev->instance, x->param,
-                                        layer->delay_wire[t], x->count,
-                                        x->dtype, stream);
-    }
-    if (status == DD_OK && last) {
-        status = dd_sched_delay_fence(sched, layer, stream, own, 0);
-    }
-    if (status != DD_OK) {
-        return dd_error(status, DD_SUBSYS_SCHED,
-                        "[SYNC] layer '%s' tensor %zu: applying its delayed "
-                        "average on the device failed: %s",
-                        layer->name, t, dd_last_error());
-    }
-    return DD_OK;
-}
-
 /* x <- x + (average - x at launch), which the engine left in the copy. */
 static dd_status_t dd_sched_delay_correct(dd_sched_t *sched,
                                           struct dd_layer *layer)
@@ -321,8 +289,8 @@ static dd_status_t dd_sched_delay_correct(dd_sched_t *sched,
             continue;
         }
         if (x->mem_type != DD_MEM_HOST) {
-            dd_status_t status = dd_sched_delay_correct_device(
-                sched, layer, t, dd_sched_delay_last_device(layer, t));
+            dd_status_t status = dd_sched_delay_device(
+                sched, layer, t, dd_sched_delay_last_device(layer, t), 0);
             if (status != DD_OK) {
                 return status;
             }
@@ -451,23 +419,11 @@ dd_status_t dd_sched_delay_land(dd_sched_t *sched, struct dd_layer *layer,
 static dd_status_t dd_sched_delay_settle(dd_sched_t *sched,
                                          struct dd_layer *layer)
 {
-    const dd_device_module_t *dev = sched->env.device;
-
     if (layer->device < 0 || !layer->delay_stream_known) {
         return DD_OK;
     }
-    dd_status_t status = DD_OK;
-    if (layer->delay_event == NULL) {
-        status = dev->ops->event_create(dev->instance, layer->device,
-                                        &layer->delay_event);
-    }
-    if (status == DD_OK) {
-        status = dev->ops->event_record(dev->instance, layer->delay_event,
-                                        layer->delay_stream);
-    }
-    if (status == DD_OK) {
-        status = dev->ops->event_synchronize(dev->instance, layer->delay_event);
-    }
+    dd_status_t status = dd_sched_delay_record(sched, layer->delay_event,
+                                               layer->delay_stream, 1);
     if (status != DD_OK) {
         sched->failed = status;
         return dd_error(status, DD_SUBSYS_SCHED,

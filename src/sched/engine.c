@@ -106,21 +106,20 @@ static dd_status_t dd_engine_keep_sample(dd_engine_t *e, dd_sync_job_t *job,
     return DD_OK;
 }
 
-/* A deferred job's buffer becomes what its average changes: avg - buf. */
-static void dd_engine_delta(void *buf, const void *avg, size_t count,
-                            dd_dtype_t dtype)
+void dd_engine_delta(void *dst, const void *avg, const void *copy, size_t count,
+                     dd_dtype_t dtype)
 {
     if (dtype == DD_DTYPE_F64) {
-        double *d = buf;
-        const double *a = avg;
+        double *d = dst;
+        const double *a = avg, *c = copy;
         for (size_t i = 0; i < count; i++) {
-            d[i] = a[i] - d[i];
+            d[i] = a[i] - c[i];
         }
     } else {
-        float *d = buf;
-        const float *a = avg;
+        float *d = dst;
+        const float *a = avg, *c = copy;
         for (size_t i = 0; i < count; i++) {
-            d[i] = a[i] - d[i];
+            d[i] = a[i] - c[i];
         }
     }
 }
@@ -194,7 +193,7 @@ static void dd_engine_unpack(dd_engine_t *e, dd_sync_job_t *job, int i)
                 it->buf, 1, avg, it->count, job->dtype, &it->diff2, &it->norm2);
         }
         if (job->deferred) {
-            dd_engine_delta(it->buf, avg, it->count, job->dtype);
+            dd_engine_delta(it->buf, avg, it->buf, it->count, job->dtype);
         } else {
             memcpy(it->buf, avg, n);
         }

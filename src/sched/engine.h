@@ -156,6 +156,13 @@ dd_status_t dd_engine_start_channels(const dd_sync_pipe_t *route, int channels,
 void dd_engine_set_abort(dd_engine_t *engine, dd_abort_t *abort,
                          double timeout_s);
 
+/** What a delayed average changes, f32 or f64 (delay.c): dst = avg - copy
+ *  element by element (dst may be either). A deferred job's host buffers
+ *  come back holding it; the device pipe takes it between its staging
+ *  copies. */
+void dd_engine_delta(void *dst, const void *avg, const void *copy, size_t count,
+                     dd_dtype_t dtype);
+
 /** Hands job to the engine; it comes back from dd_engine_drain. */
 void dd_engine_submit(dd_engine_t *engine, dd_sync_job_t *job);
 

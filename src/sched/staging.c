@@ -293,26 +293,6 @@ static void dd_staging_sub(dd_staging_op_t *t, dd_staging_slot_t *slot,
     }
 }
 
-/* A delayed average's chunk becomes what it changes (delay.c):
- * avg - copy, f32 or f64, as the engine's host jobs do. */
-static void dd_staging_delta(void *avg, const void *copy, size_t n,
-                             dd_dtype_t dtype)
-{
-    if (dtype == DD_DTYPE_F64) {
-        double *a = avg;
-        const double *c = copy;
-        for (size_t i = 0; i < n; i++) {
-            a[i] -= c[i];
-        }
-    } else {
-        float *a = avg;
-        const float *c = copy;
-        for (size_t i = 0; i < n; i++) {
-            a[i] -= c[i];
-        }
-    }
-}
-
 static size_t dd_staging_len(const dd_staging_op_t *t, size_t chunk)
 {
     size_t left = t->count - chunk * t->per;
@@ -399,7 +379,9 @@ static dd_status_t dd_staging_slot(dd_staging_op_t *t, int i, int *busy_p)
                                &it->diff2, &it->norm2);
         }
         if (t->job->deferred) {
-            dd_staging_delta(s->pinned[i], s->kept[i], n, t->job->dtype);
+            /* What the delayed average changes (delay.c). */
+            dd_engine_delta(s->pinned[i], s->pinned[i], s->kept[i], n,
+                            t->job->dtype);
         }
         status =
             dev->ops->memcpy_async(dev->instance, t->dst + off, s->pinned[i],

@@ -28,9 +28,8 @@ static dd_status_t device_app_error(void *arg, dd_status_t s, const char *msg)
 
 /* The module's table and an instance of it (*dev_p) for program prog
  * (its name prefixes the module's errors); NULL with the reason in why. */
-static const dd_device_ops_t *device_app_open(const char *prog,
-                                              dd_device_t **dev_p, char *why,
-                                              size_t size)
+static const dd_device_ops_t *
+device_app_open(const char *prog, dd_device_t **dev_p, char *why, size_t size)
 {
     static dd_device_services_t svc = {.abi_version = DD_DEVICE_ABI_VERSION,
                                        .log = device_app_log,

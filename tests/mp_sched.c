@@ -273,9 +273,10 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
         int with = strcmp(fill_slow, "with") == 0;
         CHECK(extras_seen >= 0, "fill: bubble filling added no extra syncs");
         CHECK(gap >= 0, "fill: the extras never went (trial not run)");
-        /* The trial checks every window, whatever DREAMDDP_REPLAN_WINDOWS:
-         * one with the extras, one taken empty, one without. */
-        CHECK(gap - extras_seen <= 3,
+        /* The trial checks every window, whatever DREAMDDP_REPLAN_WINDOWS
+         * (the script sets 10): 8 steps with the extras (4 windows), taken
+         * a window later. */
+        CHECK(gap - extras_seen <= 5,
               "fill: the extras came in window %ld but went only in %ld",
               extras_seen, gap);
         /* Slow with them: gone for good from the first window without;

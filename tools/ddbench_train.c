@@ -596,10 +596,10 @@ static long ddbench_warmup(ddbench_sim_t *s, const ddbench_train_opts_t *o)
     long profile = sched->opts.profile_steps;
     long windows = (profile + h - 1) / h + 1;
     if (sched->opts.fill_bubbles) {
-        /* Bubble filling's trial: a window with the extras, one whose
-         * check is taken empty, one without, one for the agreement to
-         * land (measure.c); a plan without extras has none. */
-        windows += 4;
+        /* Bubble filling's trial (measure.c): DD_SCHED_TRIAL_STEPS with
+         * the extras and as many without, each taken a window later; a
+         * plan without extras has none. */
+        windows += 2 * ((DD_SCHED_TRIAL_STEPS + h - 1) / h + 1);
     }
     if (sched->strategy.delay) {
         windows += 2;

@@ -217,11 +217,15 @@ static void dd_sched_profile(dd_sched_t *sched, double *v)
                       sched->beta_s * (double)dd_sched_layer_wire_bytes(l);
     }
     /* The mean step-to-step time since the last row or plan change, the
-     * same number of steps on every worker (0: none). */
-    v[DD_SCHED_PROFILE_ROWS * n] =
-        sched->iter_n > 0 ? sched->iter_sum_s / (double)sched->iter_n : 0.0;
-    sched->iter_sum_s = 0;
-    sched->iter_n = 0;
+     * same number of steps on every worker, once they are
+     * DD_SCHED_TRIAL_STEPS (0 until then: the steps count on). */
+    v[DD_SCHED_PROFILE_ROWS * n] = 0.0;
+    if (sched->iter_n >= DD_SCHED_TRIAL_STEPS) {
+        v[DD_SCHED_PROFILE_ROWS * n] =
+            sched->iter_sum_s / (double)sched->iter_n;
+        sched->iter_sum_s = 0;
+        sched->iter_n = 0;
+    }
 }
 
 /*
@@ -594,8 +598,8 @@ static dd_status_t dd_sched_check_drift(dd_sched_t *sched, const double *v)
  * them and the model keeps them: with 4 aggregators and fp16 some runs
  * filled 15.6 MB per iteration and took 0.43-0.47 s per iteration, others
  * none and took 0.29-0.30 (BENCHMARKS.md). So a new plan with extras runs
- * one window with them, then one without (the trial checks the times at
- * every window, dd_sched_schedule_window); the extras come
+ * DD_SCHED_TRIAL_STEPS steps with them, then as many without (the trial
+ * checks the times at every window, dd_sched_schedule_window); the extras come
  * back only when the agreed mean time per iteration with them was at most
  * DD_SCHED_TRIAL_TOLERANCE above the time without. A plan change restarts the
  * count, so each row measures one plan; a row without steps (0) waits for

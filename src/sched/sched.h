@@ -343,6 +343,11 @@ int dd_sched_layer_syncs(dd_sched_t *sched, const struct dd_layer *layer);
 /* DD_ERR_STATE before commit, the earlier failure after one; names what. */
 dd_status_t dd_sched_check_open(dd_sched_t *sched, const char *what);
 
+/* measure.c: the steps each of bubble filling's trial's two measurements
+ * spans at least, whatever the window: a window of 2 steps lets one slow
+ * step decide (a parallel make check kept extras that cost 40 ms a step). */
+#define DD_SCHED_TRIAL_STEPS 8
+
 /* delay.c: delayed averaging ("+next"). */
 int dd_sched_delay_on(const dd_sched_t *sched);
 /* At commit: checks the layers (f32/f64, host or device) and allocates

@@ -45,10 +45,10 @@ static const dd_config_field_t dd_sched_fields[] = {
      "dreamddp: also sync layers in steps where the plan's model has their "
      "sync hidden behind backward (bubble filling) even were every sync 1.5 "
      "times slower, 3 times under delayed averaging (+next); the extra "
-     "bytes are in the step statistics. A plan with extras then runs one "
-     "window with them and one without (its times checked at every window "
-     "meanwhile, whatever DREAMDDP_REPLAN_WINDOWS), and keeps them only if "
-     "the "
+     "bytes are in the step statistics. A plan with extras then runs at "
+     "least 8 steps with them and as many without (its times checked at "
+     "every window meanwhile, whatever DREAMDDP_REPLAN_WINDOWS), and keeps "
+     "them only if the "
      "measured time per iteration with them is within 10 %; dropped once, "
      "no later plan fills.",
      DD_CONFIG_BOOL, offsetof(dd_sched_opts_t, fill_bubbles), 0, 0, NULL},

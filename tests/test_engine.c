@@ -464,6 +464,60 @@ static void test_small_after_large_one_channel(void **state)
     run_small_after_large(1);
 }
 
+/*
+ * A control job (the workers' agreement on the times) starts beside the
+ * two syncs its pipe allows, and comes back while the first is still on
+ * the wire, its time its own; beside a job of another pipe, one of depth
+ * 1 here, it waits like any job.
+ */
+static void test_control_beside_full_pipe(void **state)
+{
+    gated_pipe_t p = {0}, q = {0};
+    dd_sync_pipe_t gp = {gated_start, gated_test, DD_ENGINE_DEPTH, &p};
+    dd_sync_pipe_t alone = {gated_start, gated_test, 1, &q};
+    dd_engine_t *e;
+    float a[4] = {1, 2, 3, 4}, b[2] = {5, 6}, c[2] = {7, 8}, d[1] = {9};
+    float *ja[] = {a}, *jb[] = {b}, *jc[] = {c}, *jd[] = {d};
+    size_t four[] = {4}, two[] = {2}, one[] = {1};
+    dd_sync_job_t *done = NULL;
+
+    assert_int_equal(dd_engine_start(&gp, &e), DD_OK);
+    dd_sync_job_t *held = job(ja, four, 1), *quick = job(jb, two, 1);
+    dd_sync_job_t *control = job(jc, two, 1);
+    control->control = 1;
+    dd_engine_submit(e, held);  /* message 0: held until the gate opens */
+    dd_engine_submit(e, quick); /* done at once, handed back after held */
+    assert_int_equal(dd_engine_call(e, control, 5.0), DD_OK);
+    assert_int_not_equal(held->finished, 2);
+    assert_int_equal(p.started, 3);
+    assert_true(c[0] == 14.0f && c[1] == 16.0f);
+    assert_true(control->wire_s == control->t_end - control->t_start);
+    __atomic_store_n(&p.gate, 1, __ATOMIC_RELEASE);
+    assert_int_equal(dd_engine_drain(e, 5.0, &done), DD_OK);
+    assert_ptr_equal(done, held);
+    assert_ptr_equal(done->next, quick);
+    assert_true(a[3] == 8.0f && b[1] == 12.0f);
+    dd_sync_job_free_list(done);
+    dd_sync_job_free_list(control);
+
+    /* Beside a job of a depth-1 pipe, it waits for that one's end. */
+    dd_sync_job_t *other = job(jd, one, 1);
+    other->pipe = &alone;
+    control = job(jc, two, 1);
+    control->control = 1;
+    dd_engine_submit(e, other);
+    assert_int_equal(dd_engine_call(e, control, 0.3), DD_ERR_TIMED_OUT);
+    assert_int_equal(p.started, 3);
+    __atomic_store_n(&q.gate, 1, __ATOMIC_RELEASE);
+    assert_int_equal(dd_engine_wait(e, control, 5.0), DD_OK);
+    assert_int_equal(dd_engine_drain(e, 5.0, &done), DD_OK);
+    assert_ptr_equal(done, other);
+    assert_true(d[0] == 18.0f && c[0] == 28.0f);
+    dd_sync_job_free_list(done);
+    dd_sync_job_free_list(control);
+    dd_engine_stop(e);
+}
+
 /* A pipe that finishes message i after (7 * i) % 5 + 1 tests: out of
  * order across channels. */
 static dd_status_t mixed_start(void *arg, dd_sync_job_t *job, void *buf,
@@ -608,6 +662,7 @@ int main(void)
         cmocka_unit_test(test_polled_job_naps_short),
         cmocka_unit_test(test_small_after_large_two_channels),
         cmocka_unit_test(test_small_after_large_one_channel),
+        cmocka_unit_test(test_control_beside_full_pipe),
         cmocka_unit_test(test_channels_out_of_order_exact),
         cmocka_unit_test(test_stuck_channel_times_out),
         cmocka_unit_test(test_stuck_channel_aborts),

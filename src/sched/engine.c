@@ -23,8 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Jobs in flight at most: every channel's pipe depth. */
-#define DD_ENGINE_MAX_FLY (DD_ENGINE_DEPTH * DD_PLAN_MAX_CHANNELS)
+/* Jobs in flight at most: every channel's pipe depth, and a control job. */
+#define DD_ENGINE_MAX_FLY (DD_ENGINE_DEPTH * DD_PLAN_MAX_CHANNELS + 1)
 
 struct dd_engine {
     pthread_t thread;
@@ -228,16 +228,18 @@ static void dd_engine_finish(dd_engine_t *e, dd_sync_job_t *job)
 
     /* Each of the planner's channels is FIFO: a job overlapped with the
      * previous one of its channel counts from that one's end. */
-    if (job->t_start < *last_end) {
+    if (!job->control && job->t_start < *last_end) {
         job->t_start = *last_end;
     }
     if (job->t_end < job->t_start) {
         job->t_end = job->t_start;
     }
-    *last_end = job->t_end;
+    if (!job->control) {
+        *last_end = job->t_end;
+    }
     /* One channel has the wire to itself; with several, each job's share
      * was summed while it ran (dd_engine_share). */
-    if (e->channels == 1) {
+    if (e->channels == 1 || job->control) {
         job->wire_s = job->t_end - job->t_start;
     }
     if (job->status != DD_OK) {
@@ -290,30 +292,67 @@ static void dd_engine_pipe_start(dd_engine_t *e, dd_sync_job_t *job, int i)
     }
 }
 
-/* The depth a set of jobs allows: the least of their pipes'. */
+/* Whether two jobs travel through the same pipe: then they post their
+ * operations by the same rule, in the order they started. */
+static int dd_engine_same_pipe(const dd_engine_t *e, const dd_sync_job_t *a,
+                               const dd_sync_job_t *b)
+{
+    const dd_sync_pipe_t *p = dd_engine_pipe(e, a), *q = dd_engine_pipe(e, b);
+
+    return p->start == q->start && p->test == q->test && p->arg == q->arg;
+}
+
+/* The depth a set of jobs allows beside next: the least of their pipes';
+ * *count_p += the jobs that count against it (not a control job of
+ * next's pipe), *control_p += the control jobs, *other_p += the jobs of
+ * another pipe than next's. */
 static int dd_engine_depth(const dd_engine_t *e, dd_sync_job_t *const *jobs,
-                           int n, int depth)
+                           int n, const dd_sync_job_t *next, int depth,
+                           int *count_p, int *control_p, int *other_p)
 {
     for (int j = 0; j < n; j++) {
+        int same = dd_engine_same_pipe(e, jobs[j], next);
+        *control_p += jobs[j]->control;
+        *other_p += !same;
+        if (jobs[j]->control && same) {
+            continue;
+        }
         int d = dd_engine_pipe(e, jobs[j])->depth;
         depth = d < depth ? d : depth;
+        (*count_p)++;
     }
     return depth < 1 ? 1 : depth;
 }
 
-/* Whether the next job may start beside the n_fly in flight and the
+/*
+ * Whether the next job may start beside the n_fly in flight and the
  * n_take about to start: no pipe among them, nor its own, overlaps fewer,
- * and no more than DD_ENGINE_DEPTH per channel are in flight in all. */
+ * and no more than DD_ENGINE_DEPTH per channel are in flight in all. A
+ * control job starts beside them, whatever the depth, when no other one
+ * is in flight and they all travel through its pipe, whose order of
+ * posting (route.c's digests) does not depend on when each started; a
+ * pipe of another kind may post later, at a time of its own (staging
+ * posts after its copies), so beside one a control job counts as any job.
+ */
 static int dd_engine_room(const dd_engine_t *e, dd_sync_job_t *const *fly,
                           int n_fly, dd_sync_job_t *const *take, int n_take,
                           const dd_sync_job_t *next)
 {
     int depth = dd_engine_pipe(e, next)->depth;
     int most = DD_ENGINE_DEPTH * e->channels;
+    int count = 0, control = 0, other = 0;
 
-    depth = dd_engine_depth(e, fly, n_fly, depth);
-    depth = dd_engine_depth(e, take, n_take, depth);
-    return n_fly + n_take < (depth > most ? most : depth);
+    depth =
+        dd_engine_depth(e, fly, n_fly, next, depth, &count, &control, &other);
+    depth =
+        dd_engine_depth(e, take, n_take, next, depth, &count, &control, &other);
+    if (next->control && control > 0) {
+        return 0;
+    }
+    if (next->control && other == 0) {
+        return 1;
+    }
+    return count < (depth > most ? most : depth);
 }
 
 /* A staging slot no job in flight holds. */
@@ -346,7 +385,7 @@ static void dd_engine_share(dd_engine_t *e, dd_sync_job_t *const *fly, int n,
     for (int j = 0; j < n; j++) {
         int c = fly[j]->channel;
         fly[j]->share_head = 0;
-        if (!fly[j]->finished && head[c] == NULL) {
+        if (!fly[j]->finished && !fly[j]->control && head[c] == NULL) {
             head[c] = fly[j];
             k++;
         }
@@ -443,7 +482,9 @@ static int dd_engine_test_all(dd_engine_t *e, dd_sync_job_t *const *fly,
 }
 
 /* Hands back, under the lock, every finished job that no unfinished one
- * of its channel precedes (one channel: in order); returns those left. */
+ * of its channel precedes (one channel: in order), and a finished control
+ * job whatever precedes it (nor does one hold back the jobs after it);
+ * returns those left. */
 static int dd_engine_hand_back(dd_engine_t *e, dd_sync_job_t **fly, int *slot,
                                int n)
 {
@@ -452,12 +493,12 @@ static int dd_engine_hand_back(dd_engine_t *e, dd_sync_job_t **fly, int *slot,
 
     for (int j = 0; j < n; j++) {
         dd_sync_job_t *job = fly[j];
-        if (!blocked[job->channel] && job->finished) {
+        if ((job->control || !blocked[job->channel]) && job->finished) {
             e->slot_used[slot[j]] = 0;
             dd_engine_finish(e, job);
             continue;
         }
-        blocked[job->channel] = 1;
+        blocked[job->channel] |= !job->control;
         fly[kept] = job;
         slot[kept] = slot[j];
         kept++;
@@ -592,8 +633,10 @@ void dd_engine_submit(dd_engine_t *e, dd_sync_job_t *job)
     job->t_submit = dd_time_now();
     pthread_mutex_lock(&e->lock);
     job->seq = e->n_submitted++;
-    job->channel =
-        (int)dd_plan_assign_next(&e->assign, job->step, (double)job->bytes);
+    job->channel = job->control
+                       ? 0
+                       : (int)dd_plan_assign_next(&e->assign, job->step,
+                                                  (double)job->bytes);
     *e->queue_tail = job;
     e->queue_tail = &job->next;
     e->pending += !job->deferred;

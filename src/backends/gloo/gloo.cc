@@ -15,6 +15,16 @@
  * collective has its own tag, and each rank starts them in the same order,
  * so the k-th waits only on collectives that every rank has started.
  *
+ * Collectives of at most dd_gloo_control_bytes (the runtime's digests and
+ * its agreement on the times, a small layer's average) take a lane of
+ * their own: a third thread, in the order they were posted, over a context
+ * of their own. On the data lane a 256-byte message waited for a thread
+ * while two large ones ran, and then on their sockets behind up to a send
+ * buffer of their data per hop: a few kilobytes agreed at a window's start
+ * took 130 to 260 ms, while one large collective ran alone. Each lane
+ * keeps the posting order, and which lane a collective takes depends only
+ * on its size, so every rank's k-th collective of a lane is the same one.
+ *
  * services->streams (N) sets how many contexts the module opens, each over
  * its own TCP device (its own sockets and its own reading thread), as
  * ProcessGroupGloo does with several devices. A collective of at least
@@ -97,6 +107,12 @@ class dd_gloo_canceled : public std::exception
 /* Messages up to this size take Gloo's bcube (halving-doubling with base
  * 2) when the world is a power of two; larger ones the ring. */
 const size_t dd_gloo_small_bytes = 64 * 1024;
+
+/* Collectives up to this size (the whole buffer) take the control lane. */
+const size_t dd_gloo_control_bytes = 64 * 1024;
+
+/* The stream a collective on the control lane names: its own context. */
+const int dd_gloo_control = -1;
 
 /* Gloo's store, over dd's: the keys land under the module's prefix. */
 class dd_gloo_store : public gloo::rendezvous::Store
@@ -187,7 +203,8 @@ struct dd_backend_request {
     dd_status_t status = DD_OK;
     std::string message;
     std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
-    bool send = false; /* a send's buffer, else a recv's */
+    bool send = false;    /* a send's buffer, else a recv's */
+    bool control = false; /* on the control lane (see the top) */
     std::vector<char> scratch;
 };
 
@@ -197,6 +214,9 @@ struct dd_backend {
      * errors' addresses know first. */
     std::vector<std::shared_ptr<gloo::transport::Device>> devices;
     std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts;
+    /* The control lane's device and context (see the top). */
+    std::shared_ptr<gloo::transport::Device> control_device;
+    std::shared_ptr<gloo::rendezvous::Context> control_context;
     std::chrono::milliseconds timeout{0};
     /* Each peer's address as Gloo writes it in its errors ("[ip]:port"),
      * by rank, so that an error names the rank too. */
@@ -205,8 +225,9 @@ struct dd_backend {
     std::mutex mutex;
     std::condition_variable cond;
     std::deque<dd_backend_request *> queue;
+    std::deque<dd_backend_request *> control_queue;
     bool stopping = false;
-    std::vector<std::thread> threads;
+    std::vector<std::thread> threads; /* the data lane's, then the control's */
     /* Sends and recvs: their waiters (each waits for one at a time), the
      * ones not yet taken by a waiter, how many waiters have none, and
      * every one not done, which finalize aborts. */
@@ -254,16 +275,19 @@ static void dd_gloo_finished(dd_backend_t *b, dd_backend_request *req)
     b->cond.notify_all();
 }
 
-void dd_gloo_thread(dd_backend_t *b)
+/* A lane's thread: takes its queue in order. */
+void dd_gloo_thread(dd_backend_t *b, bool control)
 {
     std::unique_lock<std::mutex> lock(b->mutex);
+    auto &queue = control ? b->control_queue : b->queue;
     for (;;) {
-        b->cond.wait(lock, [b] { return b->stopping || !b->queue.empty(); });
-        if (b->queue.empty()) {
+        b->cond.wait(lock,
+                     [b, &queue] { return b->stopping || !queue.empty(); });
+        if (queue.empty()) {
             return;
         }
-        dd_backend_request *req = b->queue.front();
-        b->queue.pop_front();
+        dd_backend_request *req = queue.front();
+        queue.pop_front();
         req->started = true;
         lock.unlock();
         dd_gloo_run(req);
@@ -323,7 +347,7 @@ dd_status_t dd_gloo_enqueue(dd_backend_t *b, dd_backend_request *req,
 {
     {
         std::lock_guard<std::mutex> lock(b->mutex);
-        b->queue.push_back(req);
+        (req->control ? b->control_queue : b->queue).push_back(req);
     }
     b->cond.notify_all();
     *req_p = req;
@@ -408,12 +432,19 @@ gloo::AllreduceOptions::Func dd_gloo_func(dd_dtype_t dtype, dd_reduce_op_t op)
  * sends or reduces it, so the copy overlaps the transfers instead of
  * delaying the first send by a copy of the whole buffer.
  */
+/* Stream s's context, or the control lane's. */
+std::shared_ptr<gloo::rendezvous::Context>
+dd_gloo_context(const dd_backend_t *b, int s)
+{
+    return s == dd_gloo_control ? b->control_context : b->contexts[(size_t)s];
+}
+
 template <typename T>
 void dd_gloo_allreduce_typed(dd_backend_t *b, int stream, const void *in,
                              void *buf, size_t count, dd_dtype_t dtype,
                              dd_reduce_op_t op, uint32_t tag)
 {
-    gloo::AllreduceOptions opts(b->contexts[(size_t)stream]);
+    gloo::AllreduceOptions opts(dd_gloo_context(b, stream));
     int world = b->svc->world_size;
     bool pow2 = (world & (world - 1)) == 0;
 
@@ -452,7 +483,7 @@ int dd_gloo_slices(const dd_backend_t *b, size_t bytes)
 void dd_gloo_stripe(const dd_backend_t *b, int whole, size_t count, size_t elem,
                     const dd_gloo_slice_fn &body)
 {
-    int n = dd_gloo_slices(b, count * elem);
+    int n = whole == dd_gloo_control ? 1 : dd_gloo_slices(b, count * elem);
 
     if (n == 1) {
         body(whole, 0, count);
@@ -544,6 +575,19 @@ uint32_t dd_gloo_tag(dd_backend_t *b, dd_coll_t coll,
 int dd_gloo_next_stream(dd_backend_t *b)
 {
     return (int)(b->coll_seq++ % (uint32_t)b->contexts.size());
+}
+
+/* Where a collective of bytes (its whole buffer) runs: the control lane
+ * when it is that small, else whole on the next stream (or cut). */
+int dd_gloo_lane(dd_backend_t *b, size_t bytes, dd_backend_request *req)
+{
+    int whole = dd_gloo_next_stream(b);
+
+    if (bytes <= dd_gloo_control_bytes) {
+        req->control = true;
+        return dd_gloo_control;
+    }
+    return whole;
 }
 
 dd_status_t dd_gloo_check_host(dd_backend_t *b, dd_coll_t coll,
@@ -669,10 +713,19 @@ static dd_status_t dd_gloo_init(const dd_backend_services_t *svc,
             b->devices.push_back(device);
             b->contexts.push_back(context);
         }
+        {
+            dd_gloo_store store(svc, "c/");
+            b->control_device = gloo::transport::tcp::CreateDevice(attr);
+            b->control_context = std::make_shared<gloo::rendezvous::Context>(
+                svc->rank, svc->world_size);
+            b->control_context->setTimeout(b->timeout);
+            b->control_context->connectFullMesh(store, b->control_device);
+        }
         dd_gloo_learn_peers(b.get());
         for (int t = 0; t < dd_gloo_threads; t++) {
-            b->threads.emplace_back(dd_gloo_thread, b.get());
+            b->threads.emplace_back(dd_gloo_thread, b.get(), false);
         }
+        b->threads.emplace_back(dd_gloo_thread, b.get(), true);
         dd_coll_log(svc, DD_BACKEND_LOG_DEBUG,
                     "connected over %s, %d stream%s (messages of %zu bytes "
                     "and more are cut across them)",
@@ -703,7 +756,9 @@ static void dd_gloo_finalize(dd_backend_t *b)
     }
     try {
         b->contexts.clear();
+        b->control_context.reset();
         b->devices.clear();
+        b->control_device.reset();
     } catch (...) {
     }
     delete b;
@@ -732,7 +787,7 @@ static dd_status_t dd_gloo_allreduce(dd_backend_t *b,
         auto *req = new dd_backend_request;
         dd_backend_args_t a = *args;
         uint32_t tag = dd_gloo_tag(b, DD_COLL_ALLREDUCE, args);
-        int whole = dd_gloo_next_stream(b);
+        int whole = dd_gloo_lane(b, a.count * dd_coll_dtype_size(a.dtype), req);
         req->fn = [b, a, tag, whole]() {
             dd_gloo_allreduce_buf(b, whole, a.sendbuf, a.recvbuf, a.count,
                                   a.dtype, a.op, tag);
@@ -758,7 +813,7 @@ static dd_status_t dd_gloo_reduce_scatter(dd_backend_t *b,
         size_t es = dd_coll_dtype_size(a.dtype);
         size_t total = a.count * (size_t)b->svc->world_size;
         uint32_t tag = dd_gloo_tag(b, DD_COLL_REDUCE_SCATTER, args);
-        int whole = dd_gloo_next_stream(b);
+        int whole = dd_gloo_lane(b, total * es, req);
         req->scratch.resize(total * es + 1);
         char *tmp = req->scratch.data();
         int rank = b->svc->rank;
@@ -786,7 +841,7 @@ static dd_status_t dd_gloo_broadcast(dd_backend_t *b,
         auto *req = new dd_backend_request;
         dd_backend_args_t a = *args;
         uint32_t tag = dd_gloo_tag(b, DD_COLL_BROADCAST, args);
-        int whole = dd_gloo_next_stream(b);
+        int whole = dd_gloo_lane(b, a.count * dd_coll_dtype_size(a.dtype), req);
         req->fn = [b, a, tag, whole]() {
             size_t bytes = a.count * dd_coll_dtype_size(a.dtype);
             if (bytes == 0 || b->svc->world_size == 1) {
@@ -794,7 +849,7 @@ static dd_status_t dd_gloo_broadcast(dd_backend_t *b,
             }
             dd_gloo_stripe(
                 b, whole, bytes, 1, [&](int s, size_t off, size_t n) {
-                    gloo::BroadcastOptions opts(b->contexts[(size_t)s]);
+                    gloo::BroadcastOptions opts(dd_gloo_context(b, s));
                     opts.setOutput((uint8_t *)a.recvbuf + off, n);
                     opts.setRoot(a.root);
                     opts.setTag(tag);
@@ -816,7 +871,7 @@ static void dd_gloo_allgather_slice(dd_backend_t *b, int stream,
     size_t world = (size_t)b->svc->world_size;
     std::vector<uint8_t> tmp(n == bytes ? 0 : n * world);
     uint8_t *out = n == bytes ? (uint8_t *)a.recvbuf : tmp.data();
-    gloo::AllgatherOptions opts(b->contexts[(size_t)stream]);
+    gloo::AllgatherOptions opts(dd_gloo_context(b, stream));
 
     opts.setInput((uint8_t *)a.sendbuf + off, n);
     opts.setOutput(out, n * world);
@@ -840,7 +895,10 @@ static dd_status_t dd_gloo_allgather(dd_backend_t *b,
         auto *req = new dd_backend_request;
         dd_backend_args_t a = *args;
         uint32_t tag = dd_gloo_tag(b, DD_COLL_ALLGATHER, args);
-        int whole = dd_gloo_next_stream(b);
+        int whole = dd_gloo_lane(b,
+                                 a.count * dd_coll_dtype_size(a.dtype) *
+                                     (size_t)b->svc->world_size,
+                                 req);
         req->fn = [b, a, tag, whole]() {
             size_t bytes = a.count * dd_coll_dtype_size(a.dtype);
             size_t world = (size_t)b->svc->world_size;
@@ -969,7 +1027,9 @@ static void dd_gloo_cancel(dd_backend_t *b, dd_backend_request_t *req)
         delete req;
         return;
     }
-    auto &queue = req->buffer != nullptr ? b->p2p_queue : b->queue;
+    auto &queue = req->buffer != nullptr ? b->p2p_queue
+                  : req->control         ? b->control_queue
+                                         : b->queue;
     if (!req->started) {
         for (auto it = queue.begin(); it != queue.end(); ++it) {
             if (*it == req) {

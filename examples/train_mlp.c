@@ -60,7 +60,8 @@ typedef struct {
     int steps, batch, json, log_every;
     double lr, momentum;
     unsigned seed;
-    int noniid; /* --data noniid */
+    int noniid;   /* --data noniid */
+    int no_marks; /* --no-forward-marks */
 } options_t;
 
 /* ---- a small deterministic random number generator ---------------------- */
@@ -236,7 +237,9 @@ static void model_free(layer_t *L)
 
 /* act[l] is the input of layer l; act[N_LAYERS] holds the logits. In a
  * training step (ctx set) each layer is marked before it reads its
- * weights: the deadline of its delayed average, a no-op otherwise. */
+ * weights: the deadline of its delayed average, a no-op otherwise
+ * (--no-forward-marks passes no ctx: the deadline is then the layer's
+ * next backward). */
 static int forward(dd_context_h ctx, layer_t *L, float **act, int n)
 {
     for (int l = 0; l < N_LAYERS; l++) {
@@ -420,7 +423,7 @@ static int train_step(dd_context_h ctx, layer_t *L, buffers_t *B,
         return -1;
     }
     memcpy(B->act[0], B->x, sizeof(float) * o->batch * N_IN);
-    if (forward(ctx, L, B->act, o->batch) != 0) {
+    if (forward(o->no_marks ? NULL : ctx, L, B->act, o->batch) != 0) {
         return -1;
     }
     *loss_p = loss_and_delta(B->act[N_LAYERS], B->y, o->batch,
@@ -448,6 +451,7 @@ static void usage(FILE *out)
             "[--batch N] [--seed N]\n"
             "                 [--data iid|noniid] [--compression C] "
             "[--json]\n"
+            "                 [--no-forward-marks]\n"
             "  S: ddp, localsgd:H, plsgd:H, dreamddp:H (each of the last "
             "three also with\n"
             "     +next: delayed averaging), adaptive\n"
@@ -463,7 +467,11 @@ static void usage(FILE *out)
             "with\n"
             "                 alpha 0.5, fixed by --seed; the held-out set "
             "stays\n"
-            "                 balanced\n");
+            "                 balanced\n"
+            "  --no-forward-marks  no dd_layer_forward before a layer's "
+            "forward: a delayed\n"
+            "                 average then lands by the layer's next "
+            "backward\n");
 }
 
 static int parse(int argc, char **argv, options_t *o)
@@ -476,13 +484,14 @@ static int parse(int argc, char **argv, options_t *o)
         {"seed", required_argument, 0, 'r'},
         {"data", required_argument, 0, 'd'},
         {"json", no_argument, 0, 'j'},
+        {"no-forward-marks", no_argument, 0, 'm'},
         {"compression", required_argument, 0, 'c'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static const char *const P = "train_mlp";
     int opt;
     long seed;
-    *o = (options_t){"ddp", NULL, 300, 32, 0, 50, 0.1, 0.9, 1, 0};
+    *o = (options_t){"ddp", NULL, 300, 32, 0, 50, 0.1, 0.9, 1, 0, 0};
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (opt) {
         case 's':
@@ -521,6 +530,9 @@ static int parse(int argc, char **argv, options_t *o)
             break;
         case 'j':
             o->json = 1;
+            break;
+        case 'm':
+            o->no_marks = 1;
             break;
         case 'c':
             o->compression = optarg;
@@ -657,12 +669,12 @@ static int train_loop(dd_context_h ctx, const options_t *o, layer_t *L,
                "\"final_loss\":%.5f,\"accuracy\":%.4f,\"mean_step_s\":%.6f,"
                "\"mean_wait_s\":%.6f,\"synced_bytes\":%zu,"
                "\"extra_bytes\":%zu,\"compression\":\"%s\","
-               "\"wire_bytes\":%zu",
+               "\"wire_bytes\":%zu,\"forward_marks\":%s",
                dd_strategy_name(ctx), o->noniid ? "noniid" : "iid", o->steps,
                dd_num_workers(ctx), dd_world_size(ctx) - dd_num_workers(ctx),
                test_loss, acc, t_total / o->steps, wait / o->steps, synced,
-               extra, o->compression != NULL ? o->compression : "default",
-               wire);
+               extra, o->compression != NULL ? o->compression : "default", wire,
+               o->no_marks ? "false" : "true");
         drift_print(&drift);
         printf("}\n");
     } else if (rank == 0) {

@@ -112,11 +112,12 @@ typedef struct dd_sync_job {
                      average is written back (it then travels through
                      staging even alone) */
     int control;  /* a small collective of the runtime's own (the workers'
-                     agreement on the times): it starts beside the pipes'
-                     depth, one at a time, in its place in the queue; it
-                     has no channel of the plan's, so it neither counts in
-                     a channel's times nor waits for the jobs ahead of it
-                     to be handed back */
+                     agreement on the times), one at a time, in its place
+                     in the queue: beside jobs of its own pipe it starts
+                     whatever their depth (beside another pipe's it counts
+                     as any job); it has no channel of the plan's, so it
+                     neither counts in a channel's times nor waits for the
+                     jobs ahead of it to be handed back */
     /* t_launch: when the engine handed it to its pipe; t_start: when it
      * had its channel to itself (t_launch, or the previous job's end on
      * the channel when the two overlapped), as the planner's FIFO channel

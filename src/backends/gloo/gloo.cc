@@ -19,9 +19,10 @@
  * its agreement on the times, a small layer's average) take a lane of
  * their own: a third thread, in the order they were posted, over a context
  * of their own. On the data lane a 256-byte message waited for a thread
- * while two large ones ran, and then on their sockets behind up to a send
- * buffer of their data per hop: a few kilobytes agreed at a window's start
- * took 130 to 260 ms, while one large collective ran alone. Each lane
+ * while two large ones ran, and then on their sockets behind their data:
+ * the workers' agreement at a window's start held the window's first
+ * syncs back while one large collective ran alone, 165 to 262 ms a window
+ * (train simulator, 4 hosts at 1 Gbit/s, BENCHMARKS.md). Each lane
  * keeps the posting order, and which lane a collective takes depends only
  * on its size, so every rank's k-th collective of a lane is the same one.
  *
@@ -426,12 +427,6 @@ gloo::AllreduceOptions::Func dd_gloo_func(dd_dtype_t dtype, dd_reduce_op_t op)
     }
 }
 
-/*
- * Gloo's options take typed buffers; the element size is what matters.
- * Out of place, Gloo copies each segment of in to buf just before it first
- * sends or reduces it, so the copy overlaps the transfers instead of
- * delaying the first send by a copy of the whole buffer.
- */
 /* Stream s's context, or the control lane's. */
 std::shared_ptr<gloo::rendezvous::Context>
 dd_gloo_context(const dd_backend_t *b, int s)
@@ -439,6 +434,12 @@ dd_gloo_context(const dd_backend_t *b, int s)
     return s == dd_gloo_control ? b->control_context : b->contexts[(size_t)s];
 }
 
+/*
+ * Gloo's options take typed buffers; the element size is what matters.
+ * Out of place, Gloo copies each segment of in to buf just before it first
+ * sends or reduces it, so the copy overlaps the transfers instead of
+ * delaying the first send by a copy of the whole buffer.
+ */
 template <typename T>
 void dd_gloo_allreduce_typed(dd_backend_t *b, int stream, const void *in,
                              void *buf, size_t count, dd_dtype_t dtype,
@@ -578,7 +579,9 @@ int dd_gloo_next_stream(dd_backend_t *b)
 }
 
 /* Where a collective of bytes (its whole buffer) runs: the control lane
- * when it is that small, else whole on the next stream (or cut). */
+ * when it is that small, else whole on the next stream (or cut). The
+ * sequence number advances either way, so that every collective's tag
+ * and stream stay what they were without the lane. */
 int dd_gloo_lane(dd_backend_t *b, size_t bytes, dd_backend_request *req)
 {
     int whole = dd_gloo_next_stream(b);
@@ -683,6 +686,22 @@ std::string dd_gloo_name_peers(const dd_backend_t *b, std::string message)
     return message;
 }
 
+/* A context over a TCP device of its own (*device_p), its keys under
+ * prefix in the store. */
+std::shared_ptr<gloo::rendezvous::Context>
+dd_gloo_connect(const dd_backend_t *b, const gloo::transport::tcp::attr &attr,
+                const std::string &prefix,
+                std::shared_ptr<gloo::transport::Device> *device_p)
+{
+    dd_gloo_store store(b->svc, prefix);
+    *device_p = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(
+        b->svc->rank, b->svc->world_size);
+    context->setTimeout(b->timeout);
+    context->connectFullMesh(store, *device_p);
+    return context;
+}
+
 } // namespace
 
 extern "C" {
@@ -704,23 +723,13 @@ static dd_status_t dd_gloo_init(const dd_backend_services_t *svc,
         int streams = svc->streams > 0 ? svc->streams : 1;
         for (int i = 0; i < streams; i++) {
             /* Stream 0 keeps the keys of a single-stream job. */
-            dd_gloo_store store(svc, i ? "s" + std::to_string(i) + "/" : "");
-            auto device = gloo::transport::tcp::CreateDevice(attr);
-            auto context = std::make_shared<gloo::rendezvous::Context>(
-                svc->rank, svc->world_size);
-            context->setTimeout(b->timeout);
-            context->connectFullMesh(store, device);
-            b->devices.push_back(device);
-            b->contexts.push_back(context);
+            b->devices.emplace_back();
+            b->contexts.push_back(dd_gloo_connect(
+                b.get(), attr, i ? "s" + std::to_string(i) + "/" : "",
+                &b->devices.back()));
         }
-        {
-            dd_gloo_store store(svc, "c/");
-            b->control_device = gloo::transport::tcp::CreateDevice(attr);
-            b->control_context = std::make_shared<gloo::rendezvous::Context>(
-                svc->rank, svc->world_size);
-            b->control_context->setTimeout(b->timeout);
-            b->control_context->connectFullMesh(store, b->control_device);
-        }
+        b->control_context =
+            dd_gloo_connect(b.get(), attr, "c/", &b->control_device);
         dd_gloo_learn_peers(b.get());
         for (int t = 0; t < dd_gloo_threads; t++) {
             b->threads.emplace_back(dd_gloo_thread, b.get(), false);

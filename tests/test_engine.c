@@ -454,6 +454,82 @@ static void run_small_after_large(int channels)
     dd_engine_stop(e);
 }
 
+static void nap(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* A pipe whose jobs all stay on the wire until the gate opens. */
+static dd_status_t held_test(void *arg, void *handle, int *busy_p)
+{
+    gated_pipe_t *p = arg;
+    *busy_p = 0;
+    if (!__atomic_load_n(&p->gate, __ATOMIC_ACQUIRE)) {
+        return DD_INPROGRESS;
+    }
+    return gated_test(arg, handle, busy_p);
+}
+
+/*
+ * On one channel the engine keeps as many jobs in flight as the pipe's
+ * depth: DD_ENGINE_DEPTH for the allreduce pipe, DD_ENGINE_DEPTH_DELAYED
+ * for delayed averaging's (route.c), and no more; the rest wait, and every
+ * job comes back exact once the wire moves.
+ */
+static void run_depth(int depth)
+{
+    gated_pipe_t p = {0};
+    dd_sync_pipe_t gp = {gated_start, held_test, depth, &p};
+    dd_engine_t *e;
+    float v[5][4];
+    float *bufs[5];
+    size_t four[] = {4};
+    dd_sync_job_t *jobs[5], *done = NULL;
+
+    assert_int_equal(dd_engine_start_channels(&gp, 1, &e), DD_OK);
+    for (int k = 0; k < 5; k++) {
+        for (int i = 0; i < 4; i++) {
+            v[k][i] = (float)(10 * k + i);
+        }
+        bufs[k] = v[k];
+        jobs[k] = job(&bufs[k], four, 1);
+        dd_engine_submit(e, jobs[k]);
+    }
+    double until = dd_time_now() + 5.0;
+    while (__atomic_load_n(&p.started, __ATOMIC_ACQUIRE) < depth &&
+           dd_time_now() < until) {
+        nap(1);
+    }
+    nap(100); /* time for a job too many to start */
+    assert_int_equal(__atomic_load_n(&p.started, __ATOMIC_ACQUIRE), depth);
+    __atomic_store_n(&p.gate, 1, __ATOMIC_RELEASE);
+    assert_int_equal(dd_engine_drain(e, 5.0, &done), DD_OK);
+    assert_int_equal(p.started, 5);
+    int k = 0;
+    for (dd_sync_job_t *j = done; j != NULL; j = j->next, k++) {
+        assert_ptr_equal(j, jobs[k]);
+    }
+    assert_int_equal(k, 5);
+    for (k = 0; k < 5; k++) {
+        for (int i = 0; i < 4; i++) {
+            assert_true(v[k][i] == 2.0f * (float)(10 * k + i));
+        }
+    }
+    dd_sync_job_free_list(done);
+    dd_engine_stop(e);
+}
+
+static void test_depth_default(void **state)
+{
+    run_depth(DD_ENGINE_DEPTH);
+}
+
+static void test_depth_delayed(void **state)
+{
+    run_depth(DD_ENGINE_DEPTH_DELAYED);
+}
+
 static void test_small_after_large_two_channels(void **state)
 {
     run_small_after_large(2);
@@ -662,6 +738,8 @@ int main(void)
         cmocka_unit_test(test_polled_job_naps_short),
         cmocka_unit_test(test_small_after_large_two_channels),
         cmocka_unit_test(test_small_after_large_one_channel),
+        cmocka_unit_test(test_depth_default),
+        cmocka_unit_test(test_depth_delayed),
         cmocka_unit_test(test_control_beside_full_pipe),
         cmocka_unit_test(test_channels_out_of_order_exact),
         cmocka_unit_test(test_stuck_channel_times_out),

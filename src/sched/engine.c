@@ -327,7 +327,8 @@ static int dd_engine_depth(const dd_engine_t *e, dd_sync_job_t *const *jobs,
 /*
  * Whether the next job may start beside the n_fly in flight and the
  * n_take about to start: no pipe among them, nor its own, overlaps fewer,
- * and no more than DD_ENGINE_DEPTH per channel are in flight in all. A
+ * and no more than DD_ENGINE_DEPTH per channel (or next's pipe's depth,
+ * when that is more) are in flight in all. A
  * control job starts beside them, whatever the depth, when no other one
  * is in flight and they all travel through its pipe, whose order of
  * posting (route.c's digests) does not depend on when each started; a
@@ -339,7 +340,10 @@ static int dd_engine_room(const dd_engine_t *e, dd_sync_job_t *const *fly,
                           const dd_sync_job_t *next)
 {
     int depth = dd_engine_pipe(e, next)->depth;
-    int most = DD_ENGINE_DEPTH * e->channels;
+    /* A pipe deeper than that (delayed averaging's) sets its own bound. */
+    int most = DD_ENGINE_DEPTH * e->channels > depth
+                   ? DD_ENGINE_DEPTH * e->channels
+                   : depth;
     int count = 0, control = 0, other = 0;
 
     depth =

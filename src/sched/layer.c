@@ -508,6 +508,7 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
         (status = dd_sched_check_buffers(sched)) != DD_OK ||
         (status = dd_sched_split_commit(sched)) != DD_OK ||
         (status = dd_sched_delay_commit(sched)) != DD_OK ||
+        (dd_sched_pipes_commit(sched), 0) ||
         (status = dd_sched_broadcast_params(sched)) != DD_OK ||
         (status = dd_sched_choose_route(sched)) != DD_OK ||
         (status = dd_sched_codecs_commit(sched, dd_sched_route(sched))) !=

@@ -359,6 +359,13 @@ int dd_sched_channels(const dd_sched_t *sched)
     return sched->strategy.delay ? 1 : dd_sched_streams(sched);
 }
 
+void dd_sched_pipes_commit(dd_sched_t *sched)
+{
+    if (sched->strategy.delay) {
+        sched->coll_pipe.depth = DD_ENGINE_DEPTH_DELAYED;
+    }
+}
+
 /* The ordinal a collective on device memory runs on: its own, or that of
  * the process's device layers (the public collectives take none). */
 static int dd_sched_coll_device(const dd_sched_t *sched,

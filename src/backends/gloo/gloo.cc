@@ -10,14 +10,15 @@
  * name's address (loopback when every rank is on this host). It never
  * sets a variable.
  *
- * Two threads take the queue in order, as ProcessGroupGloo's two workers
- * do, so that a collective starts while the one before it drains: every
+ * Three threads take the queue in order, as ProcessGroupGloo's two workers
+ * do, so that a collective starts while the one before it drains (the
+ * runtime keeps two in flight, three under delayed averaging): every
  * collective has its own tag, and each rank starts them in the same order,
  * so the k-th waits only on collectives that every rank has started.
  *
  * Collectives of at most dd_gloo_control_bytes (the runtime's digests and
  * its agreement on the times, a small layer's average) take a lane of
- * their own: a third thread, in the order they were posted, over a context
+ * their own: a thread of its own, in the order they were posted, over a context
  * of their own. On the data lane a 256-byte message waited for a thread
  * while two large ones ran, and then on their sockets behind their data:
  * the workers' agreement at a window's start held the window's first
@@ -239,8 +240,9 @@ struct dd_backend {
     std::unordered_set<dd_backend_request *> p2p_open;
 };
 
-/* Collectives in flight at once (ProcessGroupGloo's default threads). */
-static const int dd_gloo_threads = 2;
+/* Collectives in flight at once on the data lane: the engine's deepest
+ * pipe (DD_ENGINE_DEPTH_DELAYED); ProcessGroupGloo's default is two. */
+static const int dd_gloo_threads = 3;
 
 namespace
 {

@@ -312,18 +312,13 @@ static dd_status_t dd_sched_agg_test(void *arg, void *handle, int *busy_p)
 
 void dd_sched_pipes_init(dd_sched_t *sched)
 {
-    /* Two collectives in flight, as PyTorch DDP's buckets on
-     * ProcessGroupGloo's two threads: the next starts while the last
-     * drains, which fills the ring's gaps between buckets; and with N
-     * streams at least one per engine channel, so that each channel has a
-     * collective on the wire. The aggregators' route keeps two: their
+    /* The allreduce pipe's depth follows the strategy, at commit
+     * (dd_sched_pipes_commit). The aggregators' route keeps two: their
      * client takes two messages at once. */
-    int streams = dd_sched_streams(sched);
-    sched->coll_pipe = (dd_sync_pipe_t){
-        .start = dd_sched_coll_start,
-        .test = dd_sched_coll_test,
-        .depth = streams > DD_ENGINE_DEPTH ? streams : DD_ENGINE_DEPTH,
-        .arg = sched};
+    sched->coll_pipe = (dd_sync_pipe_t){.start = dd_sched_coll_start,
+                                        .test = dd_sched_coll_test,
+                                        .depth = DD_ENGINE_DEPTH,
+                                        .arg = sched};
     sched->bcast_pipe = (dd_sync_pipe_t){.start = dd_sched_bcast_start,
                                          .test = dd_sched_coll_test,
                                          .depth = 1,
@@ -359,11 +354,18 @@ int dd_sched_channels(const dd_sched_t *sched)
     return sched->strategy.delay ? 1 : dd_sched_streams(sched);
 }
 
+/* Two collectives in flight, as PyTorch DDP's buckets on ProcessGroupGloo's
+ * two threads: the next starts while the last drains, which fills the
+ * ring's gaps between buckets; with N streams at least one per engine
+ * channel, so that each channel has a collective on the wire; under delayed
+ * averaging, on its one channel, DD_ENGINE_DEPTH_DELAYED (engine.h). */
 void dd_sched_pipes_commit(dd_sched_t *sched)
 {
-    if (sched->strategy.delay) {
-        sched->coll_pipe.depth = DD_ENGINE_DEPTH_DELAYED;
-    }
+    int streams = dd_sched_streams(sched);
+
+    sched->coll_pipe.depth = sched->strategy.delay ? DD_ENGINE_DEPTH_DELAYED
+                             : streams > DD_ENGINE_DEPTH ? streams
+                                                         : DD_ENGINE_DEPTH;
 }
 
 /* The ordinal a collective on device memory runs on: its own, or that of

@@ -378,8 +378,9 @@ void dd_sched_delay_free(dd_sched_t *sched);
 /* route.c */
 void dd_sched_pipes_init(dd_sched_t *sched);
 
-/** At dd_model_commit, once the strategy is known: delayed averaging's
- * allreduce pipe takes DD_ENGINE_DEPTH_DELAYED jobs at once (engine.h). */
+/** At dd_model_commit, once the strategy is known: the allreduce pipe's
+ * depth (the stream count, at least DD_ENGINE_DEPTH; under delayed
+ * averaging DD_ENGINE_DEPTH_DELAYED, engine.h). */
 void dd_sched_pipes_commit(dd_sched_t *sched);
 /* Runs a collective among the workers, through the engine once it runs. */
 dd_status_t dd_sched_collective(dd_sched_t *sched, const dd_sched_coll_t *c);

@@ -18,8 +18,8 @@
  *
  * Collectives of at most dd_gloo_control_bytes (the runtime's digests and
  * its agreement on the times, a small layer's average) take a lane of
- * their own: a thread of its own, in the order they were posted, over a context
- * of their own. On the data lane a 256-byte message waited for a thread
+ * their own: one more thread, in the order they were posted, over a
+ * context of their own. On the data lane a 256-byte message waited for a thread
  * while two large ones ran, and then on their sockets behind their data:
  * the workers' agreement at a window's start held the window's first
  * syncs back while one large collective ran alone, 165 to 262 ms a window

@@ -681,6 +681,20 @@ DD_API dd_status_t dd_step_end(dd_context_h ctx, dd_step_stats_t *stats_p);
  */
 DD_API dd_status_t dd_sync_all(dd_context_h ctx);
 
+/**
+ * Sets the number of the next step, for a run resumed from a checkpoint:
+ * the window position (step mod H) and the step numbers continue from
+ * there, so that the resumed run syncs each layer in the step the
+ * uninterrupted one would have. The plan is not saved: dreamddp:H profiles
+ * again from this step. Every worker sets the same step (the first sync
+ * fails on every worker, naming the steps, otherwise).
+ *
+ * @return DD_OK; DD_ERR_STATE before dd_model_commit, or once a step has
+ *         run since it.
+ * One thread at a time per context.
+ */
+DD_API dd_status_t dd_step_set(dd_context_h ctx, uint64_t step);
+
 /** Bits of dd_layer_stats_t::field_mask. */
 enum {
     DD_LAYER_STATS_FIELD_SYNCS = 1u << 0,            /**< syncs */

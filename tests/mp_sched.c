@@ -8,7 +8,9 @@
  *   mp_sched STRATEGY STEPS   check the strategy
  *   mp_sched env STEPS        the same under DREAMDDP_STRATEGY (a rank may
  *                             have other settings than the rest; with
- *                             MP_OUT_OF_STEP, one makes an extra call)
+ *                             MP_OUT_OF_STEP, one makes an extra call; with
+ *                             MP_LEAVE_EARLY=RANK, that rank runs one step
+ *                             fewer and finalizes without dd_sync_all)
  *   mp_sched collective STRATEGY STEPS
  *                             the same, with dd_allreduce and dd_broadcast
  *                             called in the middle of every backward
@@ -180,6 +182,10 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
     dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS |
                                          DD_LAYER_STATS_FIELD_PERIOD};
 
+    const char *early = getenv("MP_LEAVE_EARLY");
+    int leaves = early != NULL && atoi(early) == rank;
+
+    steps -= leaves;
     CHECK(from_env || dd_strategy_set(ctx, strategy) == DD_OK, "%s",
           dd_last_error());
     CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
@@ -261,6 +267,11 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
                 window_start[l] = st.syncs;
             }
         }
+    }
+    if (leaves) {
+        printf("mp_sched: rank %d leaves after %ld steps\n", rank, steps);
+        fflush(stdout);
+        return 0;
     }
     for (int l = 0; l < N_LAYERS; l++) {
         fill(&L[l], l, 99, 0);

@@ -84,6 +84,33 @@ out_of_step "an extra sync_all" 1:sync_all localsgd:4 \
     "rank 0, 2, 3 'step 3, average of " \
     "rank 1 'step 2, average of "
 
+# A sync_all against a ddp step of the same layers: the digest says what
+# each averages, so the parameters are never summed with gradients.
+out_of_step "a sync_all against a ddp step" 1:sync_all ddp \
+    "rank 1 'step 2, average of 70033 f32 parameters (dd_sync_all) (layers 'layer4', 'layer3')'" \
+    "rank 0, 2, 3 'step 2, average of 70033 f32 gradients (layers 'layer4', 'layer3')'"
+
+# A worker that stops one step early and finalizes: the others, waiting
+# in the step it never runs, stop within a few watch periods (not at
+# DREAMDDP_TIMEOUT_S, 20 s here), every rank naming it.
+for strategy in ddp localsgd:4; do
+    t0=$(date +%s.%N)
+    launch 4 "$TMP/le" env DREAMDDP_STRATEGY=$strategy MP_LEAVE_EARLY=2 \
+        timeout 60 "$MP" env 8
+    dt=$(echo "$(date +%s.%N) - $t0" | bc)
+    echo "uneven: $strategy: every rank exited $dt s after the launch"
+    for r in 0 1 2 3; do
+        if [ "$(cat "$TMP/le.$r.rc")" = 0 ]; then
+            fail "uneven $strategy: rank $r exited with success"; cat "$TMP/le.$r"
+        fi
+        expect_grep "$TMP/le.$r" "job aborted: uneven steps: rank 2 left the job (dd_finalize) after 7 steps" \
+            "uneven $strategy: rank $r names the worker that left"
+    done
+    if [ "$(echo "$dt < 12" | bc)" != 1 ]; then
+        fail "uneven $strategy: $dt s, near DREAMDDP_TIMEOUT_S (20 s)"
+    fi
+done
+
 # The same settings on every rank still train, through the same path.
 launch 4 "$TMP/ok" env DREAMDDP_STRATEGY=localsgd:4 timeout 60 "$MP" env 8
 expect_grep "$TMP/ok.0" "mp_sched: localsgd:4: 8 steps correct on 4 ranks" "equal settings train"

@@ -13,6 +13,7 @@
 #include "sched/sched.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 static dd_status_t dd_coll_check(dd_context_h ctx, dd_coll_t coll,
                                  const dd_backend_args_t *args)
@@ -72,8 +73,12 @@ static dd_status_t dd_coll_run(dd_context_h ctx, dd_coll_t coll,
     }
     /* The workers' instances number the workers from 0. */
     dd_sched_coll_t c = {.coll = coll, .args = *args, .device = -1};
+    char what[64];
     c.args.root = dd_context_worker_index(ctx, args->root);
-    return dd_watch_fault(ctx, dd_sched_collective(ctx->sched, &c));
+    snprintf(what, sizeof(what), "dd_%s of %zu %s", dd_coll_name(coll),
+             args->count, dd_dtype_name(args->dtype));
+    dd_watch_call_begin(ctx, what);
+    return dd_watch_call_end(ctx, dd_sched_collective(ctx->sched, &c));
 }
 
 dd_status_t dd_allreduce(dd_context_h ctx, const void *sendbuf, void *recvbuf,

@@ -661,6 +661,9 @@ dd_status_t dd_finalize(dd_context_h ctx)
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_CORE,
                         "dd_finalize: ctx is NULL");
     }
+    /* First, so that a worker still waiting in a call this one never
+     * makes learns it within a watch period (watch.c). */
+    dd_watch_left(ctx, ctx->sched != NULL ? ctx->sched->step : 0);
     dd_sched_quiesce(ctx->sched);
     /* After a lost peer the barrier would wait for it: the reason is
      * the answer. */
@@ -713,5 +716,6 @@ int dd_num_workers(dd_context_h ctx)
 
 dd_status_t dd_barrier(dd_context_h ctx)
 {
-    return dd_watch_fault(ctx, dd_store_barrier(ctx->store, "user"));
+    dd_watch_call_begin(ctx, "dd_barrier");
+    return dd_watch_call_end(ctx, dd_store_barrier(ctx->store, "user"));
 }

@@ -10,6 +10,7 @@
 #include "sched/sched.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -215,16 +216,34 @@ dd_status_t dd_layer_ready_stream(dd_context_h ctx, dd_layer_h layer,
 dd_status_t dd_step_end(dd_context_h ctx, dd_step_stats_t *stats_p)
 {
     dd_status_t status = dd_api_check(ctx, "dd_step_end");
+    char what[64];
 
-    return status != DD_OK
-               ? status
-               : dd_watch_fault(ctx, dd_sched_step_end(ctx->sched, stats_p));
+    if (status != DD_OK) {
+        return status;
+    }
+    snprintf(what, sizeof(what), "dd_step_end of step %llu",
+             (unsigned long long)ctx->sched->step);
+    dd_watch_call_begin(ctx, what);
+    return dd_watch_call_end(ctx, dd_sched_step_end(ctx->sched, stats_p));
 }
 
 dd_status_t dd_sync_all(dd_context_h ctx)
 {
     dd_status_t status = dd_api_check(ctx, "dd_sync_all");
+    char what[64];
 
-    return status != DD_OK ? status
-                           : dd_watch_fault(ctx, dd_sched_sync_all(ctx->sched));
+    if (status != DD_OK) {
+        return status;
+    }
+    snprintf(what, sizeof(what), "dd_sync_all after step %llu",
+             (unsigned long long)ctx->sched->step);
+    dd_watch_call_begin(ctx, what);
+    return dd_watch_call_end(ctx, dd_sched_sync_all(ctx->sched));
+}
+
+dd_status_t dd_step_set(dd_context_h ctx, uint64_t step)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_step_set");
+
+    return status != DD_OK ? status : dd_sched_step_set(ctx->sched, step);
 }

@@ -42,7 +42,18 @@ struct dd_watch {
     int acked;    /* dd/abort/seen/RANK is set */
     int lingered; /* rank 0 waited for the others to read the reason */
     double period_s;
+    /* The calls every worker makes in the same order (dd_watch_call_begin),
+     * made so far; the one in progress (its index + 1, 0: none), since
+     * when, and what it is. Under lock. */
+    uint64_t calls, waiting;
+    double wait_since;
+    char wait_what[96];
+    /* Per rank, the calls it made before it left (dd/left/RANK); -1 while
+     * it has not. The watch thread's alone. */
+    int64_t *left_calls;
 };
+
+#define DD_WATCH_LEFT_KEY "dd/left"
 
 double dd_watch_period(double timeout_s)
 {
@@ -95,6 +106,83 @@ static int dd_watch_adopt(dd_context_h ctx)
     return 0;
 }
 
+static void dd_watch_publish(dd_context_h ctx, const char *why);
+
+/* Reads the ranks that left since the last look into w->left_calls;
+ * returns the first (lowest) that left before making call `index`, or -1,
+ * with its steps in *steps_p. */
+static int dd_watch_left_before(dd_context_h ctx, uint64_t index,
+                                int64_t *calls_p, int64_t *steps_p)
+{
+    dd_watch_t *w = ctx->watch;
+    int64_t n = 0;
+
+    if (dd_store_add(ctx->store, DD_WATCH_LEFT_KEY, 0, &n) != DD_OK || n == 0) {
+        return -1;
+    }
+    for (int r = 0; r < ctx->env.world_size; r++) {
+        char key[64];
+        void *v = NULL;
+        size_t len = 0;
+        int exists = 0;
+        long long calls = -1, steps = -1;
+        if (r == ctx->env.rank || ctx->roles[r] != DD_ROLE_WORKER) {
+            continue;
+        }
+        snprintf(key, sizeof(key), DD_WATCH_LEFT_KEY "/%d", r);
+        if (w->left_calls[r] < 0 &&
+            dd_store_check(ctx->store, key, &exists) == DD_OK && exists &&
+            dd_store_get_within(ctx->store, key, 1.0, &v, &len) == DD_OK) {
+            char text[64];
+            snprintf(text, sizeof(text), "%.*s", (int)len, (char *)v);
+            free(v);
+            if (sscanf(text, "%lld %lld", &calls, &steps) == 2) {
+                w->left_calls[r] = calls;
+                w->left_calls[ctx->env.world_size + r] = steps;
+            }
+        }
+        if (w->left_calls[r] >= 0 && (uint64_t)w->left_calls[r] <= index) {
+            *calls_p = w->left_calls[r];
+            *steps_p = w->left_calls[ctx->env.world_size + r];
+            return r;
+        }
+    }
+    return -1;
+}
+
+/* A call of this worker's has waited over a period: if a worker left the
+ * job before making it, it never will, and the job stops now with both
+ * named, not at DREAMDDP_TIMEOUT_S. */
+static void dd_watch_uneven(dd_context_h ctx)
+{
+    dd_watch_t *w = ctx->watch;
+    char what[sizeof(w->wait_what)], why[512];
+    int64_t calls = 0, steps = 0;
+
+    pthread_mutex_lock(&w->lock);
+    uint64_t waiting = w->waiting;
+    double since = w->wait_since;
+    snprintf(what, sizeof(what), "%s", w->wait_what);
+    pthread_mutex_unlock(&w->lock);
+    if (waiting == 0 || dd_time_now() - since < w->period_s) {
+        return;
+    }
+    int r = dd_watch_left_before(ctx, waiting - 1, &calls, &steps);
+    if (r < 0) {
+        return;
+    }
+    snprintf(why, sizeof(why),
+             "uneven steps: rank %d left the job (dd_finalize) after %lld "
+             "steps and %lld "
+             "calls that every worker makes, while rank %d waits in its call "
+             "%llu (%s): the workers ran different numbers of steps (uneven "
+             "inputs); give every worker the same number of batches, or "
+             "train inside model.join() (PyTorch front end)",
+             r, (long long)steps, (long long)calls, ctx->env.rank,
+             (unsigned long long)waiting, what);
+    dd_watch_publish(ctx, why);
+}
+
 /* One beat: the heartbeat, then the abort key. */
 static int dd_watch_beat(dd_context_h ctx)
 {
@@ -116,6 +204,8 @@ static int dd_watch_beat(dd_context_h ctx)
     }
     if (exists) {
         dd_watch_adopt(ctx);
+    } else {
+        dd_watch_uneven(ctx);
     }
     return 0;
 }
@@ -165,6 +255,14 @@ dd_status_t dd_watch_start(dd_context_h ctx)
     }
     w->ctx = ctx;
     w->period_s = dd_watch_period(ctx->core.timeout_s);
+    w->left_calls = malloc(2 * (size_t)ctx->env.world_size * sizeof(int64_t));
+    if (w->left_calls == NULL) {
+        free(w);
+        return DD_ERR_NO_MEMORY;
+    }
+    for (int r = 0; r < 2 * ctx->env.world_size; r++) {
+        w->left_calls[r] = -1;
+    }
     pthread_mutex_init(&w->lock, NULL);
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -174,6 +272,7 @@ dd_status_t dd_watch_start(dd_context_h ctx)
     if (pthread_create(&w->thread, NULL, dd_watch_main, w) != 0) {
         pthread_cond_destroy(&w->cond);
         pthread_mutex_destroy(&w->lock);
+        free(w->left_calls);
         free(w);
         return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_CORE,
                         "cannot start the watch thread");
@@ -196,8 +295,55 @@ void dd_watch_stop(dd_context_h ctx)
     pthread_join(w->thread, NULL);
     pthread_cond_destroy(&w->cond);
     pthread_mutex_destroy(&w->lock);
+    free(w->left_calls);
     free(w);
     ctx->watch = NULL;
+}
+
+void dd_watch_call_begin(dd_context_h ctx, const char *what)
+{
+    dd_watch_t *w = ctx != NULL ? ctx->watch : NULL;
+
+    if (w == NULL || ctx->role != DD_ROLE_WORKER) {
+        return;
+    }
+    pthread_mutex_lock(&w->lock);
+    w->waiting = ++w->calls;
+    w->wait_since = dd_time_now();
+    snprintf(w->wait_what, sizeof(w->wait_what), "%s", what);
+    pthread_mutex_unlock(&w->lock);
+}
+
+dd_status_t dd_watch_call_end(dd_context_h ctx, dd_status_t status)
+{
+    dd_watch_t *w = ctx != NULL ? ctx->watch : NULL;
+
+    if (w != NULL) {
+        pthread_mutex_lock(&w->lock);
+        w->waiting = 0;
+        pthread_mutex_unlock(&w->lock);
+    }
+    return dd_watch_fault(ctx, status);
+}
+
+void dd_watch_left(dd_context_h ctx, uint64_t steps)
+{
+    dd_watch_t *w = ctx->watch;
+    char key[64], value[64];
+
+    if (w == NULL || ctx->role != DD_ROLE_WORKER ||
+        dd_abort_raised(&ctx->abort)) {
+        return;
+    }
+    pthread_mutex_lock(&w->lock);
+    uint64_t calls = w->calls;
+    pthread_mutex_unlock(&w->lock);
+    snprintf(key, sizeof(key), DD_WATCH_LEFT_KEY "/%d", ctx->env.rank);
+    int n = snprintf(value, sizeof(value), "%llu %llu",
+                     (unsigned long long)calls, (unsigned long long)steps);
+    if (dd_store_set(ctx->store, key, value, (size_t)n) == DD_OK) {
+        dd_store_add(ctx->store, DD_WATCH_LEFT_KEY, 1, NULL);
+    }
 }
 
 void dd_watch_leave(dd_context_h ctx)

@@ -23,6 +23,22 @@ void dd_watch_stop(dd_context_h ctx);
  * server does not take its closing connection for a lost rank. */
 void dd_watch_leave(dd_context_h ctx);
 
+/**
+ * A call that every worker makes in the same order (dd_step_end,
+ * dd_sync_all, the public collectives, dd_barrier) begins on a worker;
+ * what names it for the message ("dd_step_end of step 12"). While it
+ * waits past a watch period, the watch looks for a worker that left the
+ * job (dd_watch_left) before making it, and stops the job naming both.
+ */
+void dd_watch_call_begin(dd_context_h ctx, const char *what);
+
+/** The call ended with status: dd_watch_fault(ctx, status). */
+dd_status_t dd_watch_call_end(dd_context_h ctx, dd_status_t status);
+
+/** dd_finalize on a worker: publishes how many such calls it made and
+ * its steps (dd/left/RANK), before its last barrier. */
+void dd_watch_left(dd_context_h ctx, uint64_t steps);
+
 /** On rank 0 after an abort, before its store closes: waits (at most
  * DREAMDDP_TIMEOUT_S) until every rank the reason does not name as lost
  * has read it or left. */

@@ -92,9 +92,18 @@ typedef struct {
     double diff2, norm2;
 } dd_sync_item_t;
 
+/* What a job averages: part of the digest that precedes its collective
+ * (route.c), so that two kinds of sync never meet in one sum. */
+typedef enum {
+    DD_JOB_PARAMS = 0, /* a step's parameters (the averaging strategies) */
+    DD_JOB_GRADS,      /* a step's gradients (ddp, adaptive) */
+    DD_JOB_SYNC_ALL    /* dd_sync_all's parameters */
+} dd_job_kind_t;
+
 typedef struct dd_sync_job {
     struct dd_sync_job *next;
     uint64_t step;
+    dd_job_kind_t kind;
     dd_dtype_t dtype;
     dd_mem_type_t mem_type;
     size_t bytes;

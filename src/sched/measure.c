@@ -113,7 +113,7 @@ static int dd_sched_record_forward(dd_sched_t *sched)
             return 0;
         }
     }
-    for (size_t i = 0; i + 1 < n && sched->step > 0; i++) {
+    for (size_t i = 0; i + 1 < n && dd_sched_steps_run(sched) > 0; i++) {
         struct dd_layer *l = sched->layers[i], *next = sched->layers[i + 1];
         double f = next->fwd_t - l->fwd_t - next->fwd_wait_s;
         dd_sched_ema(&l->fp_s, f > 0 ? f : 0, l->fp_s == 0);
@@ -142,7 +142,7 @@ void dd_sched_record_backward(dd_sched_t *sched)
         prev = sched->layers[sched->n_layers - 1]->fwd_t;
     }
     /* The first step warms caches and allocators: not a sample. */
-    for (size_t k = 0; k < n && sched->step > 0; k++) {
+    for (size_t k = 0; k < n && dd_sched_steps_run(sched) > 0; k++) {
         /* The first layer of backward also carries the forward pass: a
          * constant offset, which moves every sync equally. */
         /* A deadline's wait for a delayed average (delay.c) is no
@@ -162,7 +162,7 @@ void dd_sched_record_backward(dd_sched_t *sched)
  * until a layer is measured). */
 void dd_sched_record_syncs(dd_sched_t *sched, const dd_sync_job_t *done)
 {
-    int warm = sched->step >= sched->strategy.window;
+    int warm = dd_sched_steps_run(sched) >= sched->strategy.window;
 
     for (const dd_sync_job_t *job = done; job != NULL; job = job->next) {
         for (size_t k = 0; k < job->n_layers; k++) {
@@ -714,10 +714,11 @@ dd_status_t dd_sched_schedule_window(dd_sched_t *sched)
     if (sched->step % h != 0) {
         return DD_OK;
     }
-    int checks = dream && sched->planned &&
-                 sched->step >= (uint64_t)sched->opts.profile_steps;
+    int checks =
+        dream && sched->planned &&
+        dd_sched_steps_run(sched) >= (uint64_t)sched->opts.profile_steps;
     if (dream && !sched->planned &&
-        sched->step >= (uint64_t)sched->opts.profile_steps) {
+        dd_sched_steps_run(sched) >= (uint64_t)sched->opts.profile_steps) {
         status = dd_sched_first_plan(sched);
     }
     if (status == DD_OK && sched->agree_state == DD_SCHED_AGREE_READY) {
@@ -733,7 +734,7 @@ dd_status_t dd_sched_schedule_window(dd_sched_t *sched)
     int profile =
         checks && (++sched->windows_unchecked >= sched->opts.replan_windows ||
                    sched->fill_trial != DD_SCHED_TRIAL_NONE);
-    int drift = dd_sched_drift_on(sched) && sched->step > 0;
+    int drift = dd_sched_drift_on(sched) && dd_sched_steps_run(sched) > 0;
     if (profile) {
         sched->windows_unchecked = 0;
     }
@@ -785,7 +786,7 @@ dd_status_t dd_sched_adapt(dd_sched_t *sched)
     int drift = dd_sched_drift_on(sched);
     size_t m = drift ? 2 * n : n;
 
-    if (sched->step == 0 ||
+    if (dd_sched_steps_run(sched) == 0 ||
         sched->step % (uint64_t)sched->opts.adaptive_interval) {
         return DD_OK;
     }

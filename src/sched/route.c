@@ -68,39 +68,90 @@ typedef struct {
     char what[200];
 } dd_sched_coll_req_t;
 
+/* The words for what a job averages, as the digest and its message say. */
+static const char *dd_sched_kind_name(dd_job_kind_t kind)
+{
+    switch (kind) {
+    case DD_JOB_GRADS:
+        return "gradients";
+    case DD_JOB_SYNC_ALL:
+        return "parameters (dd_sync_all)";
+    case DD_JOB_PARAMS:
+        break;
+    }
+    return "parameters";
+}
+
+/* The layers of a job, as "layer 'fc2'" or "layers 'fc2', 'fc1' and 3
+ * others", appended at what + o. */
+static size_t dd_sched_coll_layers(const dd_sched_t *sched,
+                                   const dd_sync_job_t *job, char *what,
+                                   size_t o, size_t size)
+{
+    size_t shown = job->n_layers < 3 ? job->n_layers : 2;
+
+    for (size_t k = 0; k < shown && o < size; k++) {
+        const struct dd_layer *l = sched->layers[job->layers[k]];
+        o += (size_t)snprintf(
+            what + o, size - o, "%s'%s'",
+            k == 0 ? (job->n_layers > 1 ? " (layers " : " (layer ") : ", ",
+            l->name);
+    }
+    if (job->n_layers > shown && o < size) {
+        o += (size_t)snprintf(what + o, size - o, " and %zu others",
+                              job->n_layers - shown);
+    }
+    if (job->n_layers > 0 && o < size) {
+        o += (size_t)snprintf(what + o, size - o, ")");
+    }
+    return o;
+}
+
 /* What a job is, as every worker must agree: "step 12, average of 4099
- * f32 (layer 2)". */
+ * f32 gradients (layers 'fc2', 'fc1')". */
 static void dd_sched_coll_what(const dd_sched_t *sched,
                                const dd_sync_job_t *job,
                                const dd_sched_coll_t *c, int is_op, char *what,
                                size_t size)
 {
     static const char *const ops[] = {"sum", "avg", "max", "min"};
-    int n = snprintf(what, size, "step %llu, %s of %zu %s",
-                     (unsigned long long)job->step,
-                     !is_op                         ? "average"
-                     : c->coll == DD_COLL_BROADCAST ? "broadcast"
-                                                    : dd_coll_name(c->coll),
-                     c->args.count, dd_dtype_name(c->args.dtype));
+    int n =
+        snprintf(what, size, "step %llu, %s of %zu %s%s%s",
+                 (unsigned long long)job->step,
+                 !is_op                         ? "average"
+                 : c->coll == DD_COLL_BROADCAST ? "broadcast"
+                                                : dd_coll_name(c->coll),
+                 c->args.count, dd_dtype_name(c->args.dtype), is_op ? "" : " ",
+                 is_op ? "" : dd_sched_kind_name(job->kind));
     size_t o = n > 0 ? (size_t)n : 0;
 
     if (is_op && c->coll != DD_COLL_BROADCAST && o < size &&
         (unsigned)c->args.op < DD_REDUCE_LAST) {
         o += (size_t)snprintf(what + o, size - o, " (%s)", ops[c->args.op]);
     }
-    if (job->n_layers > 0 && o < size) {
-        const struct dd_layer *l = sched->layers[job->layers[0]];
-        snprintf(what + o, size - o, " (layer '%s'%s)", l->name,
-                 job->n_layers > 1 ? " and others" : "");
-    }
+    dd_sched_coll_layers(sched, job, what, o, size);
 }
 
-static void dd_sched_coll_digest(dd_sched_coll_req_t *req)
+static uint64_t dd_sched_fnv(uint64_t h, const void *data, size_t len)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-
-    for (const unsigned char *p = (const unsigned char *)req->what; *p; p++) {
+    for (const unsigned char *p = data; len-- > 0; p++) {
         h = (h ^ *p) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* The digest covers what the message names and every layer it carries
+ * with its bytes in it: two messages of the same size that fuse other
+ * layers (ranks that marked in another order) differ. */
+static void dd_sched_coll_digest(dd_sched_coll_req_t *req,
+                                 const dd_sync_job_t *job)
+{
+    uint64_t h =
+        dd_sched_fnv(0xcbf29ce484222325ull, req->what, strlen(req->what));
+
+    for (size_t k = 0; k < job->n_layers; k++) {
+        uint64_t v[2] = {job->layers[k], job->layer_bytes[k]};
+        h = dd_sched_fnv(h, v, sizeof(v));
     }
     h ^= h >> 32;
     for (int j = 0; j < DD_SEQ_BITS; j++) {
@@ -205,7 +256,7 @@ static dd_status_t dd_sched_coll_begin(dd_sched_t *sched, dd_sync_job_t *job,
     req->data = *c;
     req->seq = sched->coll_seq++;
     dd_sched_coll_what(sched, job, c, is_op, req->what, sizeof(req->what));
-    dd_sched_coll_digest(req);
+    dd_sched_coll_digest(req, job);
     req->phase = -1;
     dd_status_t status = dd_sched_coll_post_digest(sched, req);
     if (status != DD_OK) {

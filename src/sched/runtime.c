@@ -191,8 +191,9 @@ static dd_status_t dd_sched_job_add(dd_sync_job_t *job, size_t layer, void *buf,
  * travels, and the layer's deadline lands it (delay.c).
  */
 static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
-                                    int grads, int defer)
+                                    dd_job_kind_t kind, int defer)
 {
+    int grads = kind == DD_JOB_GRADS;
     dd_status_t status =
         defer ? dd_sched_delay_land(sched, layer, &layer->delay_wait_s) : DD_OK;
 
@@ -209,7 +210,7 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
         if (g != NULL &&
             (g->dtype != tensor->dtype || g->mem_type != tensor->mem_type ||
              tensor->mem_type != DD_MEM_HOST || g->codec != codec ||
-             g->deferred != defer) &&
+             g->deferred != defer || g->kind != kind) &&
             (status = dd_sched_flush(sched)) != DD_OK) {
             return status;
         }
@@ -223,6 +224,7 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
             if (sched->group == NULL) {
                 return DD_ERR_NO_MEMORY;
             }
+            sched->group->kind = kind;
             sched->group->codec = codec;
             sched->group->deferred = defer;
             sched->group->measure = !grads && dd_sched_drift_on(sched);
@@ -275,7 +277,7 @@ static int dd_sched_early_ok(const dd_sched_t *sched,
 static dd_status_t dd_sched_launch_early(dd_sched_t *sched,
                                          struct dd_layer *layer)
 {
-    dd_status_t status = dd_sched_enqueue(sched, layer, 0, 1);
+    dd_status_t status = dd_sched_enqueue(sched, layer, DD_JOB_PARAMS, 1);
 
     layer->delay_early = status == DD_OK;
     return status;
@@ -454,7 +456,9 @@ static dd_status_t dd_sched_mark(dd_sched_t *sched, struct dd_layer *layer,
         layer->last_sync_step = sched->step + 1;
     }
     dd_status_t status = dd_sched_enqueue(
-        sched, layer, dd_strategy_syncs_grads(&sched->strategy),
+        sched, layer,
+        dd_strategy_syncs_grads(&sched->strategy) ? DD_JOB_GRADS
+                                                  : DD_JOB_PARAMS,
         dd_sched_delay_on(sched));
     if (status == DD_OK && ddp) {
         status = dd_sched_broadcast_buffers(sched, layer);
@@ -571,8 +575,8 @@ static dd_status_t dd_sched_localsgd_tail(dd_sched_t *sched)
         return DD_OK;
     }
     for (size_t i = sched->n_layers; i-- > 0;) {
-        dd_status_t status = dd_sched_enqueue(sched, sched->layers[i], 0,
-                                              dd_sched_delay_on(sched));
+        dd_status_t status = dd_sched_enqueue(
+            sched, sched->layers[i], DD_JOB_PARAMS, dd_sched_delay_on(sched));
         if (status != DD_OK) {
             return status;
         }
@@ -895,7 +899,7 @@ dd_status_t dd_sched_sync_all(dd_sched_t *sched)
      * leave the replicas bit-identical. */
     status = dd_sched_delay_land_all(sched);
     for (size_t i = sched->n_layers; status == DD_OK && i-- > 0;) {
-        status = dd_sched_enqueue(sched, sched->layers[i], 0, 0);
+        status = dd_sched_enqueue(sched, sched->layers[i], DD_JOB_SYNC_ALL, 0);
     }
     if (status != DD_OK) {
         return status;
@@ -904,4 +908,22 @@ dd_status_t dd_sched_sync_all(dd_sched_t *sched)
     status = dd_sched_finish(sched, &st);
     dd_sched_drift_step(sched);
     return status;
+}
+
+dd_status_t dd_sched_step_set(dd_sched_t *sched, uint64_t step)
+{
+    dd_status_t status = dd_sched_check_open(sched, "dd_step_set");
+
+    if (status != DD_OK) {
+        return status;
+    }
+    if (sched->in_step || dd_sched_steps_run(sched) > 0) {
+        return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
+                        "dd_step_set: call it after dd_model_commit and "
+                        "before the first dd_step_begin (%llu steps ran)",
+                        (unsigned long long)dd_sched_steps_run(sched));
+    }
+    sched->step = step;
+    sched->step_base = step;
+    return DD_OK;
 }

@@ -161,6 +161,9 @@ typedef struct dd_sched {
     int committed;
     int in_step;
     uint64_t step; /* the step in progress, or the next one */
+    /* The first step of this process's run: 0, or where dd_step_set
+     * resumed a checkpoint's window; the profiler counts from it. */
+    uint64_t step_base;
     dd_status_t failed;
     /* Window strategies: what syncs in each step of the window. */
     dd_plan_t *plan;
@@ -335,6 +338,13 @@ dd_status_t dd_sched_layer_ready(dd_sched_t *sched, dd_layer_h layer);
 dd_status_t dd_sched_layer_unused(dd_sched_t *sched, dd_layer_h layer);
 dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p);
 dd_status_t dd_sched_sync_all(dd_sched_t *sched);
+/* dd_step_set: the number of the next step, before this run's first. */
+dd_status_t dd_sched_step_set(dd_sched_t *sched, uint64_t step);
+/* The steps this run made since commit (since dd_step_set's step). */
+static inline uint64_t dd_sched_steps_run(const dd_sched_t *sched)
+{
+    return sched->step - sched->step_base;
+}
 /* DD_ERR_INVALID_PARAM, naming call and type, when field_mask has a bit
  * outside known. */
 dd_status_t dd_sched_check_fields(const char *call, const char *type,

@@ -17,7 +17,7 @@ if "$DDRUN" -n 2 --timeout 100 -- "$DDTEST_PYTHON" "$MP" unused-uneven >"$TMP/un
 elif grep -q "ddrun: .*timed out\|exited with status 124" "$TMP/uneven"; then
     fail "an unused layer on one rank only: the job hung"; sed 's/^/    /' "$TMP/uneven"
 else
-    expect_grep "$TMP/uneven" "1: dreamddp.DreamDDPError: finish_step: no gradient reached layer 'fc2' (fc2.weight, fc2.bias); layer 'fc1' (fc1.weight)" \
+    expect_grep "$TMP/uneven" "1: dreamddp.DreamDDPError: backward: no gradient reached layer 'fc2' (fc2.weight, fc2.bias); layer 'fc1' (fc1.weight)" \
         "an unused layer on one rank only fails naming it, without a hang"
 fi
 

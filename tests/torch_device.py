@@ -330,6 +330,7 @@ def cmd_nomodule():
 
 
 def main(argv):
+    dreamddp.serve_if_aggregator()  # aggregator ranks serve, then exit
     if argv[1] == "equal":
         cmd_equal(argv[2], int(argv[3]))
     elif argv[1] == "next":

@@ -1,10 +1,11 @@
 """dreamddp: keeps the replicas of a data-parallel training job in sync.
 
-The PyTorch front end is dreamddp.torch (DreamDDP, wrap_optimizer). This
-module holds what does not need torch: the process's context (one per
-process, started on first use and finalized at exit), the job's geometry,
-and DreamDDPError, which every failed library call raises with the
-library's message.
+The PyTorch front end is dreamddp.torch (DreamDDP). This module holds what
+does not need torch: the process's context (one per process, started on
+first use and finalized at exit), the job's geometry, serve_if_aggregator
+for the aggregator ranks, and DreamDDPError, which every failed library
+call raises with the library's message. Importing it changes no state of
+the interpreter's; it registers an exit handler that leaves the job.
 """
 
 import atexit
@@ -69,6 +70,16 @@ class Context:
     @property
     def num_workers(self):
         return self._lib.dd_num_workers(self.handle)
+
+    @property
+    def worker_ranks(self):
+        """The job ranks of the workers, in order (a worker's index in
+        the collectives is its place here)."""
+        return [
+            r
+            for r in range(self.world_size)
+            if self._lib.dd_rank_role(self.handle, r) == _lib.ROLE_WORKER
+        ]
 
     @property
     def is_aggregator(self):
@@ -157,6 +168,18 @@ class Context:
     def sync_all(self):
         self._call("dd_sync_all")
 
+    def step_set(self, step):
+        """The number of the next step (dd_step_set): a resumed run's
+        window position."""
+        if not _lib.has("dd_step_set"):
+            raise DreamDDPError(
+                "this libdreamddp cannot resume a window position "
+                "(no dd_step_set); install a newer one",
+                _lib.ERR_UNSUPPORTED,
+                "dd_step_set",
+            )
+        self._call("dd_step_set", step)
+
     def layer_stats(self, layer):
         st = _lib.dd_layer_stats_t(field_mask=_lib.LAYER_STATS_ALL)
         self._call("dd_layer_stats", layer, ctypes.byref(st))
@@ -224,7 +247,6 @@ class Context:
 
 
 _context = None
-_failed = False
 
 
 def context():
@@ -244,11 +266,19 @@ def finalize():
         ctx.finalize()
 
 
+def _died():
+    """Whether the interpreter is exiting on an uncaught exception: it set
+    sys.last_value (sys.last_exc from 3.12) when it printed it, before the
+    exit handlers run. No hook of the interpreter's is replaced."""
+    return getattr(sys, "last_exc", None) is not None or \
+        getattr(sys, "last_value", None) is not None
+
+
 def _at_exit():
     # After an uncaught exception the other ranks would wait for this one
     # in dd_finalize until DREAMDDP_TIMEOUT_S: leave without it, they see
     # the peer lost.
-    if _failed:
+    if _died():
         return
     try:
         finalize()
@@ -256,13 +286,6 @@ def _at_exit():
         print("dreamddp: %s" % e, file=sys.stderr)
 
 
-def _excepthook(kind, value, tb, _previous=sys.excepthook):
-    global _failed
-    _failed = True
-    _previous(kind, value, tb)
-
-
-sys.excepthook = _excepthook
 atexit.register(_at_exit)
 
 

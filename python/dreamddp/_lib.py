@@ -22,6 +22,7 @@ import os
 # names (dd_status_t values, as in dreamddp.h).
 ERR_INVALID_PARAM = -2
 ERR_NOT_FOUND = -8
+ERR_MISMATCH = -9
 ERR_UNSUPPORTED = -11
 ERR_STATE = -13
 ERR_INTERNAL = -17
@@ -128,6 +129,7 @@ _SIGNATURES = {
     "dd_local_rank": (_I, [_P]),
     "dd_local_size": (_I, [_P]),
     "dd_role": (_I, [_P]),
+    "dd_rank_role": (_I, [_P, _I]),
     "dd_num_workers": (_I, [_P]),
     "dd_barrier": (_I, [_P]),
     "dd_allreduce": (_I, [_P, _P, _P, _SZ, _I, _I, _I]),
@@ -160,6 +162,7 @@ _OPTIONAL = {
     "dd_layer_unused": (_I, [_P, _P]),
     "dd_layer_forward": (_I, [_P, _P]),
     "dd_layer_forward_stream": (_I, [_P, _P, _P]),
+    "dd_step_set": (_I, [_P, _c.c_uint64]),
     "dd_layer_num_parts": (_SZ, [_P, _P]),
     "dd_layer_part": (
         _I,

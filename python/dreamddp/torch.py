@@ -3,12 +3,11 @@ torch.nn.parallel.DistributedDataParallel does, and the library keeps the
 replicas in sync by the chosen strategy.
 
     model = dreamddp.torch.DreamDDP(model, strategy="dreamddp:4")
-    opt = dreamddp.torch.wrap_optimizer(torch.optim.SGD(model.parameters(),
-                                                        lr=0.1), model)
-    for x, y in data:           # unchanged: zero_grad, forward, backward,
-        opt.zero_grad()         # step; forward opens the library's step,
-        loss_fn(model(x), y).backward()  # the wrapped step() closes it
-        opt.step()              # (dd_step_end) before the update
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in data:           # the loop of a DDP script, unchanged:
+        opt.zero_grad()         # forward opens the library's step,
+        loss_fn(model(x), y).backward()  # backward closes it
+        opt.step()
 
 How it maps onto the library:
   - Layers, in the module's order (named_modules): every module with
@@ -23,12 +22,21 @@ How it maps onto the library:
     AccumulateGrad node's hook before); a layer is ready (dd_layer_ready)
     when all of its parameters' gradients are final.
   - The step: forward opens it (dd_step_begin) when gradients are enabled
-    and no_sync() is not in force; finish_step() closes it (dd_step_end),
-    and must run before optimizer.step(): wrap_optimizer does that.
+    and no_sync() is not in force; the first gradient hook of the backward
+    queues an autograd final callback, as DDP's reducer does, which closes
+    it (dd_step_end): when loss.backward() returns, the step's averages
+    have landed (a "+next" strategy leaves its syncs in flight).
+  - Marks in a fixed order: with find_unused_parameters=True or inside
+    join(), layers are marked in backward order (the reverse of the
+    registration order) whatever the order their gradients came in, and
+    the parameters a forward's outputs do not reach (a walk of the
+    autograd graph, as DDP's) count as final at once; so every worker
+    fuses the same layers into one message, whatever branch it took.
   - Buffers: under the model-averaging strategies (localsgd, plsgd,
     dreamddp) floating-point buffers are averaged with their module's
     layer; the others, and every buffer under ddp and adaptive, are
-    broadcast from rank 0 at the start of each step, as DDP does.
+    broadcast from rank 0 at the start of a forward that follows a
+    training forward, as DDP's broadcast_buffers does.
   - Delayed averaging (a "+next" strategy, "dreamddp:4+next"): a forward
     pre-hook on the module that owns each layer's parameters marks the
     layer (dd_layer_forward) before its forward reads them, in training and
@@ -50,13 +58,31 @@ How it maps onto the library:
 
 import contextlib
 import functools
+import logging
+import os
+import types
 
 import torch
+from torch.autograd import Variable
 
 from . import _lib
 from . import context as _context
-from . import serve_if_aggregator
 from ._lib import DreamDDPError
+from ._torch_coll import (
+    BUFFER_DTYPES as _BUFFER_DTYPES,
+    PARAM_DTYPES as _PARAM_DTYPES,
+    all_gather,
+    allreduce,
+    broadcast,
+    broadcast_flat as _broadcast_flat,
+    broadcast_optimizer_state,
+    broadcast_parameters,
+    check_tensor as _check_tensor,
+    dtype_code as _dtype_code,
+    error as _error,
+    placement as _placement,
+)
+from ._torch_join import JoinState as _JoinState
 
 __all__ = [
     "DreamDDP",
@@ -64,41 +90,17 @@ __all__ = [
     "allreduce",
     "broadcast",
     "all_gather",
+    "broadcast_parameters",
+    "broadcast_optimizer_state",
 ]
 
-_PARAM_DTYPES = {
-    torch.float32: _lib.DTYPE_F32,
-    torch.float64: _lib.DTYPE_F64,
-    torch.float16: _lib.DTYPE_F16,
-    torch.bfloat16: _lib.DTYPE_BF16,
-}
-_BUFFER_DTYPES = {
-    **_PARAM_DTYPES,
-    torch.int32: _lib.DTYPE_I32,
-    torch.int64: _lib.DTYPE_I64,
-    torch.uint8: _lib.DTYPE_U8,
-    torch.int8: _lib.DTYPE_U8,
-    torch.bool: _lib.DTYPE_U8,
-}
+_log = logging.getLogger("dreamddp")
+
 # Strategies that sync gradients or read them (adaptive's signal): their
 # layers hold no tensor without a gradient.
 _GRAD_STRATEGIES = ("ddp", "adaptive")
 _BUFFER_LAYER = "dreamddp.buffers"
-
-
-def _error(status, message, call=None):
-    return DreamDDPError(message, status, call)
-
-
-def _placement(t):
-    """(mem_type, device ordinal) of tensor t's memory, as dd_tensor_t
-    takes them, or None for memory dreamddp does not take."""
-    if t.device.type == "cpu":
-        return _lib.MEM_HOST, 0
-    if t.device.type == "cuda":
-        index = t.device.index
-        return _lib.MEM_CUDA, torch.cuda.current_device() if index is None else index
-    return None
+_STATE_FORMAT = 1
 
 
 def _ready_stream(p):
@@ -117,26 +119,6 @@ def _join_streams(handles, device):
     last = torch.cuda.ExternalStream(handles[-1], device=device)
     for h in set(handles[:-1]) - {handles[-1]}:
         last.wait_stream(torch.cuda.ExternalStream(h, device=device))
-
-
-def _check_tensor(t, what, dtypes):
-    if _placement(t) is None:
-        raise _error(
-            _lib.ERR_UNSUPPORTED,
-            "%s is on device '%s': dreamddp takes CPU and CUDA tensors"
-            % (what, t.device.type),
-        )
-    if t.dtype not in dtypes:
-        raise _error(
-            _lib.ERR_UNSUPPORTED,
-            "%s has dtype %s: expected one of %s"
-            % (what, t.dtype, ", ".join(str(d) for d in dtypes)),
-        )
-    if t.is_sparse or not t.is_contiguous():
-        raise _error(
-            _lib.ERR_INVALID_PARAM,
-            "%s is not a dense contiguous tensor" % what,
-        )
 
 
 def _matrix_shape(t):
@@ -177,8 +159,18 @@ def _place_names(places):
     )
 
 
-def _dtype_code(t):
-    return _BUFFER_DTYPES[t.dtype]
+def _output_tensors(out):
+    """The tensors in a forward's output (nested tuples, lists, dicts and
+    objects with tensor attributes, as DDP's _find_tensors)."""
+    if torch.is_tensor(out):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _output_tensors(o)]
+    if isinstance(out, dict):
+        return [t for o in out.values() for t in _output_tensors(o)]
+    if hasattr(out, "__dict__") and not isinstance(out, type):
+        return [t for o in vars(out).values() for t in _output_tensors(o)]
+    return []
 
 
 class _Layer:
@@ -192,57 +184,82 @@ class _Layer:
         self.grads = []
         self.buffers = buffers
         self.handle = None
-        self.seen = [False] * len(params)
-        self.pending = len(params)
-        self.marked = False
         self.on_device = False  # a CUDA layer: marked on a stream
-        self.streams = []  # this step's streams of its gradients
+        self.was_none = [False] * len(params)
+        self.reset()
 
     def reset(self):
         self.seen = [False] * len(self.params)
+        # Gradients still to come this step (the used ones, once the
+        # graph was walked).
         self.pending = len(self.params)
+        self.reached = [True] * len(self.params)
         self.marked = False
-        self.streams = []
+        self.streams = []  # this step's streams of its gradients
+
+
+# The model this process wraps: the library syncs one.
+_wrapped = None
 
 
 class DreamDDP(torch.nn.Module):
-    """Wraps module for data-parallel training through dreamddp.
+    """Wraps module for data-parallel training through dreamddp, as
+    torch.nn.parallel.DistributedDataParallel does.
 
-    strategy: "ddp", "localsgd:H", "plsgd:H", "dreamddp:H", "adaptive" or
-        "adaptive:drift"; None takes DREAMDDP_STRATEGY.
+    strategy: "ddp", "localsgd:H", "plsgd:H", "dreamddp:H" (the last three
+        also with "+next"), "adaptive" or "adaptive:drift"; None (the
+        default) takes DREAMDDP_STRATEGY, else the library's default, ddp.
     compression: the codec of the syncs ("fp16", "bf16", "topk:RATIO",
         "powersgd:RANK"); None takes DREAMDDP_COMPRESSION. Parameters go
         with their shape as a matrix (first dimension by the rest), which
         powersgd factors; layers under 4096 elements stay dense.
     layers: "module", "parameter", or a list of lists of parameters.
-    find_unused_parameters: as DDP's: a layer whose parameters got no
-        gradient in a step counts as ready with zero gradients. Without it,
-        such a step fails with a DreamDDPError naming the layer.
+    find_unused_parameters: as DDP's: parameters that a step's forward did
+        not reach, or that got no gradient, take part with the gradient
+        they hold (zeros after zero_grad); one no worker used keeps the
+        .grad it had (None after zero_grad(set_to_none=True)), as under
+        DDP. Without it, such a step fails with a DreamDDPError naming the
+        layer.
+    broadcast_buffers: as DDP's: the buffers the strategy does not average
+        come from rank 0 at the start of a forward that follows a training
+        forward.
 
-    On an aggregator rank (DREAMDDP_NUM_AGGREGATORS), the constructor
-    serves the workers and then exits the process with status 0.
+    On an aggregator rank (DREAMDDP_NUM_AGGREGATORS) there is no replica:
+    call dreamddp.serve_if_aggregator() at the top of the script; the
+    constructor raises there.
     """
 
     def __init__(
         self,
         module,
-        strategy="dreamddp:4",
+        strategy=None,
         compression=None,
         layers="module",
         find_unused_parameters=False,
+        broadcast_buffers=True,
     ):
         super().__init__()
+        global _wrapped
+        ctx = _context()
+        self._refuse_aggregator(ctx)
+        if _wrapped is not None or ctx.committed:
+            raise _error(
+                _lib.ERR_STATE,
+                "a DreamDDP already wraps a model in this process (%s); "
+                "dreamddp syncs one model per process: wrap one module "
+                "that holds every trained part, once"
+                % (_wrapped or "a committed layer table"),
+                "DreamDDP",
+            )
         self.module = module
         self.find_unused_parameters = find_unused_parameters
+        self.broadcast_buffers = broadcast_buffers
         groups, frozen = self._groups(layers)
         buffers = list(self.module.named_buffers())
         for name, b in buffers:
             _check_tensor(b, "buffer '%s'" % name, _BUFFER_DTYPES)
-        ctx = _context()
-        serve_if_aggregator()  # returns on a worker
         self._ctx = ctx
-        if strategy is not None:
-            ctx.strategy_set(strategy)
+        source = self._set_strategy(ctx, strategy)
         if compression is not None:
             ctx.compression_set(compression)
         self.strategy = ctx.strategy
@@ -253,6 +270,8 @@ class DreamDDP(torch.nn.Module):
         ]
         self._check_unique_names()
         _check_devices(self._layers)
+        self._worker_ranks = ctx.worker_ranks
+        self._worker_index = self._worker_ranks.index(ctx.rank)
         # Everything rank 0 has that the table does not carry; collectives
         # before the commit run directly.
         for t in frozen + self._bcast:
@@ -260,19 +279,58 @@ class DreamDDP(torch.nn.Module):
         for layer in self._layers:
             layer.handle = ctx.layer_register(layer.name, self._tensors(layer))
         ctx.commit()
+        _wrapped = "%s, strategy %s" % (type(module).__name__, self.strategy)
+        if ctx.rank == 0:
+            _log.info("dreamddp: strategy %s (%s), %d layers, %d workers",
+                      self.strategy, source, len(self._layers),
+                      ctx.num_workers)
         self._grad_accs = []
         self._hooks = []
+        self._slot = {}
         for layer in self._layers:
             for i, p in enumerate(layer.params):
                 self._hook(layer, i, p)
+                self._slot[id(p)] = (layer, i)
         if self.strategy.endswith("+next"):
             self._hook_forwards()
-        self._flat_bcast = self._flatten_plan(self._bcast)
+        # Backward order: the order marks go in when they must be the same
+        # on every worker.
+        self._order = list(reversed(self._layers))
+        self._signature = self._model_signature()
         self._step_open = False
         self._no_sync = False
+        self._accumulating = False
+        self._callback_queued = False
+        self._next = 0
+        self._buffers_due = True  # DDP's require_forward_param_sync
+        self._join = None
+        self._kept = {}
+        self._steps = 0
         self.last_stats = None
 
     # ---- construction ----------------------------------------------------
+
+    @staticmethod
+    def _refuse_aggregator(ctx):
+        if ctx.is_aggregator:
+            raise _error(
+                _lib.ERR_STATE,
+                "rank %d is an aggregator (DREAMDDP_NUM_AGGREGATORS): it "
+                "holds no replica; call dreamddp.serve_if_aggregator() at "
+                "the top of the script, before the model is built"
+                % ctx.rank,
+                "DreamDDP",
+            )
+
+    @staticmethod
+    def _set_strategy(ctx, strategy):
+        """Sets the strategy; returns where the one in force came from."""
+        if strategy is not None:
+            ctx.strategy_set(strategy)
+            return "the strategy argument"
+        if os.environ.get("DREAMDDP_STRATEGY"):
+            return "DREAMDDP_STRATEGY"
+        return "the default"
 
     def _groups(self, layers):
         """[(name, [(param_name, param)])] in module order, and the frozen
@@ -444,18 +502,153 @@ class DreamDDP(torch.nn.Module):
         else:
             self._ctx.layer_forward(layer.handle)
 
-    @staticmethod
-    def _flatten_plan(tensors):
-        """Buffers to broadcast, one flat tensor per dtype and device."""
-        by_kind = {}
-        for t in tensors:
-            by_kind.setdefault((t.dtype, t.device), []).append(t)
+    # ---- the model as registered -------------------------------------------
+
+    def _model_signature(self):
+        """What a forward compares the module against: every parameter, its
+        shape, dtype and requires_grad, by name."""
         return [
-            (ts, torch.empty(sum(t.numel() for t in ts), dtype=d, device=dev))
-            for (d, dev), ts in by_kind.items()
+            (n, p, tuple(p.shape), p.dtype, p.requires_grad)
+            for n, p in self.module.named_parameters()
         ]
 
-    # ---- the step ---------------------------------------------------------
+    def _check_model(self):
+        """A change to the parameters since the wrap (one added, removed,
+        replaced, resized, or with requires_grad flipped) fails the forward
+        naming it: the library would not sync it, or sync stale memory."""
+        now = self._model_signature()
+        if len(now) == len(self._signature) and all(
+            a[0] == b[0] and a[1] is b[1] and a[2:] == b[2:]
+            for a, b in zip(now, self._signature)
+        ):
+            return
+        before = {s[0]: s for s in self._signature}
+        after = {s[0]: s for s in now}
+        what = None
+        for name, s in after.items():
+            old = before.get(name)
+            if old is None:
+                what = "parameter '%s' was added" % name
+            elif old[1] is not s[1]:
+                what = "parameter '%s' was replaced by another tensor" % name
+            elif old[2] != s[2] or old[3] != s[3]:
+                what = "parameter '%s' changed from %s %s to %s %s" % (
+                    name, list(old[2]), old[3], list(s[2]), s[3])
+            elif old[4] != s[4]:
+                what = "parameter '%s' has requires_grad=%s, %s at the wrap" % (
+                    name, s[4], old[4])
+            if what:
+                break
+        if what is None:
+            gone = [n for n in before if n not in after]
+            what = ("parameter '%s' was removed" % gone[0] if gone else
+                    "the parameters are in another order")
+        raise _error(
+            _lib.ERR_STATE,
+            "the model changed after DreamDDP wrapped it: %s; dreamddp "
+            "registered its parameters once, at the wrap: make such changes "
+            "before wrapping" % what,
+            "forward",
+        )
+
+    def _check_memory(self):
+        """At a step's start: the registered memory is still the
+        parameters', and every .grad is the registered gradient (undoing
+        zero_grad(set_to_none=True), which was_none remembers)."""
+        for layer in self._layers:
+            now = [p.data_ptr() for p in layer.params] + [
+                b.data_ptr() for b in layer.buffers
+            ]
+            if now != layer.ptrs:
+                raise _error(
+                    _lib.ERR_STATE,
+                    "layer '%s': a parameter or buffer moved to new memory "
+                    "since DreamDDP registered it (.data or the module was "
+                    "reassigned); update tensors in place" % layer.name,
+                    "forward",
+                )
+            for i, (p, g) in enumerate(zip(layer.params, layer.grads)):
+                layer.was_none[i] = p.grad is None
+                if p.grad is None or p.grad.data_ptr() != g.data_ptr():
+                    with torch.no_grad():
+                        if p.grad is None:
+                            g.zero_()
+                        else:
+                            g.copy_(p.grad)
+                    p.grad = g
+
+    # ---- the step -----------------------------------------------------------
+
+    def _root(self):
+        """The rank buffers come from: rank 0, or inside join() the highest
+        worker still training (DDP's authoritative rank)."""
+        w = self._join.authoritative if self._join is not None else 0
+        return self._worker_ranks[w]
+
+    def forward(self, *args, **kwargs):
+        self._check_model()
+        grad = torch.is_grad_enabled()
+        sync = grad and not self._no_sync
+        if self._join is not None:
+            self._join.notify(sync)
+        if self._buffers_due and self.broadcast_buffers and self._bcast:
+            _broadcast_flat(self._bcast, self._root())
+        if sync:
+            self._open_step()
+        elif grad:
+            self._accumulating = True  # under no_sync
+        out = self.module(*args, **kwargs)
+        self._buffers_due = sync
+        if sync and self.find_unused_parameters:
+            self._walk(out)
+        return out
+
+    def _in_order(self):
+        return self.find_unused_parameters or self._join is not None
+
+    def _open_step(self):
+        """Opens a step (dd_step_begin). A second forward before the
+        step's backward stays in the same step."""
+        if self._step_open:
+            if any(layer.marked or any(layer.seen) for layer in self._layers):
+                raise _error(
+                    _lib.ERR_STATE,
+                    "the previous step did not close: its backward failed "
+                    "(see the error it raised) or did not reach the "
+                    "parameters; the replicas may differ",
+                    "forward",
+                )
+            return
+        self._check_memory()
+        for layer in self._layers:
+            layer.reset()
+            if self.find_unused_parameters:
+                layer.reached = [False] * len(layer.params)
+                layer.pending = 0
+        self._ctx.step_begin()
+        self._step_open = True
+        self._accumulating = False
+        self._callback_queued = False
+        self._next = 0
+
+    def _walk(self, out):
+        """The parameters this forward's outputs reach through the autograd
+        graph (DDP's search for unused parameters): those it does not reach
+        get no gradient, so they count as final at once."""
+        seen, todo = set(), [t.grad_fn for t in _output_tensors(out)
+                             if t.grad_fn is not None]
+        while todo:
+            fn = todo.pop()
+            if fn is None or fn in seen:
+                continue
+            seen.add(fn)
+            var = getattr(fn, "variable", None)
+            if var is not None:
+                slot = self._slot.get(id(var))
+                if slot is not None and not slot[0].reached[slot[1]]:
+                    slot[0].reached[slot[1]] = True
+                    slot[0].pending += 1
+            todo.extend(f for f, _ in fn.next_functions if f is not None)
 
     def _on_grad(self, layer, i):
         p, g = layer.params[i], layer.grads[i]
@@ -469,7 +662,20 @@ class DreamDDP(torch.nn.Module):
                     g.copy_(p.grad)
             p.grad = g
         if not self._step_open:
-            return
+            if self._accumulating:
+                return  # no_sync: the next step syncs what accumulates
+            raise _error(
+                _lib.ERR_STATE,
+                "parameter '%s' got a gradient outside a step: the forward "
+                "that made it did not go through DreamDDP (model.module(x) "
+                "instead of model(x)?), or a second backward ran over a graph "
+                "whose step had closed; call model(x), and accumulate under "
+                "model.no_sync()" % layer.param_names[i],
+                "backward",
+            )
+        if not self._callback_queued:
+            self._callback_queued = True
+            Variable._execution_engine.queue_callback(self._backward_done)
         if layer.seen[i]:
             raise _error(
                 _lib.ERR_STATE,
@@ -479,10 +685,34 @@ class DreamDDP(torch.nn.Module):
                 "backward",
             )
         layer.seen[i] = True
-        layer.pending -= 1
         if layer.on_device:
             layer.streams.append(_ready_stream(p))
-        if layer.pending == 0:
+        if not layer.reached[i]:
+            if layer.marked:
+                raise _error(
+                    _lib.ERR_STATE,
+                    "parameter '%s' got a gradient after its layer was "
+                    "synced as unused: the walk of the forward's autograd "
+                    "graph did not reach it (torch.utils.checkpoint with "
+                    "use_reentrant=True hides the parameters inside)"
+                    % layer.param_names[i],
+                    "backward",
+                )
+            return  # its layer waits for an earlier one: still in time
+        layer.pending -= 1
+        if self._in_order():
+            self._release()
+        elif layer.pending == 0:
+            self._mark(layer)
+
+    def _release(self):
+        """Marks the layers whose gradients are final, in backward order,
+        up to the first that still waits."""
+        while self._next < len(self._order):
+            layer = self._order[self._next]
+            if layer.params and layer.pending > 0:
+                return
+            self._next += 1
             self._mark(layer)
 
     def _mark(self, layer):
@@ -500,59 +730,96 @@ class DreamDDP(torch.nn.Module):
             _join_streams(streams, (layer.params + layer.buffers)[0].device)
         self._ctx.layer_ready_stream(layer.handle, streams[-1])
 
-    def _check_memory(self):
-        for layer in self._layers:
-            now = [p.data_ptr() for p in layer.params] + [
-                b.data_ptr() for b in layer.buffers
+    def _backward_done(self):
+        """Autograd's final callback of a backward that reached the
+        parameters: closes the step, so that backward() returns with its
+        averages landed."""
+        self._finish()
+
+    def _finish(self):
+        """Marks what is left and closes the step (dd_step_end): layers of
+        buffers alone, and with find_unused_parameters the parameters that
+        got no gradient, which take part with the .grad they hold."""
+        if not self.find_unused_parameters:
+            unused = [
+                "layer '%s' (%s)" % (layer.name, ", ".join(
+                    n for n, s in zip(layer.param_names, layer.seen) if not s))
+                for layer in self._order
+                if not layer.marked and not all(layer.seen)
             ]
-            if now != layer.ptrs:
+            if unused:
+                # Raised before dd_step_end: a worker whose peers did use
+                # the layer would wait there for syncs that never match.
+                # The step stays open; the job cannot go on.
                 raise _error(
                     _lib.ERR_STATE,
-                    "layer '%s': a parameter or buffer moved to new memory "
-                    "since DreamDDP registered it (.data or the module was "
-                    "reassigned); update tensors in place" % layer.name,
-                    "forward",
+                    "no gradient reached %s in this step; pass "
+                    "find_unused_parameters=True if parameters may go unused"
+                    % "; ".join(unused),
+                    "backward",
                 )
-            for p, g in zip(layer.params, layer.grads):
-                if p.grad is None or p.grad.data_ptr() != g.data_ptr():
-                    with torch.no_grad():
-                        if p.grad is None:
-                            g.zero_()
-                        else:
-                            g.copy_(p.grad)
-                    p.grad = g
+        for layer in self._order:
+            if not layer.marked:
+                self._keep_unused(layer)
+                layer.pending = 0
+                if not self._in_order():
+                    self._mark(layer)
+        if self._in_order():
+            self._release()
+        self._close_step()
 
-    def step_begin(self):
-        """Opens a step (dd_step_begin); forward calls it. A second forward
-        before the step's backward stays in the same step."""
+    def _keep_unused(self, layer):
+        """Remembers the .grad of the parameters that got no gradient, to
+        give it back where no worker used them (DDP leaves such a .grad
+        alone)."""
+        for i, (p, g) in enumerate(zip(layer.params, layer.grads)):
+            if not layer.seen[i] and not layer.was_none[i]:
+                self._kept[id(p)] = g.clone()
+
+    def _close_step(self):
+        self._step_open = False
+        self._steps += 1
+        self.last_stats = self._ctx.step_end()
+        if self.find_unused_parameters or self._join is not None:
+            self._restore_unused()
+        if self._join is not None and self.strategy == "ddp":
+            k = self._join.scale()
+            if k != 1.0:
+                with torch.no_grad():
+                    for layer in self._layers:
+                        for g in layer.grads:
+                            g.mul_(k)
+        return self.last_stats
+
+    def _restore_unused(self):
+        """Under ddp, the workers agree which parameters none of them used
+        (an allreduce of each one's use, as DDP's); elsewhere a worker's
+        own say is enough. Those keep the .grad they had."""
+        layers = [layer for layer in self._layers if layer.params]
+        used = torch.tensor(
+            [int(s) for layer in layers for s in layer.seen], dtype=torch.int32)
+        if self.strategy == "ddp" and self.find_unused_parameters:
+            allreduce(used, "sum")
+        k = 0
+        with torch.no_grad():
+            for layer in layers:
+                for i, (p, g) in enumerate(zip(layer.params, layer.grads)):
+                    if used[k] == 0:
+                        if layer.was_none[i]:
+                            p.grad = None
+                        elif id(p) in self._kept:
+                            g.copy_(self._kept[id(p)])
+                    k += 1
+        self._kept = {}
+
+    def finish_step(self):
+        """Closes a step that backward did not close (one whose backward
+        reached no parameter); a no-op otherwise. Backward closes the step
+        by itself, so a loop need not call it. Returns the statistics of
+        the last step closed (a dict), or None before the first."""
         if self._step_open:
-            if any(layer.marked or any(layer.seen) for layer in self._layers):
-                raise _error(
-                    _lib.ERR_STATE,
-                    "the previous step is still open: call finish_step() "
-                    "(or the step() of wrap_optimizer's optimizer) after "
-                    "backward, before the next forward",
-                    "forward",
-                )
-            return
-        self._check_memory()
-        for layer in self._layers:
-            layer.reset()
-        self._ctx.step_begin()
-        self._step_open = True
-        for tensors, flat in self._flat_bcast:
-            with torch.no_grad():
-                torch.cat([t.reshape(-1) for t in tensors], out=flat)
-                broadcast(flat)
-                off = 0
-                for t in tensors:
-                    t.copy_(flat[off : off + t.numel()].view_as(t))
-                    off += t.numel()
-
-    def forward(self, *args, **kwargs):
-        if torch.is_grad_enabled() and not self._no_sync:
-            self.step_begin()
-        return self.module(*args, **kwargs)
+            self._finish()
+        return self.last_stats
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -564,76 +831,129 @@ class DreamDDP(torch.nn.Module):
         finally:
             self._no_sync = old
 
-    def _unmarked(self):
-        """Layers not marked this step, in backward order, with the names of
-        their parameters that got no gradient."""
-        out = []
-        for layer in reversed(self._layers):
-            if not layer.marked:
-                missing = [
-                    n for n, s in zip(layer.param_names, layer.seen) if not s
-                ]
-                out.append((layer, missing))
-        return out
-
-    def _mark_unused(self, layer, missing):
-        with torch.no_grad():
-            for n, p, g in zip(layer.param_names, layer.params, layer.grads):
-                if n in missing:
-                    g.zero_()
-                    p.grad = g
-        whole = len(missing) == len(layer.params)
-        if layer.on_device:
-            # dd_layer_unused zeroes host gradients only: these were zeroed
-            # above, on the current stream, which the mark waits for.
-            layer.streams.append(_ready_stream(layer.params[0]))
-            self._mark(layer)
-        elif whole and _lib.has("dd_layer_unused"):
-            layer.marked = True
-            self._ctx.layer_unused(layer.handle)
-        else:
-            self._mark(layer)
-
-    def finish_step(self):
-        """Closes the step (dd_step_end): this step's averages land in place.
-        Call it after backward and before optimizer.step() (wrap_optimizer
-        does). Returns the step's statistics (a dict), or None when no step
-        was open."""
-        if not self._step_open:
-            return None
-        unused = []
-        for layer, missing in self._unmarked():
-            if not layer.params:
-                self._mark(layer)  # buffers only: final since forward
-            elif self.find_unused_parameters:
-                self._mark_unused(layer, missing)
-            else:
-                unused.append("layer '%s' (%s)" % (layer.name, ", ".join(missing)))
-        if unused:
-            # Raised before dd_step_end: a worker whose peers did use the
-            # layer would wait there for syncs that never match. The step
-            # stays open; the job cannot go on.
-            raise _error(
-                _lib.ERR_STATE,
-                "no gradient reached %s in this step; pass "
-                "find_unused_parameters=True if parameters may go unused"
-                % "; ".join(unused),
-                "finish_step",
-            )
-        self._step_open = False
-        self.last_stats = self._ctx.step_end()
-        return self.last_stats
-
     def sync_all(self):
         """Averages every layer's parameters now (dd_sync_all), whatever the
-        strategy: before a checkpoint or an evaluation. Outside a step."""
+        strategy, and gives every worker rank 0's buffers that the strategy
+        does not average: every replica is then the same, parameters and
+        buffers. Before a checkpoint or an evaluation; outside a step."""
         if self._step_open:
             raise _error(
                 _lib.ERR_STATE,
-                "sync_all: a step is open; call finish_step() first",
+                "sync_all: a step is open: a forward with gradients enabled "
+                "opened it and no backward closed it; run evaluation under "
+                "torch.no_grad(), or finish_step() first",
                 "sync_all",
             )
         self._ctx.sync_all()
+        if self._bcast:
+            _broadcast_flat(self._bcast, self._root())
+
+    # ---- uneven inputs --------------------------------------------------------
+
+    @contextlib.contextmanager
+    def join(self, divide_by_initial_world_size=True, enable=True,
+             throw_on_early_termination=False):
+        """Training with uneven inputs, as DDP's join(): a worker that ran
+        out of batches leaves the with block and takes part in the others'
+        syncs with zero gradients (ddp; the average is divided by every
+        worker, or with divide_by_initial_world_size=False by those still
+        training) or with its replica as it stands, no update of its own
+        (the averaging strategies), until every worker has left it. Then
+        the replicas are made equal: the last worker to leave gives its
+        model to the others (ddp, as DDP), or every replica takes the
+        average (the averaging strategies). With
+        throw_on_early_termination=True, every worker raises once one runs
+        out instead."""
+        if not enable:
+            yield
+            return
+        if self._join is not None:
+            raise _error(_lib.ERR_STATE, "join() inside join()", "join")
+        if not divide_by_initial_world_size and self.strategy != "ddp":
+            raise _error(
+                _lib.ERR_INVALID_PARAM,
+                "join(divide_by_initial_world_size=False) divides averaged "
+                "gradients, under ddp; under %s a worker that joined stays "
+                "in the average with its replica, no update of its own"
+                % self.strategy,
+                "join",
+            )
+        self._join = _JoinState(self, divide_by_initial_world_size,
+                                throw_on_early_termination)
+        try:
+            yield
+            self._join.shadow()
+        finally:
+            self._join = None
+
+    def _join_shadow(self, sync, root):
+        """One round of the others' training on a worker that joined."""
+        if self._buffers_due and self.broadcast_buffers and self._bcast:
+            _broadcast_flat(self._bcast, self._worker_ranks[root])
+        self._buffers_due = sync
+        if not sync:
+            return
+        self._open_step()
+        if self.strategy.endswith("+next"):
+            for layer in self._layers:
+                if layer.params:
+                    self._on_forward(layer, None, None)
+        with torch.no_grad():
+            for layer in self._layers:
+                layer.pending = 0
+                if self.strategy == "ddp":
+                    for g in layer.grads:
+                        g.zero_()
+        self._release()
+        self._close_step()
+
+    def _join_final(self, root):
+        if self.strategy == "ddp":
+            states = [p for p in self.module.parameters()] + list(self.module.buffers())
+            _broadcast_flat(states, self._worker_ranks[root])
+        else:
+            self._ctx.sync_all()
+            if self._bcast:
+                _broadcast_flat(self._bcast, self._worker_ranks[root])
+
+    # ---- checkpoints ---------------------------------------------------------
+
+    def dreamddp_state_dict(self):
+        """What a resumed run needs of dreamddp, beside the model's and the
+        optimizer's state: the steps run (the window position). The plan
+        and the codecs' residuals are rebuilt: a resumed dreamddp:H profiles
+        again, and compression starts with empty residuals."""
+        return {
+            "format": _STATE_FORMAT,
+            "strategy": self.strategy,
+            "workers": self.num_workers,
+            "steps": self._steps,
+        }
+
+    def load_dreamddp_state_dict(self, state):
+        """Takes up where the checkpoint's run stopped: the next step is
+        its window position (dd_step_set), before the first step of this
+        run. The strategy must be the checkpoint's; the world size may
+        differ."""
+        if state.get("format") != _STATE_FORMAT:
+            raise _error(_lib.ERR_INVALID_PARAM,
+                         "not a dreamddp state (format %r)" % state.get("format"),
+                         "load_dreamddp_state_dict")
+        if state["strategy"] != self.strategy:
+            raise _error(
+                _lib.ERR_INVALID_PARAM,
+                "the checkpoint's strategy is %s, this run's %s"
+                % (state["strategy"], self.strategy),
+                "load_dreamddp_state_dict",
+            )
+        if self._steps or self._step_open:
+            raise _error(_lib.ERR_STATE,
+                         "load_dreamddp_state_dict: call it before the first step",
+                         "load_dreamddp_state_dict")
+        self._ctx.step_set(int(state["steps"]))
+        self._steps = int(state["steps"])
+
+    # ---- statistics -----------------------------------------------------------
 
     def layer_names(self):
         return [layer.name for layer in self._layers]
@@ -674,59 +994,19 @@ class DreamDDP(torch.nn.Module):
 
 
 def wrap_optimizer(optimizer, model):
-    """Makes optimizer.step() call model.finish_step() first; returns the
-    optimizer."""
+    """Kept for loops written before backward closed the step: makes
+    optimizer.step() call model.finish_step() first, a no-op once backward
+    closed it. Returns the optimizer. The step stays a method of the
+    optimizer, so that learning-rate schedulers built after it count its
+    calls."""
+    if getattr(optimizer.step, "_dreamddp_wrapped", False):
+        return optimizer
     step = optimizer.step
 
-    @functools.wraps(step)
-    def wrapped(*args, **kwargs):
+    def wrapped(self, *args, **kwargs):
         model.finish_step()
         return step(*args, **kwargs)
 
-    optimizer.step = wrapped
+    wrapped._dreamddp_wrapped = True
+    optimizer.step = types.MethodType(wrapped, optimizer)
     return optimizer
-
-
-# ---- collectives over the workers, in place ------------------------------
-#
-# A CUDA tensor goes through a host copy: these calls are for setup,
-# checkpoints and small buffers, not the layers' syncs, and the copy
-# orders them after the work queued on the tensor's stream.
-
-
-def _coll_host(t, call):
-    """A host tensor holding t's values (t itself on the CPU)."""
-    _check_tensor(t, "the tensor of %s" % call, _BUFFER_DTYPES)
-    return t if _placement(t)[0] == _lib.MEM_HOST else t.cpu()
-
-
-def _coll_back(t, host):
-    if host is not t:
-        with torch.no_grad():
-            t.copy_(host)
-    return t
-
-
-def allreduce(tensor, op="avg"):
-    """Reduces tensor across the workers in place ("sum", "avg", "max",
-    "min"); returns it."""
-    host = _coll_host(tensor, "allreduce")
-    _context().allreduce(host.data_ptr(), host.numel(), _dtype_code(host), op)
-    return _coll_back(tensor, host)
-
-
-def broadcast(tensor, root=0):
-    """Copies root's tensor into every worker's, in place; returns it."""
-    host = _coll_host(tensor, "broadcast")
-    _context().broadcast(host.data_ptr(), host.numel(), _dtype_code(host), root)
-    return _coll_back(tensor, host)
-
-
-def all_gather(tensor):
-    """A new tensor of shape (workers, *tensor.shape), on tensor's device:
-    every worker's."""
-    host = _coll_host(tensor, "all_gather")
-    ctx = _context()
-    out = torch.empty((ctx.num_workers,) + tuple(host.shape), dtype=host.dtype)
-    ctx.allgather(host.data_ptr(), out.data_ptr(), host.numel(), _dtype_code(host))
-    return out if host is tensor else out.to(tensor.device)

@@ -671,8 +671,16 @@ dd_status_t dd_finalize(dd_context_h ctx)
                              ? dd_abort_error(&ctx->abort, DD_SUBSYS_CORE)
                              : dd_store_barrier(ctx->store, "finalize");
     status = dd_watch_fault(ctx, status);
+    /* Leaving may fail too once the store's host is gone (it exits as
+     * soon as the others read the job's reason): the reason stays the
+     * message. */
+    char why[1024];
+    snprintf(why, sizeof(why), "%s", status != DD_OK ? dd_last_error() : "");
     dd_context_free(ctx);
     dd_log_close();
+    if (status != DD_OK) {
+        dd_last_error_set(why);
+    }
     return status;
 }
 

@@ -173,11 +173,10 @@ static void dd_watch_uneven(dd_context_h ctx)
     }
     snprintf(why, sizeof(why),
              "uneven steps: rank %d left the job (dd_finalize) after %lld "
-             "steps and %lld "
-             "calls that every worker makes, while rank %d waits in its call "
-             "%llu (%s): the workers ran different numbers of steps (uneven "
-             "inputs); give every worker the same number of batches, or "
-             "train inside model.join() (PyTorch front end)",
+             "steps and %lld collective calls, while rank %d waits in its "
+             "call %llu (%s): the workers ran different numbers of steps; "
+             "give every worker the same number of batches, or train "
+             "inside model.join() (the PyTorch front end)",
              r, (long long)steps, (long long)calls, ctx->env.rank,
              (unsigned long long)waiting, what);
     dd_watch_publish(ctx, why);

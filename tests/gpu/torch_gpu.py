@@ -75,6 +75,7 @@ def reference_grads(ref, step, workers, dev):
 
 
 def main(strategy, steps):
+    dreamddp.serve_if_aggregator()  # aggregator ranks serve, then exit
     ctx = dreamddp.context()
     dev = torch.device("cuda", 0)
     torch.cuda.set_device(dev)

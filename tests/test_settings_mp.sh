@@ -90,6 +90,22 @@ out_of_step "a sync_all against a ddp step" 1:sync_all ddp \
     "rank 1 'step 2, average of 70033 f32 parameters (dd_sync_all) (layers 'layer4', 'layer3')'" \
     "rank 0, 2, 3 'step 2, average of 70033 f32 gradients (layers 'layer4', 'layer3')'"
 
+# The same through an aggregator: the headers carry the message's digest,
+# and a home sums no chunk whose pushes differ in it.
+launch 4 "$TMP/ag" env DREAMDDP_STRATEGY=ddp DREAMDDP_NUM_AGGREGATORS=1 \
+    MP_OUT_OF_STEP=1:sync_all timeout 60 "$MP" env 8
+for r in 0 1 2 3; do
+    if [ "$(cat "$TMP/ag.$r.rc")" = 0 ]; then
+        fail "a sync_all against a ddp step, aggregators: rank $r exited with success"
+        cat "$TMP/ag.$r"
+    fi
+    expect_grep "$TMP/ag.$r" "pushed another chunk or another kind of sync (never summed)" \
+        "a sync_all against a ddp step, aggregators: rank $r names it"
+    if grep -q "is not the average" "$TMP/ag.$r"; then
+        fail "a sync_all against a ddp step, aggregators: rank $r summed them"
+    fi
+done
+
 # A worker that stops one step early and finalizes: the others, waiting
 # in the step it never runs, stop within a few watch periods (not at
 # DREAMDDP_TIMEOUT_S, 20 s here), every rank naming it.

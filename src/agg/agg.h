@@ -67,17 +67,27 @@ int dd_agg_pick_home(const double *weight, double *load, int n_homes,
 /** Sets up the worker side (client and its own home); workers only. */
 dd_status_t dd_agg_create(const dd_agg_env_t *env, dd_agg_t **agg_p);
 
+/** What a message is, as every worker must agree: its step and first
+ * layer, which every header carries and messages name, and a digest of
+ * the rest (what it averages, every layer in it): a home sums no two
+ * pushes of one chunk whose ids differ. */
+typedef struct {
+    uint64_t step;
+    uint32_t layer;
+    uint64_t what;
+} dd_agg_id_t;
+
 /**
  * Averages a message across the workers through the homes, in two halves,
  * so that the engine overlaps consecutive messages: the next one's pushes
  * go out while the last averages of the previous one come back.
- * dd_agg_msg_start takes the message (step and first layer go into every
- * header); dd_agg_test_msg moves every started message and returns DD_OK
- * once *handle's averages are in place, DD_INPROGRESS before, or the
- * error. *busy_p: something moved.
+ * dd_agg_msg_start takes the message (its id goes into every header);
+ * dd_agg_test_msg moves every started message and returns DD_OK once *handle's
+ * averages are in place, DD_INPROGRESS before, or the error. *busy_p: something
+ * moved.
  */
-dd_status_t dd_agg_msg_start(dd_agg_t *agg, uint64_t step, uint32_t layer,
-                             void *buf, size_t count, dd_dtype_t dtype,
+dd_status_t dd_agg_msg_start(dd_agg_t *agg, const dd_agg_id_t *id, void *buf,
+                             size_t count, dd_dtype_t dtype,
                              dd_mem_type_t mem_type, void **handle_p);
 dd_status_t dd_agg_test_msg(dd_agg_t *agg, void *handle, int *busy_p);
 
@@ -103,7 +113,7 @@ typedef struct {
 
 /** Starts a sparse message (see dd_agg_msg_start; dd_agg_test_msg moves
  *  it). The pairs are copied: they may be freed once it returns. */
-dd_status_t dd_agg_sparse_start(dd_agg_t *agg, uint64_t step, uint32_t layer,
+dd_status_t dd_agg_sparse_start(dd_agg_t *agg, const dd_agg_id_t *id,
                                 const dd_agg_sparse_msg_t *msg,
                                 void **handle_p);
 

@@ -43,8 +43,7 @@
 
 typedef struct {
     int in_use;
-    uint64_t step;
-    uint32_t layer;
+    dd_agg_id_t id;
     char *buf;
     size_t count;
     dd_dtype_t dtype;
@@ -222,8 +221,9 @@ static dd_status_t dd_agg_launch(dd_agg_t *a, dd_agg_flight_t *f,
                         .kind = DD_AGG_PUSH,
                         .token = a->t.token,
                         .seq = a->next_seq++,
-                        .step = m->step,
-                        .layer = m->layer,
+                        .step = m->id.step,
+                        .layer = m->id.layer,
+                        .what = m->id.what,
                         .chunk = (uint32_t)c,
                         .offset = off,
                         .count = n,
@@ -521,8 +521,8 @@ static void dd_agg_msg_queue(dd_agg_t *a, dd_agg_msg_t *m)
     a->queue[a->n_queued++] = m;
 }
 
-dd_status_t dd_agg_msg_start(dd_agg_t *a, uint64_t step, uint32_t layer,
-                             void *buf, size_t count, dd_dtype_t dtype,
+dd_status_t dd_agg_msg_start(dd_agg_t *a, const dd_agg_id_t *id, void *buf,
+                             size_t count, dd_dtype_t dtype,
                              dd_mem_type_t mem_type, void **handle_p)
 {
     size_t esize = dd_dtype_size(dtype);
@@ -540,8 +540,7 @@ dd_status_t dd_agg_msg_start(dd_agg_t *a, uint64_t step, uint32_t layer,
     }
     size_t per = dd_agg_per(a, count, esize, (double)esize);
     *m = (dd_agg_msg_t){.in_use = 1,
-                        .step = step,
-                        .layer = layer,
+                        .id = *id,
                         .buf = buf,
                         .count = count,
                         .dtype = dtype,
@@ -578,7 +577,7 @@ static dd_status_t dd_agg_sparse_layout(dd_agg_msg_t *m,
     return DD_OK;
 }
 
-dd_status_t dd_agg_sparse_start(dd_agg_t *a, uint64_t step, uint32_t layer,
+dd_status_t dd_agg_sparse_start(dd_agg_t *a, const dd_agg_id_t *id,
                                 const dd_agg_sparse_msg_t *sp, void **handle_p)
 {
     dd_agg_msg_t *m = NULL;
@@ -601,8 +600,7 @@ dd_status_t dd_agg_sparse_start(dd_agg_t *a, uint64_t step, uint32_t layer,
                              : 1.0;
     size_t per = dd_agg_per(a, sp->count, sizeof(float), wire_per_el);
     *m = (dd_agg_msg_t){.in_use = 1,
-                        .step = step,
-                        .layer = layer,
+                        .id = *id,
                         .buf = (char *)sp->out,
                         .count = sp->count,
                         .dtype = DD_DTYPE_F32,

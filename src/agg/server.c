@@ -304,8 +304,9 @@ static const void *dd_agg_copy(dd_agg_server_t *s, dd_agg_slot_t *sl, int w,
 static int dd_agg_same_chunk(const dd_agg_hdr_t *a, const dd_agg_hdr_t *b)
 {
     return a->kind == b->kind && a->step == b->step && a->layer == b->layer &&
-           a->chunk == b->chunk && a->offset == b->offset &&
-           a->count == b->count && a->dtype == b->dtype;
+           a->what == b->what && a->chunk == b->chunk &&
+           a->offset == b->offset && a->count == b->count &&
+           a->dtype == b->dtype;
 }
 
 /* The worker may reuse a local copy's record once it is done, so the
@@ -472,8 +473,9 @@ static void dd_agg_admit(dd_agg_server_t *s, const dd_agg_hdr_t *hdr,
             dd_agg_layer_name(s->env, hdr->layer, layer, sizeof(layer));
             dd_agg_fail(s, DD_ERR_MISMATCH,
                         "rank %d pushed chunk %u of layer %s (step %llu, "
-                        "%llu elements) where rank %d pushed another chunk: "
-                        "do the workers sync the same layers?",
+                        "%llu elements) where rank %d pushed another chunk "
+                        "or another kind of sync (never summed): do the "
+                        "workers make the same calls?",
                         sender, hdr->chunk, layer,
                         (unsigned long long)hdr->step,
                         (unsigned long long)hdr->count, sl->hdr.sender);

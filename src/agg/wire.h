@@ -20,9 +20,9 @@
 #define DD_AGG_MAGIC 0x47414444u /* "DDAG" */
 /* Bumped on any change to the header or to what a kind's data holds: a
  * rank of another build is refused by name, never misread. 2: sparse
- * pieces (kinds 4 and 5, format and nnz). */
-#define DD_AGG_VERSION 2u
-#define DD_AGG_WHY 168
+ * pieces (kinds 4 and 5, format and nnz). 3: what (the message's digest). */
+#define DD_AGG_VERSION 3u
+#define DD_AGG_WHY 160
 /* Pieces a worker has in flight at once (client.c); its own home takes
  * as many of them (server.c), so it never turns one away. */
 #define DD_AGG_WINDOW 24
@@ -69,6 +69,7 @@ typedef struct {
     uint32_t version; /* DD_AGG_VERSION */
     uint32_t format;  /* DD_AGG_FMT_*: sparse kinds only, else DENSE */
     uint64_t nnz;     /* pairs in a PAIRS piece, else 0 */
+    uint64_t what;    /* dd_agg_id_t::what of the message */
     char why[DD_AGG_WHY];
 } dd_agg_hdr_t;
 

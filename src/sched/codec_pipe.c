@@ -541,9 +541,9 @@ static dd_status_t dd_sched_codec_sparse_start(dd_sched_t *sched,
                                .out = op->buf,
                                .wire_estimate = op->wire_size,
                                .wire_bytes_p = &op->wire_done};
-    status = dd_agg_sparse_start(sched->agg, job->step,
-                                 job->n_layers ? (uint32_t)job->layers[0] : 0,
-                                 &msg, &op->inner);
+    dd_agg_id_t id;
+    dd_sched_agg_id(job, &id);
+    status = dd_agg_sparse_start(sched->agg, &id, &msg, &op->inner);
     free(op->index);
     free(op->value);
     op->index = NULL;

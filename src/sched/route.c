@@ -140,19 +140,29 @@ static uint64_t dd_sched_fnv(uint64_t h, const void *data, size_t len)
     return h;
 }
 
-/* The digest covers what the message names and every layer it carries
- * with its bytes in it: two messages of the same size that fuse other
- * layers (ranks that marked in another order) differ. */
+/* What a job averages and every layer it carries with its bytes in it:
+ * two messages of the same size that fuse other layers (ranks that marked
+ * in another order) or average another kind differ. */
+static uint64_t dd_sched_job_digest(uint64_t h, const dd_sync_job_t *job)
+{
+    uint64_t kind = (uint64_t)job->kind;
+
+    h = dd_sched_fnv(h, &kind, sizeof(kind));
+    for (size_t k = 0; k < job->n_layers; k++) {
+        uint64_t v[2] = {job->layers[k], job->layer_bytes[k]};
+        h = dd_sched_fnv(h, v, sizeof(v));
+    }
+    return h;
+}
+
+/* The digest covers what the message names and the job's digest. */
 static void dd_sched_coll_digest(dd_sched_coll_req_t *req,
                                  const dd_sync_job_t *job)
 {
     uint64_t h =
         dd_sched_fnv(0xcbf29ce484222325ull, req->what, strlen(req->what));
 
-    for (size_t k = 0; k < job->n_layers; k++) {
-        uint64_t v[2] = {job->layers[k], job->layer_bytes[k]};
-        h = dd_sched_fnv(h, v, sizeof(v));
-    }
+    h = dd_sched_job_digest(h, job);
     h ^= h >> 32;
     for (int j = 0; j < DD_SEQ_BITS; j++) {
         req->digest[j] = (float)((h >> j) & 1);
@@ -344,14 +354,22 @@ static dd_status_t dd_sched_bcast_start(void *arg, dd_sync_job_t *job,
     return dd_sched_coll_begin(arg, job, &bcast, 1, handle_p);
 }
 
+void dd_sched_agg_id(const dd_sync_job_t *job, dd_agg_id_t *id)
+{
+    id->step = job->step;
+    id->layer = job->n_layers ? (uint32_t)job->layers[0] : 0;
+    id->what = dd_sched_job_digest(0xcbf29ce484222325ull, job);
+}
+
 static dd_status_t dd_sched_agg_start(void *arg, dd_sync_job_t *job, void *buf,
                                       size_t count, void **handle_p)
 {
     dd_sched_t *sched = arg;
-    uint32_t layer = job->n_layers ? (uint32_t)job->layers[0] : 0;
+    dd_agg_id_t id;
 
-    return dd_agg_msg_start(sched->agg, job->step, layer, buf, count,
-                            job->dtype, job->mem_type, handle_p);
+    dd_sched_agg_id(job, &id);
+    return dd_agg_msg_start(sched->agg, &id, buf, count, job->dtype,
+                            job->mem_type, handle_p);
 }
 
 static dd_status_t dd_sched_agg_test(void *arg, void *handle, int *busy_p)

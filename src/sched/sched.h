@@ -387,6 +387,8 @@ void dd_sched_delay_free(dd_sched_t *sched);
 
 /* route.c */
 void dd_sched_pipes_init(dd_sched_t *sched);
+/* What a job's messages to the aggregators say they are. */
+void dd_sched_agg_id(const dd_sync_job_t *job, dd_agg_id_t *id);
 
 /** At dd_model_commit, once the strategy is known: the allreduce pipe's
  * depth (the stream count, at least DD_ENGINE_DEPTH; under delayed

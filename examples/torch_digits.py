@@ -106,11 +106,7 @@ def setup_dreamddp(net, strategy):
 
     dreamddp.serve_if_aggregator()  # aggregator ranks serve, then exit
     model = dreamddp.torch.DreamDDP(net, strategy=strategy)
-
-    def optimizer(params, **kw):
-        return dreamddp.torch.wrap_optimizer(torch.optim.SGD(params, **kw), model)
-
-    return (model, model.rank, model.num_workers, optimizer,
+    return (model, model.rank, model.num_workers, torch.optim.SGD,
             lambda m: m.sync_all(), lambda: None)
 
 

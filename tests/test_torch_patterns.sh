@@ -36,7 +36,13 @@ for strategy in ddp dreamddp:2 dreamddp:2+next; do
     pattern "checkpoint resumed on 3 workers, $strategy" 3 resume "$strategy"
     pattern "uneven inputs without join(), $strategy" 2 uneven "$strategy"
 done
+# Resumed on as many workers at its window position, plsgd (whose plan
+# comes from the sizes) is the uninterrupted run, bit for bit.
+pattern "checkpoint saved, plsgd:2" 2 save plsgd:2
+pattern "checkpoint resumed on 2 workers, plsgd:2" 2 resume plsgd:2
 pattern "join(divide_by_initial_world_size=False), ddp" 2 join-divide ddp
+pattern "join() with batch norm, ddp" 2 join-bn ddp
+pattern "join() on 3 workers with batch norm, ddp" 3 join-bn ddp
 for strategy in ddp dreamddp:2; do
     for case in module twice changed early-sync-all; do
         pattern "misuse: $case, $strategy" 2 "$case" "$strategy"

@@ -930,14 +930,28 @@ class DreamDDP(torch.nn.Module):
             "steps": self._steps,
         }
 
-    def load_dreamddp_state_dict(self, state):
+    def load_dreamddp_state_dict(self, state, root=0):
         """Takes up where the checkpoint's run stopped: the next step is
-        its window position (dd_step_set), before the first step of this
-        run. The strategy must be the checkpoint's; the world size may
-        differ."""
-        if state.get("format") != _STATE_FORMAT:
+        its window position (dd_step_set). Call it on every worker before
+        the first step; root's state counts (the others may pass None, as
+        when only root read the checkpoint). The strategy must be the
+        checkpoint's; the world size may differ."""
+        if self._steps or self._step_open:
+            raise _error(_lib.ERR_STATE,
+                         "load_dreamddp_state_dict: call it before the first step",
+                         "load_dreamddp_state_dict")
+        steps = torch.zeros(1, dtype=torch.int64)
+        if self.rank == root:
+            self._check_state(state)
+            steps[0] = int(state["steps"])
+        broadcast(steps, root)
+        self._ctx.step_set(int(steps[0]))
+        self._steps = int(steps[0])
+
+    def _check_state(self, state):
+        if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
             raise _error(_lib.ERR_INVALID_PARAM,
-                         "not a dreamddp state (format %r)" % state.get("format"),
+                         "not a dreamddp state (dreamddp_state_dict())",
                          "load_dreamddp_state_dict")
         if state["strategy"] != self.strategy:
             raise _error(
@@ -946,12 +960,6 @@ class DreamDDP(torch.nn.Module):
                 % (state["strategy"], self.strategy),
                 "load_dreamddp_state_dict",
             )
-        if self._steps or self._step_open:
-            raise _error(_lib.ERR_STATE,
-                         "load_dreamddp_state_dict: call it before the first step",
-                         "load_dreamddp_state_dict")
-        self._ctx.step_set(int(state["steps"]))
-        self._steps = int(state["steps"])
 
     # ---- statistics -----------------------------------------------------------
 

@@ -99,8 +99,15 @@ for r in 0 1 2 3; do
         fail "a sync_all against a ddp step, aggregators: rank $r exited with success"
         cat "$TMP/ag.$r"
     fi
-    expect_grep "$TMP/ag.$r" "pushed another chunk or another kind of sync (never summed)" \
-        "a sync_all against a ddp step, aggregators: rank $r names it"
+    # The aggregator (rank 3) may first hear it from a worker that gave
+    # up, in a header's 160 bytes.
+    if [ "$r" = 3 ]; then
+        expect_grep "$TMP/ag.$r" "elements) where rank" \
+            "a sync_all against a ddp step, aggregators: rank $r names it"
+    else
+        expect_grep "$TMP/ag.$r" "pushed another chunk or another kind of sync (never summed)" \
+            "a sync_all against a ddp step, aggregators: rank $r names it"
+    fi
     if grep -q "is not the average" "$TMP/ag.$r"; then
         fail "a sync_all against a ddp step, aggregators: rank $r summed them"
     fi

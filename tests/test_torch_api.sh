@@ -50,6 +50,21 @@ else
     echo "skip: examples/torch_digits.py: $DDTEST_PYTHON has no scikit-learn"
 fi
 
+# One default strategy (ddp, as the README's table says), and
+# DREAMDDP_STRATEGY when no strategy is passed; import touches no hook.
+run "DreamDDP(model) runs ddp by default" 1 hygiene ddp
+export DREAMDDP_STRATEGY=localsgd:2
+run "DreamDDP(model) runs DREAMDDP_STRATEGY" 1 hygiene localsgd:2
+unset DREAMDDP_STRATEGY
+
+# An aggregator rank: the constructor raises, naming the call to make.
+if "$DDRUN" -n 3 --aggregators 1 --timeout 100 -- "$DDTEST_PYTHON" "$MP" aggregator >"$TMP/agg" 2>&1; then
+    expect_grep "$TMP/agg" "torch_mp: aggregator: DreamDDP: rank 2 is an aggregator" "DreamDDP on an aggregator rank raises"
+    expect_grep "$TMP/agg" "torch_mp: aggregator: the workers trained through the aggregator" "serve_if_aggregator() serves"
+else
+    fail "aggregator"; sed 's/^/    /' "$TMP/agg"
+fi
+
 if timeout 60 "$DDTEST_PYTHON" "$MP" errors >"$TMP/err" 2>&1; then
     pass "$(grep 'torch_mp: ' "$TMP/err" | sed 's/^torch_mp: //')"
 else

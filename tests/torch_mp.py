@@ -15,6 +15,10 @@
                                      the wide linear layer factored by its
                                      shape (wire bytes)
   torch_mp.py errors                 library errors as DreamDDPError
+  torch_mp.py hygiene STRATEGY       import leaves sys.excepthook alone;
+                                     DreamDDP(model) runs STRATEGY
+  torch_mp.py aggregator             DreamDDP raises on an aggregator rank,
+                                     serve_if_aggregator() serves
 
 Each prints one line starting with "torch_mp: " on success, and exits 1
 with the reason otherwise.
@@ -367,6 +371,45 @@ def cmd_errors():
     print("torch_mp: errors: DreamDDPError carries the library's message: %s" % msg)
 
 
+def cmd_hygiene(expected):
+    """import dreamddp left the interpreter's hooks alone; DreamDDP(model)
+    without a strategy runs DREAMDDP_STRATEGY, else ddp."""
+    if sys.excepthook is not sys.__excepthook__:
+        fail("hygiene: importing dreamddp replaced sys.excepthook")
+    model = ddt.DreamDDP(Net())
+    if model.strategy != expected:
+        fail("hygiene: DreamDDP(model) runs %s, expected %s" % (model.strategy, expected))
+    print("torch_mp: hygiene: sys.excepthook untouched, DreamDDP(model) runs %s" % model.strategy)
+
+
+def cmd_aggregator():
+    """On an aggregator rank the constructor raises, naming the call to
+    make; serve_if_aggregator() then serves the workers' steps."""
+    ctx = dreamddp.context()
+    if ctx.is_aggregator:
+        try:
+            ddt.DreamDDP(Net(), strategy="ddp")
+        except dreamddp.DreamDDPError as e:
+            if "serve_if_aggregator()" not in str(e):
+                fail("aggregator: the error does not name serve_if_aggregator: %s" % e)
+            print("torch_mp: aggregator: %s" % e)
+            sys.stdout.flush()
+            dreamddp.serve_if_aggregator()
+        fail("aggregator: DreamDDP was built on an aggregator rank")
+    torch.manual_seed(ctx.rank)
+    net = Net()
+    model = ddt.DreamDDP(net, strategy="ddp")
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for step in range(3):
+        x, y = batch(step, ctx.rank)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    if not same_everywhere(list(net.parameters())):
+        fail("aggregator: replicas differ")
+    print("torch_mp: aggregator: the workers trained through the aggregator")
+
+
 def main(argv):
     cmd = argv[1]
     if cmd == "equal":
@@ -385,6 +428,10 @@ def main(argv):
         cmd_powersgd(argv[2], int(argv[3]))
     elif cmd == "errors":
         cmd_errors()
+    elif cmd == "hygiene":
+        cmd_hygiene(argv[2])
+    elif cmd == "aggregator":
+        cmd_aggregator()
     elif cmd == "delayed":
         cmd_delayed(argv[2], int(argv[3]))
     else:

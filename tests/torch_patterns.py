@@ -18,7 +18,6 @@ an error naming the mistake within 5 s of it, measured here.
 
 import hashlib
 import os
-import socket
 import sys
 import time
 
@@ -28,6 +27,7 @@ import torch.nn.functional as F
 
 import dreamddp
 import dreamddp.torch as ddt
+from torch_mp import free_port_everywhere
 
 STEPS = 6
 
@@ -137,13 +137,7 @@ def dist():
     if _dist is None:
         import torch.distributed as d
 
-        port = torch.zeros(1, dtype=torch.int64)
-        if dreamddp.context().rank == 0:
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            port[0] = s.getsockname()[1]
-            s.close()
-        port = int(ddt.broadcast(port)[0])
+        port = free_port_everywhere()
         d.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port,
                              rank=worker(), world_size=dreamddp.context().num_workers)
         _dist = d

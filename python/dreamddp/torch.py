@@ -173,6 +173,20 @@ def _output_tensors(out):
     return []
 
 
+def _adopt_grad(p, g):
+    """Makes g, the memory the library holds, p's .grad again: zeros where
+    p.grad was None (zero_grad(set_to_none=True)), its values where
+    autograd or the application put it in a new tensor."""
+    if p.grad is not None and p.grad.data_ptr() == g.data_ptr():
+        return
+    with torch.no_grad():
+        if p.grad is None:
+            g.zero_()
+        else:
+            g.copy_(p.grad)
+    p.grad = g
+
+
 class _Layer:
     """One registered layer: its parameters, their gradients (the tensors
     whose memory the library holds), and this step's readiness."""
@@ -569,13 +583,7 @@ class DreamDDP(torch.nn.Module):
                 )
             for i, (p, g) in enumerate(zip(layer.params, layer.grads)):
                 layer.was_none[i] = p.grad is None
-                if p.grad is None or p.grad.data_ptr() != g.data_ptr():
-                    with torch.no_grad():
-                        if p.grad is None:
-                            g.zero_()
-                        else:
-                            g.copy_(p.grad)
-                    p.grad = g
+                _adopt_grad(p, g)
 
     # ---- the step -----------------------------------------------------------
 
@@ -652,15 +660,7 @@ class DreamDDP(torch.nn.Module):
 
     def _on_grad(self, layer, i):
         p, g = layer.params[i], layer.grads[i]
-        if p.grad is None or p.grad.data_ptr() != g.data_ptr():
-            # Autograd put the gradient in a new tensor (the old one was
-            # set to None): copy it into the memory the library holds.
-            with torch.no_grad():
-                if p.grad is None:
-                    g.zero_()
-                else:
-                    g.copy_(p.grad)
-            p.grad = g
+        _adopt_grad(p, g)
         if not self._step_open:
             if self._accumulating:
                 return  # no_sync: the next step syncs what accumulates

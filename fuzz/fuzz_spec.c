@@ -4,7 +4,7 @@
  * cleanly. */
 #include "compress/codec.h"
 #include "core/log.h"
-#include "sched/strategy.h"
+#include "sched/plan/strategy.h"
 
 #include <stdint.h>
 #include <stdlib.h>

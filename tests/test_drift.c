@@ -7,7 +7,7 @@
 #include <cmocka.h>
 
 #include "sched/drift.h"
-#include "sched/strategy.h"
+#include "sched/plan/strategy.h"
 
 #include <math.h>
 #include <string.h>

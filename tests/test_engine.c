@@ -15,11 +15,26 @@
 
 #include "core/abort.h"
 #include "core/time.h"
-#include "sched/engine.h"
+#include "sched/engine/engine.h"
+#include "sched/plan/plan.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* The planner's channel rule, as the runtime gives it to its engine. */
+static dd_plan_assign_t rule;
+
+static unsigned plan_assign(void *arg, uint64_t step, double work)
+{
+    return dd_plan_assign_next(arg, step, work);
+}
+
+static void plan_rule(dd_engine_t *e, int channels)
+{
+    dd_plan_assign_init(&rule, (unsigned)channels);
+    dd_engine_set_assign(e, plan_assign, &rule);
+}
 
 typedef struct {
     int calls;
@@ -410,6 +425,7 @@ static void run_small_after_large(int channels)
         b[i % 200] = (float)(1000 + i % 200);
     }
     assert_int_equal(dd_engine_start_channels(&gp, channels, &e), DD_OK);
+    plan_rule(e, channels);
     dd_sync_job_t *large = job(fused, fused_n, 2);
     dd_sync_job_t *small = job(jc, two, 1);
     dd_engine_submit(e, large);
@@ -488,6 +504,7 @@ static void run_depth(int depth)
     dd_sync_job_t *jobs[5], *done = NULL;
 
     assert_int_equal(dd_engine_start_channels(&gp, 1, &e), DD_OK);
+    plan_rule(e, 1);
     for (int k = 0; k < 5; k++) {
         for (int i = 0; i < 4; i++) {
             v[k][i] = (float)(10 * k + i);
@@ -626,6 +643,7 @@ static void test_channels_out_of_order_exact(void **state)
     dd_sync_job_t *done = NULL;
 
     assert_int_equal(dd_engine_start_channels(&mp, 3, &e), DD_OK);
+    plan_rule(e, 3);
     for (int k = 0; k < JOBS; k++) {
         for (int i = 0; i < 5; i++) {
             x[k][i] = (float)(k * 10 + i);
@@ -679,6 +697,7 @@ static void run_stuck_channel(int abort_it)
 
     dd_abort_init(&ab);
     assert_int_equal(dd_engine_start_channels(&gp, 2, &e), DD_OK);
+    plan_rule(e, 2);
     dd_engine_set_abort(e, &ab, abort_it ? 0 : 0.3);
     dd_sync_job_t *stuck = job(ja, four, 1);
     dd_sync_job_t *quick = job(jb, one, 1);

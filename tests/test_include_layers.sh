@@ -34,6 +34,43 @@ check() {
     fi
 }
 
+# Prints "file: header" for every quoted include of a file under $1 whose
+# header starts with none of the prefixes that follow.
+includes_outside() {
+    dir=$1
+    shift
+    for f in $(find "$dir" -name '*.c' -o -name '*.h' | sort); do
+        sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" |
+            while read -r h; do
+                ok=no
+                for p in "$@"; do
+                    case $h in "$p"/*) ok=yes ;; esac
+                done
+                [ $ok = yes ] || echo "$f: $h"
+            done
+    done
+}
+
+# check_only WHAT DIR ALLOWED...: DIR includes only those folders.
+check_only() {
+    what=$1
+    shift
+    bad=$(includes_outside "$@")
+    if [ -z "$bad" ]; then
+        pass "$what"
+    else
+        fail "$what:"
+        echo "$bad"
+    fi
+}
+
+# src/sched in four parts: the planner is pure (core alone), the engine
+# runs jobs (core alone), the routes reach the wire (the layers below the
+# scheduler, and the engine's jobs), and the runtime at src/sched uses them
+# all; none of the three below the runtime includes it.
+check_only "src/sched/plan includes only core and itself" sched/plan core sched/plan
+check_only "src/sched/engine includes only core and itself" sched/engine core sched/engine
+
 for d in backends topo core compress agg device; do
     [ -d "$d" ] || continue
     check "src/$d includes nothing of src/sched or src/api" "$d" sched api

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "plan_random.h"
-#include "sched/plan.h"
+#include "sched/plan/plan.h"
 
 #include <math.h>
 #include <stdlib.h>

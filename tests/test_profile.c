@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "profile_read.h"
-#include "sched/plan.h"
+#include "sched/plan/plan.h"
 
 #ifdef HAVE_JSONC
 #include <json.h>

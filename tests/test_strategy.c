@@ -6,7 +6,7 @@
 
 #include <cmocka.h>
 
-#include "sched/strategy.h"
+#include "sched/plan/strategy.h"
 
 static void expect(const char *s, dd_strategy_kind_t kind, unsigned h,
                    const char *canonical)

@@ -28,7 +28,7 @@
 #include "core/json_write.h"
 #include "ddbench.h"
 #include "profile_read.h"
-#include "sched/plan.h"
+#include "sched/plan/plan.h"
 #include "sched/sched.h"
 
 #include <getopt.h>

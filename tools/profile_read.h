@@ -9,7 +9,7 @@
 #ifndef DD_TOOLS_PROFILE_READ_H
 #define DD_TOOLS_PROFILE_READ_H
 
-#include "sched/plan.h"
+#include "sched/plan/plan.h"
 
 #include <dreamddp.h>
 

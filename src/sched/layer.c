@@ -482,6 +482,21 @@ static dd_status_t dd_sched_choose_route(dd_sched_t *sched)
     return dd_agg_create(sched->env.agg, &sched->agg);
 }
 
+_Static_assert(DD_ENGINE_MAX_CHANNELS == DD_PLAN_MAX_CHANNELS,
+               "the engine runs the channels the planner models");
+
+static unsigned dd_sched_assign(void *arg, uint64_t step, double work)
+{
+    return dd_plan_assign_next(arg, step, work);
+}
+
+/* The engine puts each job on the channel the planner's rule gives. */
+static void dd_sched_assign_init(dd_sched_t *sched)
+{
+    dd_plan_assign_init(&sched->assign, (unsigned)dd_sched_channels(sched));
+    dd_engine_set_assign(sched->engine, dd_sched_assign, &sched->assign);
+}
+
 /* The pipe of host jobs: the aggregators' unless the hierarchical route,
  * whose leaders alone talk to them, sends host layers by allreduce. */
 static const dd_sync_pipe_t *dd_sched_route(dd_sched_t *sched)
@@ -518,7 +533,7 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
                                            &sched->engine)) != DD_OK ||
         (dd_engine_set_abort(sched->engine, sched->env.job->abort,
                              sched->env.job->timeout_s),
-         0) ||
+         dd_sched_assign_init(sched), 0) ||
         (status = dd_sched_fit_network(sched)) != DD_OK) {
         return status;
     }

@@ -12,10 +12,10 @@
 #include "compress/codec.h"
 #include "device/loader.h"
 #include "sched/drift.h"
-#include "sched/engine.h"
-#include "sched/plan.h"
+#include "sched/engine/engine.h"
+#include "sched/plan/plan.h"
+#include "sched/plan/strategy.h"
 #include "sched/sched_config.h"
-#include "sched/strategy.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -218,6 +218,7 @@ typedef struct dd_sched {
     size_t group_limit;
     int buckets_done; /* ddp: buckets launched this step */
     dd_engine_t *engine;
+    dd_plan_assign_t assign; /* the engine's channel rule (plan.h) */
     dd_timeline_t *timeline;
     /* Rank 0's wall clock minus this rank's, agreed at dd_model_commit
      * (src/api), and its uncertainty; the timeline records both. */

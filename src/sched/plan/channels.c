@@ -8,7 +8,7 @@
  * globals; it simulates exactly from one event (a launch, a landing) to
  * the next.
  */
-#include "sched/plan.h"
+#include "sched/plan/plan.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /*
  * Strategy names and the adaptive period rules. Pure.
  */
-#include "sched/strategy.h"
+#include "sched/plan/strategy.h"
 
 #include <errno.h>
 #include <stdio.h>

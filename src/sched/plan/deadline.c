@@ -8,7 +8,7 @@
  * deadline at the end of the same iteration it is the model of plan.h
  * (plus forward time). Pure, as plan.c: no I/O, no clocks, no globals.
  */
-#include "sched/plan.h"
+#include "sched/plan/plan.h"
 
 #include <math.h>
 #include <stdlib.h>

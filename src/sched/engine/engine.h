@@ -6,16 +6,16 @@
  * overlaps the tail of one job with the head of the next. Jobs start in
  * submission order, the same on every worker, so the backends pair their
  * operations alike; each job goes, at submission, to the channel that
- * plan.h's rule gives from its step and size, and is handed back as soon
- * as it and the earlier jobs of its channel are done: a small job does not
- * wait for a large one on another channel. One channel is the single FIFO
- * channel: jobs handed back in order, and the times recorded keep its
- * order (a job starts no earlier than the previous one ends). It knows
+ * the runtime's rule (dd_engine_set_assign) gives from its step and size, and
+ * is handed back as soon as it and the earlier jobs of its channel are done: a
+ * small job does not wait for a large one on another channel. One channel is
+ * the single FIFO channel: jobs handed back in order, and the times recorded
+ * keep its order (a job starts no earlier than the previous one ends). It knows
  * nothing of strategies: a job is a list of buffers to average, or a
  * collective the application asked for, and the pipe is given to it.
  */
-#ifndef DD_SCHED_ENGINE_H
-#define DD_SCHED_ENGINE_H
+#ifndef DD_SCHED_ENGINE_ENGINE_H
+#define DD_SCHED_ENGINE_ENGINE_H
 
 #include "core/abort.h"
 
@@ -145,7 +145,8 @@ typedef struct dd_sync_job {
      * have taken alone. */
     double t_submit, t_launch, t_start, t_end, wire_s;
     uint64_t seq;   /* submission order */
-    int channel;    /* 0 .. channels - 1, from plan.h's rule */
+    int channel;    /* 0 .. channels - 1, from the runtime's rule
+                       (dd_engine_set_assign) */
     int share_head; /* the engine's: on the wire for its channel */
     void *handle;   /* the pipe's, while started */
     int finished;   /* the pipe is done with it */
@@ -161,13 +162,24 @@ typedef struct dd_sync_job {
 
 typedef struct dd_engine dd_engine_t;
 
+/** The most channels an engine runs (the planner's DD_PLAN_MAX_CHANNELS:
+ *  the runtime checks that the two agree). */
+#define DD_ENGINE_MAX_CHANNELS 8
+
+/** The channel rule: the channel (0 .. channels - 1) of the next job of
+ *  a step and a size, called in submission order under the engine's lock
+ *  (so that every worker assigns alike). */
+typedef unsigned (*dd_engine_assign_fn_t)(void *arg, uint64_t step,
+                                          double work);
+
 /** Starts the thread with one channel; route is the pipe of jobs that
  *  name none. */
 dd_status_t dd_engine_start(const dd_sync_pipe_t *route,
                             dd_engine_t **engine_p);
 
-/** Starts the thread with channels channels (1 to DD_PLAN_MAX_CHANNELS,
- *  else DD_ERR_INVALID_PARAM naming the count). */
+/** Starts the thread with channels channels (1 to DD_ENGINE_MAX_CHANNELS,
+ *  else DD_ERR_INVALID_PARAM naming the count); every job runs on channel
+ *  0 until dd_engine_set_assign gives the rule. */
 dd_status_t dd_engine_start_channels(const dd_sync_pipe_t *route, int channels,
                                      dd_engine_t **engine_p);
 
@@ -187,6 +199,11 @@ void dd_engine_set_abort(dd_engine_t *engine, dd_abort_t *abort,
  *  copies. */
 void dd_engine_delta(void *dst, const void *avg, const void *copy, size_t count,
                      dd_dtype_t dtype);
+
+/** The rule that puts each job (but a control job, on channel 0) on a
+ *  channel; before the first submission. */
+void dd_engine_set_assign(dd_engine_t *engine, dd_engine_assign_fn_t assign,
+                          void *arg);
 
 /** Hands job to the engine; it comes back from dd_engine_drain. */
 void dd_engine_submit(dd_engine_t *engine, dd_sync_job_t *job);

@@ -8,12 +8,11 @@
  * it on its channel are done. It must not decide what to sync: that is
  * the runtime's business.
  */
-#include "sched/engine.h"
+#include "sched/engine/engine.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "core/time.h"
-#include "sched/drift.h"
-#include "sched/plan.h"
+#include "sched/engine/divergence.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -24,7 +23,7 @@
 #include <unistd.h>
 
 /* Jobs in flight at most: every channel's pipe depth, and a control job. */
-#define DD_ENGINE_MAX_FLY (DD_ENGINE_DEPTH * DD_PLAN_MAX_CHANNELS + 1)
+#define DD_ENGINE_MAX_FLY (DD_ENGINE_DEPTH * DD_ENGINE_MAX_CHANNELS + 1)
 
 struct dd_engine {
     pthread_t thread;
@@ -45,13 +44,14 @@ struct dd_engine {
     /* The channels (the stream count) and the rule that gives each job
      * its channel at submission, from its step and size (plan.h). */
     int channels;
-    dd_plan_assign_t assign;
+    dd_engine_assign_fn_t assign; /* the channel rule, and its state */
+    void *assign_arg;
     uint64_t n_submitted;
-    double last_end[DD_PLAN_MAX_CHANNELS]; /* when each channel's previous
+    double last_end[DD_ENGINE_MAX_CHANNELS]; /* when each channel's previous
                                               job ended */
     /* The wire's shares (several channels): when each channel's last job
      * on the wire ended, and how many channels were on it. */
-    double chan_free[DD_PLAN_MAX_CHANNELS];
+    double chan_free[DD_ENGINE_MAX_CHANNELS];
     int share_k;
     /* The job's fate: once raised, the jobs in flight end with its reason
      * instead of waiting for the backend's own timeout (NULL: none). */
@@ -382,7 +382,7 @@ static int dd_engine_slot(dd_engine_t *e)
 static void dd_engine_share(dd_engine_t *e, dd_sync_job_t *const *fly, int n,
                             double *tick)
 {
-    dd_sync_job_t *head[DD_PLAN_MAX_CHANNELS] = {NULL};
+    dd_sync_job_t *head[DD_ENGINE_MAX_CHANNELS] = {NULL};
     double now = dd_time_now();
     int k = 0;
 
@@ -492,7 +492,7 @@ static int dd_engine_test_all(dd_engine_t *e, dd_sync_job_t *const *fly,
 static int dd_engine_hand_back(dd_engine_t *e, dd_sync_job_t **fly, int *slot,
                                int n)
 {
-    int blocked[DD_PLAN_MAX_CHANNELS] = {0};
+    int blocked[DD_ENGINE_MAX_CHANNELS] = {0};
     int kept = 0;
 
     for (int j = 0; j < n; j++) {
@@ -583,17 +583,16 @@ dd_status_t dd_engine_start_channels(const dd_sync_pipe_t *route, int channels,
     dd_engine_t *e;
     pthread_condattr_t attr;
 
-    if (channels < 1 || channels > DD_PLAN_MAX_CHANNELS) {
+    if (channels < 1 || channels > DD_ENGINE_MAX_CHANNELS) {
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
                         "the progress engine runs 1 to %d channels, not %d",
-                        DD_PLAN_MAX_CHANNELS, channels);
+                        DD_ENGINE_MAX_CHANNELS, channels);
     }
     if ((e = calloc(1, sizeof(*e))) == NULL) {
         return DD_ERR_NO_MEMORY;
     }
     e->route = *route;
     e->channels = channels;
-    dd_plan_assign_init(&e->assign, (unsigned)channels);
     e->queue_tail = &e->queue;
     pthread_mutex_init(&e->lock, NULL);
     pthread_condattr_init(&attr);
@@ -631,16 +630,25 @@ void dd_engine_set_abort(dd_engine_t *e, dd_abort_t *abort, double timeout_s)
     pthread_mutex_unlock(&e->lock);
 }
 
+void dd_engine_set_assign(dd_engine_t *e, dd_engine_assign_fn_t assign,
+                          void *arg)
+{
+    pthread_mutex_lock(&e->lock);
+    e->assign = assign;
+    e->assign_arg = arg;
+    pthread_mutex_unlock(&e->lock);
+}
+
 void dd_engine_submit(dd_engine_t *e, dd_sync_job_t *job)
 {
     job->next = NULL;
     job->t_submit = dd_time_now();
     pthread_mutex_lock(&e->lock);
     job->seq = e->n_submitted++;
-    job->channel = job->control
-                       ? 0
-                       : (int)dd_plan_assign_next(&e->assign, job->step,
-                                                  (double)job->bytes);
+    job->channel =
+        job->control || e->assign == NULL
+            ? 0
+            : (int)e->assign(e->assign_arg, job->step, (double)job->bytes);
     *e->queue_tail = job;
     e->queue_tail = &job->next;
     e->pending += !job->deferred;

@@ -70,6 +70,8 @@ check_only() {
 # all; none of the three below the runtime includes it.
 check_only "src/sched/plan includes only core and itself" sched/plan core sched/plan
 check_only "src/sched/engine includes only core and itself" sched/engine core sched/engine
+check_only "src/sched/route includes the layers below and the engine, never the runtime" \
+    sched/route core boot backends device compress agg sched/engine sched/route
 
 for d in backends topo core compress agg device; do
     [ -d "$d" ] || continue

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "core/time.h"
-#include "sched/sched.h"
+#include "sched/route/staging.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -118,12 +118,10 @@ static void test_pipelined_staging(void **state)
                      DD_OK);
     assert_int_equal(ops->event_record(dev, ready, app), DD_OK);
 
-    dd_sched_t *sched = calloc(1, sizeof(*sched));
-    sched->env.job = &job;
-    sched->env.device = mod;
-    sched->env.device_opts = &opts;
-    sched->coll_pipe = (dd_sync_pipe_t){net_start, net_test, 1, NULL};
-    dd_sched_device_pipe_init(sched);
+    dd_route_env_t env = {.job = &job, .device = mod, .device_opts = &opts};
+    dd_sync_pipe_t netp = {net_start, net_test, 1, NULL};
+    dd_route_staging_t staging = {0};
+    dd_route_staging_init(&staging, &env, &netp);
     dd_sync_item_t item = {d, n};
     dd_sync_job_t sj = {.dtype = DD_DTYPE_F32,
                         .mem_type = DD_MEM_CUDA,
@@ -131,7 +129,7 @@ static void test_pipelined_staging(void **state)
                         .n_items = 1,
                         .items = &item,
                         .ready_event = ready};
-    const dd_sync_pipe_t *p = &sched->device_pipe;
+    const dd_sync_pipe_t *p = &staging.pipe;
     void *h;
     int busy;
     dd_status_t status = p->start(p->arg, &sj, d, n, &h);
@@ -155,8 +153,7 @@ static void test_pipelined_staging(void **state)
         float want = host[i] * 2;
         assert_memory_equal(&back[i], &want, sizeof(float));
     }
-    dd_sched_device_free(sched);
-    free(sched);
+    dd_route_staging_free(&staging);
     ops->event_destroy(dev, ready);
     ops->stream_destroy(dev, app);
     ops->mem_free(dev, d);

@@ -173,13 +173,13 @@ static int ddbench_sync_worker(dd_context_h ctx, const ddbench_sync_opts_t *o)
     qsort(t + 1, (size_t)o->iters, sizeof(double), ddbench_cmp);
     double med = t[1 + o->iters / 2];
     int w = dd_num_workers(ctx), k = dd_world_size(ctx) - w;
-    const char *route = ctx->sched->agg ? "aggregate" : "allreduce";
+    int agg = ctx->sched->routes.agg.agg != NULL;
+    const char *route = agg ? "aggregate" : "allreduce";
     double bytes = (double)n * sizeof(float);
     double busbw = w > 1 ? bytes / med * 2.0 * (w - 1) / w / 1e6 : 0;
-    double model = o->link_gbps > 0
-                       ? dd_agg_model_s(w, ctx->sched->agg ? k : 0, bytes,
-                                        o->link_gbps * 1e9 / 8)
-                       : NAN;
+    double model = o->link_gbps > 0 ? dd_agg_model_s(w, agg ? k : 0, bytes,
+                                                     o->link_gbps * 1e9 / 8)
+                                    : NAN;
     if (dd_rank(ctx) == 0 && o->json) {
         dd_json_writer_t jw;
         dd_json_writer_init(&jw, stdout, 0);

@@ -1,8 +1,8 @@
 /*
  * Device layers: the check at registration (a CUDA layer needs a device
  * module, and a device it has), the readiness event that
- * dd_layer_ready_stream records on the caller's stream, and the tags that
- * send a device tensor's job through the device pipe (staging.c). The
+ * dd_layer_ready_stream records on the caller's stream, and the tags a
+ * device tensor's job carries to its pipe (routes.c chose it). The
  * application thread only records; the engine waits.
  */
 #include "core/log.h"
@@ -100,7 +100,7 @@ void dd_sched_device_job(dd_sched_t *sched, const struct dd_layer *layer,
     if (tensor->mem_type == DD_MEM_HOST) {
         return;
     }
-    job->pipe = sched->hier != NULL ? &sched->hier_pipe : &sched->device_pipe;
+    (void)sched;
     job->device = tensor->device;
     job->ready_event = layer->ready_event;
     if (job->deferred) {
@@ -122,9 +122,5 @@ void dd_sched_device_free(dd_sched_t *sched)
                                     sched->layers[i]->ready_event);
             sched->layers[i]->ready_event = NULL;
         }
-    }
-    dd_sched_hier_free(sched);
-    if (dev != NULL) {
-        dd_sched_staging_free(sched);
     }
 }

@@ -20,9 +20,7 @@ dd_status_t dd_sched_create(const dd_sched_env_t *env, dd_sched_t **sched_p)
     }
     sched->env = *env;
     sched->opts = *env->opts;
-    dd_sched_pipes_init(sched);
-    dd_sched_device_pipe_init(sched);
-    dd_sched_hier_pipe_init(sched);
+    dd_sched_routes_init(sched);
     if (dd_strategy_parse(sched->opts.strategy, &sched->strategy) != DD_OK) {
         free(sched);
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
@@ -49,8 +47,9 @@ dd_status_t dd_sched_create(const dd_sched_env_t *env, dd_sched_t **sched_p)
         return DD_ERR_INVALID_CONFIG;
     }
     const dd_sched_codec_t *codec;
-    if (dd_sched_codec_get(sched, "invalid value DREAMDDP_COMPRESSION=",
-                           sched->opts.compression, &codec) != DD_OK) {
+    if (dd_route_codec_open(&sched->codecs,
+                            "invalid value DREAMDDP_COMPRESSION=",
+                            sched->opts.compression, &codec) != DD_OK) {
         dd_sched_codecs_free(sched);
         free(sched);
         return DD_ERR_INVALID_CONFIG;
@@ -70,16 +69,7 @@ void dd_sched_quiesce(dd_sched_t *sched)
     dd_sched_delay_quiesce(sched);
     dd_engine_stop(sched->engine);
     sched->engine = NULL;
-    if (sched->agg != NULL) {
-        dd_agg_destroy(sched->agg);
-        sched->agg = NULL;
-    } else if (sched->env.job->role == DD_ROLE_WORKER &&
-               sched->env.agg != NULL && !sched->said_goodbye) {
-        /* A worker that never synced through the aggregators (no commit,
-         * or DREAMDDP_ROUTE=allreduce) still ends their service. */
-        dd_agg_goodbye_all(sched->env.agg);
-    }
-    sched->said_goodbye = 1;
+    dd_sched_routes_quiesce(sched);
 }
 
 void dd_sched_destroy(dd_sched_t *sched)
@@ -90,6 +80,7 @@ void dd_sched_destroy(dd_sched_t *sched)
     dd_sched_quiesce(sched);
     dd_sync_job_free_list(sched->group);
     dd_sched_device_free(sched);
+    dd_sched_routes_free(sched);
     dd_timeline_close(sched->timeline);
     dd_plan_free(sched->plan);
     dd_plan_free(sched->trial_extras);
@@ -458,30 +449,6 @@ static dd_status_t dd_sched_broadcast_params(dd_sched_t *sched)
     return DD_OK;
 }
 
-/* Workers learn the aggregators here: with any, syncs go to the homes
- * unless DREAMDDP_ROUTE says otherwise. */
-static dd_status_t dd_sched_choose_route(dd_sched_t *sched)
-{
-    int route = sched->opts.route;
-
-    if (route == DD_ROUTE_AUTO) {
-        route =
-            sched->env.agg != NULL ? DD_ROUTE_AGGREGATE : DD_ROUTE_ALLREDUCE;
-    }
-    if (route == DD_ROUTE_ALLREDUCE) {
-        return DD_OK;
-    }
-    if (route == DD_ROUTE_HIERARCHICAL) {
-        return dd_sched_hier_commit(sched);
-    }
-    if (sched->env.agg == NULL) {
-        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
-                        "DREAMDDP_ROUTE=aggregate, but the job has no "
-                        "aggregator ranks (DREAMDDP_NUM_AGGREGATORS)");
-    }
-    return dd_agg_create(sched->env.agg, &sched->agg);
-}
-
 _Static_assert(DD_ENGINE_MAX_CHANNELS == DD_PLAN_MAX_CHANNELS,
                "the engine runs the channels the planner models");
 
@@ -495,14 +462,6 @@ static void dd_sched_assign_init(dd_sched_t *sched)
 {
     dd_plan_assign_init(&sched->assign, (unsigned)dd_sched_channels(sched));
     dd_engine_set_assign(sched->engine, dd_sched_assign, &sched->assign);
-}
-
-/* The pipe of host jobs: the aggregators' unless the hierarchical route,
- * whose leaders alone talk to them, sends host layers by allreduce. */
-static const dd_sync_pipe_t *dd_sched_route(dd_sched_t *sched)
-{
-    return sched->agg != NULL && sched->hier == NULL ? &sched->agg_pipe
-                                                     : &sched->coll_pipe;
 }
 
 dd_status_t dd_sched_commit(dd_sched_t *sched)
@@ -523,12 +482,11 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
         (status = dd_sched_check_buffers(sched)) != DD_OK ||
         (status = dd_sched_split_commit(sched)) != DD_OK ||
         (status = dd_sched_delay_commit(sched)) != DD_OK ||
-        (dd_sched_pipes_commit(sched), 0) ||
+        (dd_sched_routes_depth(sched), 0) ||
         (status = dd_sched_broadcast_params(sched)) != DD_OK ||
-        (status = dd_sched_choose_route(sched)) != DD_OK ||
-        (status = dd_sched_codecs_commit(sched, dd_sched_route(sched))) !=
-            DD_OK ||
-        (status = dd_engine_start_channels(dd_sched_route(sched),
+        (status = dd_sched_codecs_commit(sched)) != DD_OK ||
+        (status = dd_sched_routes_commit(sched)) != DD_OK ||
+        (status = dd_engine_start_channels(sched->routes.host,
                                            dd_sched_channels(sched),
                                            &sched->engine)) != DD_OK ||
         (dd_engine_set_abort(sched->engine, sched->env.job->abort,
@@ -564,10 +522,7 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
     dd_log_info(DD_SUBSYS_SCHED,
                 "committed %zu layers, strategy %s, route %s, compression "
                 "%s, network %.1f us + %.3f ns/byte",
-                sched->n_layers, sched->strategy_name,
-                sched->hier != NULL  ? "hierarchical"
-                : sched->agg != NULL ? "aggregate"
-                                     : "allreduce",
+                sched->n_layers, sched->strategy_name, sched->routes.name,
                 sched->compression != NULL ? sched->compression
                                            : sched->opts.compression,
                 sched->alpha_s * 1e6, sched->beta_s * 1e9);

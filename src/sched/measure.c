@@ -278,7 +278,7 @@ static dd_status_t dd_sched_agree_start(dd_sched_t *sched, int profile,
     job->step = sched->step;
     job->dtype = DD_DTYPE_F64;
     job->mem_type = DD_MEM_HOST;
-    job->pipe = &sched->coll_pipe;
+    job->pipe = &sched->routes.coll.avg;
     job->op = &sched->agree_coll;
     job->control = 1; /* beside the syncs: it must not hold one back */
     dd_engine_submit(sched->engine, job);

@@ -179,7 +179,7 @@ static dd_status_t dd_sched_job_add(dd_sync_job_t *job, size_t layer, void *buf,
     size_t bytes = count * dd_dtype_size(job->dtype);
     job->bytes += bytes;
     job->wire_bytes +=
-        job->codec != NULL ? dd_sched_codec_wire_size(job->codec, x) : bytes;
+        job->codec != NULL ? dd_route_codec_wire_size(job->codec, x) : bytes;
     job->layer_bytes[job->n_layers - 1] += bytes;
     return DD_OK;
 }
@@ -201,16 +201,17 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
         const dd_tensor_t *tensor = &layer->tensors[t];
         void *buf = grads ? tensor->grad : tensor->param;
         dd_sync_job_t *g = sched->group;
-        const dd_sched_codec_t *codec =
-            dd_sched_tensor_codec(sched, layer, t, grads);
+        const dd_tensor_route_t *route = &layer->routes[t];
+        const dd_sched_codec_t *codec = route->codec[grads];
+        const dd_sync_pipe_t *pipe = route->pipe[grads];
 
         if (tensor->count == 0 || buf == NULL) {
             continue; /* a tensor without a gradient: see broadcast */
         }
         if (g != NULL &&
             (g->dtype != tensor->dtype || g->mem_type != tensor->mem_type ||
-             tensor->mem_type != DD_MEM_HOST || g->codec != codec ||
-             g->deferred != defer || g->kind != kind) &&
+             tensor->mem_type != DD_MEM_HOST || g->pipe != pipe ||
+             g->codec != codec || g->deferred != defer || g->kind != kind) &&
             (status = dd_sched_flush(sched)) != DD_OK) {
             return status;
         }
@@ -225,14 +226,10 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
                 return DD_ERR_NO_MEMORY;
             }
             sched->group->kind = kind;
+            sched->group->pipe = pipe;
             sched->group->codec = codec;
             sched->group->deferred = defer;
             sched->group->measure = !grads && dd_sched_drift_on(sched);
-            if (codec != NULL) {
-                sched->group->pipe = codec->gather   ? &sched->gather_pipe
-                                     : codec->rounds ? &sched->rounds_pipe
-                                                     : &sched->codec_pipe;
-            }
         }
         dd_sched_device_job(sched, layer, tensor, sched->group);
         status = dd_sched_job_add(sched->group, layer->index, buf, tensor);
@@ -378,7 +375,7 @@ static dd_status_t dd_sched_broadcast_buffers(dd_sched_t *sched,
             dd_sync_job_free_list(job);
             return DD_ERR_NO_MEMORY;
         }
-        job->pipe = &sched->bcast_pipe;
+        job->pipe = &sched->routes.coll.bcast;
         dd_engine_submit(sched->engine, job);
     }
     return DD_OK;
@@ -686,7 +683,7 @@ static void dd_sched_account(dd_sched_t *sched, dd_sync_job_t *done,
                          "[SYNC] layer '%s' synced in %.1f ms as %s (step "
                          "%llu)",
                          l->name, l->sync_msg_s * 1e3,
-                         dd_sched_codec_name(l->codec),
+                         dd_route_codec_name(l->codec),
                          (unsigned long long)sched->step);
         }
     }

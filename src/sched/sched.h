@@ -15,6 +15,7 @@
 #include "sched/engine/engine.h"
 #include "sched/plan/plan.h"
 #include "sched/plan/strategy.h"
+#include "sched/routes.h"
 #include "sched/sched_config.h"
 
 #include <pthread.h>
@@ -59,7 +60,7 @@ struct dd_layer {
      * dense), and per tensor its state and, for parameter syncs, its values
      * at the last sync (NULL where the tensor stays dense). */
     char *codec_spec;
-    const struct dd_sched_codec *codec;
+    const dd_sched_codec_t *codec;
     struct dd_codec_state **codec_states;
     float **codec_refs;
     /* Delayed averaging (delay.c): per tensor, the copy of the parameters
@@ -95,21 +96,9 @@ struct dd_layer {
     size_t n_parts;
     struct dd_layer *whole;
     size_t part_offset, part_count;
+    /* Each tensor's chain (routes.c), from commit. */
+    dd_tensor_route_t *routes;
 };
-
-/* A codec in use, opened once per spec. */
-#define DD_SCHED_MAX_CODECS 8
-typedef struct dd_sched_codec {
-    char *spec;
-    dd_codec_ref_t ref;
-    dd_dtype_t wire_dtype; /* of f32 layers */
-    /* Not summable (topk): every worker's encoding is allgathered among
-     * the workers, on either route, and each decodes and averages them. */
-    int gather;
-    /* A multi-round protocol (powersgd): each round's f32 output averaged
-     * through the route (codec_rounds.c). */
-    int rounds;
-} dd_sched_codec_t;
 
 typedef struct dd_timeline dd_timeline_t;
 
@@ -130,14 +119,6 @@ typedef struct {
      * several hosts, the leaders' own instances; NULL elsewhere. */
     dd_backends_t *leaders;
 } dd_sched_env_t;
-
-/** A collective the scheduler or the application asks for. */
-typedef struct {
-    dd_coll_t coll;
-    dd_backend_args_t args; /* root as a worker index */
-    int device;             /* device memory: its ordinal; -1: the device of the
-                               process's device layers (0 without any) */
-} dd_sched_coll_t;
 
 typedef struct dd_sched {
     dd_sched_env_t env;
@@ -223,37 +204,11 @@ typedef struct dd_sched {
     /* Rank 0's wall clock minus this rank's, agreed at dd_model_commit
      * (src/api), and its uncertainty; the timeline records both. */
     double clock_offset_us, clock_uncertainty_us;
-    /* How syncs travel: the workers' collectives, or the homes; ddp's
-     * buffers (tensors without gradients) come from the first worker
-     * through bcast_pipe, on either route. */
-    dd_sync_pipe_t coll_pipe, agg_pipe, bcast_pipe;
-    /* Collectives started among the workers through the engine (route.c);
-     * the engine thread's alone. */
-    uint64_t coll_seq;
-    /* Collectives whose digest is on the wire: another's digest waits
-     * until none is (route.c), so every worker posts digests and
-     * collectives in the same order with two collectives in flight. */
-    int coll_digesting;
-    struct dd_agg *agg; /* the route is agg_pipe when set */
-    /* Device memory (staging.c): the pipe around the two above. */
-    dd_sync_pipe_t device_pipe;
-    struct dd_staging *staging;
-    /* DREAMDDP_ROUTE=hierarchical (hier.c): the device layers' pipe, and
-     * its IPC state; agg is then set on the hosts' leaders only, and host
-     * jobs take coll_pipe on every worker. */
-    dd_sync_pipe_t hier_pipe;
-    struct dd_hier *hier;
-    /* The host pipe a leader stages its host's sums through when no
-     * aggregators move them (the leaders' allreduce); NULL otherwise. */
-    const dd_sync_pipe_t *hier_net;
-    dd_sync_pipe_t leaders_pipe;
-    /* Compression (codec_pipe.c): the codecs opened, and the pipe that
-     * encodes around the route. */
+    /* How syncs travel (routes.c): every route, and the host jobs' pipe. */
+    dd_sched_routes_t routes;
+    /* Compression (compression.c): the codecs opened, by spec. */
     char *compression; /* dd_compression_set's; NULL: DREAMDDP_COMPRESSION */
-    dd_sched_codec_t codecs[DD_SCHED_MAX_CODECS];
-    size_t n_codecs;
-    dd_sync_pipe_t codec_pipe, gather_pipe, rounds_pipe;
-    const dd_sync_pipe_t *codec_inner;
+    dd_route_codecs_t codecs;
     /* Delayed averaging (delay.c): the deferred jobs in flight, those
      * whose layers all landed (for dd_step_end's accounting), and the
      * seconds the deadlines waited: since the last dd_step_end, and in
@@ -305,10 +260,6 @@ dd_status_t dd_sched_check_tables(dd_sched_t *sched);
 /* settings.c: the settings that shape the wire, the same on every worker;
  * a difference fails every worker alike, naming the variables and ranks. */
 dd_status_t dd_sched_check_settings(dd_sched_t *sched);
-/* Appends " rank 0..2 'a', rank 3 'b'" to msg: the ranks holding each
- * value (NULL or "": none), in the order of the lowest rank of each. */
-void dd_sched_ranks_by_value(const char *const *values, int world, char *msg,
-                             size_t size);
 
 #define DD_SCHED_REPLAN_PERSIST 2
 /* The rows of the profile the workers agree on: bp, comm, forward; a
@@ -386,15 +337,18 @@ dd_status_t dd_sched_launch_landed(dd_sched_t *sched, struct dd_layer *layer);
 void dd_sched_delay_quiesce(dd_sched_t *sched);
 void dd_sched_delay_free(dd_sched_t *sched);
 
-/* route.c */
-void dd_sched_pipes_init(dd_sched_t *sched);
-/* What a job's messages to the aggregators say they are. */
-void dd_sched_agg_id(const dd_sync_job_t *job, dd_agg_id_t *id);
-
+/* routes.c: the routes, composed once at commit. */
+void dd_sched_routes_init(dd_sched_t *sched);
 /** At dd_model_commit, once the strategy is known: the allreduce pipe's
  * depth (the stream count, at least DD_ENGINE_DEPTH; under delayed
  * averaging DD_ENGINE_DEPTH_DELAYED, engine.h). */
-void dd_sched_pipes_commit(dd_sched_t *sched);
+void dd_sched_routes_depth(dd_sched_t *sched);
+/* At commit, once the replicas are equal and the codecs opened: the route
+ * (aggregators, hierarchical or allreduce) and every tensor's chain. */
+dd_status_t dd_sched_routes_commit(dd_sched_t *sched);
+/* Says goodbye to the aggregators (before the last barrier). */
+void dd_sched_routes_quiesce(dd_sched_t *sched);
+void dd_sched_routes_free(dd_sched_t *sched);
 /* Runs a collective among the workers, through the engine once it runs. */
 dd_status_t dd_sched_collective(dd_sched_t *sched, const dd_sched_coll_t *c);
 /* How long the application waits for the engine. */
@@ -406,47 +360,19 @@ int dd_sched_streams(const dd_sched_t *sched);
  * averaging. */
 int dd_sched_channels(const dd_sched_t *sched);
 
-/* staging.c: the device pipe; dd_sched_device_call runs a collective job
- * on device memory through it before the engine starts. */
-typedef struct dd_staging dd_staging_t;
-void dd_sched_device_pipe_init(dd_sched_t *sched);
-void dd_sched_staging_free(dd_sched_t *sched);
-dd_status_t dd_sched_device_call(dd_sched_t *sched, dd_sync_job_t *job);
-
-/* hier.c: the hierarchical route. dd_sched_hier_commit groups the
- * workers by host, maps the host's device buffers once through IPC and
- * makes the leader's aggregation side. */
-typedef struct dd_hier dd_hier_t;
-void dd_sched_hier_pipe_init(dd_sched_t *sched);
-dd_status_t dd_sched_hier_commit(dd_sched_t *sched);
-void dd_sched_hier_free(dd_sched_t *sched);
-
-/* codec_pipe.c: compression. Layers of fewer elements stay dense unless
+/* compression.c: compression. Layers of fewer elements stay dense unless
  * dd_layer_set_compression says otherwise. */
 #define DD_SCHED_DENSE_BELOW 4096
-/* Checks spec (what: the message's words before the quoted spec) and opens its
- * codec once; *codec_p is NULL for the identity. */
-dd_status_t dd_sched_codec_get(dd_sched_t *sched, const char *what,
-                               const char *spec,
-                               const dd_sched_codec_t **codec_p);
 dd_status_t dd_sched_compression_set(dd_sched_t *sched, const char *spec);
 dd_status_t dd_sched_layer_set_compression(dd_sched_t *sched, dd_layer_h layer,
                                            const char *spec);
 /* At commit, once the replicas are equal: each layer's codec, states and
- * references, and the pipe around route. */
-dd_status_t dd_sched_codecs_commit(dd_sched_t *sched,
-                                   const dd_sync_pipe_t *route);
+ * references. */
+dd_status_t dd_sched_codecs_commit(dd_sched_t *sched);
 /* The codec a tensor of layer travels in, for gradients or parameters. */
 const dd_sched_codec_t *dd_sched_tensor_codec(const dd_sched_t *sched,
                                               const struct dd_layer *layer,
                                               size_t tensor, int grads);
-const char *dd_sched_codec_name(const dd_sched_codec_t *codec);
-/* The bytes an f32 tensor (its count and shape) takes in codec (NULL:
- * dense). */
-size_t dd_sched_codec_wire_size(const dd_sched_codec_t *codec,
-                                const dd_tensor_t *x);
-/* codec_rounds.c: the pipe of multi-round codecs, around codec_inner. */
-void dd_sched_rounds_pipe_init(dd_sched_t *sched);
 /* The bytes a layer's sync puts on the wire, in its codec. */
 size_t dd_sched_layer_wire_bytes(const struct dd_layer *layer);
 /* The spec a layer is to travel in: its own, or the default rule's. */
@@ -459,7 +385,7 @@ dd_status_t dd_sched_device_check(dd_sched_t *sched, const char *name,
                                   const dd_tensor_t *tensors, size_t n);
 dd_status_t dd_sched_layer_ready_stream(dd_sched_t *sched, dd_layer_h layer,
                                         void *stream);
-/* Tags a job of layer's device tensor with its readiness and its pipe. */
+/* Tags a job of layer's device tensor with its device and readiness. */
 void dd_sched_device_job(dd_sched_t *sched, const struct dd_layer *layer,
                          const dd_tensor_t *tensor, dd_sync_job_t *job);
 void dd_sched_device_free(dd_sched_t *sched);

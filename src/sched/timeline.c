@@ -143,7 +143,7 @@ void dd_timeline_sync(dd_timeline_t *t, const dd_sched_t *sched,
     dd_json_key(&t->json, "bytes");
     dd_json_uint(&t->json, job->bytes);
     dd_json_key(&t->json, "codec");
-    dd_json_string(&t->json, dd_sched_codec_name(job->codec));
+    dd_json_string(&t->json, dd_route_codec_name(job->codec));
     dd_json_key(&t->json, "wire_bytes");
     dd_json_uint(&t->json, job->wire_bytes);
     /* Its channel, and its share of the wire in us (dur with one). */

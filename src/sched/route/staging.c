@@ -12,9 +12,10 @@
  * average is on the device. It runs on the engine thread only (or, before
  * the engine starts, on the thread that commits) and never blocks.
  */
+#include "sched/route/staging.h"
 #include "core/log.h"
 #include "core/time.h"
-#include "sched/sched.h"
+#include "sched/engine/divergence.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +55,7 @@ struct dd_staging {
 
 /* One job in the device pipe. */
 typedef struct {
-    dd_sched_t *sched;
+    dd_route_staging_t *r;
     dd_sync_job_t *job;
     const dd_sync_pipe_t *inner;
     int native; /* the backend takes the device buffer itself */
@@ -68,11 +69,11 @@ typedef struct {
     dd_staging_slot_t *slots;
 } dd_staging_op_t;
 
-static dd_status_t dd_staging_alloc(dd_sched_t *sched, int ordinal)
+static dd_status_t dd_staging_alloc(dd_route_staging_t *r, int ordinal)
 {
-    const dd_device_module_t *dev = sched->env.device;
-    const dd_device_opts_t *o = sched->env.device_opts;
-    dd_staging_t *s = sched->staging;
+    const dd_device_module_t *dev = r->env->device;
+    const dd_device_opts_t *o = r->env->device_opts;
+    dd_staging_t *s = r->slots;
     dd_status_t status;
 
     if (s != NULL) {
@@ -94,7 +95,7 @@ static dd_status_t dd_staging_alloc(dd_sched_t *sched, int ordinal)
     s->slot_bytes = o->staging_bytes;
     s->pinned = calloc((size_t)s->n_slots, sizeof(void *));
     s->events = calloc((size_t)s->n_slots, sizeof(void *));
-    sched->staging = s;
+    r->slots = s;
     if (s->pinned == NULL || s->events == NULL) {
         return DD_ERR_NO_MEMORY;
     }
@@ -116,20 +117,20 @@ static dd_status_t dd_staging_alloc(dd_sched_t *sched, int ordinal)
 }
 
 /* dd_staging_alloc, undone when it failed half way. */
-static dd_status_t dd_staging_setup(dd_sched_t *sched, int ordinal)
+static dd_status_t dd_staging_setup(dd_route_staging_t *r, int ordinal)
 {
-    int fresh = sched->staging == NULL;
-    dd_status_t status = dd_staging_alloc(sched, ordinal);
+    int fresh = r->slots == NULL;
+    dd_status_t status = dd_staging_alloc(r, ordinal);
 
     if (status != DD_OK && fresh) {
-        dd_sched_staging_free(sched);
+        dd_route_staging_free(r);
     }
     return status;
 }
 
-void dd_sched_staging_free(dd_sched_t *sched)
+void dd_route_staging_free(dd_route_staging_t *r)
 {
-    dd_staging_t *s = sched->staging;
+    dd_staging_t *s = r->slots;
 
     if (s == NULL) {
         return;
@@ -152,7 +153,7 @@ void dd_sched_staging_free(dd_sched_t *sched)
     free(s->pinned);
     free(s->events);
     free(s);
-    sched->staging = NULL;
+    r->slots = NULL;
 }
 
 /* The slots' copies of what this worker sent, for measured and deferred
@@ -186,21 +187,21 @@ static dd_status_t dd_staging_keep_alloc(dd_staging_t *s)
  * real CUDA memory, never the fake device's, and never a delayed average,
  * whose difference average - copy is taken on the host (the device
  * modules sum, but do not subtract). */
-static int dd_staging_native(dd_sched_t *sched, const dd_sync_job_t *job,
-                             size_t bytes)
+static int dd_staging_native(const dd_route_staging_t *r,
+                             const dd_sync_job_t *job, size_t bytes)
 {
     dd_backend_ref_t ref;
     dd_backend_op_t op = DD_BACKEND_OP_ALLREDUCE;
 
-    if (strcmp(sched->env.device->name, "cuda") != 0 || job->deferred) {
+    if (strcmp(r->env->device->name, "cuda") != 0 || job->deferred) {
         return 0;
     }
     if (job->op != NULL) {
         op = (dd_backend_op_t)((const dd_sched_coll_t *)job->op)->coll;
-    } else if (sched->agg != NULL) {
+    } else if (r->host_only) {
         return 0; /* the aggregators sum host memory */
     }
-    return dd_backends_find(sched->env.coll, op, DD_MEM_CUDA, bytes, &ref);
+    return dd_backends_find(r->env->coll, op, DD_MEM_CUDA, bytes, &ref);
 }
 
 /* The device buffers of a job: a layer's (buf) or a collective's. */
@@ -231,32 +232,29 @@ static dd_status_t dd_staging_buffers(dd_staging_op_t *t, void *buf,
 static dd_status_t dd_staging_start(void *arg, dd_sync_job_t *job, void *buf,
                                     size_t count, void **handle_p)
 {
-    dd_sched_t *sched = arg;
+    dd_route_staging_t *r = arg;
     dd_staging_op_t *t = calloc(1, sizeof(*t));
     dd_status_t status;
 
     if (t == NULL) {
         return DD_ERR_NO_MEMORY;
     }
-    t->sched = sched;
+    t->r = r;
     t->job = job;
     t->esize = dd_dtype_size(job->dtype);
-    t->inner = job->op != NULL           ? &sched->coll_pipe
-               : sched->agg != NULL      ? &sched->agg_pipe
-               : sched->hier_net != NULL ? sched->hier_net
-                                         : &sched->coll_pipe;
+    t->inner = job->op != NULL ? r->coll : r->host;
     status = dd_staging_buffers(t, buf, count);
     if (status == DD_OK) {
-        t->native = dd_staging_native(sched, job, t->count * t->esize);
+        t->native = dd_staging_native(r, job, t->count * t->esize);
     }
     if (status == DD_OK && !t->native) {
-        status = dd_staging_setup(sched, job->device);
+        status = dd_staging_setup(r, job->device);
     }
     if (status == DD_OK && !t->native && (job->measure || job->deferred)) {
-        status = dd_staging_keep_alloc(sched->staging);
+        status = dd_staging_keep_alloc(r->slots);
     }
     if (status == DD_OK && !t->native) {
-        dd_staging_t *s = sched->staging;
+        dd_staging_t *s = r->slots;
         t->per = s->slot_bytes / t->esize;
         t->n_chunks = (t->count + t->per - 1) / t->per;
         t->slots = calloc((size_t)s->n_slots, sizeof(*t->slots));
@@ -302,7 +300,7 @@ static size_t dd_staging_len(const dd_staging_op_t *t, size_t chunk)
 /* Moves one slot as far as it goes; *busy_p: something moved. */
 static dd_status_t dd_staging_slot(dd_staging_op_t *t, int i, int *busy_p)
 {
-    dd_staging_t *s = t->sched->staging;
+    dd_staging_t *s = t->r->slots;
     const dd_device_module_t *dev = s->dev;
     dd_staging_slot_t *slot = &t->slots[i];
     dd_status_t status = DD_OK;
@@ -402,7 +400,7 @@ static dd_status_t dd_staging_slot(dd_staging_op_t *t, int i, int *busy_p)
  * since they still write the slots. */
 static void dd_staging_end(dd_staging_op_t *t)
 {
-    dd_staging_t *s = t->sched->staging;
+    dd_staging_t *s = t->r->slots;
 
     for (int i = 0; t->slots != NULL && i < s->n_slots; i++) {
         if (t->slots[i].state == DD_SLOT_D2H ||
@@ -416,7 +414,7 @@ static void dd_staging_end(dd_staging_op_t *t)
 
 static dd_status_t dd_staging_wait_ready(dd_staging_op_t *t, int *busy_p)
 {
-    const dd_device_module_t *dev = t->sched->env.device;
+    const dd_device_module_t *dev = t->r->env->device;
     dd_device_event_t *ev = t->job->ready_event;
     dd_status_t status =
         ev != NULL ? dev->ops->event_query(dev->instance, ev) : DD_OK;
@@ -463,7 +461,7 @@ static dd_status_t dd_staging_test(void *arg, void *handle, int *busy_p)
         }
         return status;
     }
-    int n_slots = t->sched->staging->n_slots;
+    int n_slots = t->r->slots->n_slots;
     for (int i = 0; i < n_slots && status == DD_OK; i++) {
         status = dd_staging_slot(t, i, busy_p);
     }
@@ -485,25 +483,36 @@ static dd_status_t dd_staging_test(void *arg, void *handle, int *busy_p)
     return DD_OK;
 }
 
-void dd_sched_device_pipe_init(dd_sched_t *sched)
+void dd_route_staging_init(dd_route_staging_t *r, const dd_route_env_t *env,
+                           const dd_sync_pipe_t *coll)
 {
-    sched->device_pipe = (dd_sync_pipe_t){.start = dd_staging_start,
-                                          .test = dd_staging_test,
-                                          .depth = 1,
-                                          .arg = sched};
+    r->env = env;
+    r->coll = coll;
+    r->host = coll;
+    r->pipe = (dd_sync_pipe_t){.start = dd_staging_start,
+                               .test = dd_staging_test,
+                               .depth = 1,
+                               .arg = r};
 }
 
-dd_status_t dd_sched_device_call(dd_sched_t *sched, dd_sync_job_t *job)
+void dd_route_staging_set_host(dd_route_staging_t *r,
+                               const dd_sync_pipe_t *host, int host_only)
+{
+    r->host = host;
+    r->host_only = host_only;
+}
+
+dd_status_t dd_route_staging_call(dd_route_staging_t *r, dd_sync_job_t *job)
 {
     void *handle;
     int busy;
-    double deadline = dd_time_now() + sched->env.job->timeout_s;
-    dd_status_t status = dd_staging_start(sched, job, NULL, 0, &handle);
+    double deadline = dd_time_now() + r->env->job->timeout_s;
+    dd_status_t status = dd_staging_start(r, job, NULL, 0, &handle);
 
     if (status != DD_OK) {
         return status;
     }
-    while ((status = dd_staging_test(sched, handle, &busy)) == DD_INPROGRESS) {
+    while ((status = dd_staging_test(r, handle, &busy)) == DD_INPROGRESS) {
         if (dd_time_now() > deadline) {
             /* The copies and the network time out by themselves; this
              * only bounds a stuck event. */
@@ -511,7 +520,7 @@ dd_status_t dd_sched_device_call(dd_sched_t *sched, dd_sync_job_t *job)
                 DD_ERR_TIMED_OUT, DD_SUBSYS_SCHED,
                 "a device %s did not finish within %.0f s",
                 dd_coll_name(((const dd_sched_coll_t *)job->op)->coll),
-                sched->env.job->timeout_s);
+                r->env->job->timeout_s);
         }
     }
     return status;

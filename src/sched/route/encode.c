@@ -1,48 +1,49 @@
 /*
- * Compression of the syncs: which codec each layer travels in, and the
- * pipe that wraps the route (the workers' allreduce or the aggregators):
- * it encodes a job's packed f32 buffer into the codec's wire dtype, runs
- * the route on that, and decodes the average back in place. Summable
- * codecs (fp16, bf16) go through the route, which sums their wire dtype in
- * f32. topk's encodings (values and indices) are allgathered among the
- * workers on the allreduce route, and every worker decodes and averages
- * them in worker order; on the aggregation route each worker's nonzero
- * pairs go to the homes of their chunks, which scatter them into f32 in
- * worker order and send back the same average (agg/client.c), and the
- * job's wire bytes become what was pushed and pulled. powersgd's rounds go
- * through codec_rounds.c's pipe.
+ * Compression of the syncs as a pipe around the host route (the workers'
+ * allreduce or the aggregators): it encodes a job's packed f32 buffer into
+ * the codec's wire dtype, runs the route on that, and decodes the average
+ * back in place. Summable codecs (fp16, bf16) go through the route, which
+ * sums their wire dtype in f32. topk's encodings (values and indices) are
+ * allgathered among the workers on the allreduce route, and every worker
+ * decodes and averages them in worker order; on the aggregation route each
+ * worker's nonzero pairs go to the homes of their chunks, which scatter
+ * them into f32 in worker order and send back the same average
+ * (agg/client.c), and the job's wire bytes become what was pushed and
+ * pulled. powersgd's rounds go through rounds.c's pipe. Also the codecs a
+ * job opens once per spec, and what each puts on the wire.
  *
  * Parameter syncs send the change since the layer's last sync and rebuild
  * x = x_ref + decode(average) from the reference every replica holds
- * equal, so the replicas stay bit-identical after every averaging. It must
- * not change what syncs when, nor see device memory (device tensors stay
- * dense).
+ * equal (the items' ref), so the replicas stay bit-identical after every
+ * averaging. It must not change what syncs when, nor see device memory
+ * (device tensors stay dense).
  */
-#include "agg/agg.h"
+#include "sched/route/encode.h"
 #include "core/log.h"
-#include "sched/sched.h"
+#include "sched/route/agg.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define DD_SCHED_CODECS_WIRED "none, fp16, bf16, topk:RATIO, powersgd:RANK"
+#define DD_ROUTE_CODECS_WIRED "none, fp16, bf16, topk:RATIO, powersgd:RANK"
 
 static int dd_sched_codec_spec_is_identity(const char *spec)
 {
     return strcmp(spec, "none") == 0;
 }
 
-dd_status_t dd_sched_codec_get(dd_sched_t *sched, const char *what,
-                               const char *spec,
-                               const dd_sched_codec_t **codec_p)
+dd_status_t dd_route_codec_open(dd_route_codecs_t *set, const char *what,
+                                const char *spec,
+                                const dd_sched_codec_t **codec_p)
 {
     if (spec == NULL || dd_sched_codec_spec_is_identity(spec)) {
         *codec_p = NULL;
         return DD_OK;
     }
-    for (size_t i = 0; i < sched->n_codecs; i++) {
-        if (strcmp(sched->codecs[i].spec, spec) == 0) {
-            *codec_p = &sched->codecs[i];
+    for (size_t i = 0; i < set->n; i++) {
+        if (strcmp(set->codec[i].spec, spec) == 0) {
+            *codec_p = &set->codec[i];
             return DD_OK;
         }
     }
@@ -53,15 +54,15 @@ dd_status_t dd_sched_codec_get(dd_sched_t *sched, const char *what,
     if (ops == NULL) {
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
                         "%s'%s': unknown codec, expected one "
-                        "of " DD_SCHED_CODECS_WIRED,
+                        "of " DD_ROUTE_CODECS_WIRED,
                         what, spec);
     }
-    if (sched->n_codecs == DD_SCHED_MAX_CODECS) {
+    if (set->n == DD_SCHED_MAX_CODECS) {
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
                         "%s'%s': at most %d codec specs in one job", what, spec,
                         DD_SCHED_MAX_CODECS);
     }
-    dd_sched_codec_t *c = &sched->codecs[sched->n_codecs];
+    dd_sched_codec_t *c = &set->codec[set->n];
     dd_status_t status = dd_codec_open(spec, &c->ref);
     if (status != DD_OK) {
         return dd_error(status, DD_SUBSYS_SCHED, "%s'%s': %s", what, spec,
@@ -75,128 +76,17 @@ dd_status_t dd_sched_codec_get(dd_sched_t *sched, const char *what,
     c->wire_dtype = dd_codec_wire_dtype(ops, DD_DTYPE_F32);
     c->rounds = ops->rounds > 0;
     c->gather = !(ops->caps & DD_CODEC_CAP_SUMMABLE) && !c->rounds;
-    sched->n_codecs++;
+    set->n++;
     *codec_p = c;
     return DD_OK;
 }
 
-dd_status_t dd_sched_compression_set(dd_sched_t *sched, const char *spec)
-{
-    const dd_sched_codec_t *codec;
-
-    if (sched->committed) {
-        return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
-                        "dd_compression_set: the model is already committed");
-    }
-    dd_status_t status = dd_sched_codec_get(
-        sched, "dd_compression_set: invalid spec ", spec, &codec);
-    if (status != DD_OK) {
-        return status == DD_ERR_INVALID_CONFIG ? DD_ERR_INVALID_PARAM : status;
-    }
-    char *copy = strdup(spec);
-    if (copy == NULL) {
-        return DD_ERR_NO_MEMORY;
-    }
-    free(sched->compression);
-    sched->compression = copy;
-    return DD_OK;
-}
-
-dd_status_t dd_sched_layer_set_compression(dd_sched_t *sched, dd_layer_h layer,
-                                           const char *spec)
-{
-    const dd_sched_codec_t *codec;
-    char what[256];
-
-    if (layer == NULL || layer->sched != sched) {
-        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
-                        "dd_layer_set_compression: not a layer of this "
-                        "context");
-    }
-    if (sched->committed) {
-        return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
-                        "dd_layer_set_compression: layer '%s': the model is "
-                        "already committed",
-                        layer->name);
-    }
-    snprintf(what, sizeof(what),
-             "dd_layer_set_compression: layer '%s': invalid spec ",
-             layer->name);
-    dd_status_t status = dd_sched_codec_get(sched, what, spec, &codec);
-    if (status != DD_OK) {
-        return status == DD_ERR_INVALID_CONFIG ? DD_ERR_INVALID_PARAM : status;
-    }
-    char *copy = strdup(spec);
-    if (copy == NULL) {
-        return DD_ERR_NO_MEMORY;
-    }
-    free(layer->codec_spec);
-    layer->codec_spec = copy;
-    return DD_OK;
-}
-
-const char *dd_sched_codec_name(const dd_sched_codec_t *codec)
+const char *dd_route_codec_name(const dd_sched_codec_t *codec)
 {
     return codec != NULL ? codec->spec : "none";
 }
 
-static int dd_sched_tensor_encodes(const dd_tensor_t *x)
-{
-    return x->dtype == DD_DTYPE_F32 && x->mem_type == DD_MEM_HOST &&
-           x->count > 0;
-}
-
-const dd_sched_codec_t *dd_sched_tensor_codec(const dd_sched_t *sched,
-                                              const struct dd_layer *layer,
-                                              size_t tensor, int grads)
-{
-    if (layer->codec == NULL || layer->codec_states == NULL ||
-        layer->codec_states[tensor] == NULL) {
-        return NULL;
-    }
-    /* ddp's parameter syncs (dd_sync_all) keep no reference: dense. */
-    if (!grads && layer->codec_refs[tensor] == NULL) {
-        return NULL;
-    }
-    (void)sched;
-    return layer->codec;
-}
-
-/* A layer's states, and its references when parameters travel. */
-static dd_status_t dd_sched_layer_codec_init(dd_sched_t *sched,
-                                             struct dd_layer *l)
-{
-    const dd_codec_ref_t *ref = &l->codec->ref;
-    int params = !dd_strategy_syncs_grads(&sched->strategy);
-
-    l->codec_states = calloc(l->n_tensors, sizeof(*l->codec_states));
-    l->codec_refs = calloc(l->n_tensors, sizeof(*l->codec_refs));
-    if (l->codec_states == NULL || l->codec_refs == NULL) {
-        return DD_ERR_NO_MEMORY;
-    }
-    for (size_t t = 0; t < l->n_tensors; t++) {
-        const dd_tensor_t *x = &l->tensors[t];
-        if (!dd_sched_tensor_encodes(x)) {
-            continue;
-        }
-        dd_status_t status =
-            ref->ops->state_create(ref->codec, x->count, x->dtype, x->rows,
-                                   x->cols, &l->codec_states[t]);
-        if (status != DD_OK) {
-            return status;
-        }
-        if (params) {
-            l->codec_refs[t] = malloc(x->count * sizeof(float));
-            if (l->codec_refs[t] == NULL) {
-                return DD_ERR_NO_MEMORY;
-            }
-            memcpy(l->codec_refs[t], x->param, x->count * sizeof(float));
-        }
-    }
-    return DD_OK;
-}
-
-size_t dd_sched_codec_wire_size(const dd_sched_codec_t *codec,
+size_t dd_route_codec_wire_size(const dd_sched_codec_t *codec,
                                 const dd_tensor_t *x)
 {
     size_t bytes = x->count * sizeof(float);
@@ -211,99 +101,13 @@ size_t dd_sched_codec_wire_size(const dd_sched_codec_t *codec,
     return bytes;
 }
 
-size_t dd_sched_layer_wire_bytes(const struct dd_layer *l)
+void dd_route_codecs_close(dd_route_codecs_t *set)
 {
-    size_t bytes = 0;
-    for (size_t t = 0; t < l->n_tensors; t++) {
-        const dd_tensor_t *x = &l->tensors[t];
-        int encoded = l->codec != NULL && l->codec_states != NULL &&
-                      l->codec_states[t] != NULL;
-        bytes += encoded ? dd_sched_codec_wire_size(l->codec, x)
-                         : x->count * dd_dtype_size(x->dtype);
+    for (size_t i = 0; i < set->n; i++) {
+        dd_codec_close(&set->codec[i].ref);
+        free(set->codec[i].spec);
     }
-    return bytes;
-}
-
-static size_t dd_sched_layer_count(const struct dd_layer *l)
-{
-    size_t n = 0;
-    for (size_t t = 0; t < l->n_tensors; t++) {
-        n += l->tensors[t].count;
-    }
-    return n;
-}
-
-const char *dd_sched_layer_codec_spec(const dd_sched_t *sched,
-                                      const struct dd_layer *layer)
-{
-    if (layer->codec_spec != NULL) {
-        return layer->codec_spec;
-    }
-    if (dd_sched_layer_count(layer) < DD_SCHED_DENSE_BELOW) {
-        return "none";
-    }
-    return sched->compression != NULL ? sched->compression
-                                      : sched->opts.compression;
-}
-
-static dd_status_t dd_sched_codec_start(void *arg, dd_sync_job_t *job,
-                                        void *buf, size_t count,
-                                        void **handle_p);
-static dd_status_t dd_sched_codec_test(void *arg, void *handle, int *busy_p);
-
-dd_status_t dd_sched_codecs_commit(dd_sched_t *sched,
-                                   const dd_sync_pipe_t *route)
-{
-    sched->codec_inner = route;
-    sched->codec_pipe = (dd_sync_pipe_t){.start = dd_sched_codec_start,
-                                         .test = dd_sched_codec_test,
-                                         .depth = route->depth,
-                                         .arg = sched};
-    sched->gather_pipe = (dd_sync_pipe_t){.start = dd_sched_codec_start,
-                                          .test = dd_sched_codec_test,
-                                          .depth = sched->coll_pipe.depth,
-                                          .arg = sched};
-    dd_sched_rounds_pipe_init(sched);
-    for (size_t i = 0; i < sched->n_layers; i++) {
-        struct dd_layer *l = sched->layers[i];
-        const char *spec = dd_sched_layer_codec_spec(sched, l);
-        const char *what = "dd_layer_set_compression: invalid spec ";
-        if (l->codec_spec == NULL) {
-            what = sched->compression != NULL
-                       ? "dd_compression_set: invalid spec "
-                       : "invalid value DREAMDDP_COMPRESSION=";
-        }
-        dd_status_t status = dd_sched_codec_get(sched, what, spec, &l->codec);
-        if (status == DD_OK && l->codec != NULL) {
-            status = dd_sched_layer_codec_init(sched, l);
-        }
-        if (status != DD_OK) {
-            return status;
-        }
-    }
-    return DD_OK;
-}
-
-void dd_sched_codecs_free(dd_sched_t *sched)
-{
-    for (size_t i = 0; i < sched->n_layers; i++) {
-        struct dd_layer *l = sched->layers[i];
-        for (size_t t = 0; l->codec_states != NULL && t < l->n_tensors; t++) {
-            l->codec->ref.ops->state_free(l->codec->ref.codec,
-                                          l->codec_states[t]);
-            free(l->codec_refs[t]);
-        }
-        free(l->codec_states);
-        free(l->codec_refs);
-        free(l->codec_spec);
-    }
-    for (size_t i = 0; i < sched->n_codecs; i++) {
-        dd_codec_close(&sched->codecs[i].ref);
-        free(sched->codecs[i].spec);
-    }
-    sched->n_codecs = 0;
-    free(sched->compression);
-    sched->compression = NULL;
+    set->n = 0;
 }
 
 /* A compressed job in flight: its wire buffer and the route's handle. */
@@ -331,7 +135,7 @@ static size_t dd_sched_item_wire(const dd_sync_job_t *job, size_t j)
 {
     dd_tensor_t x = {.count = job->items[j].count};
 
-    return dd_sched_codec_wire_size(job->codec, &x);
+    return dd_route_codec_wire_size(job->codec, &x);
 }
 
 static dd_status_t dd_sched_codec_encode(const dd_sync_job_t *job,
@@ -408,7 +212,7 @@ static dd_status_t dd_sched_codec_average(const dd_sync_job_t *job,
 
 /* Writes the average back: x_ref + decode(average of the changes) for
  * parameters, which becomes the new reference; decode(average) otherwise. */
-static dd_status_t dd_sched_codec_decode(const dd_sched_t *sched,
+static dd_status_t dd_sched_codec_decode(const dd_route_encode_t *r,
                                          const dd_sched_codec_op_t *op)
 {
     const dd_sync_job_t *job = op->job;
@@ -431,8 +235,8 @@ static dd_status_t dd_sched_codec_decode(const dd_sched_t *sched,
         if (op->sparse) {
             /* The aggregators wrote the average of the changes in place. */
         } else if (job->codec->gather) {
-            status = dd_sched_codec_average(
-                job, op, j, woff, sched->env.job->n_workers, out, tmp);
+            status = dd_sched_codec_average(job, op, j, woff,
+                                            r->env->job->n_workers, out, tmp);
         } else {
             status = ref->ops->decode(ref->codec, it->state,
                                       (const char *)op->wire + woff, bytes, out,
@@ -464,7 +268,7 @@ static void dd_sched_codec_op_free(dd_sched_codec_op_t *op)
 
 /* The route's view of the job: the summable wire averaged as an array of
  * its dtype, or every worker's wire gathered as bytes. */
-static const dd_sync_pipe_t *dd_sched_codec_route(dd_sched_t *sched,
+static const dd_sync_pipe_t *dd_sched_codec_route(dd_route_encode_t *r,
                                                   dd_sched_codec_op_t *op)
 {
     dd_sync_job_t *job = op->job;
@@ -473,7 +277,7 @@ static const dd_sync_pipe_t *dd_sched_codec_route(dd_sched_t *sched,
     op->wire_job.bytes = op->wire_size;
     if (!job->codec->gather) {
         op->wire_job.dtype = job->codec->wire_dtype;
-        return sched->codec_inner;
+        return r->inner;
     }
     op->coll = (dd_sched_coll_t){.coll = DD_COLL_ALLGATHER,
                                  .args = {.sendbuf = op->wire,
@@ -483,7 +287,7 @@ static const dd_sync_pipe_t *dd_sched_codec_route(dd_sched_t *sched,
                                           .mem_type = DD_MEM_HOST}};
     op->wire_job.dtype = DD_DTYPE_U8;
     op->wire_job.op = &op->coll;
-    return &sched->coll_pipe;
+    return r->coll;
 }
 
 /* This worker's own encodings, decoded into the job's buffer (what it
@@ -525,7 +329,7 @@ static dd_status_t dd_sched_codec_pairs(dd_sched_codec_op_t *op)
 
 /* gather through the aggregators: the pairs to the homes of their chunks,
  * the average of every worker's back into the job's buffer. */
-static dd_status_t dd_sched_codec_sparse_start(dd_sched_t *sched,
+static dd_status_t dd_sched_codec_sparse_start(dd_route_encode_t *r,
                                                dd_sched_codec_op_t *op)
 {
     const dd_sync_job_t *job = op->job;
@@ -542,8 +346,8 @@ static dd_status_t dd_sched_codec_sparse_start(dd_sched_t *sched,
                                .wire_estimate = op->wire_size,
                                .wire_bytes_p = &op->wire_done};
     dd_agg_id_t id;
-    dd_sched_agg_id(job, &id);
-    status = dd_agg_sparse_start(sched->agg, &id, &msg, &op->inner);
+    dd_route_agg_id(job, &id);
+    status = dd_agg_sparse_start(r->agg, &id, &msg, &op->inner);
     free(op->index);
     free(op->value);
     op->index = NULL;
@@ -555,15 +359,14 @@ static dd_status_t dd_sched_codec_start(void *arg, dd_sync_job_t *job,
                                         void *buf, size_t count,
                                         void **handle_p)
 {
-    dd_sched_t *sched = arg;
+    dd_route_encode_t *r = arg;
     dd_sched_codec_op_t *op = calloc(1, sizeof(*op));
     size_t wsize = 0;
 
     for (size_t j = 0; j < job->n_items; j++) {
         wsize += dd_sched_item_wire(job, j);
     }
-    int n = job->codec->gather && sched->agg == NULL ? sched->env.job->n_workers
-                                                     : 0;
+    int n = job->codec->gather && r->agg == NULL ? r->env->job->n_workers : 0;
     if (op == NULL || (op->wire = malloc(wsize)) == NULL ||
         (n > 0 && (op->gathered = malloc((size_t)n * wsize)) == NULL)) {
         dd_sched_codec_op_free(op);
@@ -575,12 +378,12 @@ static dd_status_t dd_sched_codec_start(void *arg, dd_sync_job_t *job,
     op->buf = buf;
     op->count = count;
     op->wire_size = wsize;
-    op->sparse = job->codec->gather && sched->agg != NULL;
+    op->sparse = job->codec->gather && r->agg != NULL;
     dd_status_t status = dd_sched_codec_encode(job, buf, op->wire);
     if (status == DD_OK && op->sparse) {
-        status = dd_sched_codec_sparse_start(sched, op);
+        status = dd_sched_codec_sparse_start(r, op);
     } else if (status == DD_OK) {
-        const dd_sync_pipe_t *inner = dd_sched_codec_route(sched, op);
+        const dd_sync_pipe_t *inner = dd_sched_codec_route(r, op);
         status = inner->start(inner->arg, &op->wire_job, op->wire,
                               job->codec->gather ? 0 : count, &op->inner);
     }
@@ -594,23 +397,40 @@ static dd_status_t dd_sched_codec_start(void *arg, dd_sync_job_t *job,
 
 static dd_status_t dd_sched_codec_test(void *arg, void *handle, int *busy_p)
 {
-    dd_sched_t *sched = arg;
+    dd_route_encode_t *r = arg;
     dd_sched_codec_op_t *op = handle;
-    const dd_sync_pipe_t *inner =
-        op->job->codec->gather ? &sched->coll_pipe : sched->codec_inner;
+    const dd_sync_pipe_t *inner = op->job->codec->gather ? r->coll : r->inner;
     dd_status_t status = op->sparse
-                             ? dd_agg_test_msg(sched->agg, op->inner, busy_p)
+                             ? dd_agg_test_msg(r->agg, op->inner, busy_p)
                              : inner->test(inner->arg, op->inner, busy_p);
 
     if (status == DD_INPROGRESS) {
         return status;
     }
     if (status == DD_OK) {
-        status = dd_sched_codec_decode(sched, op);
+        status = dd_sched_codec_decode(r, op);
     }
     if (status == DD_OK && op->sparse) {
         op->job->wire_bytes = op->wire_done;
     }
     dd_sched_codec_op_free(op);
     return status;
+}
+
+void dd_route_encode_init(dd_route_encode_t *r, const dd_route_env_t *env,
+                          const dd_sync_pipe_t *inner,
+                          const dd_sync_pipe_t *coll, dd_agg_t *agg)
+{
+    r->env = env;
+    r->inner = inner;
+    r->coll = coll;
+    r->agg = agg;
+    r->pipe = (dd_sync_pipe_t){.start = dd_sched_codec_start,
+                               .test = dd_sched_codec_test,
+                               .depth = inner->depth,
+                               .arg = r};
+    r->gather = (dd_sync_pipe_t){.start = dd_sched_codec_start,
+                                 .test = dd_sched_codec_test,
+                                 .depth = coll->depth,
+                                 .arg = r};
 }

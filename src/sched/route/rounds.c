@@ -15,8 +15,9 @@
  * aggregators match chunks by their order, so the pipe has depth 1. It
  * must not change what syncs when.
  */
+#include "sched/route/rounds.h"
 #include "core/log.h"
-#include "sched/sched.h"
+#include "sched/route/encode.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -146,11 +147,11 @@ static dd_status_t dd_rounds_decode(dd_sched_rounds_op_t *op, unsigned round)
     return DD_OK;
 }
 
-static dd_status_t dd_rounds_start_inner(dd_sched_t *sched,
+static dd_status_t dd_rounds_start_inner(dd_route_rounds_t *r,
                                          dd_sched_rounds_op_t *op)
 {
     size_t floats = op->off[op->job->n_items];
-    const dd_sync_pipe_t *inner = sched->codec_inner;
+    const dd_sync_pipe_t *inner = r->inner;
 
     op->wire_job = *op->job;
     op->wire_job.dtype = DD_DTYPE_F32;
@@ -163,7 +164,7 @@ static dd_status_t dd_rounds_start_inner(dd_sched_t *sched,
 static dd_status_t dd_rounds_start(void *arg, dd_sync_job_t *job, void *buf,
                                    size_t count, void **handle_p)
 {
-    dd_sched_t *sched = arg;
+    dd_route_rounds_t *r = arg;
     dd_sched_rounds_op_t *op = calloc(1, sizeof(*op));
     dd_status_t status = DD_ERR_NO_MEMORY;
 
@@ -175,7 +176,7 @@ static dd_status_t dd_rounds_start(void *arg, dd_sync_job_t *job, void *buf,
         status = dd_rounds_encode(op, 0);
     }
     if (status == DD_OK) {
-        status = dd_rounds_start_inner(sched, op);
+        status = dd_rounds_start_inner(r, op);
     }
     if (status != DD_OK) {
         dd_rounds_op_free(op);
@@ -191,7 +192,8 @@ static dd_status_t dd_rounds_start(void *arg, dd_sync_job_t *job, void *buf,
 
 /* The round in flight is averaged: decode what ends there, start the next
  * round of what does not. DD_INPROGRESS while a round is on the route. */
-static dd_status_t dd_rounds_next(dd_sched_t *sched, dd_sched_rounds_op_t *op)
+static dd_status_t dd_rounds_next(dd_route_rounds_t *r,
+                                  dd_sched_rounds_op_t *op)
 {
     dd_status_t status = dd_rounds_decode(op, op->round);
     int more = 0;
@@ -211,23 +213,23 @@ static dd_status_t dd_rounds_next(dd_sched_t *sched, dd_sched_rounds_op_t *op)
     op->round++;
     status = dd_rounds_encode(op, op->round);
     if (status == DD_OK) {
-        status = dd_rounds_start_inner(sched, op);
+        status = dd_rounds_start_inner(r, op);
     }
     return status == DD_OK ? DD_INPROGRESS : status;
 }
 
 static dd_status_t dd_rounds_test(void *arg, void *handle, int *busy_p)
 {
-    dd_sched_t *sched = arg;
+    dd_route_rounds_t *r = arg;
     dd_sched_rounds_op_t *op = handle;
-    const dd_sync_pipe_t *inner = sched->codec_inner;
+    const dd_sync_pipe_t *inner = r->inner;
     dd_status_t status = inner->test(inner->arg, op->inner, busy_p);
 
     if (status == DD_INPROGRESS) {
         return status;
     }
     if (status == DD_OK) {
-        status = dd_rounds_next(sched, op);
+        status = dd_rounds_next(r, op);
     }
     if (status == DD_INPROGRESS) {
         *busy_p = 1;
@@ -237,10 +239,9 @@ static dd_status_t dd_rounds_test(void *arg, void *handle, int *busy_p)
     return status;
 }
 
-void dd_sched_rounds_pipe_init(dd_sched_t *sched)
+void dd_route_rounds_init(dd_route_rounds_t *r, const dd_sync_pipe_t *inner)
 {
-    sched->rounds_pipe = (dd_sync_pipe_t){.start = dd_rounds_start,
-                                          .test = dd_rounds_test,
-                                          .depth = 1,
-                                          .arg = sched};
+    r->inner = inner;
+    r->pipe = (dd_sync_pipe_t){
+        .start = dd_rounds_start, .test = dd_rounds_test, .depth = 1, .arg = r};
 }

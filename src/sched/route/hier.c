@@ -23,10 +23,11 @@
  * It runs on the engine thread and never blocks; the set-up at commit
  * waits on the store.
  */
+#include "sched/route/hier.h"
 #include "core/log.h"
 #include "core/reduce.h"
 #include "core/time.h"
-#include "sched/sched.h"
+#include "sched/engine/divergence.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -84,7 +85,7 @@ typedef enum {
 } dd_hier_state_t;
 
 typedef struct {
-    dd_sched_t *sched;
+    dd_route_hier_t *r;
     dd_sync_job_t *job;
     uint64_t seq;
     dd_hier_state_t state;
@@ -96,54 +97,22 @@ typedef struct {
     double t_ready, t_local, t_back;
 } dd_hier_op_t;
 
-static const char *dd_hier_layer(const dd_sched_t *sched,
-                                 const dd_sync_job_t *job)
-{
-    return job->n_layers > 0 ? sched->layers[job->layers[0]]->name : "?";
-}
-
 /* ---- set-up at commit -------------------------------------------------- */
 
 /* The workers of this rank's host, in rank order. */
-static dd_status_t dd_hier_group(dd_sched_t *sched, dd_hier_t *h)
+static dd_status_t dd_hier_group(dd_route_hier_t *r, dd_hier_t *h)
 {
-    const dd_job_t *job = sched->env.job;
+    const dd_job_t *job = r->env->job;
 
     h->ranks = malloc(sizeof(int) * (size_t)job->n_workers);
     if (h->ranks == NULL) {
         return DD_ERR_NO_MEMORY;
     }
     for (int i = 0; i < job->n_workers; i++) {
-        int r = job->worker_ranks[i];
-        if (job->host_of[r] == job->host_of[job->rank]) {
-            h->me = r == job->rank ? h->n_local : h->me;
-            h->ranks[h->n_local++] = r;
-        }
-    }
-    return DD_OK;
-}
-
-/* The scratch size and device: the largest device tensor's. */
-static dd_status_t dd_hier_size(dd_sched_t *sched, dd_hier_t *h)
-{
-    h->ordinal = -1;
-    for (size_t i = 0; i < sched->n_layers; i++) {
-        const struct dd_layer *l = sched->layers[i];
-        for (size_t t = 0; t < l->n_tensors; t++) {
-            const dd_tensor_t *x = &l->tensors[t];
-            if (x->mem_type == DD_MEM_HOST) {
-                continue;
-            }
-            if (h->ordinal >= 0 && x->device != h->ordinal) {
-                return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_SCHED,
-                                "DREAMDDP_ROUTE=hierarchical: layer '%s' is "
-                                "on device %d, others on device %d: one "
-                                "process syncs the layers of one device",
-                                l->name, x->device, h->ordinal);
-            }
-            h->ordinal = x->device;
-            size_t b = x->count * dd_dtype_size(x->dtype);
-            h->bytes = b > h->bytes ? b : h->bytes;
+        int rank = job->worker_ranks[i];
+        if (job->host_of[rank] == job->host_of[job->rank]) {
+            h->me = rank == job->rank ? h->n_local : h->me;
+            h->ranks[h->n_local++] = rank;
         }
     }
     return DD_OK;
@@ -164,9 +133,9 @@ static void dd_hier_key(char *key, size_t size, const char *what, int rank)
 
 /* The host's counters: made by the leader, mapped by the peers, and
  * unlinked once every peer has it mapped. */
-static dd_status_t dd_hier_shm(dd_sched_t *sched, dd_hier_t *h)
+static dd_status_t dd_hier_shm(dd_route_hier_t *r, dd_hier_t *h)
 {
-    const dd_job_t *job = sched->env.job;
+    const dd_job_t *job = r->env->job;
     char name[64], key[64];
     int fd;
 
@@ -222,9 +191,9 @@ static dd_status_t dd_hier_shm(dd_sched_t *sched, dd_hier_t *h)
 }
 
 /* The scratch buffer's handle out, the others' in: once, here. */
-static dd_status_t dd_hier_ipc(dd_sched_t *sched, dd_hier_t *h)
+static dd_status_t dd_hier_ipc(dd_route_hier_t *r, dd_hier_t *h)
 {
-    const dd_job_t *job = sched->env.job;
+    const dd_job_t *job = r->env->job;
     const dd_device_ops_t *ops = h->dev->ops;
     dd_device_ipc_handle_t handle;
     char key[64];
@@ -271,9 +240,9 @@ static dd_status_t dd_hier_ipc(dd_sched_t *sched, dd_hier_t *h)
 }
 
 /* The leader unlinks the counters once every peer has them mapped. */
-static dd_status_t dd_hier_joined(dd_sched_t *sched, dd_hier_t *h)
+static dd_status_t dd_hier_joined(dd_route_hier_t *r, dd_hier_t *h)
 {
-    const dd_job_t *job = sched->env.job;
+    const dd_job_t *job = r->env->job;
     char key[64], name[64];
 
     if (h->me != 0) {
@@ -298,7 +267,7 @@ static dd_status_t dd_hier_joined(dd_sched_t *sched, dd_hier_t *h)
     return DD_OK;
 }
 
-static dd_status_t dd_hier_alloc(dd_sched_t *sched, dd_hier_t *h)
+static dd_status_t dd_hier_alloc(dd_hier_t *h, int measure)
 {
     const dd_device_ops_t *ops = h->dev->ops;
     void *d = h->dev->instance;
@@ -310,7 +279,7 @@ static dd_status_t dd_hier_alloc(dd_sched_t *sched, dd_hier_t *h)
         (status = ops->event_create(d, h->ordinal, &h->event)) != DD_OK) {
         return status;
     }
-    if (dd_sched_drift_on(sched) &&
+    if (measure &&
         ((status = ops->host_alloc(d, h->bytes, &h->mine)) != DD_OK ||
          (status = ops->host_alloc(d, h->bytes, &h->avg)) != DD_OK)) {
         return status;
@@ -318,9 +287,9 @@ static dd_status_t dd_hier_alloc(dd_sched_t *sched, dd_hier_t *h)
     return DD_OK;
 }
 
-void dd_sched_hier_free(dd_sched_t *sched)
+void dd_route_hier_close(dd_route_hier_t *r)
 {
-    dd_hier_t *h = sched->hier;
+    dd_hier_t *h = r->h;
 
     if (h == NULL) {
         return;
@@ -328,7 +297,7 @@ void dd_sched_hier_free(dd_sched_t *sched)
     if (h->dev == NULL) { /* no device module: nothing was made */
         free(h->ranks);
         free(h);
-        sched->hier = NULL;
+        r->h = NULL;
         return;
     }
     const dd_device_ops_t *ops = h->dev->ops;
@@ -359,38 +328,16 @@ void dd_sched_hier_free(dd_sched_t *sched)
     free(h->mapped);
     free(h->ranks);
     free(h);
-    sched->hier = NULL;
+    r->h = NULL;
 }
 
-/* Host layers travel by the workers' allreduce: said once. */
-static void dd_hier_host_layers(const dd_sched_t *sched)
+dd_status_t dd_route_hier_open(dd_route_hier_t *r, int ordinal, size_t bytes,
+                               int measure, int *leader_p)
 {
-    size_t n = 0;
-    const char *first = NULL;
-
-    for (size_t i = 0; i < sched->n_layers; i++) {
-        const struct dd_layer *l = sched->layers[i];
-        for (size_t t = 0; t < l->n_tensors; t++) {
-            if (l->tensors[t].mem_type == DD_MEM_HOST) {
-                first = first != NULL ? first : l->name;
-                n++;
-                break;
-            }
-        }
-    }
-    if (n > 0) {
-        dd_log_info(DD_SUBSYS_SCHED,
-                    "DREAMDDP_ROUTE=hierarchical: %zu layers in host memory "
-                    "(first '%s') travel by the workers' allreduce",
-                    n, first);
-    }
-}
-
-dd_status_t dd_sched_hier_commit(dd_sched_t *sched)
-{
-    const dd_job_t *job = sched->env.job;
+    const dd_job_t *job = r->env->job;
     dd_status_t status;
 
+    *leader_p = 0;
     if (job->host_of == NULL) {
         return dd_error(DD_ERR_INTERNAL, DD_SUBSYS_SCHED,
                         "DREAMDDP_ROUTE=hierarchical: the job's hosts were "
@@ -398,38 +345,31 @@ dd_status_t dd_sched_hier_commit(dd_sched_t *sched)
     }
     dd_hier_t *h = calloc(1, sizeof(*h));
     if (h == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the hierarchical route");
     }
-    sched->hier = h;
-    h->dev = sched->env.device;
-    if ((status = dd_hier_group(sched, h)) != DD_OK ||
-        (status = dd_hier_size(sched, h)) != DD_OK) {
+    r->h = h;
+    h->dev = r->env->device;
+    h->ordinal = ordinal;
+    h->bytes = bytes;
+    if ((status = dd_hier_group(r, h)) != DD_OK) {
         return status;
     }
-    dd_hier_host_layers(sched);
     if (h->ordinal < 0) {
         return DD_OK; /* no device layer: all go by the workers' allreduce */
     }
-    if (h->me == 0 && sched->env.agg != NULL &&
-        (status = dd_agg_create(sched->env.agg, &sched->agg)) != DD_OK) {
-        return status;
-    }
-    if (h->me == 0 && sched->env.agg == NULL) {
-        sched->hier_net = &sched->leaders_pipe;
-    }
-    if ((status = dd_hier_alloc(sched, h)) != DD_OK ||
-        (status = dd_hier_shm(sched, h)) != DD_OK ||
-        (status = dd_hier_ipc(sched, h)) != DD_OK ||
-        (status = dd_hier_joined(sched, h)) != DD_OK) {
+    *leader_p = h->me == 0;
+    if ((status = dd_hier_alloc(h, measure)) != DD_OK ||
+        (status = dd_hier_shm(r, h)) != DD_OK ||
+        (status = dd_hier_ipc(r, h)) != DD_OK ||
+        (status = dd_hier_joined(r, h)) != DD_OK) {
         return status;
     }
     dd_log_info(DD_SUBSYS_SCHED,
                 "hierarchical route: local rank %d of %d workers on this host "
                 "(leader rank %d), %zu-byte device buffers, %d mapped "
-                "through IPC; the hosts' sums through %s",
-                h->me, h->n_local, h->ranks[0], h->bytes, h->n_mapped,
-                sched->env.agg != NULL ? "the aggregators"
-                                       : "the leaders' allreduce");
+                "through IPC",
+                h->me, h->n_local, h->ranks[0], h->bytes, h->n_mapped);
     return DD_OK;
 }
 
@@ -438,8 +378,8 @@ dd_status_t dd_sched_hier_commit(dd_sched_t *sched)
 static dd_status_t dd_hier_start(void *arg, dd_sync_job_t *job, void *buf,
                                  size_t count, void **handle_p)
 {
-    dd_sched_t *sched = arg;
-    dd_hier_t *h = sched->hier;
+    dd_route_hier_t *r = arg;
+    dd_hier_t *h = r->h;
     size_t bytes = count * dd_dtype_size(job->dtype);
 
     if (h == NULL || h->scratch == NULL || job->op != NULL ||
@@ -447,13 +387,13 @@ static dd_status_t dd_hier_start(void *arg, dd_sync_job_t *job, void *buf,
         return dd_error(DD_ERR_INTERNAL, DD_SUBSYS_SCHED,
                         "hierarchical route: layer '%s' (%zu bytes) is not "
                         "a device layer it set up",
-                        dd_hier_layer(sched, job), bytes);
+                        dd_route_job_layer(r->env, job), bytes);
     }
     dd_hier_op_t *t = calloc(1, sizeof(*t));
     if (t == NULL) {
         return DD_ERR_NO_MEMORY;
     }
-    t->sched = sched;
+    t->r = r;
     t->job = job;
     t->seq = ++h->seq;
     t->buf = buf;
@@ -468,7 +408,7 @@ static dd_status_t dd_hier_start(void *arg, dd_sync_job_t *job, void *buf,
 static int dd_hier_peer_lost(const dd_hier_op_t *t, int i, char *why,
                              size_t size)
 {
-    const dd_hier_t *h = t->sched->hier;
+    const dd_hier_t *h = t->r->h;
     const dd_hier_flags_t *f = &h->shm->rank[i];
     uint64_t failed = __atomic_load_n(&f->failed, __ATOMIC_ACQUIRE);
     int64_t pid = __atomic_load_n(&f->pid, __ATOMIC_ACQUIRE);
@@ -498,8 +438,8 @@ static int dd_hier_peer_lost(const dd_hier_op_t *t, int i, char *why,
 static dd_status_t dd_hier_waiting(const dd_hier_op_t *t, int i,
                                    const char *what, int bounded)
 {
-    const dd_sched_t *sched = t->sched;
-    const dd_job_t *job = sched->env.job;
+    const dd_route_hier_t *r = t->r;
+    const dd_job_t *job = r->env->job;
     char why[160];
     double bound = 0.9 * job->timeout_s;
 
@@ -507,16 +447,16 @@ static dd_status_t dd_hier_waiting(const dd_hier_op_t *t, int i,
         return dd_error(DD_ERR_PEER_LOST, DD_SUBSYS_SCHED,
                         "rank %d: %s while waiting for its %s of layer '%s' "
                         "at step %llu",
-                        job->rank, why, what, dd_hier_layer(sched, t->job),
+                        job->rank, why, what,
+                        dd_route_job_layer(r->env, t->job),
                         (unsigned long long)t->job->step);
     }
     if (bounded && dd_time_now() - t->t_ready > bound) {
         return dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_SCHED,
                         "rank %d: local %s rank %d: no %s of layer '%s' at "
                         "step %llu within %.0f s",
-                        job->rank, i == 0 ? "leader" : "peer",
-                        sched->hier->ranks[i], what,
-                        dd_hier_layer(sched, t->job),
+                        job->rank, i == 0 ? "leader" : "peer", r->h->ranks[i],
+                        what, dd_route_job_layer(r->env, t->job),
                         (unsigned long long)t->job->step, bound);
     }
     return DD_INPROGRESS;
@@ -526,7 +466,7 @@ static dd_status_t dd_hier_waiting(const dd_hier_op_t *t, int i,
  * of this worker's values). */
 static dd_status_t dd_hier_copy_in(dd_hier_op_t *t)
 {
-    dd_hier_t *h = t->sched->hier;
+    dd_hier_t *h = t->r->h;
     const dd_device_ops_t *ops = h->dev->ops;
     void *d = h->dev->instance;
     dd_status_t status = ops->memcpy_async(d, h->scratch, t->buf, t->bytes,
@@ -543,7 +483,7 @@ static dd_status_t dd_hier_copy_in(dd_hier_op_t *t)
  * buffer, this process's or mapped). */
 static dd_status_t dd_hier_copy_out(dd_hier_op_t *t, const void *src)
 {
-    dd_hier_t *h = t->sched->hier;
+    dd_hier_t *h = t->r->h;
     const dd_device_ops_t *ops = h->dev->ops;
     void *d = h->dev->instance;
     dd_status_t status = ops->memcpy_async(d, t->buf, src, t->bytes,
@@ -561,7 +501,7 @@ static dd_status_t dd_hier_copy_out(dd_hier_op_t *t, const void *src)
  * order, so the sum is the same whoever comes first. */
 static dd_status_t dd_hier_gather(dd_hier_op_t *t, int *busy_p)
 {
-    dd_hier_t *h = t->sched->hier;
+    dd_hier_t *h = t->r->h;
     const dd_device_ops_t *ops = h->dev->ops;
 
     while (t->next_peer < h->n_local) {
@@ -572,14 +512,14 @@ static dd_status_t dd_hier_gather(dd_hier_op_t *t, int *busy_p)
         size_t layer = t->job->n_layers > 0 ? t->job->layers[0] : 0;
         uint64_t theirs = __atomic_load_n(&f->layer, __ATOMIC_ACQUIRE);
         if (theirs != layer) {
-            const dd_sched_t *s = t->sched;
+            const dd_route_env_t *env = t->r->env;
             return dd_error(
                 DD_ERR_MISMATCH, DD_SUBSYS_SCHED,
                 "hierarchical route: at its sync %llu local rank %d sends "
                 "layer '%s', its leader rank %d layer '%s' (step %llu)",
                 (unsigned long long)t->seq, h->ranks[t->next_peer],
-                theirs < s->n_layers ? s->layers[theirs]->name : "?",
-                h->ranks[0], dd_hier_layer(s, t->job),
+                dd_route_layer_name(env, theirs), h->ranks[0],
+                dd_route_job_layer(env, t->job),
                 (unsigned long long)t->job->step);
         }
         dd_status_t status = ops->reduce_async(
@@ -598,7 +538,7 @@ static dd_status_t dd_hier_gather(dd_hier_op_t *t, int *busy_p)
 /* The leader's sum through the aggregators, staged as any device job. */
 static dd_status_t dd_hier_net_start(dd_hier_op_t *t)
 {
-    dd_sched_t *sched = t->sched;
+    const dd_sync_pipe_t *staging = t->r->staging;
 
     t->sub = *t->job;
     t->sub.next = NULL;
@@ -609,14 +549,14 @@ static dd_status_t dd_hier_net_start(dd_hier_op_t *t)
     t->sub.measure = 0;
     t->sub.staging_s = 0;
     t->t_local = dd_time_now();
-    return sched->device_pipe.start(sched->device_pipe.arg, &t->sub,
-                                    sched->hier->scratch, t->count, &t->net);
+    return staging->start(staging->arg, &t->sub, t->r->h->scratch, t->count,
+                          &t->net);
 }
 
 /* The average is in the layer: the monitor's figure, and the counters. */
 static void dd_hier_landed(dd_hier_op_t *t)
 {
-    dd_hier_t *h = t->sched->hier;
+    dd_hier_t *h = t->r->h;
     dd_sync_job_t *job = t->job;
 
     if (job->measure && h->mine != NULL && job->n_items == 1) {
@@ -640,7 +580,7 @@ static dd_status_t dd_hier_event(const dd_hier_t *h)
 /* Moves the job one state on; DD_INPROGRESS while it waits. */
 static dd_status_t dd_hier_step(dd_hier_op_t *t, int *busy_p)
 {
-    dd_hier_t *h = t->sched->hier;
+    dd_hier_t *h = t->r->h;
     dd_sync_job_t *job = t->job;
     dd_status_t status = DD_OK;
     int moved = 0;
@@ -684,8 +624,7 @@ static dd_status_t dd_hier_step(dd_hier_op_t *t, int *busy_p)
         t->state = DD_HIER_NET;
         return dd_hier_net_start(t);
     case DD_HIER_NET:
-        status = t->sched->device_pipe.test(t->sched->device_pipe.arg, t->net,
-                                            &moved);
+        status = t->r->staging->test(t->r->staging->arg, t->net, &moved);
         *busy_p |= moved;
         if (status != DD_OK) {
             t->net = status == DD_INPROGRESS ? t->net : NULL;
@@ -730,7 +669,7 @@ static dd_status_t dd_hier_step(dd_hier_op_t *t, int *busy_p)
  * device work is waited for, since it still writes the buffers. */
 static void dd_hier_end(dd_hier_op_t *t, dd_status_t status)
 {
-    dd_hier_t *h = t->sched->hier;
+    dd_hier_t *h = t->r->h;
 
     if (status != DD_OK) {
         __atomic_store_n(&h->shm->rank[h->me].failed, t->seq, __ATOMIC_RELEASE);
@@ -777,7 +716,7 @@ typedef struct {
 static dd_status_t dd_hier_sum_start(void *arg, dd_sync_job_t *job, void *buf,
                                      size_t count, void **handle_p)
 {
-    dd_sched_t *sched = arg;
+    dd_route_hier_t *r = arg;
     dd_hier_sum_t *x = calloc(1, sizeof(*x));
     dd_backend_args_t args = {.sendbuf = buf,
                               .recvbuf = buf,
@@ -793,9 +732,9 @@ static dd_status_t dd_hier_sum_start(void *arg, dd_sync_job_t *job, void *buf,
     x->count = count;
     x->dtype = job->dtype;
     dd_status_t status =
-        sched->env.leaders == NULL
+        r->env->leaders == NULL
             ? DD_OK
-            : dd_backends_op_start(sched->env.leaders, DD_COLL_ALLREDUCE, &args,
+            : dd_backends_op_start(r->env->leaders, DD_COLL_ALLREDUCE, &args,
                                    count * dd_dtype_size(job->dtype), &x->op);
     if (status != DD_OK) {
         free(x);
@@ -807,14 +746,14 @@ static dd_status_t dd_hier_sum_start(void *arg, dd_sync_job_t *job, void *buf,
 
 static dd_status_t dd_hier_sum_test(void *arg, void *handle, int *busy_p)
 {
-    dd_sched_t *sched = arg;
+    dd_route_hier_t *r = arg;
     dd_hier_sum_t *x = handle;
     dd_status_t status =
-        sched->env.leaders == NULL ? DD_OK : dd_backends_op_test(&x->op);
+        r->env->leaders == NULL ? DD_OK : dd_backends_op_test(&x->op);
 
     *busy_p = status != DD_INPROGRESS;
     if (status == DD_OK) {
-        dd_coll_divide(x->buf, x->count, x->dtype, sched->env.job->n_workers);
+        dd_coll_divide(x->buf, x->count, x->dtype, r->env->job->n_workers);
     }
     if (status != DD_INPROGRESS) {
         free(x);
@@ -822,12 +761,15 @@ static dd_status_t dd_hier_sum_test(void *arg, void *handle, int *busy_p)
     return status;
 }
 
-void dd_sched_hier_pipe_init(dd_sched_t *sched)
+void dd_route_hier_init(dd_route_hier_t *r, const dd_route_env_t *env,
+                        const dd_sync_pipe_t *staging)
 {
-    sched->hier_pipe = (dd_sync_pipe_t){
-        .start = dd_hier_start, .test = dd_hier_test, .depth = 1, .arg = sched};
-    sched->leaders_pipe = (dd_sync_pipe_t){.start = dd_hier_sum_start,
-                                           .test = dd_hier_sum_test,
-                                           .depth = DD_ENGINE_DEPTH,
-                                           .arg = sched};
+    r->env = env;
+    r->staging = staging;
+    r->pipe = (dd_sync_pipe_t){
+        .start = dd_hier_start, .test = dd_hier_test, .depth = 1, .arg = r};
+    r->leaders = (dd_sync_pipe_t){.start = dd_hier_sum_start,
+                                  .test = dd_hier_sum_test,
+                                  .depth = DD_ENGINE_DEPTH,
+                                  .arg = r};
 }

@@ -368,9 +368,9 @@ static double ddbench_modeled_delayed(size_t n, const dd_sched_t *sched,
     /* What the replica's copies and corrections took, per sync. */
     for (size_t l = 0; copy != NULL && fix != NULL && l < n; l++) {
         const struct dd_layer *y = sched->layers[l];
-        if (y->delay_landings > 0) {
-            copy[l] = y->delay_copy_s / (double)y->delay_landings;
-            fix[l] = y->delay_correct_s / (double)y->delay_landings;
+        if (y->delay.landings > 0) {
+            copy[l] = y->delay.copy_s / (double)y->delay.landings;
+            fix[l] = y->delay.correct_s / (double)y->delay.landings;
         }
     }
     if (copy == NULL || fix == NULL) {

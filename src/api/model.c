@@ -134,9 +134,9 @@ dd_layer_h dd_layer_at(dd_context_h ctx, size_t i)
 size_t dd_layer_num_parts(dd_context_h ctx, dd_layer_h layer)
 {
     return ctx == NULL || layer == NULL || layer->sched != ctx->sched ||
-                   layer->whole != NULL
+                   layer->split.whole != NULL
                ? 0
-           : layer->n_parts > 0 ? layer->n_parts
+           : layer->split.n > 0 ? layer->split.n
                                 : 1;
 }
 

@@ -21,7 +21,7 @@ dd_status_t dd_sched_compression_set(dd_sched_t *sched, const char *spec)
                         "dd_compression_set: the model is already committed");
     }
     dd_status_t status = dd_route_codec_open(
-        &sched->codecs, "dd_compression_set: invalid spec ", spec, &codec);
+        &sched->comp.codecs, "dd_compression_set: invalid spec ", spec, &codec);
     if (status != DD_OK) {
         return status == DD_ERR_INVALID_CONFIG ? DD_ERR_INVALID_PARAM : status;
     }
@@ -29,8 +29,8 @@ dd_status_t dd_sched_compression_set(dd_sched_t *sched, const char *spec)
     if (copy == NULL) {
         return DD_ERR_NO_MEMORY;
     }
-    free(sched->compression);
-    sched->compression = copy;
+    free(sched->comp.spec);
+    sched->comp.spec = copy;
     return DD_OK;
 }
 
@@ -55,7 +55,7 @@ dd_status_t dd_sched_layer_set_compression(dd_sched_t *sched, dd_layer_h layer,
              "dd_layer_set_compression: layer '%s': invalid spec ",
              layer->name);
     dd_status_t status =
-        dd_route_codec_open(&sched->codecs, what, spec, &codec);
+        dd_route_codec_open(&sched->comp.codecs, what, spec, &codec);
     if (status != DD_OK) {
         return status == DD_ERR_INVALID_CONFIG ? DD_ERR_INVALID_PARAM : status;
     }
@@ -63,8 +63,8 @@ dd_status_t dd_sched_layer_set_compression(dd_sched_t *sched, dd_layer_h layer,
     if (copy == NULL) {
         return DD_ERR_NO_MEMORY;
     }
-    free(layer->codec_spec);
-    layer->codec_spec = copy;
+    free(layer->comp.spec);
+    layer->comp.spec = copy;
     return DD_OK;
 }
 
@@ -78,28 +78,28 @@ const dd_sched_codec_t *dd_sched_tensor_codec(const dd_sched_t *sched,
                                               const struct dd_layer *layer,
                                               size_t tensor, int grads)
 {
-    if (layer->codec == NULL || layer->codec_states == NULL ||
-        layer->codec_states[tensor] == NULL) {
+    if (layer->comp.codec == NULL || layer->comp.states == NULL ||
+        layer->comp.states[tensor] == NULL) {
         return NULL;
     }
     /* ddp's parameter syncs (dd_sync_all) keep no reference: dense. */
-    if (!grads && layer->codec_refs[tensor] == NULL) {
+    if (!grads && layer->comp.refs[tensor] == NULL) {
         return NULL;
     }
     (void)sched;
-    return layer->codec;
+    return layer->comp.codec;
 }
 
 /* A layer's states, and its references when parameters travel. */
 static dd_status_t dd_sched_layer_codec_init(dd_sched_t *sched,
                                              struct dd_layer *l)
 {
-    const dd_codec_ref_t *ref = &l->codec->ref;
+    const dd_codec_ref_t *ref = &l->comp.codec->ref;
     int params = !dd_strategy_syncs_grads(&sched->strategy);
 
-    l->codec_states = calloc(l->n_tensors, sizeof(*l->codec_states));
-    l->codec_refs = calloc(l->n_tensors, sizeof(*l->codec_refs));
-    if (l->codec_states == NULL || l->codec_refs == NULL) {
+    l->comp.states = calloc(l->n_tensors, sizeof(*l->comp.states));
+    l->comp.refs = calloc(l->n_tensors, sizeof(*l->comp.refs));
+    if (l->comp.states == NULL || l->comp.refs == NULL) {
         return DD_ERR_NO_MEMORY;
     }
     for (size_t t = 0; t < l->n_tensors; t++) {
@@ -109,16 +109,16 @@ static dd_status_t dd_sched_layer_codec_init(dd_sched_t *sched,
         }
         dd_status_t status =
             ref->ops->state_create(ref->codec, x->count, x->dtype, x->rows,
-                                   x->cols, &l->codec_states[t]);
+                                   x->cols, &l->comp.states[t]);
         if (status != DD_OK) {
             return status;
         }
         if (params) {
-            l->codec_refs[t] = malloc(x->count * sizeof(float));
-            if (l->codec_refs[t] == NULL) {
+            l->comp.refs[t] = malloc(x->count * sizeof(float));
+            if (l->comp.refs[t] == NULL) {
                 return DD_ERR_NO_MEMORY;
             }
-            memcpy(l->codec_refs[t], x->param, x->count * sizeof(float));
+            memcpy(l->comp.refs[t], x->param, x->count * sizeof(float));
         }
     }
     return DD_OK;
@@ -129,9 +129,9 @@ size_t dd_sched_layer_wire_bytes(const struct dd_layer *l)
     size_t bytes = 0;
     for (size_t t = 0; t < l->n_tensors; t++) {
         const dd_tensor_t *x = &l->tensors[t];
-        int encoded = l->codec != NULL && l->codec_states != NULL &&
-                      l->codec_states[t] != NULL;
-        bytes += encoded ? dd_route_codec_wire_size(l->codec, x)
+        int encoded = l->comp.codec != NULL && l->comp.states != NULL &&
+                      l->comp.states[t] != NULL;
+        bytes += encoded ? dd_route_codec_wire_size(l->comp.codec, x)
                          : x->count * dd_dtype_size(x->dtype);
     }
     return bytes;
@@ -149,14 +149,14 @@ static size_t dd_sched_layer_count(const struct dd_layer *l)
 const char *dd_sched_layer_codec_spec(const dd_sched_t *sched,
                                       const struct dd_layer *layer)
 {
-    if (layer->codec_spec != NULL) {
-        return layer->codec_spec;
+    if (layer->comp.spec != NULL) {
+        return layer->comp.spec;
     }
     if (dd_sched_layer_count(layer) < DD_SCHED_DENSE_BELOW) {
         return "none";
     }
-    return sched->compression != NULL ? sched->compression
-                                      : sched->opts.compression;
+    return sched->comp.spec != NULL ? sched->comp.spec
+                                    : sched->opts.compression;
 }
 
 dd_status_t dd_sched_codecs_commit(dd_sched_t *sched)
@@ -165,14 +165,14 @@ dd_status_t dd_sched_codecs_commit(dd_sched_t *sched)
         struct dd_layer *l = sched->layers[i];
         const char *spec = dd_sched_layer_codec_spec(sched, l);
         const char *what = "dd_layer_set_compression: invalid spec ";
-        if (l->codec_spec == NULL) {
-            what = sched->compression != NULL
+        if (l->comp.spec == NULL) {
+            what = sched->comp.spec != NULL
                        ? "dd_compression_set: invalid spec "
                        : "invalid value DREAMDDP_COMPRESSION=";
         }
-        dd_status_t status =
-            dd_route_codec_open(&sched->codecs, what, spec, &l->codec);
-        if (status == DD_OK && l->codec != NULL) {
+        dd_status_t status = dd_route_codec_open(&sched->comp.codecs, what,
+                                                 spec, &l->comp.codec);
+        if (status == DD_OK && l->comp.codec != NULL) {
             status = dd_sched_layer_codec_init(sched, l);
         }
         if (status != DD_OK) {
@@ -186,16 +186,16 @@ void dd_sched_codecs_free(dd_sched_t *sched)
 {
     for (size_t i = 0; i < sched->n_layers; i++) {
         struct dd_layer *l = sched->layers[i];
-        for (size_t t = 0; l->codec_states != NULL && t < l->n_tensors; t++) {
-            l->codec->ref.ops->state_free(l->codec->ref.codec,
-                                          l->codec_states[t]);
-            free(l->codec_refs[t]);
+        for (size_t t = 0; l->comp.states != NULL && t < l->n_tensors; t++) {
+            l->comp.codec->ref.ops->state_free(l->comp.codec->ref.codec,
+                                               l->comp.states[t]);
+            free(l->comp.refs[t]);
         }
-        free(l->codec_states);
-        free(l->codec_refs);
-        free(l->codec_spec);
+        free(l->comp.states);
+        free(l->comp.refs);
+        free(l->comp.spec);
     }
-    dd_route_codecs_close(&sched->codecs);
-    free(sched->compression);
-    sched->compression = NULL;
+    dd_route_codecs_close(&sched->comp.codecs);
+    free(sched->comp.spec);
+    sched->comp.spec = NULL;
 }

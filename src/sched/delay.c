@@ -86,15 +86,15 @@ static dd_status_t dd_sched_delay_events(dd_sched_t *sched, struct dd_layer *l)
 {
     const dd_device_module_t *dev = sched->env.device;
     dd_status_t status =
-        dev->ops->event_create(dev->instance, l->device, &l->delay_event);
+        dev->ops->event_create(dev->instance, l->device, &l->delay.event);
 
-    if (status == DD_OK && sched->delay_dev_stream == NULL) {
+    if (status == DD_OK && sched->delay.dev_stream == NULL) {
         status = dev->ops->stream_create(dev->instance, l->device,
-                                         &sched->delay_dev_stream);
+                                         &sched->delay.dev_stream);
     }
-    if (status == DD_OK && sched->delay_dev_event == NULL) {
+    if (status == DD_OK && sched->delay.dev_event == NULL) {
         status = dev->ops->event_create(dev->instance, l->device,
-                                        &sched->delay_dev_event);
+                                        &sched->delay.dev_event);
     }
     if (status != DD_OK) {
         return dd_error(status, DD_SUBSYS_SCHED,
@@ -139,8 +139,8 @@ dd_status_t dd_sched_delay_commit(dd_sched_t *sched)
                                 l->name, t, sched->strategy_name);
             }
         }
-        l->delay_wire = calloc(l->n_tensors, sizeof(void *));
-        if (l->delay_wire == NULL) {
+        l->delay.wire = calloc(l->n_tensors, sizeof(void *));
+        if (l->delay.wire == NULL) {
             return DD_ERR_NO_MEMORY;
         }
         dd_status_t status =
@@ -150,7 +150,7 @@ dd_status_t dd_sched_delay_commit(dd_sched_t *sched)
         }
         for (size_t t = 0; status == DD_OK && t < l->n_tensors; t++) {
             if (l->tensors[t].count > 0) {
-                status = dd_sched_delay_alloc(sched, l, t, &l->delay_wire[t]);
+                status = dd_sched_delay_alloc(sched, l, t, &l->delay.wire[t]);
             }
         }
         if (status != DD_OK) {
@@ -189,20 +189,20 @@ static dd_status_t dd_sched_delay_device(dd_sched_t *sched,
 {
     const dd_device_module_t *dev = sched->env.device;
     const dd_tensor_t *x = &layer->tensors[t];
-    int own = !layer->delay_stream_known;
-    void *stream = own ? sched->delay_dev_stream : layer->delay_stream;
+    int own = !layer->delay.stream_known;
+    void *stream = own ? sched->delay.dev_stream : layer->delay.stream;
     dd_status_t status =
-        launch ? dev->ops->memcpy_async(dev->instance, layer->delay_wire[t],
+        launch ? dev->ops->memcpy_async(dev->instance, layer->delay.wire[t],
                                         x->param,
                                         x->count * dd_dtype_size(x->dtype),
                                         DD_DEVICE_COPY_D2D, stream)
                : dev->ops->reduce_async(dev->instance, x->param,
-                                        layer->delay_wire[t], x->count,
+                                        layer->delay.wire[t], x->count,
                                         x->dtype, stream);
 
     if (status == DD_OK && last && (own || launch)) {
         status = dd_sched_delay_record(
-            sched, own ? sched->delay_dev_event : layer->delay_event, stream,
+            sched, own ? sched->delay.dev_event : layer->delay.event, stream,
             own);
     }
     if (status != DD_OK) {
@@ -241,41 +241,41 @@ dd_status_t dd_sched_delay_launch(dd_sched_t *sched, struct dd_layer *layer,
     double t0 = dd_time_now();
 
     if (x->mem_type == DD_MEM_HOST) {
-        memcpy(layer->delay_wire[tensor], x->param, bytes);
+        memcpy(layer->delay.wire[tensor], x->param, bytes);
     } else {
         status = dd_sched_delay_device(
             sched, layer, tensor, dd_sched_delay_last_device(layer, tensor), 1);
     }
-    layer->delay_copy_s += dd_time_now() - t0;
+    layer->delay.copy_s += dd_time_now() - t0;
     if (status != DD_OK) {
         return status;
     }
-    layer->delay_pending = 1;
-    layer->delay_step = sched->step;
-    *buf_p = layer->delay_wire[tensor];
+    layer->delay.pending = 1;
+    layer->delay.step = sched->step;
+    *buf_p = layer->delay.wire[tensor];
     return DD_OK;
 }
 
 dd_status_t dd_sched_delay_track(dd_sched_t *sched, dd_sync_job_t *job)
 {
-    if (sched->n_delay == sched->cap_delay) {
-        size_t cap = sched->cap_delay ? 2 * sched->cap_delay : 16;
+    if (sched->delay.n == sched->delay.cap) {
+        size_t cap = sched->delay.cap ? 2 * sched->delay.cap : 16;
         struct dd_delay_entry *v =
-            realloc(sched->delay, cap * sizeof(*sched->delay));
+            realloc(sched->delay.jobs, cap * sizeof(*sched->delay.jobs));
         if (v == NULL) {
             return DD_ERR_NO_MEMORY;
         }
-        sched->delay = v;
-        sched->cap_delay = cap;
+        sched->delay.jobs = v;
+        sched->delay.cap = cap;
     }
-    struct dd_delay_entry *e = &sched->delay[sched->n_delay];
+    struct dd_delay_entry *e = &sched->delay.jobs[sched->delay.n];
     e->landed = calloc(job->n_layers ? job->n_layers : 1, 1);
     if (e->landed == NULL) {
         return DD_ERR_NO_MEMORY;
     }
     e->job = job;
     e->unlanded = job->n_layers;
-    sched->n_delay++;
+    sched->delay.n++;
     return DD_OK;
 }
 
@@ -296,13 +296,13 @@ static dd_status_t dd_sched_delay_correct(dd_sched_t *sched,
             }
         } else if (x->dtype == DD_DTYPE_F32) {
             float *p = x->param;
-            const float *d = layer->delay_wire[t];
+            const float *d = layer->delay.wire[t];
             for (size_t i = 0; i < x->count; i++) {
                 p[i] += d[i];
             }
         } else {
             double *p = x->param;
-            const double *d = layer->delay_wire[t];
+            const double *d = layer->delay.wire[t];
             for (size_t i = 0; i < x->count; i++) {
                 p[i] += d[i];
             }
@@ -315,10 +315,10 @@ static dd_status_t dd_sched_delay_correct(dd_sched_t *sched,
  * accounting (a failed one was reported at its deadline: freed). */
 static void dd_sched_delay_release(dd_sched_t *sched, size_t k)
 {
-    struct dd_delay_entry *e = &sched->delay[k];
+    struct dd_delay_entry *e = &sched->delay.jobs[k];
 
     if (e->job->status == DD_OK) {
-        dd_sync_job_t **tail = &sched->delay_landed;
+        dd_sync_job_t **tail = &sched->delay.landed;
         while (*tail != NULL) {
             tail = &(*tail)->next;
         }
@@ -328,8 +328,8 @@ static void dd_sched_delay_release(dd_sched_t *sched, size_t k)
         dd_sync_job_free_list(e->job);
     }
     free(e->landed);
-    memmove(e, e + 1, (sched->n_delay - k - 1) * sizeof(*e));
-    sched->n_delay--;
+    memmove(e, e + 1, (sched->delay.n - k - 1) * sizeof(*e));
+    sched->delay.n--;
 }
 
 /* Waits for every job that carries a part of layer's sync in flight. */
@@ -339,8 +339,8 @@ static dd_status_t dd_sched_delay_wait(dd_sched_t *sched,
     dd_status_t failed = DD_OK;
     const char *why = "";
 
-    for (size_t k = 0; k < sched->n_delay;) {
-        struct dd_delay_entry *e = &sched->delay[k];
+    for (size_t k = 0; k < sched->delay.n;) {
+        struct dd_delay_entry *e = &sched->delay.jobs[k];
         size_t j = 0;
         while (j < e->job->n_layers &&
                (e->job->layers[j] != layer->index || e->landed[j])) {
@@ -359,7 +359,7 @@ static dd_status_t dd_sched_delay_wait(dd_sched_t *sched,
                             "[SYNC] layer '%s': its delayed average "
                             "(launched in step %llu) did not land within "
                             "%.0f s",
-                            layer->name, (unsigned long long)layer->delay_step,
+                            layer->name, (unsigned long long)layer->delay.step,
                             dd_sched_engine_timeout(sched));
         }
         if (status != DD_OK && failed == DD_OK) {
@@ -379,7 +379,7 @@ static dd_status_t dd_sched_delay_wait(dd_sched_t *sched,
         return dd_error(failed, DD_SUBSYS_SCHED,
                         "[SYNC] layer '%s': its delayed average (launched in "
                         "step %llu) failed: %s: %s",
-                        layer->name, (unsigned long long)layer->delay_step,
+                        layer->name, (unsigned long long)layer->delay.step,
                         dd_status_string(failed), why);
     }
     return DD_OK;
@@ -390,7 +390,7 @@ dd_status_t dd_sched_delay_land(dd_sched_t *sched, struct dd_layer *layer,
 {
     double t0 = dd_time_now();
 
-    if (!layer->delay_pending) {
+    if (!layer->delay.pending) {
         return DD_OK;
     }
     dd_status_t status = dd_sched_delay_wait(sched, layer);
@@ -403,11 +403,11 @@ dd_status_t dd_sched_delay_land(dd_sched_t *sched, struct dd_layer *layer,
         sched->failed = status;
         return status;
     }
-    layer->delay_pending = 0;
-    layer->delay_correct_s += dd_time_now() - t1;
-    layer->delay_landings++;
+    layer->delay.pending = 0;
+    layer->delay.correct_s += dd_time_now() - t1;
+    layer->delay.landings++;
     double waited = t1 - t0;
-    sched->delay_wait_s += waited;
+    sched->delay.wait_s += waited;
     if (waited_p != NULL) {
         *waited_p += waited;
     }
@@ -419,11 +419,11 @@ dd_status_t dd_sched_delay_land(dd_sched_t *sched, struct dd_layer *layer,
 static dd_status_t dd_sched_delay_settle(dd_sched_t *sched,
                                          struct dd_layer *layer)
 {
-    if (layer->device < 0 || !layer->delay_stream_known) {
+    if (layer->device < 0 || !layer->delay.stream_known) {
         return DD_OK;
     }
-    dd_status_t status = dd_sched_delay_record(sched, layer->delay_event,
-                                               layer->delay_stream, 1);
+    dd_status_t status = dd_sched_delay_record(sched, layer->delay.event,
+                                               layer->delay.stream, 1);
     if (status != DD_OK) {
         sched->failed = status;
         return dd_error(status, DD_SUBSYS_SCHED,
@@ -438,7 +438,7 @@ dd_status_t dd_sched_delay_land_all(dd_sched_t *sched)
 {
     for (size_t i = 0; i < sched->n_layers; i++) {
         struct dd_layer *l = sched->layers[i];
-        int pending = l->delay_pending;
+        int pending = l->delay.pending;
         dd_status_t status = dd_sched_delay_land(sched, l, NULL);
         if (status == DD_OK && pending) {
             status = dd_sched_delay_settle(sched, l);
@@ -452,9 +452,9 @@ dd_status_t dd_sched_delay_land_all(dd_sched_t *sched)
 
 dd_sync_job_t *dd_sched_delay_take_landed(dd_sched_t *sched)
 {
-    dd_sync_job_t *landed = sched->delay_landed;
+    dd_sync_job_t *landed = sched->delay.landed;
 
-    sched->delay_landed = NULL;
+    sched->delay.landed = NULL;
     return landed;
 }
 
@@ -482,26 +482,26 @@ dd_status_t dd_sched_layer_forward(dd_sched_t *sched, dd_layer_h layer,
     }
     pthread_mutex_lock(&sched->ready_lock);
     if (with_stream) {
-        layer->delay_stream = stream;
-        layer->delay_stream_known = 1;
+        layer->delay.stream = stream;
+        layer->delay.stream_known = 1;
     }
-    size_t n = layer->n_parts > 0 ? layer->n_parts : 1;
+    size_t n = layer->split.n > 0 ? layer->split.n : 1;
     for (size_t j = 0; status == DD_OK && j < n; j++) {
-        struct dd_layer *y = layer->n_parts > 0 ? layer->parts[j] : layer;
+        struct dd_layer *y = layer->split.n > 0 ? layer->split.parts[j] : layer;
         y->fwd_wait_s = 0;
         /* A sync that left in this step (early) has its deadline in the
          * next; one that landed here lets this step's leave. */
-        if (!(sched->in_step && y->delay_early)) {
+        if (!(sched->in_step && y->delay.early)) {
             status = dd_sched_delay_land(sched, y, &y->fwd_wait_s);
         }
         if (status == DD_OK) {
             status = dd_sched_launch_landed(sched, y);
         }
-        sched->delay_fwd_wait_s += y->fwd_wait_s;
+        sched->delay.fwd_wait_s += y->fwd_wait_s;
         /* Forward starts now; measure.c times it. */
         y->fwd_t = dd_time_now();
     }
-    sched->delay_marked = 1;
+    sched->delay.marked = 1;
     pthread_mutex_unlock(&sched->ready_lock);
     return status;
 }
@@ -513,47 +513,47 @@ void dd_sched_delay_quiesce(dd_sched_t *sched)
     }
     /* Jobs a failure left behind: finished ones are freed, the rest stay
      * with the engine, which frees what it still queues. */
-    for (size_t k = 0; k < sched->n_delay; k++) {
-        if (sched->delay[k].job->finished == 2) {
-            dd_sync_job_free_list(sched->delay[k].job);
+    for (size_t k = 0; k < sched->delay.n; k++) {
+        if (sched->delay.jobs[k].job->finished == 2) {
+            dd_sync_job_free_list(sched->delay.jobs[k].job);
         }
-        free(sched->delay[k].landed);
+        free(sched->delay.jobs[k].landed);
     }
-    sched->n_delay = 0;
+    sched->delay.n = 0;
 }
 
 void dd_sched_delay_free(dd_sched_t *sched)
 {
     const dd_device_module_t *dev = sched->env.device;
 
-    free(sched->delay);
-    sched->delay = NULL;
-    free(sched->delay_fp);
-    sched->delay_fp = NULL;
-    dd_sync_job_free_list(sched->delay_landed);
-    sched->delay_landed = NULL;
+    free(sched->delay.jobs);
+    sched->delay.jobs = NULL;
+    free(sched->delay.fp);
+    sched->delay.fp = NULL;
+    dd_sync_job_free_list(sched->delay.landed);
+    sched->delay.landed = NULL;
     for (size_t i = 0; i < sched->n_layers; i++) {
         struct dd_layer *l = sched->layers[i];
-        for (size_t t = 0; l->delay_wire != NULL && t < l->n_tensors; t++) {
+        for (size_t t = 0; l->delay.wire != NULL && t < l->n_tensors; t++) {
             if (l->tensors[t].mem_type == DD_MEM_HOST) {
-                free(l->delay_wire[t]);
-            } else if (l->delay_wire[t] != NULL) {
-                dev->ops->mem_free(dev->instance, l->delay_wire[t]);
+                free(l->delay.wire[t]);
+            } else if (l->delay.wire[t] != NULL) {
+                dev->ops->mem_free(dev->instance, l->delay.wire[t]);
             }
         }
-        free(l->delay_wire);
-        l->delay_wire = NULL;
-        if (l->delay_event != NULL) {
-            dev->ops->event_destroy(dev->instance, l->delay_event);
-            l->delay_event = NULL;
+        free(l->delay.wire);
+        l->delay.wire = NULL;
+        if (l->delay.event != NULL) {
+            dev->ops->event_destroy(dev->instance, l->delay.event);
+            l->delay.event = NULL;
         }
     }
-    if (sched->delay_dev_event != NULL) {
-        dev->ops->event_destroy(dev->instance, sched->delay_dev_event);
-        sched->delay_dev_event = NULL;
+    if (sched->delay.dev_event != NULL) {
+        dev->ops->event_destroy(dev->instance, sched->delay.dev_event);
+        sched->delay.dev_event = NULL;
     }
-    if (sched->delay_dev_stream != NULL) {
-        dev->ops->stream_destroy(dev->instance, sched->delay_dev_stream);
-        sched->delay_dev_stream = NULL;
+    if (sched->delay.dev_stream != NULL) {
+        dev->ops->stream_destroy(dev->instance, sched->delay.dev_stream);
+        sched->delay.dev_stream = NULL;
     }
 }

@@ -82,8 +82,8 @@ dd_status_t dd_sched_layer_ready_stream(dd_sched_t *sched, dd_layer_h layer,
         status =
             dev->ops->event_record(dev->instance, layer->ready_event, stream);
         /* Delayed averaging queues its copies and sums there (delay.c). */
-        layer->delay_stream = stream;
-        layer->delay_stream_known = 1;
+        layer->delay.stream = stream;
+        layer->delay.stream_known = 1;
     }
     pthread_mutex_unlock(&sched->ready_lock);
     if (status != DD_OK) {
@@ -108,7 +108,7 @@ void dd_sched_device_job(dd_sched_t *sched, const struct dd_layer *layer,
          * stream, final after the event recorded there; on the library's,
          * already final. */
         job->ready_event =
-            layer->delay_stream_known ? layer->delay_event : NULL;
+            layer->delay.stream_known ? layer->delay.event : NULL;
     }
 }
 

@@ -70,9 +70,9 @@ void dd_sched_drift_gather(dd_sched_t *sched, const dd_sync_job_t *job)
             continue;
         }
         struct dd_layer *l = sched->layers[it->layer];
-        l->drift_diff2 += it->diff2;
-        l->drift_norm2 += it->norm2;
-        l->drift_seen = 1;
+        l->drift.diff2 += it->diff2;
+        l->drift.norm2 += it->norm2;
+        l->drift.seen = 1;
     }
 }
 
@@ -90,13 +90,13 @@ void dd_sched_drift_step(dd_sched_t *sched)
 {
     for (size_t i = 0; i < sched->n_layers; i++) {
         struct dd_layer *l = sched->layers[i];
-        if (!l->drift_seen) {
+        if (!l->drift.seen) {
             continue;
         }
-        l->stats.divergence = dd_drift_relative(l->drift_diff2, l->drift_norm2);
-        l->drift_fresh = 1;
-        l->drift_diff2 = l->drift_norm2 = 0;
-        l->drift_seen = 0;
+        l->stats.divergence = dd_drift_relative(l->drift.diff2, l->drift.norm2);
+        l->drift.fresh = 1;
+        l->drift.diff2 = l->drift.norm2 = 0;
+        l->drift.seen = 0;
         dd_sched_drift_counter(sched, l);
     }
 }
@@ -105,8 +105,8 @@ void dd_sched_drift_mine(dd_sched_t *sched, double *v)
 {
     for (size_t i = 0; i < sched->n_layers; i++) {
         struct dd_layer *l = sched->layers[i];
-        v[i] = l->drift_fresh ? l->stats.divergence : DD_DRIFT_NONE;
-        l->drift_fresh = 0;
+        v[i] = l->drift.fresh ? l->stats.divergence : DD_DRIFT_NONE;
+        l->drift.fresh = 0;
     }
 }
 
@@ -130,7 +130,7 @@ static void dd_sched_drift_warn(const dd_sched_t *sched,
                     "layer '%s': divergence across workers rose at %d "
                     "windows in a row (DREAMDDP_DRIFT_WINDOWS), to %.4g (mean "
                     "%.4g) at step %llu",
-                    l->name, l->drift_watch.rises, l->stats.divergence_max,
+                    l->name, l->drift.watch.rises, l->stats.divergence_max,
                     l->stats.divergence_mean, (unsigned long long)sched->step);
     }
 }
@@ -155,7 +155,7 @@ dd_status_t dd_sched_drift_agreed(dd_sched_t *sched, const double *all,
         l->stats.divergence_mean = v[n + i];
         l->stats.divergence_agreed++;
         int why =
-            dd_drift_watch(&l->drift_watch, v[i], sched->opts.drift_windows,
+            dd_drift_watch(&l->drift.watch, v[i], sched->opts.drift_windows,
                            sched->opts.drift_warn);
         if (why) {
             dd_sched_drift_warn(sched, l, why);

@@ -52,4 +52,36 @@ enum {
  */
 int dd_drift_watch(dd_drift_watch_t *w, double max, int windows, double warn);
 
+/** A layer's monitor state: this step's sums over the items the engine
+ *  measured, whether a figure came since the last agreement, and the
+ *  warning state; the figures are in the layer's stats. */
+typedef struct {
+    double diff2, norm2;
+    int seen, fresh;
+    dd_drift_watch_t watch;
+} dd_drift_layer_t;
+
+struct dd_sched;
+struct dd_sync_job;
+
+/* The monitor (drift.c). dd_sched_gather's part: adds what the engine
+ * measured to its layers. */
+void dd_sched_drift_gather(struct dd_sched *sched,
+                           const struct dd_sync_job *job);
+/* After a step's (or dd_sync_all's) jobs: each layer measured gets its
+ * figure. */
+void dd_sched_drift_step(struct dd_sched *sched);
+/* This worker's row for the agreement ([n]: DD_DRIFT_NONE where no figure
+ * came since the last one). */
+void dd_sched_drift_mine(struct dd_sched *sched, double *v);
+/* Takes the agreed rows ([n_workers][stride], the figures at offset):
+ * stats, warnings, counters. */
+dd_status_t dd_sched_drift_agreed(struct dd_sched *sched, const double *all,
+                                  size_t stride, size_t offset);
+/* ", divergence max X (layer L) mean Y" for the [SYNC] line, or "". */
+void dd_sched_drift_summary(const struct dd_sched *sched, char *buf,
+                            size_t size);
+/* Whether parameter syncs measure the divergence. */
+int dd_sched_drift_on(const struct dd_sched *sched);
+
 #endif

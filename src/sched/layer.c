@@ -47,7 +47,7 @@ dd_status_t dd_sched_create(const dd_sched_env_t *env, dd_sched_t **sched_p)
         return DD_ERR_INVALID_CONFIG;
     }
     const dd_sched_codec_t *codec;
-    if (dd_route_codec_open(&sched->codecs,
+    if (dd_route_codec_open(&sched->comp.codecs,
                             "invalid value DREAMDDP_COMPRESSION=",
                             sched->opts.compression, &codec) != DD_OK) {
         dd_sched_codecs_free(sched);
@@ -83,11 +83,11 @@ void dd_sched_destroy(dd_sched_t *sched)
     dd_sched_routes_free(sched);
     dd_timeline_close(sched->timeline);
     dd_plan_free(sched->plan);
-    dd_plan_free(sched->trial_extras);
+    dd_plan_free(sched->trial.extras);
     free(sched->hold);
-    free(sched->agree_v);
-    free(sched->agree_mine);
-    free(sched->agree_all);
+    free(sched->agree.v);
+    free(sched->agree.mine);
+    free(sched->agree.all);
     dd_sched_codecs_free(sched);
     dd_sched_delay_free(sched);
     dd_sched_split_free(sched);
@@ -523,8 +523,8 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
                 "committed %zu layers, strategy %s, route %s, compression "
                 "%s, network %.1f us + %.3f ns/byte",
                 sched->n_layers, sched->strategy_name, sched->routes.name,
-                sched->compression != NULL ? sched->compression
-                                           : sched->opts.compression,
+                sched->comp.spec != NULL ? sched->comp.spec
+                                         : sched->opts.compression,
                 sched->alpha_s * 1e6, sched->beta_s * 1e9);
     return DD_OK;
 }
@@ -542,8 +542,8 @@ static void dd_sched_whole_stats(const struct dd_layer *layer,
 {
     memset(st, 0, sizeof(*st));
     *bp_p = 0;
-    for (size_t j = 0; j < layer->n_parts; j++) {
-        const struct dd_layer *p = layer->parts[j];
+    for (size_t j = 0; j < layer->split.n; j++) {
+        const struct dd_layer *p = layer->split.parts[j];
         const dd_layer_stats_t *q = &p->stats;
         if (j == 0 || q->syncs < st->syncs) {
             st->syncs = q->syncs;
@@ -587,7 +587,7 @@ dd_status_t dd_sched_layer_stats(dd_sched_t *sched, dd_layer_h layer,
     dd_layer_stats_t whole;
     const dd_layer_stats_t *st = &layer->stats;
     double bp_s = layer->bp_s;
-    if (layer->n_parts > 0) {
+    if (layer->split.n > 0) {
         dd_sched_whole_stats(layer, &whole, &bp_s);
         st = &whole;
     }

@@ -65,8 +65,8 @@ dd_status_t dd_sched_step_begin(dd_sched_t *sched)
     }
     sched->replanned = 0;
     if (sched->step_begin_t > 0) { /* bubble filling's trial (measure.c) */
-        sched->iter_sum_s += dd_time_now() - sched->step_begin_t;
-        sched->iter_n++;
+        sched->trial.iter_sum_s += dd_time_now() - sched->step_begin_t;
+        sched->trial.iter_n++;
     }
     if (sched->strategy.kind == DD_STRATEGY_DREAMDDP ||
         sched->strategy.kind == DD_STRATEGY_PLSGD ||
@@ -81,10 +81,10 @@ dd_status_t dd_sched_step_begin(dd_sched_t *sched)
     }
     for (size_t i = 0; i < sched->n_layers; i++) {
         sched->layers[i]->ready = 0;
-        sched->layers[i]->delay_wait_s = 0;
-        sched->layers[i]->delay_early = 0;
+        sched->layers[i]->delay.wait_s = 0;
+        sched->layers[i]->delay.early = 0;
     }
-    sched->delay_fwd_wait_s = 0;
+    sched->delay.fwd_wait_s = 0;
     sched->in_step = 1;
     sched->buckets_done = 0;
     sched->step_begin_t = dd_time_now();
@@ -195,7 +195,7 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
 {
     int grads = kind == DD_JOB_GRADS;
     dd_status_t status =
-        defer ? dd_sched_delay_land(sched, layer, &layer->delay_wait_s) : DD_OK;
+        defer ? dd_sched_delay_land(sched, layer, &layer->delay.wait_s) : DD_OK;
 
     for (size_t t = 0; status == DD_OK && t < layer->n_tensors; t++) {
         const dd_tensor_t *tensor = &layer->tensors[t];
@@ -239,8 +239,8 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
         if (codec != NULL) {
             dd_sync_item_t *it =
                 &sched->group->items[sched->group->n_items - 1];
-            it->state = layer->codec_states[t];
-            it->ref = grads ? NULL : layer->codec_refs[t];
+            it->state = layer->comp.states[t];
+            it->ref = grads ? NULL : layer->comp.refs[t];
         }
         if (sched->group->bytes >= dd_sched_group_limit(sched) ||
             tensor->mem_type != DD_MEM_HOST) {
@@ -266,7 +266,7 @@ static int dd_sched_early_ok(const dd_sched_t *sched,
     return dd_sched_delay_on(sched) &&
            sched->opts.next_launch == DD_NEXT_LAUNCH_EARLY &&
            sched->strategy.kind != DD_STRATEGY_LOCALSGD &&
-           (layer->device < 0 || layer->delay_stream_known);
+           (layer->device < 0 || layer->delay.stream_known);
 }
 
 /* Launches layer's sync of this step ahead of its backward (under
@@ -276,7 +276,7 @@ static dd_status_t dd_sched_launch_early(dd_sched_t *sched,
 {
     dd_status_t status = dd_sched_enqueue(sched, layer, DD_JOB_PARAMS, 1);
 
-    layer->delay_early = status == DD_OK;
+    layer->delay.early = status == DD_OK;
     return status;
 }
 
@@ -286,12 +286,12 @@ static dd_status_t dd_sched_launch_early(dd_sched_t *sched,
 static dd_status_t dd_sched_launch_at_begin(dd_sched_t *sched)
 {
     size_t n = sched->n_layers;
-    int fwd = sched->delay_marked;
+    int fwd = sched->delay.marked;
     dd_status_t status = DD_OK;
 
     for (size_t k = 0; status == DD_OK && k < n; k++) {
         struct dd_layer *l = sched->layers[fwd ? k : n - 1 - k];
-        if (dd_sched_early_ok(sched, l) && !l->delay_pending &&
+        if (dd_sched_early_ok(sched, l) && !l->delay.pending &&
             dd_sched_layer_syncs(sched, l)) {
             status = dd_sched_launch_early(sched, l);
         }
@@ -301,7 +301,7 @@ static dd_status_t dd_sched_launch_at_begin(dd_sched_t *sched)
 
 dd_status_t dd_sched_launch_landed(dd_sched_t *sched, struct dd_layer *layer)
 {
-    if (!sched->in_step || layer->delay_early || layer->ready ||
+    if (!sched->in_step || layer->delay.early || layer->ready ||
         !dd_sched_early_ok(sched, layer) ||
         !dd_sched_layer_syncs(sched, layer)) {
         return DD_OK;
@@ -409,10 +409,11 @@ static dd_status_t dd_sched_mark(dd_sched_t *sched, struct dd_layer *layer,
     int ddp = sched->strategy.kind == DD_STRATEGY_DDP;
 
     if (!sched->in_step) {
-        return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
-                        "%s: layer '%s' marked outside a step "
-                        "(dd_step_begin missing)",
-                        call, layer->whole ? layer->whole->name : layer->name);
+        return dd_error(
+            DD_ERR_STATE, DD_SUBSYS_SCHED,
+            "%s: layer '%s' marked outside a step "
+            "(dd_step_begin missing)",
+            call, layer->split.whole ? layer->split.whole->name : layer->name);
     }
     if (layer->ready) {
         return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
@@ -429,9 +430,9 @@ static dd_status_t dd_sched_mark(dd_sched_t *sched, struct dd_layer *layer,
      * delayed average; one that left in this step (early) has its
      * deadline in the next. */
     dd_status_t landed =
-        layer->delay_early
+        layer->delay.early
             ? DD_OK
-            : dd_sched_delay_land(sched, layer, &layer->delay_wait_s);
+            : dd_sched_delay_land(sched, layer, &layer->delay.wait_s);
     if (landed != DD_OK) {
         return landed;
     }
@@ -446,7 +447,7 @@ static dd_status_t dd_sched_mark(dd_sched_t *sched, struct dd_layer *layer,
         layer->grad_ema =
             layer->grad_ema == 0 ? n2 : 0.9 * layer->grad_ema + 0.1 * n2;
     }
-    if (!dd_sched_layer_syncs(sched, layer) || layer->delay_early) {
+    if (!dd_sched_layer_syncs(sched, layer) || layer->delay.early) {
         return DD_OK;
     }
     if (sched->strategy.kind == DD_STRATEGY_ADAPTIVE) {
@@ -476,11 +477,11 @@ dd_status_t dd_sched_check_handle(dd_sched_t *sched, dd_layer_h layer,
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
                         "%s: not a layer of this context", call);
     }
-    if (layer->whole != NULL) {
+    if (layer->split.whole != NULL) {
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
                         "%s: '%s' is a part of layer '%s' (dd_layer_part); "
                         "mark the layer",
-                        call, layer->name, layer->whole->name);
+                        call, layer->name, layer->split.whole->name);
     }
     return DD_OK;
 }
@@ -495,15 +496,15 @@ static dd_status_t dd_sched_mark_locked(dd_sched_t *sched, dd_layer_h layer,
         return status;
     }
     pthread_mutex_lock(&sched->ready_lock);
-    if (layer->n_parts == 0) {
+    if (layer->split.n == 0) {
         status = dd_sched_mark(sched, layer, unused, call);
-    } else if (sched->in_step && layer->parts[0]->ready) {
+    } else if (sched->in_step && layer->split.parts[0]->ready) {
         status = dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
                           "%s: layer '%s' marked twice in step %llu", call,
                           layer->name, (unsigned long long)sched->step);
     }
-    for (size_t j = layer->n_parts; status == DD_OK && j-- > 0;) {
-        status = dd_sched_mark(sched, layer->parts[j], unused, call);
+    for (size_t j = layer->split.n; status == DD_OK && j-- > 0;) {
+        status = dd_sched_mark(sched, layer->split.parts[j], unused, call);
     }
     pthread_mutex_unlock(&sched->ready_lock);
     return status;
@@ -550,13 +551,13 @@ static dd_status_t dd_sched_unmarked(dd_sched_t *sched, char *missing,
                 return status;
             }
         } else if (dd_sched_layer_syncs(sched, l) &&
-                   (l->whole == NULL || l->whole != listed)) {
+                   (l->split.whole == NULL || l->split.whole != listed)) {
             /* A cut layer's parts go unmarked together: named once. */
-            listed = l->whole;
+            listed = l->split.whole;
             if (n++ < 8 && o < size) {
-                o += (size_t)snprintf(missing + o, size - o, "%s'%s'",
-                                      o ? ", " : "",
-                                      l->whole ? l->whole->name : l->name);
+                o += (size_t)snprintf(
+                    missing + o, size - o, "%s'%s'", o ? ", " : "",
+                    l->split.whole ? l->split.whole->name : l->name);
             } else if (n == 9 && o < size) {
                 o += (size_t)snprintf(missing + o, size - o, ", ...");
             }
@@ -683,7 +684,7 @@ static void dd_sched_account(dd_sched_t *sched, dd_sync_job_t *done,
                          "[SYNC] layer '%s' synced in %.1f ms as %s (step "
                          "%llu)",
                          l->name, l->sync_msg_s * 1e3,
-                         dd_route_codec_name(l->codec),
+                         dd_route_codec_name(l->comp.codec),
                          (unsigned long long)sched->step);
         }
     }
@@ -865,8 +866,8 @@ dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p)
         dd_sched_record_backward(sched);
     }
     /* The deadlines' waits since the last step's end are exposed too. */
-    st.wait_s += sched->delay_wait_s;
-    sched->delay_wait_s = 0;
+    st.wait_s += sched->delay.wait_s;
+    sched->delay.wait_s = 0;
     if (status == DD_OK) {
         dd_sched_window_log(sched, &st);
     }
@@ -901,7 +902,7 @@ dd_status_t dd_sched_sync_all(dd_sched_t *sched)
     if (status != DD_OK) {
         return status;
     }
-    sched->delay_wait_s = 0;
+    sched->delay.wait_s = 0;
     status = dd_sched_finish(sched, &st);
     dd_sched_drift_step(sched);
     return status;

@@ -32,9 +32,8 @@ static void dd_sched_settings_text(const dd_sched_t *sched, char *text,
     text[0] = '\0';
     DD_SETTING("DREAMDDP_STRATEGY=%s\n", sched->strategy_name);
     DD_SETTING("DREAMDDP_ROUTE=%s\n", dd_route_names[o->route]);
-    DD_SETTING("DREAMDDP_COMPRESSION=%s\n", sched->compression != NULL
-                                                ? sched->compression
-                                                : o->compression);
+    DD_SETTING("DREAMDDP_COMPRESSION=%s\n",
+               sched->comp.spec != NULL ? sched->comp.spec : o->compression);
     DD_SETTING("DREAMDDP_CHUNK_BYTES=%zu\n", o->chunk_bytes);
     DD_SETTING("DREAMDDP_FIND_UNUSED=%s\n", o->find_unused ? "yes" : "no");
     if (kind == DD_STRATEGY_DDP) {

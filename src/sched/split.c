@@ -132,7 +132,7 @@ static dd_status_t dd_split_add_view(struct dd_layer *part,
     y->rows = x->rows != 0 ? n / x->cols : 0;
     y->cols = x->rows != 0 ? x->cols : 0;
     part->bytes += n * es;
-    part->part_count += n;
+    part->split.count += n;
     return DD_OK;
 }
 
@@ -143,8 +143,8 @@ static struct dd_layer *dd_split_new_part(struct dd_layer *whole, size_t i,
     size_t len = strlen(whole->name) + 24;
 
     if (p == NULL || (p->name = malloc(len)) == NULL ||
-        (whole->codec_spec != NULL &&
-         (p->codec_spec = strdup(whole->codec_spec)) == NULL)) {
+        (whole->comp.spec != NULL &&
+         (p->comp.spec = strdup(whole->comp.spec)) == NULL)) {
         if (p != NULL) {
             free(p->name);
         }
@@ -153,23 +153,23 @@ static struct dd_layer *dd_split_new_part(struct dd_layer *whole, size_t i,
     }
     snprintf(p->name, len, "%s#%zu", whole->name, i);
     p->sched = whole->sched;
-    p->whole = whole;
-    p->part_offset = offset;
+    p->split.whole = whole;
+    p->split.offset = offset;
     p->device = -1;
     return p;
 }
 
 static void dd_split_free_parts(struct dd_layer *l)
 {
-    for (size_t j = 0; j < l->n_parts; j++) {
-        free(l->parts[j]->name);
-        free(l->parts[j]->codec_spec);
-        free(l->parts[j]->tensors);
-        free(l->parts[j]);
+    for (size_t j = 0; j < l->split.n; j++) {
+        free(l->split.parts[j]->name);
+        free(l->split.parts[j]->comp.spec);
+        free(l->split.parts[j]->tensors);
+        free(l->split.parts[j]);
     }
-    free(l->parts);
-    l->parts = NULL;
-    l->n_parts = 0;
+    free(l->split.parts);
+    l->split.parts = NULL;
+    l->split.n = 0;
 }
 
 /* The parts of l, about bytes / k each, the last taking what is left. */
@@ -178,8 +178,8 @@ static dd_status_t dd_split_layer(struct dd_layer *l, size_t k)
     size_t target = (l->bytes + k - 1) / k, offset = 0;
     struct dd_layer *part = NULL;
 
-    l->parts = calloc(k, sizeof(*l->parts));
-    if (l->parts == NULL) {
+    l->split.parts = calloc(k, sizeof(*l->split.parts));
+    if (l->split.parts == NULL) {
         return DD_ERR_NO_MEMORY;
     }
     for (size_t t = 0; t < l->n_tensors; t++) {
@@ -187,13 +187,13 @@ static dd_status_t dd_split_layer(struct dd_layer *l, size_t k)
         size_t first = 0;
         while (first < x->count) {
             if (part == NULL) {
-                part = dd_split_new_part(l, l->n_parts, offset);
+                part = dd_split_new_part(l, l->split.n, offset);
                 if (part == NULL) {
                     return DD_ERR_NO_MEMORY;
                 }
-                l->parts[l->n_parts++] = part;
+                l->split.parts[l->split.n++] = part;
             }
-            int last = l->n_parts == k;
+            int last = l->split.n == k;
             size_t room = last                   ? SIZE_MAX
                           : part->bytes < target ? target - part->bytes
                                                  : 0;
@@ -227,11 +227,11 @@ dd_status_t dd_sched_split_commit(dd_sched_t *sched)
             if (status != DD_OK) {
                 return status;
             }
-            if (l->n_parts == 1) { /* rows too wide to cut: stays whole */
+            if (l->split.n == 1) { /* rows too wide to cut: stays whole */
                 dd_split_free_parts(l);
             }
         }
-        n += l->n_parts > 0 ? l->n_parts : 1;
+        n += l->split.n > 0 ? l->split.n : 1;
     }
     if (n <= sched->n_layers) {
         return DD_OK;
@@ -243,16 +243,16 @@ dd_status_t dd_sched_split_commit(dd_sched_t *sched)
     size_t o = 0;
     for (size_t i = 0; i < sched->n_layers; i++) {
         struct dd_layer *l = sched->layers[i];
-        for (size_t j = 0; j < (l->n_parts > 0 ? l->n_parts : 1); j++) {
-            struct dd_layer *y = l->n_parts > 0 ? l->parts[j] : l;
+        for (size_t j = 0; j < (l->split.n > 0 ? l->split.n : 1); j++) {
+            struct dd_layer *y = l->split.n > 0 ? l->split.parts[j] : l;
             y->index = o;
             layers[o++] = y;
         }
-        if (l->n_parts > 0) {
+        if (l->split.n > 0) {
             dd_log_info(DD_SUBSYS_SCHED,
                         "layer '%s' (%zu bytes) syncs in %zu parts "
                         "(DREAMDDP_LAYER_SPLIT %zu bytes)",
-                        l->name, l->bytes, l->n_parts, limit);
+                        l->name, l->bytes, l->split.n, limit);
         }
     }
     sched->handles = sched->layers;
@@ -278,9 +278,9 @@ void dd_sched_split_free(dd_sched_t *sched)
 {
     for (size_t i = 0; sched->handles != NULL && i < sched->n_handles; i++) {
         struct dd_layer *l = sched->handles[i];
-        if (l->n_parts > 0) { /* its parts are in sched->layers */
-            free(l->parts);
-            free(l->codec_spec);
+        if (l->split.n > 0) { /* its parts are in sched->layers */
+            free(l->split.parts);
+            free(l->comp.spec);
             free(l->name);
             free(l->tensors);
             free(l);
@@ -294,7 +294,7 @@ dd_status_t dd_sched_layer_part(dd_sched_t *sched, dd_layer_h layer, size_t i,
                                 dd_layer_h *part_p, size_t *offset_p,
                                 size_t *count_p)
 {
-    if (layer == NULL || layer->sched != sched || layer->whole != NULL ||
+    if (layer == NULL || layer->sched != sched || layer->split.whole != NULL ||
         part_p == NULL) {
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
                         "dd_layer_part: %s",
@@ -303,23 +303,23 @@ dd_status_t dd_sched_layer_part(dd_sched_t *sched, dd_layer_h layer, size_t i,
                             ? "a part has no parts"
                             : "not a layer of this context");
     }
-    size_t n = layer->n_parts > 0 ? layer->n_parts : 1;
+    size_t n = layer->split.n > 0 ? layer->split.n : 1;
     if (i >= n) {
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
                         "dd_layer_part: layer '%s' has %zu part%s, not %zu",
                         layer->name, n, n == 1 ? "" : "s", i + 1);
     }
-    struct dd_layer *p = layer->n_parts > 0 ? layer->parts[i] : layer;
+    struct dd_layer *p = layer->split.n > 0 ? layer->split.parts[i] : layer;
     size_t count = 0;
     for (size_t t = 0; p == layer && t < layer->n_tensors; t++) {
         count += layer->tensors[t].count;
     }
     *part_p = p;
     if (offset_p != NULL) {
-        *offset_p = p == layer ? 0 : p->part_offset;
+        *offset_p = p == layer ? 0 : p->split.offset;
     }
     if (count_p != NULL) {
-        *count_p = p == layer ? count : p->part_count;
+        *count_p = p == layer ? count : p->split.count;
     }
     return DD_OK;
 }

@@ -1,9 +1,8 @@
 /*
- * The profiler: backward times from the dd_layer_ready marks, sync times
- * from the engine, a network model fitted at commit for layers not yet
- * measured, and the decisions built on them (dreamddp's plan and re-plans,
- * adaptive periods). Every decision is taken from values the workers first
- * agree on, so that every worker syncs the same layers in the same step.
+ * The decisions built on the agreed figures: dreamddp's first plan and its
+ * re-plans when the times drift, bubble filling's trial of extra syncs,
+ * the deadline model of delayed averaging, and adaptive's periods. Every
+ * decision is taken from values the workers first agree on (agree.c).
  */
 #include "core/log.h"
 #include "core/time.h"
@@ -14,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Weight of a new measurement in the running averages. */
-#define DD_PROFILE_EMA 0.3
 /* A new plan replaces the one in force only when the model has it faster,
  * under the same agreed times, by more than this share of an iteration. */
 #define DD_SCHED_REPLAN_GAIN 0.05
@@ -34,278 +31,6 @@
  * simulator 308.2 with, 322.2 without), so 10 % drops only extras that
  * cost. */
 #define DD_SCHED_TRIAL_TOLERANCE 0.10
-
-static void dd_sched_ema(double *avg, double sample, int first)
-{
-    *avg =
-        first ? sample : (1 - DD_PROFILE_EMA) * *avg + DD_PROFILE_EMA * sample;
-}
-
-/* Times one sync of count floats on the route, best of reps, as the
- * engine times the layers' syncs. */
-static dd_status_t dd_sched_time_allreduce(dd_sched_t *sched, float *buf,
-                                           size_t count, int reps,
-                                           double *best_p)
-{
-    double best = INFINITY;
-    dd_sync_item_t item = {.buf = buf, .count = count};
-    for (int r = 0; r < reps; r++) {
-        dd_sync_job_t job = {.step = sched->step,
-                             .dtype = DD_DTYPE_F32,
-                             .mem_type = DD_MEM_HOST,
-                             .bytes = count * sizeof(float),
-                             .n_items = 1,
-                             .items = &item};
-        dd_status_t status =
-            dd_engine_call(sched->engine, &job, dd_sched_engine_timeout(sched));
-        if (status != DD_OK) {
-            return status;
-        }
-        double t = job.wire_s;
-        best = t < best ? t : best;
-    }
-    *best_p = best;
-    return DD_OK;
-}
-
-dd_status_t dd_sched_fit_network(dd_sched_t *sched)
-{
-    enum { SMALL = 8, BIG = 256 * 1024 }; /* floats: 32 B and 1 MiB */
-    float *buf = calloc(BIG, sizeof(float));
-    double t_small = 0, t_big = 0;
-    dd_status_t status = DD_ERR_NO_MEMORY;
-
-    if (buf != NULL) {
-        status = dd_sched_time_allreduce(sched, buf, SMALL, 5, &t_small);
-    }
-    if (status == DD_OK) {
-        status = dd_sched_time_allreduce(sched, buf, BIG, 3, &t_big);
-    }
-    free(buf);
-    if (status != DD_OK) {
-        char why[512];
-        snprintf(why, sizeof(why), "%s", dd_last_error());
-        return dd_error(status, DD_SUBSYS_SCHED,
-                        "dd_model_commit: measuring the network failed: %s",
-                        why);
-    }
-    sched->alpha_s = t_small;
-    sched->beta_s = t_big > t_small ? (t_big - t_small) / (BIG * 4.0) : 0;
-    return DD_OK;
-}
-
-static int dd_sched_by_ready(const void *a, const void *b)
-{
-    const struct dd_layer *x = *(struct dd_layer *const *)a;
-    const struct dd_layer *y = *(struct dd_layer *const *)b;
-    return (x->ready_t > y->ready_t) - (x->ready_t < y->ready_t);
-}
-
-/* Delayed averaging's forward marks, when every layer got one in this
- * step: each layer's forward time, from its mark to the next one, less
- * the next one's wait for a landing. */
-static int dd_sched_record_forward(dd_sched_t *sched)
-{
-    size_t n = sched->n_layers;
-
-    for (size_t i = 0; i < n; i++) {
-        if (sched->layers[i]->fwd_t < sched->step_begin_t) {
-            return 0;
-        }
-    }
-    for (size_t i = 0; i + 1 < n && dd_sched_steps_run(sched) > 0; i++) {
-        struct dd_layer *l = sched->layers[i], *next = sched->layers[i + 1];
-        double f = next->fwd_t - l->fwd_t - next->fwd_wait_s;
-        dd_sched_ema(&l->fp_s, f > 0 ? f : 0, l->fp_s == 0);
-    }
-    return 1;
-}
-
-void dd_sched_record_backward(dd_sched_t *sched)
-{
-    struct dd_layer **order = malloc(sched->n_layers * sizeof(*order));
-    size_t n = 0;
-
-    if (order == NULL) {
-        return;
-    }
-    for (size_t i = 0; i < sched->n_layers; i++) {
-        if (sched->layers[i]->ready) {
-            order[n++] = sched->layers[i];
-        }
-    }
-    qsort(order, n, sizeof(*order), dd_sched_by_ready);
-    double prev = sched->step_begin_t;
-    int marks = dd_sched_record_forward(sched);
-    if (marks) {
-        /* Forward, up to the last layer's mark, is measured apart. */
-        prev = sched->layers[sched->n_layers - 1]->fwd_t;
-    }
-    /* The first step warms caches and allocators: not a sample. */
-    for (size_t k = 0; k < n && dd_sched_steps_run(sched) > 0; k++) {
-        /* The first layer of backward also carries the forward pass: a
-         * constant offset, which moves every sync equally. */
-        /* A deadline's wait for a delayed average (delay.c) is no
-         * backward time. */
-        double waited = order[k]->delay_wait_s +
-                        (k == 0 && !marks ? sched->delay_fwd_wait_s : 0);
-        dd_sched_ema(&order[k]->bp_s, order[k]->ready_t - prev - waited,
-                     order[k]->bp_s == 0);
-        prev = order[k]->ready_t;
-    }
-    free(order);
-}
-
-/* One sample per layer and sync: its per-byte share of the jobs that
- * carried it, as the runtime summed them. The first window's syncs set up
- * connections and buffers and are no sample (the network model stands in
- * until a layer is measured). */
-void dd_sched_record_syncs(dd_sched_t *sched, const dd_sync_job_t *done)
-{
-    int warm = dd_sched_steps_run(sched) >= sched->strategy.window;
-
-    for (const dd_sync_job_t *job = done; job != NULL; job = job->next) {
-        for (size_t k = 0; k < job->n_layers; k++) {
-            struct dd_layer *l = sched->layers[job->layers[k]];
-            if (l->sync_seen && !warm) {
-                l->sync_seen = 0;
-            } else if (l->sync_seen) {
-                dd_sched_ema(&l->comm_s, l->sync_share_s, !l->comm_measured);
-                l->comm_measured = 1;
-                l->sync_seen = 0;
-            }
-        }
-    }
-}
-
-/* Makes v identical on every worker: the average, as the first worker has
- * it (an allreduce alone need not be bitwise equal everywhere). */
-static dd_status_t dd_sched_agree(dd_sched_t *sched, double *v, size_t n)
-{
-    dd_sched_coll_t c = {.coll = DD_COLL_ALLREDUCE,
-                         .args = {.sendbuf = v,
-                                  .recvbuf = v,
-                                  .count = n,
-                                  .dtype = DD_DTYPE_F64,
-                                  .op = DD_REDUCE_AVG,
-                                  .mem_type = DD_MEM_HOST}};
-    dd_status_t status = dd_sched_collective(sched, &c);
-    if (status == DD_OK) {
-        c.coll = DD_COLL_BROADCAST;
-        c.args.root = 0;
-        status = dd_sched_collective(sched, &c);
-    }
-    return status;
-}
-
-/* The planner's inputs from this worker's measurements: bp, comm, then
- * forward (delayed averaging's marks; DD_SCHED_NO_MARKS without them, so
- * that the agreed mean says whether every worker marks). */
-static void dd_sched_profile(dd_sched_t *sched, double *v)
-{
-    size_t n = sched->n_layers;
-    for (size_t i = 0; i < n; i++) {
-        const struct dd_layer *l = sched->layers[i];
-        v[i] = l->bp_s;
-        v[2 * n + i] = sched->delay_marked ? l->fp_s : DD_SCHED_NO_MARKS;
-        /* Before a measurement, the model prices what the codec puts on
-         * the wire. */
-        v[n + i] =
-            l->comm_measured
-                ? l->comm_s
-                : sched->alpha_s +
-                      sched->beta_s * (double)dd_sched_layer_wire_bytes(l);
-    }
-    /* The mean step-to-step time since the last row or plan change, the
-     * same number of steps on every worker, once they are
-     * DD_SCHED_TRIAL_STEPS (0 until then: the steps count on). */
-    v[DD_SCHED_PROFILE_ROWS * n] = 0.0;
-    if (sched->iter_n >= DD_SCHED_TRIAL_STEPS) {
-        v[DD_SCHED_PROFILE_ROWS * n] =
-            sched->iter_sum_s / (double)sched->iter_n;
-        sched->iter_sum_s = 0;
-        sched->iter_n = 0;
-    }
-}
-
-/*
- * Starts the window-start agreement in the background: every worker's row
- * (the profile when a check of the plan is due, then the layers'
- * divergence when the monitor is on) allgathered in one job on the
- * engine's queue, ahead of the step's syncs. It runs while the application
- * computes its forward pass and comes back with the step's syncs at
- * dd_step_end, which marks it ready; the next window's start reads it. No
- * worker waits for it, and every worker reduces the same rows alike.
- */
-static dd_status_t dd_sched_agree_start(dd_sched_t *sched, int profile,
-                                        int drift)
-{
-    size_t n = sched->n_layers, w = (size_t)sched->env.job->n_workers;
-    size_t len = DD_SCHED_PROFILE_LEN(n);
-    size_t m = (profile ? len : 0) + (drift ? n : 0);
-
-    if (sched->agree_v == NULL &&
-        (sched->agree_v = malloc(len * sizeof(double))) == NULL) {
-        return DD_ERR_NO_MEMORY;
-    }
-    if (sched->agree_mine == NULL &&
-        (sched->agree_mine = malloc((len + n) * sizeof(double))) == NULL) {
-        return DD_ERR_NO_MEMORY;
-    }
-    if (sched->agree_all == NULL &&
-        (sched->agree_all = malloc((len + n) * w * sizeof(double))) == NULL) {
-        return DD_ERR_NO_MEMORY;
-    }
-    dd_sync_job_t *job = calloc(1, sizeof(*job));
-    if (job == NULL) {
-        return DD_ERR_NO_MEMORY;
-    }
-    if (profile) {
-        dd_sched_profile(sched, sched->agree_mine);
-    }
-    if (drift) {
-        dd_sched_drift_mine(sched, sched->agree_mine + (profile ? len : 0));
-    }
-    sched->agree_coll = (dd_sched_coll_t){.coll = DD_COLL_ALLGATHER,
-                                          .args = {.sendbuf = sched->agree_mine,
-                                                   .recvbuf = sched->agree_all,
-                                                   .count = m,
-                                                   .dtype = DD_DTYPE_F64,
-                                                   .mem_type = DD_MEM_HOST}};
-    sched->agree_stride = m;
-    sched->agree_profile = profile;
-    sched->agree_drift = drift;
-    job->step = sched->step;
-    job->dtype = DD_DTYPE_F64;
-    job->mem_type = DD_MEM_HOST;
-    job->pipe = &sched->routes.coll.avg;
-    job->op = &sched->agree_coll;
-    job->control = 1; /* beside the syncs: it must not hold one back */
-    dd_engine_submit(sched->engine, job);
-    sched->agree_state = DD_SCHED_AGREE_RUNNING;
-    return DD_OK;
-}
-
-void dd_sched_agree_done(dd_sched_t *sched)
-{
-    if (sched->agree_state == DD_SCHED_AGREE_RUNNING) {
-        sched->agree_state = DD_SCHED_AGREE_READY;
-    }
-}
-
-/* The mean of the workers' rows, in worker order: v[i] for i < n. */
-static void dd_sched_rows_mean(const double *all, int n_workers, size_t stride,
-                               size_t n, double *v)
-{
-    for (size_t i = 0; i < n; i++) {
-        double sum = 0;
-        for (int r = 0; r < n_workers; r++) {
-            sum += all[(size_t)r * stride + i];
-        }
-        v[i] = sum / n_workers;
-    }
-}
-
 static double dd_sched_sum(const double *v, size_t n)
 {
     double s = 0;
@@ -314,7 +39,6 @@ static double dd_sched_sum(const double *v, size_t n)
     }
     return s;
 }
-
 static int dd_sched_plan_equal(const dd_plan_t *a, const dd_plan_t *b)
 {
     size_t n = a->num_layers;
@@ -322,7 +46,6 @@ static int dd_sched_plan_equal(const dd_plan_t *a, const dd_plan_t *b)
            memcmp(a->slot, b->slot, n * sizeof(*a->slot)) == 0 &&
            memcmp(a->sync, b->sync, (size_t)a->window * n) == 0;
 }
-
 /* The schedule at info level, one layer after another in backward order
  * with the steps of the window it syncs in (its planned slot first), so
  * that two runs' plans can be compared. */
@@ -351,7 +74,6 @@ static void dd_sched_plan_print(const dd_sched_t *sched)
     dd_log_info(DD_SUBSYS_SCHED, "plan (layer slot+extra): %s%s", line,
                 len >= sizeof(line) - 64 ? " ..." : "");
 }
-
 /* The primary slots of plan, without its extra syncs. */
 static dd_status_t dd_sched_primaries(const dd_plan_t *plan, dd_plan_t **out_p)
 {
@@ -366,7 +88,6 @@ static dd_status_t dd_sched_primaries(const dd_plan_t *plan, dd_plan_t **out_p)
     }
     return status;
 }
-
 /*
  * Delayed averaging plans under the deadline model (deadline.c), from the
  * agreed profile's third row: the forward times between the workers'
@@ -380,7 +101,7 @@ static void dd_sched_delay_model_set(dd_sched_t *sched, const double *v)
     size_t n = sched->n_layers;
     int marks = v[2 * n] >= 0; /* any DD_SCHED_NO_MARKS makes it negative */
 
-    sched->delay_model = (dd_plan_delay_t){
+    sched->delay.model = (dd_plan_delay_t){
         NULL,
         marks ? DD_PLAN_DEADLINE_FORWARD : DD_PLAN_DEADLINE_BACKWARD,
         0,
@@ -389,11 +110,10 @@ static void dd_sched_delay_model_set(dd_sched_t *sched, const double *v)
         (unsigned)dd_sched_channels(sched),
         sched->opts.next_launch == DD_NEXT_LAUNCH_EARLY};
     if (marks) {
-        memcpy(sched->delay_fp, v + 2 * n, n * sizeof(double));
-        sched->delay_model.fp_s = sched->delay_fp;
+        memcpy(sched->delay.fp, v + 2 * n, n * sizeof(double));
+        sched->delay.model.fp_s = sched->delay.fp;
     }
 }
-
 static double dd_sched_iter_s(const dd_sched_t *sched,
                               const dd_plan_input_t *input,
                               const dd_plan_t *plan)
@@ -401,11 +121,10 @@ static double dd_sched_iter_s(const dd_sched_t *sched,
     dd_plan_cost_t cost;
     dd_status_t status =
         sched->strategy.delay
-            ? dd_plan_cost_delayed(input, plan, &sched->delay_model, &cost)
+            ? dd_plan_cost_delayed(input, plan, &sched->delay.model, &cost)
             : dd_plan_cost(input, plan, &cost);
     return status == DD_OK ? cost.iter_s : INFINITY;
 }
-
 /* Bubble filling with DD_SCHED_FILL_MARGIN. */
 static dd_status_t dd_sched_fill(const dd_sched_t *sched,
                                  const dd_plan_input_t *input, dd_plan_t *plan)
@@ -424,12 +143,11 @@ static dd_status_t dd_sched_fill(const dd_sched_t *sched,
     dd_plan_input_t margin = {n, input->bp_s, slow};
     dd_status_t status =
         sched->strategy.delay
-            ? dd_plan_fill_bubbles_delayed(&margin, &sched->delay_model, plan)
+            ? dd_plan_fill_bubbles_delayed(&margin, &sched->delay.model, plan)
             : dd_plan_fill_bubbles(&margin, plan, NULL);
     free(slow);
     return status;
 }
-
 /*
  * The schedule for the agreed times v, from the one in force (the profiling
  * split before the first plan). Its primary slots stay unless the
@@ -450,7 +168,7 @@ static dd_status_t dd_sched_next_plan(dd_sched_t *sched,
     dd_status_t status =
         sched->strategy.delay
             ? dd_plan_dreamddp_delayed(input, sched->strategy.window, &params,
-                                       &sched->delay_model, &fresh)
+                                       &sched->delay.model, &fresh)
             : dd_plan_dreamddp(input, sched->strategy.window, &params, &fresh);
 
     if (status == DD_OK &&
@@ -476,7 +194,7 @@ static dd_status_t dd_sched_next_plan(dd_sched_t *sched,
     if (base != kept) {
         dd_plan_free(kept);
     }
-    if (base != NULL && sched->opts.fill_bubbles && !sched->fill_refused) {
+    if (base != NULL && sched->opts.fill_bubbles && !sched->trial.refused) {
         status = dd_sched_fill(sched, input, base);
     }
     if (base != NULL && sched->planned &&
@@ -487,7 +205,6 @@ static dd_status_t dd_sched_next_plan(dd_sched_t *sched,
     *base_p = base;
     return status;
 }
-
 /* Puts plan in force from the next step (the caller owns what it
  * replaced): its fusion into sched->hold, the step's replanned flag, and a
  * fresh count of the steps the trial times, so that each of its checks
@@ -498,10 +215,9 @@ static void dd_sched_install(dd_sched_t *sched, const dd_plan_input_t *input,
     dd_plan_fusion(input, plan, sched->hold);
     sched->plan = plan;
     sched->replanned = 1;
-    sched->iter_sum_s = 0;
-    sched->iter_n = 0;
+    sched->trial.iter_sum_s = 0;
+    sched->trial.iter_n = 0;
 }
-
 /* Plans from v (bp then comm) and installs the schedule, unless the one in
  * force stands: then only the fusion and the times it is checked against
  * follow v. */
@@ -513,10 +229,10 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v)
     unsigned char *hold = malloc((size_t)sched->strategy.window * n);
     dd_status_t status = DD_ERR_NO_MEMORY;
 
-    if (sched->delay_fp == NULL) {
-        sched->delay_fp = calloc(n, sizeof(double));
+    if (sched->delay.fp == NULL) {
+        sched->delay.fp = calloc(n, sizeof(double));
     }
-    if (hold != NULL && sched->delay_fp != NULL) {
+    if (hold != NULL && sched->delay.fp != NULL) {
         dd_sched_delay_model_set(sched, v);
         status = dd_sched_next_plan(sched, &input, &plan);
     }
@@ -544,9 +260,9 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v)
     free(sched->hold);
     sched->hold = hold;
     dd_sched_install(sched, &input, plan);
-    dd_plan_free(sched->trial_extras);
-    sched->trial_extras = NULL;
-    sched->fill_trial =
+    dd_plan_free(sched->trial.extras);
+    sched->trial.extras = NULL;
+    sched->trial.state =
         dd_plan_num_extra(plan) > 0 ? DD_SCHED_TRIAL_WITH : DD_SCHED_TRIAL_NONE;
     dd_log_info(DD_SUBSYS_SCHED,
                 "%s at step %llu: backward %.1f ms, sync %.1f ms per "
@@ -561,12 +277,10 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v)
     dd_sched_plan_print(sched);
     return DD_OK;
 }
-
 static double dd_sched_drift(double now, double planned)
 {
     return planned > 0 ? fabs(now - planned) / planned : (now > 0);
 }
-
 /* Checks the agreed times against the plan's: a re-plan needs the drift
  * past DREAMDDP_REPLAN_DRIFT at DD_SCHED_REPLAN_PERSIST checks in a row,
  * so that one noisy window does not churn the plan. */
@@ -591,7 +305,6 @@ static dd_status_t dd_sched_check_drift(dd_sched_t *sched, const double *v)
                 bp * 100, comm * 100, DD_SCHED_REPLAN_PERSIST);
     return dd_sched_plan(sched, v);
 }
-
 /*
  * Bubble filling's trial. The model has an extra sync cost nothing, but
  * the extras add traffic, and where they slow the syncs around them
@@ -613,11 +326,11 @@ static dd_status_t dd_sched_fill_trial(dd_sched_t *sched, const double *v)
     double t = v[DD_SCHED_PROFILE_ROWS * n];
     dd_plan_input_t input = {n, v, v + n};
 
-    if (sched->replanned || sched->fill_trial == DD_SCHED_TRIAL_NONE ||
+    if (sched->replanned || sched->trial.state == DD_SCHED_TRIAL_NONE ||
         !(t > 0)) {
         return DD_OK;
     }
-    if (sched->fill_trial == DD_SCHED_TRIAL_WITH) {
+    if (sched->trial.state == DD_SCHED_TRIAL_WITH) {
         dd_plan_t *bare = NULL;
         dd_status_t status = dd_sched_primaries(sched->plan, &bare);
         if (status != DD_OK) {
@@ -628,32 +341,31 @@ static dd_status_t dd_sched_fill_trial(dd_sched_t *sched, const double *v)
                     "%zu extra syncs; trying the plan without them",
                     (unsigned long long)sched->step, t * 1e3,
                     dd_plan_num_extra(sched->plan));
-        sched->trial_with_s = t;
-        sched->trial_extras = sched->plan;
+        sched->trial.with_s = t;
+        sched->trial.extras = sched->plan;
         sched->plan = bare;
-        sched->fill_trial = DD_SCHED_TRIAL_WITHOUT;
+        sched->trial.state = DD_SCHED_TRIAL_WITHOUT;
     } else {
-        int keep = sched->trial_with_s <= t * (1 + DD_SCHED_TRIAL_TOLERANCE);
+        int keep = sched->trial.with_s <= t * (1 + DD_SCHED_TRIAL_TOLERANCE);
         dd_log_info(
             DD_SUBSYS_SCHED,
             "step %llu: %.1f ms per iteration without the extra "
             "syncs, %.1f ms with them: %s",
-            (unsigned long long)sched->step, t * 1e3, sched->trial_with_s * 1e3,
+            (unsigned long long)sched->step, t * 1e3, sched->trial.with_s * 1e3,
             keep ? "they stay" : "they go, and no later plan fills bubbles");
         if (keep) {
             dd_plan_free(sched->plan);
-            sched->plan = sched->trial_extras;
+            sched->plan = sched->trial.extras;
         } else {
-            dd_plan_free(sched->trial_extras);
-            sched->fill_refused = 1;
+            dd_plan_free(sched->trial.extras);
+            sched->trial.refused = 1;
         }
-        sched->trial_extras = NULL;
-        sched->fill_trial = DD_SCHED_TRIAL_NONE;
+        sched->trial.extras = NULL;
+        sched->trial.state = DD_SCHED_TRIAL_NONE;
     }
     dd_sched_install(sched, &input, sched->plan);
     return DD_OK;
 }
-
 /* The first plan waits for the agreement, once. */
 static dd_status_t dd_sched_first_plan(dd_sched_t *sched)
 {
@@ -671,7 +383,6 @@ static dd_status_t dd_sched_first_plan(dd_sched_t *sched)
     free(v);
     return status;
 }
-
 /* Takes a finished window-start agreement: the divergence, then the check
  * of the times against the plan's. */
 static dd_status_t dd_sched_agree_take(dd_sched_t *sched)
@@ -680,23 +391,22 @@ static dd_status_t dd_sched_agree_take(dd_sched_t *sched)
     int w = sched->env.job->n_workers;
     dd_status_t status = DD_OK;
 
-    sched->agree_state = DD_SCHED_AGREE_IDLE;
-    if (sched->agree_drift) {
+    sched->agree.state = DD_SCHED_AGREE_IDLE;
+    if (sched->agree.drift) {
         status = dd_sched_drift_agreed(
-            sched, sched->agree_all, sched->agree_stride,
-            sched->agree_profile ? DD_SCHED_PROFILE_LEN(n) : 0);
+            sched, sched->agree.all, sched->agree.stride,
+            sched->agree.profile ? DD_SCHED_PROFILE_LEN(n) : 0);
     }
-    if (status == DD_OK && sched->agree_profile) {
-        dd_sched_rows_mean(sched->agree_all, w, sched->agree_stride,
-                           DD_SCHED_PROFILE_LEN(n), sched->agree_v);
-        status = dd_sched_check_drift(sched, sched->agree_v);
+    if (status == DD_OK && sched->agree.profile) {
+        dd_sched_rows_mean(sched->agree.all, w, sched->agree.stride,
+                           DD_SCHED_PROFILE_LEN(n), sched->agree.v);
+        status = dd_sched_check_drift(sched, sched->agree.v);
     }
-    if (status == DD_OK && sched->agree_profile) {
-        status = dd_sched_fill_trial(sched, sched->agree_v);
+    if (status == DD_OK && sched->agree.profile) {
+        status = dd_sched_fill_trial(sched, sched->agree.v);
     }
     return status;
 }
-
 dd_status_t dd_sched_schedule_window(dd_sched_t *sched)
 {
     unsigned h = sched->strategy.window;
@@ -721,10 +431,10 @@ dd_status_t dd_sched_schedule_window(dd_sched_t *sched)
         dd_sched_steps_run(sched) >= (uint64_t)sched->opts.profile_steps) {
         status = dd_sched_first_plan(sched);
     }
-    if (status == DD_OK && sched->agree_state == DD_SCHED_AGREE_READY) {
+    if (status == DD_OK && sched->agree.state == DD_SCHED_AGREE_READY) {
         status = dd_sched_agree_take(sched);
     }
-    if (status != DD_OK || sched->agree_state != DD_SCHED_AGREE_IDLE) {
+    if (status != DD_OK || sched->agree.state != DD_SCHED_AGREE_IDLE) {
         return status;
     }
     /* The times once every DREAMDDP_REPLAN_WINDOWS windows, and at every
@@ -733,7 +443,7 @@ dd_status_t dd_sched_schedule_window(dd_sched_t *sched)
      * divergence at every window once a window has synced. */
     int profile =
         checks && (++sched->windows_unchecked >= sched->opts.replan_windows ||
-                   sched->fill_trial != DD_SCHED_TRIAL_NONE);
+                   sched->trial.state != DD_SCHED_TRIAL_NONE);
     int drift = dd_sched_drift_on(sched) && dd_sched_steps_run(sched) > 0;
     if (profile) {
         sched->windows_unchecked = 0;
@@ -741,20 +451,6 @@ dd_status_t dd_sched_schedule_window(dd_sched_t *sched)
     return profile || drift ? dd_sched_agree_start(sched, profile, drift)
                             : DD_OK;
 }
-
-/* Every worker's row of n values, in worker order, into all: blocking. */
-static dd_status_t dd_sched_gather_rows(dd_sched_t *sched, double *mine,
-                                        size_t n, double *all)
-{
-    dd_sched_coll_t c = {.coll = DD_COLL_ALLGATHER,
-                         .args = {.sendbuf = mine,
-                                  .recvbuf = all,
-                                  .count = n,
-                                  .dtype = DD_DTYPE_F64,
-                                  .mem_type = DD_MEM_HOST}};
-    return dd_sched_collective(sched, &c);
-}
-
 /* A layer's next period under adaptive's rule, from the agreed figures. */
 static int dd_sched_next_period(dd_sched_t *sched, const struct dd_layer *l,
                                 double grad_ema, double drift_max)
@@ -773,7 +469,6 @@ static int dd_sched_next_period(dd_sched_t *sched, const struct dd_layer *l,
                                     o->adaptive_low, o->adaptive_kmin,
                                     o->adaptive_kmax);
 }
-
 /*
  * adaptive's update, every DREAMDDP_ADAPTIVE_INTERVAL steps: one allgather
  * of every worker's gradient-norm EMAs and, with the monitor on, the

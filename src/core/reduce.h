@@ -6,17 +6,12 @@
 #ifndef DD_BACKENDS_COLL_REDUCE_H
 #define DD_BACKENDS_COLL_REDUCE_H
 
+#include "core/dtype.h"
+
 #include <dreamddp.h>
 
 #include <stddef.h>
 #include <stdint.h>
-
-/** Bytes of one element; 0 for an invalid dtype. */
-static inline size_t dd_coll_dtype_size(dd_dtype_t dtype)
-{
-    static const unsigned char sizes[DD_DTYPE_LAST] = {4, 8, 2, 2, 4, 8, 1};
-    return (unsigned)dtype < DD_DTYPE_LAST ? sizes[dtype] : 0;
-}
 
 float dd_coll_f16_to_f32(uint16_t h);
 uint16_t dd_coll_f32_to_f16(float f);

@@ -44,20 +44,6 @@ dd_agg_f16_out_f16c(uint16_t *dst, const float *acc, size_t n, float scale)
         dst[i] = dd_coll_f32_to_f16(acc[i] * scale);
     }
 }
-
-static int dd_agg_have_f16c(void)
-{
-    static int have = -1;
-    if (have < 0) {
-        have = dd_cpu_has_f16c_avx();
-    }
-    return have;
-}
-#else
-static int dd_agg_have_f16c(void)
-{
-    return 0;
-}
 #endif
 
 size_t dd_agg_acc_bytes(dd_dtype_t dtype, size_t count)
@@ -93,7 +79,7 @@ void dd_agg_add(void *acc, const void *src, size_t n, dd_dtype_t dtype,
         return;
     case DD_DTYPE_F16:
 #if defined(__x86_64__) || defined(__i386__)
-        if (dd_agg_have_f16c()) {
+        if (dd_cpu_has(DD_CPU_F16C)) {
             dd_agg_f16_add_f16c(a, src, n, first);
             return;
         }
@@ -132,7 +118,7 @@ void dd_agg_out(void *dst, const void *acc, size_t n, dd_dtype_t dtype,
         return;
     case DD_DTYPE_F16:
 #if defined(__x86_64__) || defined(__i386__)
-        if (dd_agg_have_f16c()) {
+        if (dd_cpu_has(DD_CPU_F16C)) {
             dd_agg_f16_out_f16c(dst, a, n, scale);
             return;
         }

@@ -11,6 +11,7 @@
 #include "compress/codec.h"
 #include "compress/convert.h"
 #include "compress/half.h"
+#include "core/cpu.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -105,12 +106,7 @@ dd_bf16_to_f32_avx2(float *dst, const uint16_t *src, size_t n, int stream)
 int dd_bf16_have_simd(void)
 {
 #ifdef DD_BF16_X86
-    static int have = -1;
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2");
-    }
-    return have;
+    return dd_cpu_has(DD_CPU_AVX2);
 #else
     return 0;
 #endif

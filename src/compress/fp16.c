@@ -125,11 +125,7 @@ dd_fp16_to_f32_f16c(float *dst, const uint16_t *src, size_t n, int stream)
 int dd_fp16_have_simd(void)
 {
 #ifdef DD_FP16_X86
-    static int have = -1;
-    if (have < 0) {
-        have = dd_cpu_has_f16c_avx();
-    }
-    return have;
+    return dd_cpu_has(DD_CPU_F16C);
 #else
     return 0;
 #endif

@@ -215,23 +215,6 @@ dd_coll_sum_bf16_avx2(uint16_t *d, const uint16_t *s, size_t count)
     return i;
 }
 
-static int dd_coll_have_avx2(void)
-{
-    static int have = -1;
-    if (have < 0) {
-        have = __builtin_cpu_supports("avx2") && dd_cpu_has_f16c_avx();
-    }
-    return have;
-}
-
-static int dd_coll_have_f16c(void)
-{
-    static int have = -1;
-    if (have < 0) {
-        have = dd_cpu_has_f16c_avx();
-    }
-    return have;
-}
 #endif
 
 /* bf16 sums without a call per element, the same bits as the AVX2 loop. */
@@ -240,7 +223,7 @@ static void dd_coll_sum_bf16(uint16_t *restrict d, const uint16_t *restrict s,
 {
     size_t i = 0;
 #ifdef DD_COLL_X86
-    if (dd_coll_have_avx2()) {
+    if (dd_cpu_has(DD_CPU_AVX2)) {
         i = dd_coll_sum_bf16_avx2(d, s, count);
     }
 #endif
@@ -294,7 +277,7 @@ void dd_coll_reduce(void *dst, const void *src, size_t count, dd_dtype_t dtype,
     case DD_DTYPE_F16: {
         size_t done = 0;
 #ifdef DD_COLL_X86
-        if (sum && dst != src && dd_coll_have_f16c()) {
+        if (sum && dst != src && dd_cpu_has(DD_CPU_F16C)) {
             done = dd_coll_sum_f16_f16c(dst, src, count);
         }
 #endif
@@ -347,7 +330,7 @@ void dd_coll_divide(void *buf, size_t count, dd_dtype_t dtype, int divisor)
     case DD_DTYPE_F16: {
         size_t i = 0;
 #ifdef DD_COLL_X86
-        if (dd_coll_have_f16c()) {
+        if (dd_cpu_has(DD_CPU_F16C)) {
             i = dd_coll_divide_f16_f16c(h, count, (float)divisor);
         }
 #endif

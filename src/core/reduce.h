@@ -1,7 +1,8 @@
 /*
- * Element-wise reductions and the f16/bf16 conversions they need, shared by
- * every module (compiled into each). f16 and bf16 are reduced in binary32 and
- * rounded back to nearest, ties to even. Pure functions: no I/O, no state.
+ * Element-wise reductions, shared by every module (compiled into each, with
+ * core/half.c and core/cpu.c). f16 and bf16 are reduced in binary32 and
+ * rounded back to nearest, ties to even (core/half.h). Pure functions: no
+ * I/O, no state.
  */
 #ifndef DD_BACKENDS_COLL_REDUCE_H
 #define DD_BACKENDS_COLL_REDUCE_H
@@ -12,11 +13,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-
-float dd_coll_f16_to_f32(uint16_t h);
-uint16_t dd_coll_f32_to_f16(float f);
-float dd_coll_bf16_to_f32(uint16_t b);
-uint16_t dd_coll_f32_to_bf16(float f);
 
 /**
  * dst[i] = dst[i] op src[i] for count elements; DD_REDUCE_AVG sums (the

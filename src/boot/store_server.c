@@ -755,10 +755,17 @@ dd_status_t dd_store_server_start(const dd_store_server_params_t *params,
         free(srv);
         return status;
     }
+    dd_status_t status;
     if (pipe2(srv->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+        status = dd_error(DD_ERR_IO, DD_SUBSYS_NET,
+                          "store: cannot start: pipe2: %m");
         goto err_close_listen;
     }
-    if (pthread_create(&srv->thread, NULL, dd_server_main, srv) != 0) {
+    /* pthread_create returns its error; errno is not it. */
+    int rc = pthread_create(&srv->thread, NULL, dd_server_main, srv);
+    if (rc != 0) {
+        status = dd_error(DD_ERR_IO, DD_SUBSYS_NET,
+                          "store: cannot start its thread: %s", strerror(rc));
         goto err_close_pipe;
     }
     dd_log_debug(DD_SUBSYS_NET, "store: serving on %s, port %d", bound,
@@ -772,7 +779,7 @@ err_close_pipe:
 err_close_listen:
     close(srv->listen_fd);
     free(srv);
-    return dd_error(DD_ERR_IO, DD_SUBSYS_NET, "store: cannot start: %m");
+    return status;
 }
 
 int dd_store_server_port(const dd_store_server_t *server)

@@ -14,7 +14,7 @@
  */
 #include "agg/wire.h"
 #include "api/context.h"
-#include "core/reduce.h"
+#include "core/half.h"
 #include "core/time.h"
 
 #include <math.h>
@@ -39,9 +39,9 @@ static void fill(void *buf, dd_dtype_t dt, size_t n, int r)
         if (dt == DD_DTYPE_F32) {
             ((float *)buf)[i] = v;
         } else if (dt == DD_DTYPE_F16) {
-            ((uint16_t *)buf)[i] = dd_coll_f32_to_f16(v);
+            ((uint16_t *)buf)[i] = dd_half_f32_to_f16(v);
         } else {
-            ((uint16_t *)buf)[i] = dd_coll_f32_to_bf16(v);
+            ((uint16_t *)buf)[i] = dd_half_f32_to_bf16(v);
         }
     }
 }
@@ -52,7 +52,7 @@ static float as_float(const void *buf, dd_dtype_t dt, size_t i)
         return ((const float *)buf)[i];
     }
     uint16_t h = ((const uint16_t *)buf)[i];
-    return dt == DD_DTYPE_F16 ? dd_coll_f16_to_f32(h) : dd_coll_bf16_to_f32(h);
+    return dt == DD_DTYPE_F16 ? dd_half_f16_to_f32(h) : dd_half_bf16_to_f32(h);
 }
 
 static int check(const void *buf, dd_dtype_t dt, size_t n)

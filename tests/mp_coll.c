@@ -15,7 +15,7 @@
  */
 #include <dreamddp.h>
 
-#include "core/reduce.h"
+#include "core/half.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -68,10 +68,10 @@ static void mp_store(dd_dtype_t dtype, void *buf, size_t i, double v)
         ((double *)buf)[i] = v;
         break;
     case DD_DTYPE_F16:
-        ((uint16_t *)buf)[i] = dd_coll_f32_to_f16((float)v);
+        ((uint16_t *)buf)[i] = dd_half_f32_to_f16((float)v);
         break;
     case DD_DTYPE_BF16:
-        ((uint16_t *)buf)[i] = dd_coll_f32_to_bf16((float)v);
+        ((uint16_t *)buf)[i] = dd_half_f32_to_bf16((float)v);
         break;
     case DD_DTYPE_I32:
         ((int32_t *)buf)[i] = (int32_t)v;
@@ -93,9 +93,9 @@ static double mp_load(dd_dtype_t dtype, const void *buf, size_t i)
     case DD_DTYPE_F64:
         return ((const double *)buf)[i];
     case DD_DTYPE_F16:
-        return dd_coll_f16_to_f32(((const uint16_t *)buf)[i]);
+        return dd_half_f16_to_f32(((const uint16_t *)buf)[i]);
     case DD_DTYPE_BF16:
-        return dd_coll_bf16_to_f32(((const uint16_t *)buf)[i]);
+        return dd_half_bf16_to_f32(((const uint16_t *)buf)[i]);
     case DD_DTYPE_I32:
         return ((const int32_t *)buf)[i];
     case DD_DTYPE_I64:

@@ -6,7 +6,7 @@
  */
 #include <dreamddp.h>
 
-#include "core/reduce.h"
+#include "core/half.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -24,9 +24,9 @@ static void put(dd_dtype_t t, void *b, size_t i, double v)
     if (t == DD_DTYPE_F32) {
         ((float *)b)[i] = (float)v;
     } else if (t == DD_DTYPE_F16) {
-        ((uint16_t *)b)[i] = dd_coll_f32_to_f16((float)v);
+        ((uint16_t *)b)[i] = dd_half_f32_to_f16((float)v);
     } else {
-        ((uint16_t *)b)[i] = dd_coll_f32_to_bf16((float)v);
+        ((uint16_t *)b)[i] = dd_half_f32_to_bf16((float)v);
     }
 }
 
@@ -35,8 +35,8 @@ static double get(dd_dtype_t t, const void *b, size_t i)
     if (t == DD_DTYPE_F32) {
         return ((const float *)b)[i];
     }
-    return t == DD_DTYPE_F16 ? dd_coll_f16_to_f32(((const uint16_t *)b)[i])
-                             : dd_coll_bf16_to_f32(((const uint16_t *)b)[i]);
+    return t == DD_DTYPE_F16 ? dd_half_f16_to_f32(((const uint16_t *)b)[i])
+                             : dd_half_bf16_to_f32(((const uint16_t *)b)[i]);
 }
 
 static double expect(dd_reduce_op_t op, int world, size_t i)

@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "agg/wire.h"
-#include "core/reduce.h"
+#include "core/half.h"
 
 #include <math.h>
 #include <string.h>
@@ -70,25 +70,25 @@ static void test_half_types(void **state)
     uint16_t x[N], y[N], out[N];
     float acc[N];
     for (int i = 0; i < N; i++) {
-        x[i] = dd_coll_f32_to_f16(0.25f * i);
-        y[i] = dd_coll_f32_to_f16(-0.125f * i + 3);
+        x[i] = dd_half_f32_to_f16(0.25f * i);
+        y[i] = dd_half_f32_to_f16(-0.125f * i + 3);
     }
     dd_agg_add(acc, x, N, DD_DTYPE_F16, 1);
     dd_agg_add(acc, y, N, DD_DTYPE_F16, 0);
     dd_agg_out(out, acc, N, DD_DTYPE_F16, 2);
     for (int i = 0; i < N; i++) {
         float want = (0.25f * i + (-0.125f * i + 3)) / 2;
-        assert_true(out[i] == dd_coll_f32_to_f16(want));
+        assert_true(out[i] == dd_half_f32_to_f16(want));
     }
     for (int i = 0; i < N; i++) {
-        x[i] = dd_coll_f32_to_bf16(2.0f * i);
-        y[i] = dd_coll_f32_to_bf16(4.0f);
+        x[i] = dd_half_f32_to_bf16(2.0f * i);
+        y[i] = dd_half_f32_to_bf16(4.0f);
     }
     dd_agg_add(acc, x, N, DD_DTYPE_BF16, 1);
     dd_agg_add(acc, y, N, DD_DTYPE_BF16, 0);
     dd_agg_out(out, acc, N, DD_DTYPE_BF16, 2);
     for (int i = 0; i < N; i++) {
-        assert_true(out[i] == dd_coll_f32_to_bf16(i + 2.0f));
+        assert_true(out[i] == dd_half_f32_to_bf16(i + 2.0f));
     }
 }
 

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "backends/coll/coll.h"
+#include "core/half.h"
 #include "core/reduce.h"
 
 #include <math.h>
@@ -22,38 +23,38 @@
 
 static void test_f16_rounding(void **state)
 {
-    assert_int_equal(dd_coll_f32_to_f16(1.0f), 0x3c00);
-    assert_int_equal(dd_coll_f32_to_f16(-2.0f), 0xc000);
-    assert_int_equal(dd_coll_f32_to_f16(65504.0f), 0x7bff);
-    assert_int_equal(dd_coll_f32_to_f16(65519.0f), 0x7bff);
-    assert_int_equal(dd_coll_f32_to_f16(65520.0f), 0x7c00); /* tie: even */
-    assert_int_equal(dd_coll_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);
-    assert_int_equal(dd_coll_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);
-    assert_int_equal(dd_coll_f32_to_f16(0x1p-24f), 0x0001);
-    assert_int_equal(dd_coll_f32_to_f16(0x1p-25f), 0x0000); /* tie: even */
-    assert_int_equal(dd_coll_f32_to_f16(3 * 0x1p-25f), 0x0002);
-    assert_int_equal(dd_coll_f32_to_f16(0x1p-14f - 0x1p-26f), 0x0400);
-    assert_int_equal(dd_coll_f32_to_f16(INFINITY), 0x7c00);
-    assert_int_equal(dd_coll_f32_to_f16(NAN) & 0x7e00, 0x7e00);
+    assert_int_equal(dd_half_f32_to_f16(1.0f), 0x3c00);
+    assert_int_equal(dd_half_f32_to_f16(-2.0f), 0xc000);
+    assert_int_equal(dd_half_f32_to_f16(65504.0f), 0x7bff);
+    assert_int_equal(dd_half_f32_to_f16(65519.0f), 0x7bff);
+    assert_int_equal(dd_half_f32_to_f16(65520.0f), 0x7c00); /* tie: even */
+    assert_int_equal(dd_half_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);
+    assert_int_equal(dd_half_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);
+    assert_int_equal(dd_half_f32_to_f16(0x1p-24f), 0x0001);
+    assert_int_equal(dd_half_f32_to_f16(0x1p-25f), 0x0000); /* tie: even */
+    assert_int_equal(dd_half_f32_to_f16(3 * 0x1p-25f), 0x0002);
+    assert_int_equal(dd_half_f32_to_f16(0x1p-14f - 0x1p-26f), 0x0400);
+    assert_int_equal(dd_half_f32_to_f16(INFINITY), 0x7c00);
+    assert_int_equal(dd_half_f32_to_f16(NAN) & 0x7e00, 0x7e00);
     for (uint32_t h = 0; h < 0x10000; h++) {
         if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) {
             continue; /* NaN payloads are not kept */
         }
-        assert_int_equal(dd_coll_f32_to_f16(dd_coll_f16_to_f32((uint16_t)h)),
+        assert_int_equal(dd_half_f32_to_f16(dd_half_f16_to_f32((uint16_t)h)),
                          h);
     }
-    assert_true(dd_coll_f16_to_f32(0x0001) == 0x1p-24f);
+    assert_true(dd_half_f16_to_f32(0x0001) == 0x1p-24f);
 }
 
 static void test_bf16_rounding(void **state)
 {
-    assert_int_equal(dd_coll_f32_to_bf16(1.0f), 0x3f80);
-    assert_int_equal(dd_coll_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);
-    assert_int_equal(dd_coll_f32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);
-    assert_int_equal(dd_coll_f32_to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
-    assert_int_equal(dd_coll_f32_to_bf16(-INFINITY), 0xff80);
-    assert_true(isnan(dd_coll_bf16_to_f32(dd_coll_f32_to_bf16(NAN))));
-    assert_true(dd_coll_bf16_to_f32(0x4049) == 3.140625f);
+    assert_int_equal(dd_half_f32_to_bf16(1.0f), 0x3f80);
+    assert_int_equal(dd_half_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);
+    assert_int_equal(dd_half_f32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);
+    assert_int_equal(dd_half_f32_to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
+    assert_int_equal(dd_half_f32_to_bf16(-INFINITY), 0xff80);
+    assert_true(isnan(dd_half_bf16_to_f32(dd_half_f32_to_bf16(NAN))));
+    assert_true(dd_half_bf16_to_f32(0x4049) == 3.140625f);
 }
 
 static void test_reduce(void **state)
@@ -61,7 +62,7 @@ static void test_reduce(void **state)
     float f[3] = {1, -2, 3}, g[3] = {0.5f, 4, -1};
     uint8_t u[2] = {250, 7}, v[2] = {10, 9};
     int32_t i[2] = {INT32_MAX, -7}, j[2] = {1, 3};
-    uint16_t h[1] = {dd_coll_f32_to_f16(2048)}, k[1] = {dd_coll_f32_to_f16(1)};
+    uint16_t h[1] = {dd_half_f32_to_f16(2048)}, k[1] = {dd_half_f32_to_f16(1)};
 
     dd_coll_reduce(f, g, 3, DD_DTYPE_F32, DD_REDUCE_SUM);
     assert_true(f[0] == 1.5f && f[1] == 2 && f[2] == 2);
@@ -79,9 +80,9 @@ static void test_reduce(void **state)
     assert_int_equal(i[1], -1); /* toward zero */
     /* 2048 + 1 is not an f16: ties to even, 2048. */
     dd_coll_reduce(h, k, 1, DD_DTYPE_F16, DD_REDUCE_SUM);
-    assert_true(dd_coll_f16_to_f32(h[0]) == 2048.0f);
+    assert_true(dd_half_f16_to_f32(h[0]) == 2048.0f);
     dd_coll_divide(h, 1, DD_DTYPE_F16, 3);
-    assert_int_equal(h[0], dd_coll_f32_to_f16(2048.0f / 3));
+    assert_int_equal(h[0], dd_half_f32_to_f16(2048.0f / 3));
 }
 
 /* f16 and bf16 sums over every bit pattern against every other shifted
@@ -110,10 +111,10 @@ static void test_reduce_half_bits(void **state)
             dd_coll_reduce(d, b, N, dtype, DD_REDUCE_SUM);
             for (size_t i = 0; i < N; i++) {
                 uint16_t want =
-                    pass ? dd_coll_f32_to_bf16(dd_coll_bf16_to_f32(a[i]) +
-                                               dd_coll_bf16_to_f32(b[i]))
-                         : dd_coll_f32_to_f16(dd_coll_f16_to_f32(a[i]) +
-                                              dd_coll_f16_to_f32(b[i]));
+                    pass ? dd_half_f32_to_bf16(dd_half_bf16_to_f32(a[i]) +
+                                               dd_half_bf16_to_f32(b[i]))
+                         : dd_half_f32_to_f16(dd_half_f16_to_f32(a[i]) +
+                                              dd_half_f16_to_f32(b[i]));
                 /* Of two NaNs, which one's payload a sum keeps is the
                  * instruction's operand order: any NaN will do there. */
                 int both_nan = (a[i] & 0x7fff) > nan_above[pass] &&
@@ -131,7 +132,7 @@ static void test_reduce_half_bits(void **state)
     }
     dd_coll_divide(d, N, DD_DTYPE_F16, 3);
     for (size_t i = 0; i < N; i++) {
-        uint16_t want = dd_coll_f32_to_f16(dd_coll_f16_to_f32(a[i]) / 3.0f);
+        uint16_t want = dd_half_f32_to_f16(dd_half_f16_to_f32(a[i]) / 3.0f);
         if (d[i] != want) {
             fail_msg("f16 %#x / 3: %#x, want %#x", a[i], d[i], want);
         }
@@ -342,10 +343,10 @@ static void put(dd_dtype_t dtype, void *buf, size_t i, double v)
         ((double *)buf)[i] = v;
         break;
     case DD_DTYPE_F16:
-        ((uint16_t *)buf)[i] = dd_coll_f32_to_f16((float)v);
+        ((uint16_t *)buf)[i] = dd_half_f32_to_f16((float)v);
         break;
     case DD_DTYPE_BF16:
-        ((uint16_t *)buf)[i] = dd_coll_f32_to_bf16((float)v);
+        ((uint16_t *)buf)[i] = dd_half_f32_to_bf16((float)v);
         break;
     case DD_DTYPE_I32:
         ((int32_t *)buf)[i] = (int32_t)(v * 2);
@@ -367,9 +368,9 @@ static double get(dd_dtype_t dtype, const void *buf, size_t i)
     case DD_DTYPE_F64:
         return ((const double *)buf)[i];
     case DD_DTYPE_F16:
-        return dd_coll_f16_to_f32(((const uint16_t *)buf)[i]);
+        return dd_half_f16_to_f32(((const uint16_t *)buf)[i]);
     case DD_DTYPE_BF16:
-        return dd_coll_bf16_to_f32(((const uint16_t *)buf)[i]);
+        return dd_half_bf16_to_f32(((const uint16_t *)buf)[i]);
     case DD_DTYPE_I32:
         return ((const int32_t *)buf)[i] / 2.0;
     case DD_DTYPE_I64:

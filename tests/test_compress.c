@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "compress/codec.h"
-#include "compress/convert.h"
+#include "core/half.h"
 #include "core/log.h"
 
 #include <dirent.h>
@@ -305,8 +305,6 @@ typedef struct {
     dd_dtype_t dtype;
     uint16_t max_bits, inf_bits;
     double (*value)(uint16_t bits);
-    void (*narrow)(uint16_t *, const float *, size_t, dd_convert_path_t);
-    void (*widen)(float *, const uint16_t *, size_t, dd_convert_path_t);
 } half_format_t;
 
 static double f16_value(uint16_t h)
@@ -324,10 +322,8 @@ static double bf16_value(uint16_t b)
 }
 
 static const half_format_t formats[] = {
-    {"fp16", DD_DTYPE_F16, 0x7bff, 0x7c00, f16_value, dd_fp16_from_f32,
-     dd_fp16_to_f32},
-    {"bf16", DD_DTYPE_BF16, 0x7f7f, 0x7f80, bf16_value, dd_bf16_from_f32,
-     dd_bf16_to_f32},
+    {"fp16", DD_DTYPE_F16, 0x7bff, 0x7c00, f16_value},
+    {"bf16", DD_DTYPE_BF16, 0x7f7f, 0x7f80, bf16_value},
 };
 
 static int half_is_nan(const half_format_t *f, uint16_t h)
@@ -414,8 +410,8 @@ static void half_check_narrow(const half_format_t *f)
     assert_true(x && fast && slow);
     size_t n = half_inputs(f, x);
 
-    f->narrow(fast, x, n, DD_CONVERT_AUTO);
-    f->narrow(slow, x, n, DD_CONVERT_SCALAR);
+    dd_half_from_f32(f->dtype, fast, x, n, DD_HALF_AUTO);
+    dd_half_from_f32(f->dtype, slow, x, n, DD_HALF_SCALAR);
     for (size_t i = 0; i < n; i++) {
         if (fast[i] != slow[i]) {
             fail_msg("%s: %a (0x%08x): vector 0x%04x, scalar 0x%04x", f->spec,
@@ -443,8 +439,8 @@ static void half_check_widen(const half_format_t *f)
     for (uint32_t i = 0; i < 65536; i++) {
         h[i] = (uint16_t)i;
     }
-    f->widen(fast, h, 65536, DD_CONVERT_AUTO);
-    f->widen(slow, h, 65536, DD_CONVERT_SCALAR);
+    dd_half_to_f32(f->dtype, fast, h, 65536, DD_HALF_AUTO);
+    dd_half_to_f32(f->dtype, slow, h, 65536, DD_HALF_SCALAR);
     for (uint32_t i = 0; i < 65536; i++) {
         assert_int_equal(f32_bits(fast[i]), f32_bits(slow[i]));
         if (half_is_nan(f, h[i])) {
@@ -457,7 +453,7 @@ static void half_check_widen(const half_format_t *f)
             assert_int_equal(signbit(slow[i]) != 0, (h[i] & 0x8000) != 0);
             /* Representable values come back to the same bits. */
             uint16_t back;
-            f->narrow(&back, &slow[i], 1, DD_CONVERT_SCALAR);
+            dd_half_from_f32(f->dtype, &back, &slow[i], 1, DD_HALF_SCALAR);
             assert_int_equal(back, h[i]);
         }
     }
@@ -466,12 +462,12 @@ static void half_check_widen(const half_format_t *f)
     free(slow);
 }
 
-/* Outputs past DD_CONVERT_STREAM_BYTES take the non-temporal stores, after
+/* Outputs past DD_HALF_STREAM_BYTES take the non-temporal stores, after
  * a scalar head up to 32-byte alignment: the same bits as the scalar loop,
  * whatever the alignment. */
 static void half_check_stream(const half_format_t *f)
 {
-    const size_t n = DD_CONVERT_STREAM_BYTES / 2 + 37;
+    const size_t n = DD_HALF_STREAM_BYTES / 2 + 37;
     float *x = malloc((n + 1) * sizeof(float));
     float *y = malloc((n + 1) * sizeof(float));
     float *z = malloc((n + 1) * sizeof(float));
@@ -482,11 +478,11 @@ static void half_check_stream(const half_format_t *f)
         x[i] = bits_f32((uint32_t)i * 0x9e3779b1u);
     }
     for (size_t off = 0; off < 2; off++) {
-        f->narrow(fast + off, x, n, DD_CONVERT_AUTO);
-        f->narrow(slow + off, x, n, DD_CONVERT_SCALAR);
+        dd_half_from_f32(f->dtype, fast + off, x, n, DD_HALF_AUTO);
+        dd_half_from_f32(f->dtype, slow + off, x, n, DD_HALF_SCALAR);
         assert_memory_equal(fast + off, slow + off, n * sizeof(uint16_t));
-        f->widen(y + off, slow + off, n, DD_CONVERT_AUTO);
-        f->widen(z + off, slow + off, n, DD_CONVERT_SCALAR);
+        dd_half_to_f32(f->dtype, y + off, slow + off, n, DD_HALF_AUTO);
+        dd_half_to_f32(f->dtype, z + off, slow + off, n, DD_HALF_SCALAR);
         assert_memory_equal(y + off, z + off, n * sizeof(float));
     }
     free(x);

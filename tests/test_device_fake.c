@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "core/half.h"
 #include "core/log.h"
 #include "core/reduce.h"
 #include "device/loader.h"
@@ -228,10 +229,10 @@ static void fill(void *buf, dd_dtype_t dtype, size_t n, int seed)
             ((double *)buf)[i] = (double)f / 7.0;
             break;
         case DD_DTYPE_F16:
-            ((uint16_t *)buf)[i] = dd_coll_f32_to_f16(f);
+            ((uint16_t *)buf)[i] = dd_half_f32_to_f16(f);
             break;
         case DD_DTYPE_BF16:
-            ((uint16_t *)buf)[i] = dd_coll_f32_to_bf16(f);
+            ((uint16_t *)buf)[i] = dd_half_f32_to_bf16(f);
             break;
         case DD_DTYPE_I32:
             ((int32_t *)buf)[i] = (int32_t)(f * 1e7f);

@@ -111,7 +111,9 @@ static dd_status_t dd_agg_homes(dd_agg_t *a)
     a->weight = calloc((size_t)a->n_homes, sizeof(double));
     a->load = calloc((size_t)a->n_homes, sizeof(double));
     if (!a->home_rank || !a->weight || !a->load) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_AGG,
+                        "no memory for the shares of %d aggregation homes",
+                        a->n_homes);
     }
     int h = 0;
     for (int r = 0; r < job->world_size; r++) {
@@ -138,7 +140,8 @@ dd_status_t dd_agg_create(const dd_agg_env_t *env, dd_agg_t **agg_p)
     dd_status_t status;
 
     if (a == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_AGG,
+                        "no memory for the aggregation client");
     }
     a->env = env;
     a->n = env->job->n_workers;

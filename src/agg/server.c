@@ -96,7 +96,8 @@ dd_status_t dd_agg_server_create(const dd_agg_env_t *env,
 {
     dd_agg_server_t *s = calloc(1, sizeof(*s));
     if (s == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_AGG,
+                        "no memory for the aggregation server");
     }
     s->env = env;
     s->t = transport;

@@ -1,64 +1,13 @@
 /*
  * The aggregators' arithmetic: copies of a chunk are added into a float
- * accumulator (double for f64), then scaled and converted back. f16 uses
- * the CPU's F16C conversions where it has them (checked at run time), the
- * portable conversions otherwise; bf16 is a shift. No I/O here.
+ * accumulator (double for f64), then scaled and converted back. f16 and
+ * bf16 go through core/half.c (vector loops where the CPU has them, the
+ * same bits otherwise). No I/O here.
  */
 #include "agg/wire.h"
-#include "core/cpu.h"
-#include "core/reduce.h"
+#include "core/half.h"
 
 #include <string.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-
-__attribute__((target("f16c,avx"))) static void
-dd_agg_f16_add_f16c(float *acc, const uint16_t *src, size_t n, int first)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i)));
-        if (!first) {
-            x = _mm256_add_ps(x, _mm256_loadu_ps(acc + i));
-        }
-        _mm256_storeu_ps(acc + i, x);
-    }
-    for (; i < n; i++) {
-        float x = dd_coll_f16_to_f32(src[i]);
-        acc[i] = first ? x : acc[i] + x;
-    }
-}
-
-__attribute__((target("f16c,avx"))) static void
-dd_agg_f16_out_f16c(uint16_t *dst, const float *acc, size_t n, float scale)
-{
-    size_t i = 0;
-    __m256 s = _mm256_set1_ps(scale);
-    for (; i + 8 <= n; i += 8) {
-        __m256 x = _mm256_mul_ps(_mm256_loadu_ps(acc + i), s);
-        _mm_storeu_si128((__m128i *)(dst + i),
-                         _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-    }
-    for (; i < n; i++) {
-        dst[i] = dd_coll_f32_to_f16(acc[i] * scale);
-    }
-}
-
-static int dd_agg_have_f16c(void)
-{
-    static int have = -1;
-    if (have < 0) {
-        have = dd_cpu_has_f16c_avx();
-    }
-    return have;
-}
-#else
-static int dd_agg_have_f16c(void)
-{
-    return 0;
-}
-#endif
 
 size_t dd_agg_acc_bytes(dd_dtype_t dtype, size_t count)
 {
@@ -92,22 +41,8 @@ void dd_agg_add(void *acc, const void *src, size_t n, dd_dtype_t dtype,
         }
         return;
     case DD_DTYPE_F16:
-#if defined(__x86_64__) || defined(__i386__)
-        if (dd_agg_have_f16c()) {
-            dd_agg_f16_add_f16c(a, src, n, first);
-            return;
-        }
-#endif
-        for (size_t i = 0; i < n; i++) {
-            float x = dd_coll_f16_to_f32(((const uint16_t *)src)[i]);
-            a[i] = first ? x : a[i] + x;
-        }
-        return;
     case DD_DTYPE_BF16:
-        for (size_t i = 0; i < n; i++) {
-            float x = dd_coll_bf16_to_f32(((const uint16_t *)src)[i]);
-            a[i] = first ? x : a[i] + x;
-        }
+        dd_half_accumulate(dtype, a, src, n, first);
         return;
     default:
         return;
@@ -131,20 +66,8 @@ void dd_agg_out(void *dst, const void *acc, size_t n, dd_dtype_t dtype,
         }
         return;
     case DD_DTYPE_F16:
-#if defined(__x86_64__) || defined(__i386__)
-        if (dd_agg_have_f16c()) {
-            dd_agg_f16_out_f16c(dst, a, n, scale);
-            return;
-        }
-#endif
-        for (size_t i = 0; i < n; i++) {
-            ((uint16_t *)dst)[i] = dd_coll_f32_to_f16(a[i] * scale);
-        }
-        return;
     case DD_DTYPE_BF16:
-        for (size_t i = 0; i < n; i++) {
-            ((uint16_t *)dst)[i] = dd_coll_f32_to_bf16(a[i] * scale);
-        }
+        dd_half_scale(dtype, dst, a, n, scale);
         return;
     default:
         return;

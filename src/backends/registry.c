@@ -174,7 +174,8 @@ static dd_status_t dd_backends_filter(dd_backends_t *b,
     dd_backends_t *kept = calloc(1, sizeof(*kept));
 
     if (kept == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BACKEND,
+                        "no memory for the backends DREAMDDP_BACKENDS keeps");
     }
     if (!spec->set || spec->exclude) {
         for (int i = 0; i < b->n; i++) {
@@ -325,7 +326,8 @@ static dd_status_t dd_backends_agree(const dd_backends_env_t *env,
     dd_status_t status;
 
     if (all == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BACKEND,
+                        "no memory for the backend lists of %d ranks", world);
     }
     snprintf(mine, sizeof(mine), "%d,", dd_backends_streams_asked(env));
     for (int i = 0; i < b->n && local == DD_OK; i++) {
@@ -424,6 +426,10 @@ static dd_status_t dd_backend_svc_wait(void *arg, const char *const *keys,
     if (full != NULL && i == n) {
         status = a->env->store->ops->wait(
             a->env->store, (const char *const *)full, n, timeout_s, NULL);
+    } else {
+        dd_error(status, DD_SUBSYS_BACKEND,
+                 "%s: no memory for the %d store keys it waits for", a->name,
+                 n);
     }
     for (int j = 0; full != NULL && j < n; j++) {
         free(full[j]);

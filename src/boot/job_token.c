@@ -59,7 +59,8 @@ static dd_status_t dd_token_file(const char *path, char **token_p)
     char *buf = malloc(DD_JOB_TOKEN_MAX + 2);
     if (buf == NULL) {
         close(fd);
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
+                        "no memory for the job token of %s", var);
     }
     ssize_t len = dd_token_read(fd, buf);
     close(fd);
@@ -97,7 +98,8 @@ dd_status_t dd_boot_job_token(const dd_boot_opts_t *opts, char **token_p)
     *token_p = NULL;
     if (opts->job_token != NULL &&
         (*token_p = strdup(opts->job_token)) == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
+                        "no memory for the job token of DREAMDDP_JOB_TOKEN");
     }
     return DD_OK;
 }

@@ -164,9 +164,15 @@ static char **dd_store_rank_keys(dd_store_t *s, const char *kind,
                 free(keys[i]);
             }
             free(keys);
-            return NULL;
+            keys = NULL;
+            break;
         }
         snprintf(keys[r], size, "dd/%s/%s/%u/%d", kind, name, gen, r);
+    }
+    if (keys == NULL) {
+        dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
+                 "store: no memory for the keys of %s %s (%d ranks)", kind,
+                 name, s->world_size);
     }
     return keys;
 }
@@ -218,7 +224,9 @@ static dd_status_t dd_store_gather_keys(dd_store_t *s, const char *what,
     dd_status_t status;
 
     if (present == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
+                        "store: no memory for %s %s (%d ranks)", what, name,
+                        s->world_size);
     }
     status = dd_store_set(s, keys[s->rank], mine, len);
     if (status == DD_OK) {
@@ -248,7 +256,7 @@ dd_status_t dd_store_barrier(dd_store_t *s, const char *name)
     dd_status_t status;
 
     if (keys == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return DD_ERR_NO_MEMORY; /* dd_store_rank_keys reported it */
     }
     status = dd_store_gather_keys(s, "barrier", name, keys, "1", 1);
     if (status == DD_OK) {
@@ -265,7 +273,7 @@ dd_status_t dd_store_allgather(dd_store_t *s, const char *name,
     dd_status_t status;
 
     if (keys == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return DD_ERR_NO_MEMORY; /* dd_store_rank_keys reported it */
     }
     status = dd_store_gather_keys(s, "allgather", name, keys, mine, len);
     for (int r = 0; status == DD_OK && r < s->world_size; r++) {

@@ -81,7 +81,9 @@ static dd_status_t dd_file_read(const char *path, void **value_p, size_t *len_p)
     char *buf = malloc(len + 1);
     if (buf == NULL) {
         close(fd);
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
+                        "file store: no memory for the %zu bytes of %s", len,
+                        path);
     }
     ssize_t r = len ? read(fd, buf, len) : 0;
     close(fd);
@@ -132,11 +134,12 @@ static dd_status_t dd_file_get(dd_store_t *s, const char *key, double timeout_s,
     }
     while (1) {
         dd_status_t status = dd_file_read(path, value_p, len_p);
+        if (status == DD_OK || status == DD_ERR_NO_MEMORY) {
+            return status; /* dd_file_read reported the latter */
+        }
         if (status != DD_ERR_NOT_FOUND) {
-            return status == DD_OK
-                       ? DD_OK
-                       : dd_error(status, DD_SUBSYS_BOOT,
-                                  "file store: cannot read %s", path);
+            return dd_error(status, DD_SUBSYS_BOOT,
+                            "file store: cannot read %s", path);
         }
         if (dd_time_now() >= deadline) {
             return DD_ERR_TIMED_OUT;
@@ -197,14 +200,19 @@ static dd_status_t dd_file_add(dd_store_t *s, const char *key, int64_t delta,
     size_t len = 0;
     int64_t v = 0;
     char why[1200];
-    int have = dd_file_read(path, &old, &len) == DD_OK;
-    dd_status_t status = dd_store_add_value(key, have ? old : NULL, len, delta,
-                                            &v, why, sizeof(why));
+    dd_status_t status = dd_file_read(path, &old, &len);
+    int have = status == DD_OK;
+    /* Absent is zero; without memory for the old value, adding would
+     * restart the counter. */
+    if (status != DD_ERR_NO_MEMORY) {
+        status = dd_store_add_value(key, have ? old : NULL, len, delta, &v, why,
+                                    sizeof(why));
+    }
     free(old);
     if (status == DD_OK) {
         snprintf(text, sizeof(text), "%lld", (long long)v);
         status = dd_file_write(path, text, strlen(text), s->rank);
-    } else {
+    } else if (status != DD_ERR_NO_MEMORY) {
         status = dd_error(status, DD_SUBSYS_BOOT, "file store: %s", why);
     }
     close(fd); /* releases the lock */
@@ -245,7 +253,8 @@ dd_status_t dd_store_file_open(const char *dir, uint64_t token_hash, int rank,
     dd_store_file_t *f = calloc(1, sizeof(*f));
 
     if (f == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
+                        "file store: no memory for the store in %s", dir);
     }
     if (strlen(dir) > 3000) {
         free(f);

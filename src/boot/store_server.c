@@ -92,12 +92,16 @@ static int dd_server_put(dd_store_server_t *srv, const char *key,
     uint8_t *copy = malloc(len ? len : 1);
 
     if (copy == NULL) {
+        dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_NET,
+                 "store: no memory for the %zu-byte value of key %s", len, key);
         return -1;
     }
     memcpy(copy, value, len);
     if (e == NULL) {
         e = calloc(1, sizeof(*e));
         if (e == NULL || (e->key = strdup(key)) == NULL) {
+            dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_NET,
+                     "store: no memory for key %s", key);
             free(e);
             free(copy);
             return -1;
@@ -259,11 +263,19 @@ static int dd_server_park(dd_server_client_t *c, int op, dd_store_cursor_t *cur)
 
     c->keys = calloc((size_t)(n ? n : 1), sizeof(char *));
     if (c->keys == NULL) {
+        dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_NET,
+                 "store: no memory for the %d keys rank %d waits for", n,
+                 c->rank);
         return -1;
     }
     for (int i = 0; i < n; i++) {
         dd_store_get_str(cur, key, sizeof(key));
-        if (cur->failed || (c->keys[i] = strdup(key)) == NULL) {
+        if (!cur->failed && (c->keys[i] = strdup(key)) == NULL) {
+            dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_NET,
+                     "store: no memory for key %s rank %d waits for", key,
+                     c->rank);
+        }
+        if (cur->failed || c->keys[i] == NULL) {
             c->n_keys = i;
             dd_server_unpark(c);
             return -1;
@@ -385,6 +397,9 @@ static int dd_server_read(dd_store_server_t *srv, dd_server_client_t *c)
             cap = cap < limit ? cap : limit;
             uint8_t *in = realloc(c->in, cap);
             if (in == NULL) {
+                dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_NET,
+                         "store: no memory for a %zu-byte frame from rank %d",
+                         cap, c->rank);
                 return -1;
             }
             c->in = in;
@@ -506,6 +521,9 @@ static void dd_server_accept(dd_store_server_t *srv)
         dd_server_client_t *clients =
             realloc(srv->clients, sizeof(*clients) * (size_t)cap);
         if (clients == NULL) {
+            dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_NET,
+                     "store: no memory for client %d; refused it",
+                     srv->n_clients + 1);
             close(fd);
             return;
         }
@@ -720,7 +738,7 @@ dd_status_t dd_store_server_start(const dd_store_server_params_t *params,
 
     if (srv == NULL) {
         return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_NET,
-                        "store: out of memory");
+                        "store: no memory for the server");
     }
     srv->token = params->token_hash;
     srv->world_size = params->world_size;
@@ -737,10 +755,17 @@ dd_status_t dd_store_server_start(const dd_store_server_params_t *params,
         free(srv);
         return status;
     }
+    dd_status_t status;
     if (pipe2(srv->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+        status = dd_error(DD_ERR_IO, DD_SUBSYS_NET,
+                          "store: cannot start: pipe2: %m");
         goto err_close_listen;
     }
-    if (pthread_create(&srv->thread, NULL, dd_server_main, srv) != 0) {
+    /* pthread_create returns its error; errno is not it. */
+    int rc = pthread_create(&srv->thread, NULL, dd_server_main, srv);
+    if (rc != 0) {
+        status = dd_error(DD_ERR_IO, DD_SUBSYS_NET,
+                          "store: cannot start its thread: %s", strerror(rc));
         goto err_close_pipe;
     }
     dd_log_debug(DD_SUBSYS_NET, "store: serving on %s, port %d", bound,
@@ -754,7 +779,7 @@ err_close_pipe:
 err_close_listen:
     close(srv->listen_fd);
     free(srv);
-    return dd_error(DD_ERR_IO, DD_SUBSYS_NET, "store: cannot start: %m");
+    return status;
 }
 
 int dd_store_server_port(const dd_store_server_t *server)

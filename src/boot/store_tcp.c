@@ -62,6 +62,11 @@ static dd_status_t dd_tcp_roundtrip(dd_store_tcp_t *t, double wait_s,
                         "store %s closed the connection (did rank 0 exit?)",
                         t->base.where);
     }
+    if (status == DD_ERR_NO_MEMORY) { /* from dd_sock_recv_frame */
+        t->broken = 1;                /* the reply is left unread */
+        return dd_error(status, DD_SUBSYS_NET,
+                        "store %s: no memory for a reply", t->base.where);
+    }
     if (status != DD_OK) {
         t->broken = 1;
         return dd_error(status, DD_SUBSYS_NET,
@@ -142,7 +147,10 @@ static dd_status_t dd_tcp_get(dd_store_t *s, const char *key, double timeout_s,
         if (code != DD_STORE_REPLY_OK || cur.failed) {
             status = dd_tcp_bad_reply(t);
         } else if (copy == NULL) {
-            status = DD_ERR_NO_MEMORY;
+            status = dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_NET,
+                              "store %s: no memory for a %zu-byte value of "
+                              "key %s",
+                              t->base.where, vlen, key);
         } else {
             memcpy(copy, v, vlen);
             ((char *)copy)[vlen] = '\0'; /* convenient for text values */

@@ -19,9 +19,9 @@ typedef struct {
 
 /** The identity codec ("none"), in none.c. */
 extern const dd_codec_ops_t dd_codec_none_ops;
-/** IEEE binary16 on the wire ("fp16"), in fp16.c. */
+/** IEEE binary16 on the wire ("fp16"), in float16.c. */
 extern const dd_codec_ops_t dd_codec_fp16_ops;
-/** bfloat16 on the wire ("bf16"), in bf16.c. */
+/** bfloat16 on the wire ("bf16"), in float16.c. */
 extern const dd_codec_ops_t dd_codec_bf16_ops;
 /** The k largest magnitudes and their indices ("topk:RATIO"), in topk.c. */
 extern const dd_codec_ops_t dd_codec_topk_ops;

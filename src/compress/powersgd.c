@@ -82,7 +82,7 @@ static dd_status_t dd_psgd_create(const char *arg, char *why, size_t why_size,
     }
     dd_codec_t *codec = malloc(sizeof(*codec));
     if (codec == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return DD_ERR_NO_MEMORY; /* dd_codec_open reports it */
     }
     codec->rank = (unsigned)rank;
     *codec_p = codec;

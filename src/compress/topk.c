@@ -21,6 +21,7 @@
  */
 #include "compress/codec.h"
 
+#include "core/cpu.h"
 #include "core/log.h"
 
 #include <errno.h>
@@ -72,7 +73,7 @@ static dd_status_t dd_topk_create(const char *arg, char *why, size_t why_size,
     }
     dd_codec_t *codec = malloc(sizeof(*codec));
     if (codec == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return DD_ERR_NO_MEMORY; /* dd_codec_open reports it */
     }
     codec->ratio = ratio;
     *codec_p = codec;
@@ -220,27 +221,13 @@ dd_topk_skip_avx2(const float *acc, size_t i, size_t n8, uint32_t key)
 }
 #endif
 
-static int dd_topk_have_avx2(void)
-{
-#ifdef DD_TOPK_X86
-    static int have = -1;
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2");
-    }
-    return have;
-#else
-    return 0;
-#endif
-}
-
 /* From i (a multiple of 8), the first block of eight below n8 that holds a
  * magnitude >= key (key >= 1), or n8. Most blocks hold none: the passes
  * after the first only look at the few that do. */
 static size_t dd_topk_skip(const float *acc, size_t i, size_t n8, uint32_t key)
 {
 #ifdef DD_TOPK_X86
-    if (dd_topk_have_avx2()) {
+    if (dd_cpu_has(DD_CPU_AVX2)) {
         return dd_topk_skip_avx2(acc, i, n8, key);
     }
 #endif

@@ -365,6 +365,7 @@ static dd_status_t dd_config_parse_field(const dd_config_field_t *field,
         return dd_config_parse_flags(s, field->values, dst);
     case DD_CONFIG_STRING:
         *(char **)dst = strdup(s);
+        /* dd_config_load reports it, naming the variable. */
         return *(char **)dst ? DD_OK : DD_ERR_NO_MEMORY;
     case DD_CONFIG_IFLIST:
         return dd_config_parse_iflist(s, dst);

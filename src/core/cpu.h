@@ -1,34 +1,23 @@
 /*
- * Run-time CPU feature checks for the vector paths. Only F16C needs this
- * header: clang before 16 does not know "f16c" in __builtin_cpu_supports,
- * so it is read from CPUID, with the OS's AVX state checked too. No state.
+ * Run-time CPU feature checks for the vector paths: every test of an
+ * instruction set goes through dd_cpu_has(), which asks CPUID once per
+ * process. CPUID is read directly rather than through
+ * __builtin_cpu_supports, which clang before 16 does not know "f16c" in;
+ * a feature counts only when the OS saves the registers it uses (XCR0).
  */
 #ifndef DD_CORE_CPU_H
 #define DD_CORE_CPU_H
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
+/** Instruction sets that a vector path needs (bits, combined with |). */
+typedef enum {
+    DD_CPU_F16C = 1u << 0, /* F16C and AVX: f16 <-> f32 in eight lanes */
+    DD_CPU_AVX2 = 1u << 1, /* AVX2: 256-bit integer lanes */
+} dd_cpu_feature_t;
 
-/** Whether the CPU and the OS run F16C and AVX instructions. */
-static inline int dd_cpu_has_f16c_avx(void)
-{
-    unsigned a, b, c, d, lo, hi;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) {
-        return 0;
-    }
-    /* OSXSAVE (27), AVX (28), F16C (29); then XCR0 enables XMM and YMM. */
-    if ((c & (7u << 27)) != (7u << 27)) {
-        return 0;
-    }
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    (void)hi;
-    return (lo & 6u) == 6u;
-}
-#else
-static inline int dd_cpu_has_f16c_avx(void)
-{
-    return 0;
-}
-#endif
+/**
+ * Whether this CPU, and the OS, run every feature in mask (DD_CPU_* bits).
+ * Always 0 off x86. Any thread; the first call probes, later ones read.
+ */
+int dd_cpu_has(unsigned mask);
 
 #endif

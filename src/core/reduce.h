@@ -1,27 +1,18 @@
 /*
- * Element-wise reductions and the f16/bf16 conversions they need, shared by
- * every module (compiled into each). f16 and bf16 are reduced in binary32 and
- * rounded back to nearest, ties to even. Pure functions: no I/O, no state.
+ * Element-wise reductions, shared by every module (compiled into each, with
+ * core/half.c and core/cpu.c). f16 and bf16 are reduced in binary32 and
+ * rounded back to nearest, ties to even (core/half.h). Pure functions: no
+ * I/O, no state.
  */
 #ifndef DD_BACKENDS_COLL_REDUCE_H
 #define DD_BACKENDS_COLL_REDUCE_H
+
+#include "core/dtype.h"
 
 #include <dreamddp.h>
 
 #include <stddef.h>
 #include <stdint.h>
-
-/** Bytes of one element; 0 for an invalid dtype. */
-static inline size_t dd_coll_dtype_size(dd_dtype_t dtype)
-{
-    static const unsigned char sizes[DD_DTYPE_LAST] = {4, 8, 2, 2, 4, 8, 1};
-    return (unsigned)dtype < DD_DTYPE_LAST ? sizes[dtype] : 0;
-}
-
-float dd_coll_f16_to_f32(uint16_t h);
-uint16_t dd_coll_f32_to_f16(float f);
-float dd_coll_bf16_to_f32(uint16_t b);
-uint16_t dd_coll_f32_to_bf16(float f);
 
 /**
  * dst[i] = dst[i] op src[i] for count elements; DD_REDUCE_AVG sums (the

@@ -120,7 +120,8 @@ dd_status_t dd_device_load(const dd_device_opts_t *opts, const char *path,
     }
     dd_device_module_t *m = calloc(1, sizeof(*m));
     if (m == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BACKEND,
+                        "no memory for the device module");
     }
     snprintf(m->name, sizeof(m->name), "%s",
              kind == DD_DEVICE_FAKE ? "fake" : "cuda");

@@ -28,6 +28,9 @@ dd_topo_nic_t *dd_topo_add_nic(dd_topo_t *topo, const char *name)
     dd_topo_nic_t *nics =
         realloc(topo->nics, sizeof(*nics) * (size_t)(topo->n_nics + 1));
     if (nics == NULL) {
+        dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_TOPO,
+                 "no memory for interface %s (%d found before it)", name,
+                 topo->n_nics);
         return NULL;
     }
     topo->nics = nics;
@@ -64,7 +67,7 @@ static dd_status_t dd_topo_probe_sysfs(const char *root, dd_topo_t *topo)
     for (int i = 0; i < n && status == DD_OK; i++) {
         dd_topo_nic_t *nic = dd_topo_add_nic(topo, names[i]);
         if (nic == NULL) {
-            status = DD_ERR_NO_MEMORY;
+            status = DD_ERR_NO_MEMORY; /* dd_topo_add_nic reported it */
             break;
         }
         dd_topo_sysfs_nic(root, nic);
@@ -124,7 +127,8 @@ dd_status_t dd_topo_probe(const dd_topo_opts_t *opts, dd_topo_t **topo_p)
     dd_topo_t *topo = calloc(1, sizeof(*topo));
 
     if (topo == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_TOPO,
+                        "no memory for the topology");
     }
     topo->offline = opts->topo_file != NULL && opts->sysfs_root == NULL;
     if (!topo->offline) {

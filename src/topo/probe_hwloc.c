@@ -84,7 +84,8 @@ static dd_status_t dd_topo_hwloc_gpus(hwloc_topology_t t, dd_topo_t *topo)
     }
     dd_topo_gpu_t *gpus = calloc((size_t)(n ? n : 1), sizeof(*gpus));
     if (gpus == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_TOPO,
+                        "no memory for the %d GPUs hwloc lists", n);
     }
     n = 0;
     /* hwloc lists PCI devices in bus order: the CUDA PCI_BUS_ID order. */
@@ -165,7 +166,7 @@ static dd_status_t dd_topo_hwloc_nics(hwloc_topology_t t, dd_topo_t *topo)
         if (nic == NULL && is_net && topo->offline) {
             nic = dd_topo_add_nic(topo, o->name);
             if (nic == NULL) {
-                return DD_ERR_NO_MEMORY;
+                return DD_ERR_NO_MEMORY; /* dd_topo_add_nic reported it */
             }
             dd_topo_hwloc_offline_nic(pci, nic);
         }

@@ -5,6 +5,7 @@
  * missing or unreadable file leaves the field unknown.
  */
 #include "topo/sysfs.h"
+#include "core/log.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -112,7 +113,9 @@ dd_status_t dd_topo_sysfs_list_nics(const char *root,
         if (grown == NULL) {
             closedir(dir);
             free(names);
-            return DD_ERR_NO_MEMORY;
+            return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_TOPO,
+                            "no memory for the interfaces under %s (%d found)",
+                            path, n);
         }
         names = grown;
         snprintf(names[n++], DD_TOPO_NAME_MAX, "%s", de->d_name);
@@ -386,7 +389,10 @@ dd_status_t dd_topo_sysfs_gpus(const char *root, dd_topo_gpu_t **gpus_p,
         if (grown == NULL) {
             closedir(dir);
             free(gpus);
-            return DD_ERR_NO_MEMORY;
+            return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_TOPO,
+                            "no memory for the GPUs under "
+                            "%s/sys/bus/pci/devices (%d found)",
+                            root, n);
         }
         gpus = grown;
         memset(&gpus[n], 0, sizeof(gpus[n]));

@@ -11,7 +11,8 @@
 /**
  * Names of the interfaces under ROOT/sys/class/net, sorted, in a malloc'ed
  * array of n_p strings of DD_TOPO_NAME_MAX bytes.
- * @return DD_OK; DD_ERR_IO naming the directory; DD_ERR_NO_MEMORY.
+ * @return DD_OK; DD_ERR_IO (not reported: the caller names the
+ * directory); DD_ERR_NO_MEMORY, reported.
  */
 dd_status_t dd_topo_sysfs_list_nics(const char *root,
                                     char (**names_p)[DD_TOPO_NAME_MAX],
@@ -29,7 +30,7 @@ int dd_topo_sysfs_parse_rate(const char *text);
 /**
  * NVIDIA display and 3D controllers under ROOT/sys/bus/pci/devices, in PCI
  * bus order, numbered from 0.
- * @return DD_OK (none found is fine) or DD_ERR_NO_MEMORY.
+ * @return DD_OK (none found is fine) or DD_ERR_NO_MEMORY, reported.
  */
 dd_status_t dd_topo_sysfs_gpus(const char *root, dd_topo_gpu_t **gpus_p,
                                int *n_p);

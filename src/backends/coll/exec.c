@@ -149,11 +149,14 @@ dd_status_t dd_coll_start(const dd_coll_comm_t *comm, dd_coll_t coll,
                                 comm->chunk_bytes);
     if (status != DD_OK) {
         free(req);
+        /* The planner is pure: its failures are reported here. */
         return dd_coll_error(
-            comm->services, status,
-            "%s of %zu %s elements: cannot plan it (status %d)",
+            comm->services, status, "%s of %zu %s elements: %s (status %d)",
             dd_coll_kind_name(coll), args->count,
-            dd_coll_dtype_name(args->dtype), (int)status);
+            dd_coll_dtype_name(args->dtype),
+            status == DD_ERR_NO_MEMORY ? "no memory for its plan"
+                                       : "cannot plan it",
+            (int)status);
     }
     req->state = calloc(req->plan.n_steps + 1, 1);
     req->reqs = calloc(req->plan.n_steps + 1, sizeof(*req->reqs));

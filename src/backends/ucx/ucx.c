@@ -363,7 +363,10 @@ static dd_status_t dd_ucx_wireup_wait(dd_backend_t *b, double deadline)
         keys[r] = strdup(key);
         status = keys[r] ? DD_OK : DD_ERR_NO_MEMORY;
     }
-    if (status == DD_OK) {
+    if (status != DD_OK) {
+        status = dd_coll_error(
+            svc, status, "no memory for the wire-up keys of %d ranks", world);
+    } else {
         status = svc->store_set(svc->arg, keys[svc->rank], "1", 1);
     }
     while (status == DD_OK) {

@@ -1,13 +1,15 @@
 /*
- * Names and sizes of the public element types, reductions, memory types and
- * operations, for messages, tools and the configuration.
+ * Names and sizes of the public element types (the sizes' table is in
+ * dtype.h), reductions, memory types and operations, for messages, tools
+ * and the configuration. Includes nothing but core and the public header.
  */
+#include "core/dtype.h"
+
 #include <dreamddp.h>
 
 size_t dd_dtype_size(dd_dtype_t dtype)
 {
-    static const unsigned char sizes[DD_DTYPE_LAST] = {4, 8, 2, 2, 4, 8, 1};
-    return (unsigned)dtype < DD_DTYPE_LAST ? sizes[dtype] : 0;
+    return dd_coll_dtype_size(dtype);
 }
 
 const char *dd_dtype_name(dd_dtype_t dtype)

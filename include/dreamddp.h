@@ -266,29 +266,18 @@ DD_API const char *dd_mem_type_name(dd_mem_type_t mem_type);
  *  invalid. Any thread. */
 DD_API const char *dd_coll_name(dd_coll_t coll);
 
-/**
- * The backend (its module's name, "ucx", "gloo", "nccl") that runs coll on
- * bytes bytes of mem_type memory in this context: the one with the highest
- * score among those DREAMDDP_BACKENDS allows and every rank could load.
- *
- * @return the name, or NULL when no backend can (dd_last_error() says why).
- * Any thread; the string lives as long as the context.
- */
-DD_API const char *dd_backend_name(dd_context_h ctx, dd_coll_t coll,
-                                   dd_mem_type_t mem_type, size_t bytes);
-
 /*
  * Blocking collectives over every rank of the job, through the backend that
- * dd_backend_name() names. Every rank must call the same collectives in the
- * same order with the same count, dtype, op and root. Each returns DD_OK;
- * DD_ERR_INVALID_PARAM for a bad argument; DD_ERR_UNSUPPORTED when no
- * backend handles the memory type; DD_ERR_TIMED_OUT when the collective did
- * not complete within DREAMDDP_TIMEOUT_S (which is also what ranks that posted
- * a different collective see); DD_ERR_PEER_LOST when a peer went away;
- * DD_ERR_MISMATCH when a peer's message does not fit; DD_ERR_BACKEND for
- * another failure of the backend. dd_last_error() names the rank and peer.
- * One thread at a time per context. With CUDA memory the call returns once
- * the result is in the buffer.
+ * dd_backend_name() names (<dreamddp/introspect.h>). Every rank must call the
+ * same collectives in the same order with the same count, dtype, op and root.
+ * Each returns DD_OK; DD_ERR_INVALID_PARAM for a bad argument;
+ * DD_ERR_UNSUPPORTED when no backend handles the memory type; DD_ERR_TIMED_OUT
+ * when the collective did not complete within DREAMDDP_TIMEOUT_S (which is also
+ * what ranks that posted a different collective see); DD_ERR_PEER_LOST when a
+ * peer went away; DD_ERR_MISMATCH when a peer's message does not fit;
+ * DD_ERR_BACKEND for another failure of the backend. dd_last_error() names the
+ * rank and peer. One thread at a time per context. With CUDA memory the call
+ * returns once the result is in the buffer.
  */
 
 /**
@@ -348,14 +337,21 @@ typedef struct dd_layer *dd_layer_h;
  * (out features) x (in features), a convolution's (out channels) x (in
  * channels x kernel elements). 0 x 0, the default, is a vector.
  *
+ * field_mask says which of the optional fields (device, rows and cols)
+ * the caller set: DD_TENSOR_FIELD_* bits. 0, what a program that sets none
+ * or was built before the mask passes, reads them as they are (0 unless
+ * set). A field added later gets a bit of its own and is read only where
+ * the bit is set, so that no program reads as set a field it never knew.
+ *
  * ABI: `device` was added at the end in 0.2 (library version 1 of the
  * soname), `rows` and `cols` after it with dd_layer_register_sized
- * (libtool interface 2, the soname unchanged). Tensors are passed in
- * arrays, so the struct's size is part of the ABI: dd_layer_register is a
- * macro that passes sizeof(dd_tensor_t) to dd_layer_register_sized, and
+ * (libtool interface 2), `field_mask` after them (interface 6; the soname
+ * unchanged). Tensors are passed in arrays, so the struct's size is part
+ * of the ABI: dd_layer_register is a macro that passes sizeof(dd_tensor_t)
+ * to dd_layer_register_sized, which reads any of the three layouts, and
  * the function dd_layer_register itself reads the layout that ends at
- * `device` (rows and cols 0), so programs built against it run unchanged.
- * Sources that initialize the first fields keep the others 0.
+ * `device`, so programs built against it run unchanged. Sources that
+ * initialize the first fields keep the others 0.
  */
 typedef struct {
     void *param;
@@ -368,7 +364,15 @@ typedef struct {
     size_t rows; /**< the shape as a matrix, rows x cols = count; 0 x 0: a
                       vector (since 0.3) */
     size_t cols;
+    uint64_t field_mask; /**< DD_TENSOR_FIELD_* bits: the optional fields
+                              set; 0: device, rows and cols as they are */
 } dd_tensor_t;
+
+/** Bits of dd_tensor_t::field_mask. */
+enum {
+    DD_TENSOR_FIELD_DEVICE = 1u << 0, /**< device */
+    DD_TENSOR_FIELD_SHAPE = 1u << 1   /**< rows and cols */
+};
 
 /**
  * Registers a layer, in forward order: the i-th call registers layer i. The
@@ -481,6 +485,53 @@ DD_API dd_status_t dd_model_commit(dd_context_h ctx);
  */
 DD_API dd_status_t dd_step_begin(dd_context_h ctx);
 
+/** What a mark says of a layer (dd_mark_params_t::what). */
+typedef enum {
+    DD_MARK_READY = 0, /**< its backward is done: its gradients are final */
+    DD_MARK_FORWARD,   /**< its forward is about to read its parameters */
+    DD_MARK_UNUSED     /**< it takes no part in this step's backward */
+} dd_mark_t;
+
+/** Bits of dd_mark_params_t::field_mask. */
+enum {
+    DD_MARK_FIELD_STREAM = 1u << 0 /**< stream */
+};
+
+/** The parameters of dd_layer_mark. */
+typedef struct {
+    uint64_t field_mask; /**< DD_MARK_FIELD_* bits: the optional fields set */
+    dd_mark_t what;
+    void *stream; /**< DD_MARK_FIELD_STREAM, for READY and FORWARD of a
+                       layer in device memory: the stream (a cudaStream_t,
+                       or a stream of the fake device; NULL: the default
+                       stream) its gradients become final on, or its
+                       forward runs on; the library waits for it on the
+                       progress engine, never on the calling thread */
+} dd_mark_params_t;
+
+/**
+ * Marks a point of a layer's step, the one call for every mark:
+ * - DD_MARK_READY: its backward is done (see dd_layer_ready); with a
+ *   stream, on a device stream (see dd_layer_ready_stream).
+ * - DD_MARK_FORWARD: its forward is about to read its parameters, the
+ *   deadline of a "+next" strategy's delayed average (see
+ *   dd_layer_forward); with a stream, where the average lands as a device
+ *   sum (see dd_layer_forward_stream).
+ * - DD_MARK_UNUSED: it takes no part in this step's backward (see
+ *   dd_layer_unused); no stream.
+ * The five calls below are thin wrappers over this one, kept for one
+ * release.
+ *
+ * ABI: added with libtool interface 6 (the soname unchanged).
+ *
+ * @return what the mark's call returns; DD_ERR_INVALID_PARAM for a NULL
+ *         params, an unknown what or field_mask bit, or a stream with
+ *         DD_MARK_UNUSED.
+ * Threads: as the mark's call.
+ */
+DD_API dd_status_t dd_layer_mark(dd_context_h ctx, dd_layer_h layer,
+                                 const dd_mark_params_t *params);
+
 /**
  * Marks layer's backward pass as done: its gradients are final and the rest
  * of backward no longer reads its parameters. If the layer syncs in this
@@ -496,6 +547,8 @@ DD_API dd_status_t dd_step_begin(dd_context_h ctx);
  * layers are fused and the order of the syncs, so every worker must mark
  * its layers in the same order: threads that race each other to mark
  * layers of one step can make workers disagree.
+ *
+ * dd_layer_mark with DD_MARK_READY; kept for one release.
  *
  * @return DD_OK; DD_ERR_STATE outside a step or for a layer marked twice in
  *         one step; DD_ERR_INVALID_PARAM for a layer of another context.
@@ -519,6 +572,8 @@ DD_API dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer);
  * One thread at a time per context, in or out of a step, after
  * dd_model_commit; not while dd_layer_ready runs on another thread (call
  * it from forward, before backward starts).
+ *
+ * dd_layer_mark with DD_MARK_FORWARD; kept for one release.
  *
  * ABI: added with libtool interface 3 (the soname unchanged).
  *
@@ -548,6 +603,7 @@ DD_API dd_status_t dd_layer_forward(dd_context_h ctx, dd_layer_h layer);
  * backward order.
  *
  * Threads: as dd_layer_ready, with which it is serialized.
+ * dd_layer_mark with DD_MARK_UNUSED; kept for one release.
  *
  * @return DD_OK; DD_ERR_STATE outside a step or for a layer already marked
  *         in this step; DD_ERR_INVALID_PARAM for a layer of another
@@ -563,6 +619,7 @@ DD_API dd_status_t dd_layer_unused(dd_context_h ctx, dd_layer_h layer);
  * layer's buffers, never the calling thread. The averages are on the
  * device when dd_step_end() returns. A device layer marked with plain
  * dd_layer_ready() must already be final (the caller synchronized).
+ * dd_layer_mark with DD_MARK_READY and a stream; kept for one release.
  *
  * @return what dd_layer_ready() returns; DD_ERR_INVALID_PARAM for a layer
  *         without device tensors or without a device module; an error of
@@ -587,6 +644,7 @@ DD_API dd_status_t dd_layer_ready_stream(dd_context_h ctx, dd_layer_h layer,
  * the sum that applies the average. dd_sync_all() queues its landings
  * there too, and waits for them. A device layer whose stream was never
  * named must be final when marked, as for dd_layer_ready().
+ * dd_layer_mark with DD_MARK_FORWARD and a stream; kept for one release.
  *
  * ABI: added with libtool interface 5 (the soname unchanged).
  *
@@ -752,43 +810,6 @@ DD_API dd_status_t dd_layer_stats(dd_context_h ctx, dd_layer_h layer,
 
 /** The layer's name; it lives as long as the context. Any thread. */
 DD_API const char *dd_layer_name(dd_layer_h layer);
-
-/** Number of registered layers. One thread at a time per context before
- *  dd_model_commit, any thread after. */
-DD_API size_t dd_num_layers(dd_context_h ctx);
-
-/** The i-th registered layer (forward order), or NULL. One thread at a
- *  time per context before dd_model_commit, any thread after. */
-DD_API dd_layer_h dd_layer_at(dd_context_h ctx, size_t i);
-
-/**
- * Part i of a layer. dd_model_commit cuts a host layer larger than
- * DREAMDDP_LAYER_SPLIT into parts that the plan schedules as layers of
- * their own (under delayed averaging, by default, a layer larger than the
- * model over 2H): one part may sync in one step of the window, the next in
- * another. The layer's handle stays the one to mark; dd_layer_stats of it
- * sums its parts (syncs: those that covered every part; divergence: the
- * largest part's). A part's handle, named "NAME#i", serves dd_layer_stats
- * and dd_layer_name only. A layer that was not cut, or before the commit,
- * has one part, itself; dd_layer_num_parts counts them.
- *
- * @param part_p    the part's handle.
- * @param offset_p  may be NULL: its first element, counting the layer's
- *                  tensors' elements one after the other.
- * @param count_p   may be NULL: its number of elements.
- * @return DD_OK; DD_ERR_INVALID_PARAM for a foreign layer or a part's
- *         handle, a NULL part_p, or i past the last part.
- * One thread at a time per context before dd_model_commit, any thread
- * after. ABI: added with libtool interface 4 (the soname unchanged).
- */
-DD_API dd_status_t dd_layer_part(dd_context_h ctx, dd_layer_h layer, size_t i,
-                                 dd_layer_h *part_p, size_t *offset_p,
-                                 size_t *count_p);
-
-/** The number of parts of a layer (dd_layer_part): 1 for a layer that was
- *  not cut, 0 for NULL, a foreign layer or a part's handle. Threads: as
- *  dd_layer_part. ABI: added with libtool interface 4. */
-DD_API size_t dd_layer_num_parts(dd_context_h ctx, dd_layer_h layer);
 
 /**
  * Serves as an aggregator: sums the chunks the workers push and sends the

@@ -6,6 +6,7 @@
  * backend module gives the right sum.
  */
 #include <dreamddp.h>
+#include <dreamddp/introspect.h>
 
 #include <stdio.h>
 #include <string.h>

@@ -14,6 +14,7 @@
  * the middle of one: then every other rank must fail within DREAMDDP_TIMEOUT_S.
  */
 #include <dreamddp.h>
+#include <dreamddp/introspect.h>
 
 #include "core/half.h"
 

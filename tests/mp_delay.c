@@ -41,6 +41,7 @@
  */
 #include <dreamddp.h>
 #include <dreamddp/device.h>
+#include <dreamddp/introspect.h>
 
 #include "device_app.h"
 

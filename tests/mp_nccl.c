@@ -5,6 +5,7 @@
  * Exits 77 when this machine has no GPU. Only this test links CUDA.
  */
 #include <dreamddp.h>
+#include <dreamddp/introspect.h>
 
 #include "core/half.h"
 

@@ -315,6 +315,25 @@ static int misuse(dd_context_h ctx, layer_t *L)
     dd_tensor_t t = {L[0].param, NULL, 1, DD_DTYPE_F32, DD_MEM_HOST, 0, 0, 0};
     CHECK(dd_layer_register(ctx, "layer0", &t, 1, NULL) == DD_ERR_INVALID_PARAM,
           "duplicate name accepted");
+    /* A field_mask bit this library does not know is refused; a mask
+     * without DD_TENSOR_FIELD_SHAPE leaves rows and cols unread (7 x 7 is
+     * no shape of one element). */
+    dd_tensor_t masked = t;
+    masked.field_mask = 1u << 20;
+    CHECK(dd_layer_register(ctx, "masked", &masked, 1, NULL) ==
+                  DD_ERR_INVALID_PARAM &&
+              strstr(dd_last_error(), "field_mask bits 0x100000") != NULL,
+          "an unknown tensor field bit: %s", dd_last_error());
+    masked.field_mask = DD_TENSOR_FIELD_SHAPE;
+    masked.rows = masked.cols = 7;
+    CHECK(dd_layer_register(ctx, "masked", &masked, 1, NULL) ==
+              DD_ERR_INVALID_PARAM,
+          "a 7 x 7 shape of 1 element accepted");
+    masked.field_mask = DD_TENSOR_FIELD_DEVICE;
+    dd_layer_h extra;
+    CHECK(dd_layer_register(ctx, "masked", &masked, 1, &extra) == DD_OK,
+          "rows and cols read without DD_TENSOR_FIELD_SHAPE: %s",
+          dd_last_error());
     CHECK(dd_step_begin(ctx) == DD_ERR_STATE, "begin before commit");
     CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
     CHECK(dd_layer_register(ctx, "late", &t, 1, NULL) == DD_ERR_STATE,
@@ -334,6 +353,27 @@ static int misuse(dd_context_h ctx, layer_t *L)
           "message: %s", dd_last_error());
     CHECK(dd_layer_ready(ctx, NULL) == DD_ERR_INVALID_PARAM, "NULL layer");
     CHECK(dd_layer_unused(ctx, NULL) == DD_ERR_INVALID_PARAM, "NULL layer");
+    /* dd_layer_mark: what the five calls do, its parameters checked. */
+    dd_mark_params_t mark = {.what = DD_MARK_UNUSED,
+                             .field_mask = DD_MARK_FIELD_STREAM};
+    CHECK(dd_layer_mark(ctx, L[0].h, NULL) == DD_ERR_INVALID_PARAM,
+          "NULL params");
+    CHECK(dd_layer_mark(ctx, L[0].h, &mark) == DD_ERR_INVALID_PARAM &&
+              strstr(dd_last_error(), "takes no stream") != NULL,
+          "a stream with DD_MARK_UNUSED: %s", dd_last_error());
+    mark.field_mask = 1u << 7;
+    CHECK(dd_layer_mark(ctx, L[0].h, &mark) == DD_ERR_INVALID_PARAM,
+          "an unknown mark field bit");
+    mark.field_mask = 0;
+    mark.what = (dd_mark_t)9;
+    CHECK(dd_layer_mark(ctx, L[0].h, &mark) == DD_ERR_INVALID_PARAM &&
+              strstr(dd_last_error(), "unknown mark 9") != NULL,
+          "an unknown mark: %s", dd_last_error());
+    mark.what = DD_MARK_READY;
+    CHECK(dd_layer_mark(ctx, L[1].h, &mark) == DD_ERR_STATE,
+          "dd_layer_mark READY of a layer marked ready");
+    CHECK(dd_layer_mark(ctx, extra, &mark) == DD_OK, "mark: %s",
+          dd_last_error());
     for (int l = N_LAYERS - 1; l >= 0; l--) {
         if (l != 1) {
             CHECK(dd_layer_ready(ctx, L[l].h) == DD_OK, "ready");

@@ -10,6 +10,7 @@
 #include "sched/plan/strategy.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Replicas set to known values: x = avg + d with |d| and avg chosen so

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <dreamddp.h>
+#include <dreamddp/introspect.h>
 
 #include <errno.h>
 #include <pthread.h>

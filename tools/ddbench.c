@@ -12,6 +12,7 @@
 #include "core/json_write.h"
 
 #include <dreamddp.h>
+#include <dreamddp/introspect.h>
 
 #include <errno.h>
 #include <getopt.h>

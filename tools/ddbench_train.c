@@ -31,6 +31,8 @@
 #include "sched/plan/plan.h"
 #include "sched/sched.h"
 
+#include <dreamddp/introspect.h>
+
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>

@@ -111,8 +111,10 @@ class Context:
         """tensors: (param_ptr, grad_ptr or None, count, dtype, mem_type,
         device, rows, cols), as dd_tensor_t's fields; those left out are 0
         (device 0; 0 x 0: a vector, which powersgd does not factor)."""
+        fields = _lib.TENSOR_FIELD_DEVICE | _lib.TENSOR_FIELD_SHAPE
         arr = (_lib.dd_tensor_t * len(tensors))(
-            *[_lib.dd_tensor_t(*t) for t in tensors]
+            *[_lib.dd_tensor_t(*(tuple(t) + (0,) * (8 - len(t)) + (fields,)))
+              for t in tensors]
         )
         layer = ctypes.c_void_p()
         self._call(
@@ -132,21 +134,32 @@ class Context:
     def step_begin(self):
         self._call("dd_step_begin")
 
+    def _mark(self, layer, what, old, with_stream=False, stream=None):
+        """dd_layer_mark, or the call old of a library that predates it."""
+        if not _lib.has("dd_layer_mark"):
+            args = (stream or None,) if with_stream else ()
+            self._call(old, layer, *args)
+            return
+        p = _lib.dd_mark_params_t(
+            field_mask=_lib.MARK_FIELD_STREAM if with_stream else 0,
+            what=what, stream=stream or None)
+        self._call("dd_layer_mark", layer, ctypes.byref(p))
+
     def layer_ready(self, layer):
-        self._call("dd_layer_ready", layer)
+        self._mark(layer, _lib.MARK_READY, "dd_layer_ready")
 
     def layer_ready_stream(self, layer, stream):
         """stream: the device stream (a cudaStream_t as an integer; 0 or
         None is the default stream) on which the layer becomes final."""
-        self._call("dd_layer_ready_stream", layer, stream or None)
+        self._mark(layer, _lib.MARK_READY, "dd_layer_ready_stream", True, stream)
 
     def layer_unused(self, layer):
-        self._call("dd_layer_unused", layer)
+        self._mark(layer, _lib.MARK_UNUSED, "dd_layer_unused")
 
     def layer_forward(self, layer):
         """The layer's forward is about to read its parameters: under a
         +next strategy, its delayed average lands here (dd_layer_forward)."""
-        self._call("dd_layer_forward", layer)
+        self._mark(layer, _lib.MARK_FORWARD, "dd_layer_forward")
 
     def layer_forward_stream(self, layer, stream):
         """layer_forward for a device layer whose forward runs on stream (a
@@ -155,7 +168,8 @@ class Context:
         (dd_layer_forward_stream). A library without it, which refuses
         device layers under +next, gets dd_layer_forward."""
         if _lib.has("dd_layer_forward_stream"):
-            self._call("dd_layer_forward_stream", layer, stream or None)
+            self._mark(layer, _lib.MARK_FORWARD, "dd_layer_forward_stream",
+                       True, stream)
         else:
             self._call("dd_layer_forward", layer)
 

@@ -77,6 +77,24 @@ class dd_tensor_t(ctypes.Structure):
         # The shape as a matrix for powersgd; 0 x 0: a vector.
         ("rows", ctypes.c_size_t),
         ("cols", ctypes.c_size_t),
+        # Which optional fields are set (TENSOR_FIELD_*); a library older
+        # than the mask reads the layout up to cols.
+        ("field_mask", ctypes.c_uint64),
+    ]
+
+
+TENSOR_FIELD_DEVICE, TENSOR_FIELD_SHAPE = 1 << 0, 1 << 1
+
+# dd_mark_t, and dd_mark_params_t's field bits.
+MARK_READY, MARK_FORWARD, MARK_UNUSED = 0, 1, 2
+MARK_FIELD_STREAM = 1 << 0
+
+
+class dd_mark_params_t(ctypes.Structure):
+    _fields_ = [
+        ("field_mask", ctypes.c_uint64),
+        ("what", ctypes.c_int),
+        ("stream", ctypes.c_void_p),
     ]
 
 
@@ -163,6 +181,7 @@ _OPTIONAL = {
     "dd_layer_forward": (_I, [_P, _P]),
     "dd_layer_forward_stream": (_I, [_P, _P, _P]),
     "dd_step_set": (_I, [_P, _c.c_uint64]),
+    "dd_layer_mark": (_I, [_P, _P, _c.POINTER(dd_mark_params_t)]),
     "dd_layer_num_parts": (_SZ, [_P, _P]),
     "dd_layer_part": (
         _I,

@@ -12,6 +12,8 @@
 #include "core/log.h"
 #include "sched/sched.h"
 
+#include <dreamddp/introspect.h>
+
 #include <stdint.h>
 #include <stdio.h>
 

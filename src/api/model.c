@@ -9,6 +9,8 @@
 #include "core/log.h"
 #include "sched/sched.h"
 
+#include <dreamddp/introspect.h>
+
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,49 +170,88 @@ dd_status_t dd_step_begin(dd_context_h ctx)
                : dd_watch_fault(ctx, dd_sched_step_begin(ctx->sched));
 }
 
+dd_status_t dd_layer_mark(dd_context_h ctx, dd_layer_h layer,
+                          const dd_mark_params_t *params)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_layer_mark");
+
+    if (status == DD_OK && params == NULL) {
+        status = dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                          "dd_layer_mark: params is NULL");
+    }
+    if (status == DD_OK &&
+        (params->field_mask & ~(uint64_t)DD_MARK_FIELD_STREAM)) {
+        status =
+            dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                     "dd_layer_mark: field_mask bits 0x%llx that this "
+                     "library does not know (built against a newer "
+                     "dreamddp.h?)",
+                     (unsigned long long)(params->field_mask &
+                                          ~(uint64_t)DD_MARK_FIELD_STREAM));
+    }
+    if (status != DD_OK) {
+        return status;
+    }
+    int stream = (params->field_mask & DD_MARK_FIELD_STREAM) != 0;
+    switch (params->what) {
+    case DD_MARK_READY:
+        return stream ? dd_sched_layer_ready_stream(ctx->sched, layer,
+                                                    params->stream)
+                      : dd_sched_layer_ready(ctx->sched, layer);
+    case DD_MARK_FORWARD:
+        return dd_watch_fault(
+            ctx,
+            dd_sched_layer_forward(ctx->sched, layer, stream, params->stream));
+    case DD_MARK_UNUSED:
+        if (stream) {
+            return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                            "dd_layer_mark: DD_MARK_UNUSED takes no stream");
+        }
+        return dd_sched_layer_unused(ctx->sched, layer);
+    }
+    return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                    "dd_layer_mark: unknown mark %d: expected a dd_mark_t "
+                    "(ready, forward or unused)",
+                    (int)params->what);
+}
+
+/* The calls before dd_layer_mark, kept for one release. */
+static dd_status_t dd_layer_mark_as(dd_context_h ctx, dd_layer_h layer,
+                                    dd_mark_t what, int with_stream,
+                                    void *stream)
+{
+    dd_mark_params_t p = {.field_mask = with_stream ? DD_MARK_FIELD_STREAM : 0,
+                          .what = what,
+                          .stream = stream};
+
+    return dd_layer_mark(ctx, layer, &p);
+}
+
 dd_status_t dd_layer_ready(dd_context_h ctx, dd_layer_h layer)
 {
-    dd_status_t status = dd_api_check(ctx, "dd_layer_ready");
-
-    return status != DD_OK ? status : dd_sched_layer_ready(ctx->sched, layer);
+    return dd_layer_mark_as(ctx, layer, DD_MARK_READY, 0, NULL);
 }
 
 dd_status_t dd_layer_forward(dd_context_h ctx, dd_layer_h layer)
 {
-    dd_status_t status = dd_api_check(ctx, "dd_layer_forward");
-
-    return status != DD_OK
-               ? status
-               : dd_watch_fault(
-                     ctx, dd_sched_layer_forward(ctx->sched, layer, 0, NULL));
+    return dd_layer_mark_as(ctx, layer, DD_MARK_FORWARD, 0, NULL);
 }
 
 dd_status_t dd_layer_forward_stream(dd_context_h ctx, dd_layer_h layer,
                                     void *stream)
 {
-    dd_status_t status = dd_api_check(ctx, "dd_layer_forward_stream");
-
-    return status != DD_OK
-               ? status
-               : dd_watch_fault(
-                     ctx, dd_sched_layer_forward(ctx->sched, layer, 1, stream));
+    return dd_layer_mark_as(ctx, layer, DD_MARK_FORWARD, 1, stream);
 }
 
 dd_status_t dd_layer_unused(dd_context_h ctx, dd_layer_h layer)
 {
-    dd_status_t status = dd_api_check(ctx, "dd_layer_unused");
-
-    return status != DD_OK ? status : dd_sched_layer_unused(ctx->sched, layer);
+    return dd_layer_mark_as(ctx, layer, DD_MARK_UNUSED, 0, NULL);
 }
 
 dd_status_t dd_layer_ready_stream(dd_context_h ctx, dd_layer_h layer,
                                   void *stream)
 {
-    dd_status_t status = dd_api_check(ctx, "dd_layer_ready_stream");
-
-    return status != DD_OK
-               ? status
-               : dd_sched_layer_ready_stream(ctx->sched, layer, stream);
+    return dd_layer_mark_as(ctx, layer, DD_MARK_READY, 1, stream);
 }
 
 dd_status_t dd_step_end(dd_context_h ctx, dd_step_stats_t *stats_p)

@@ -32,11 +32,16 @@ dd_status_t dd_sched_device_check(dd_sched_t *sched, const char *name,
                 return status;
             }
         }
-        if (tensors[t].device < 0 || tensors[t].device >= count) {
+        /* A field_mask without DD_TENSOR_FIELD_DEVICE means device 0. */
+        int device = tensors[t].field_mask == 0 ||
+                             (tensors[t].field_mask & DD_TENSOR_FIELD_DEVICE)
+                         ? tensors[t].device
+                         : 0;
+        if (device < 0 || device >= count) {
             return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
                             "dd_layer_register: layer '%s' tensor %zu is on "
                             "device %d, but the %s module sees %d",
-                            name, t, tensors[t].device, dev->name, count);
+                            name, t, device, dev->name, count);
         }
     }
     return DD_OK;

@@ -101,6 +101,25 @@ void dd_sched_destroy(dd_sched_t *sched)
     free(sched);
 }
 
+#define DD_TENSOR_FIELDS (DD_TENSOR_FIELD_DEVICE | DD_TENSOR_FIELD_SHAPE)
+
+/* A tensor as the layer keeps it: the optional fields its field_mask does
+ * not name are 0 (a mask of 0 names them all: programs that set none, or
+ * were built before the mask). */
+static dd_tensor_t dd_tensor_masked(const dd_tensor_t *x)
+{
+    dd_tensor_t t = *x;
+
+    if (t.field_mask != 0 && !(t.field_mask & DD_TENSOR_FIELD_DEVICE)) {
+        t.device = 0;
+    }
+    if (t.field_mask != 0 && !(t.field_mask & DD_TENSOR_FIELD_SHAPE)) {
+        t.rows = t.cols = 0;
+    }
+    t.field_mask = DD_TENSOR_FIELDS;
+    return t;
+}
+
 static dd_status_t dd_layer_check(dd_sched_t *sched, const char *name,
                                   const dd_tensor_t *tensors, size_t n)
 {
@@ -123,6 +142,16 @@ static dd_status_t dd_layer_check(dd_sched_t *sched, const char *name,
                         "dd_layer_register: layer '%s' has no tensors", name);
     }
     for (size_t t = 0; t < n; t++) {
+        if (tensors[t].field_mask & ~(uint64_t)DD_TENSOR_FIELDS) {
+            return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                            "dd_layer_register: layer '%s' tensor %zu has "
+                            "field_mask bits 0x%llx that this library does "
+                            "not know (built against a newer dreamddp.h?)",
+                            name, t,
+                            (unsigned long long)(tensors[t].field_mask &
+                                                 ~(uint64_t)DD_TENSOR_FIELDS));
+        }
+        dd_tensor_t x = dd_tensor_masked(&tensors[t]);
         if (dd_dtype_size(tensors[t].dtype) == 0 ||
             (tensors[t].mem_type != DD_MEM_HOST &&
              tensors[t].mem_type != DD_MEM_CUDA) ||
@@ -133,7 +162,7 @@ static dd_status_t dd_layer_check(dd_sched_t *sched, const char *name,
                             "buffer",
                             name, t);
         }
-        size_t rows = tensors[t].rows, cols = tensors[t].cols;
+        size_t rows = x.rows, cols = x.cols;
         if ((rows == 0) != (cols == 0) ||
             (rows != 0 &&
              (cols > SIZE_MAX / rows || rows * cols != tensors[t].count))) {
@@ -184,7 +213,9 @@ dd_status_t dd_sched_layer_register(dd_sched_t *sched, const char *name,
         free(layer);
         return DD_ERR_NO_MEMORY;
     }
-    memcpy(layer->tensors, tensors, n_tensors * sizeof(dd_tensor_t));
+    for (size_t t = 0; t < n_tensors; t++) {
+        layer->tensors[t] = dd_tensor_masked(&tensors[t]);
+    }
     layer->n_tensors = n_tensors;
     layer->sched = sched;
     layer->index = sched->n_layers;
@@ -192,7 +223,7 @@ dd_status_t dd_sched_layer_register(dd_sched_t *sched, const char *name,
     for (size_t t = 0; t < n_tensors; t++) {
         layer->bytes += tensors[t].count * dd_dtype_size(tensors[t].dtype);
         if (tensors[t].mem_type == DD_MEM_CUDA && layer->device < 0) {
-            layer->device = tensors[t].device;
+            layer->device = layer->tensors[t].device;
         }
     }
     sched->layers[sched->n_layers++] = layer;

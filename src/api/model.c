@@ -199,9 +199,10 @@ dd_status_t dd_layer_mark(dd_context_h ctx, dd_layer_h layer,
                                                     params->stream)
                       : dd_sched_layer_ready(ctx->sched, layer);
     case DD_MARK_FORWARD:
-        return dd_watch_fault(
-            ctx,
-            dd_sched_layer_forward(ctx->sched, layer, stream, params->stream));
+        /* A landing waits for a sync: its failure may be a lost peer. */
+        status =
+            dd_sched_layer_forward(ctx->sched, layer, stream, params->stream);
+        return dd_watch_fault(ctx, status);
     case DD_MARK_UNUSED:
         if (stream) {
             return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,

@@ -193,8 +193,7 @@ static dd_status_t dd_sched_delay_device(dd_sched_t *sched,
     void *stream = own ? sched->delay.dev_stream : layer->delay.stream;
     dd_status_t status =
         launch ? dev->ops->memcpy_async(dev->instance, layer->delay.wire[t],
-                                        x->param,
-                                        x->count * dd_dtype_size(x->dtype),
+                                        x->param, layer->routes[t].bytes,
                                         DD_DEVICE_COPY_D2D, stream)
                : dev->ops->reduce_async(dev->instance, x->param,
                                         layer->delay.wire[t], x->count,
@@ -235,7 +234,7 @@ dd_status_t dd_sched_delay_launch(dd_sched_t *sched, struct dd_layer *layer,
                                   size_t tensor, void **buf_p)
 {
     const dd_tensor_t *x = &layer->tensors[tensor];
-    size_t bytes = x->count * dd_dtype_size(x->dtype);
+    size_t bytes = layer->routes[tensor].bytes;
     dd_status_t status = DD_OK;
 
     double t0 = dd_time_now();
@@ -456,54 +455,6 @@ dd_sync_job_t *dd_sched_delay_take_landed(dd_sched_t *sched)
 
     sched->delay.landed = NULL;
     return landed;
-}
-
-/* A cut layer's forward marks its parts in forward order, the first
- * first: each part's deadline is the layer's. With a stream
- * (dd_layer_forward_stream), a device layer's landing is queued there. */
-dd_status_t dd_sched_layer_forward(dd_sched_t *sched, dd_layer_h layer,
-                                   int with_stream, void *stream)
-{
-    const char *call =
-        with_stream ? "dd_layer_forward_stream" : "dd_layer_forward";
-    dd_status_t status = dd_sched_check_handle(sched, layer, call);
-    if (status == DD_OK) {
-        status = dd_sched_check_open(sched, call);
-    }
-    if (status == DD_OK && with_stream &&
-        (layer->device < 0 || sched->env.device == NULL)) {
-        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
-                        "dd_layer_forward_stream: layer '%s' has no tensor "
-                        "in device memory; use dd_layer_forward",
-                        layer->name);
-    }
-    if (status != DD_OK || !dd_sched_delay_on(sched)) {
-        return status;
-    }
-    pthread_mutex_lock(&sched->ready_lock);
-    if (with_stream) {
-        layer->delay.stream = stream;
-        layer->delay.stream_known = 1;
-    }
-    size_t n = layer->split.n > 0 ? layer->split.n : 1;
-    for (size_t j = 0; status == DD_OK && j < n; j++) {
-        struct dd_layer *y = layer->split.n > 0 ? layer->split.parts[j] : layer;
-        y->fwd_wait_s = 0;
-        /* A sync that left in this step (early) has its deadline in the
-         * next; one that landed here lets this step's leave. */
-        if (!(sched->in_step && y->delay.early)) {
-            status = dd_sched_delay_land(sched, y, &y->fwd_wait_s);
-        }
-        if (status == DD_OK) {
-            status = dd_sched_launch_landed(sched, y);
-        }
-        sched->delay.fwd_wait_s += y->fwd_wait_s;
-        /* Forward starts now; measure.c times it. */
-        y->fwd_t = dd_time_now();
-    }
-    sched->delay.marked = 1;
-    pthread_mutex_unlock(&sched->ready_lock);
-    return status;
 }
 
 void dd_sched_delay_quiesce(dd_sched_t *sched)

@@ -81,8 +81,6 @@ dd_status_t dd_sched_delay_land(struct dd_sched *sched, struct dd_layer *layer,
 dd_status_t dd_sched_delay_land_all(struct dd_sched *sched);
 /* The jobs whose layers all landed since the last call, for accounting. */
 dd_sync_job_t *dd_sched_delay_take_landed(struct dd_sched *sched);
-dd_status_t dd_sched_layer_forward(struct dd_sched *sched, dd_layer_h layer,
-                                   int with_stream, void *stream);
 /* Before the engine stops: lands what is in flight. */
 void dd_sched_delay_quiesce(struct dd_sched *sched);
 void dd_sched_delay_free(struct dd_sched *sched);

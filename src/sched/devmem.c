@@ -58,8 +58,8 @@ static int dd_sched_layer_device(const struct dd_layer *layer)
     return -1;
 }
 
-dd_status_t dd_sched_layer_ready_stream(dd_sched_t *sched, dd_layer_h layer,
-                                        void *stream)
+dd_status_t dd_sched_device_ready(dd_sched_t *sched, dd_layer_h layer,
+                                  void *stream)
 {
     const dd_device_module_t *dev = sched->env.device;
 
@@ -96,7 +96,7 @@ dd_status_t dd_sched_layer_ready_stream(dd_sched_t *sched, dd_layer_h layer,
                         "dd_layer_ready_stream: layer '%s': %s", layer->name,
                         dd_last_error());
     }
-    return dd_sched_layer_ready(sched, layer);
+    return DD_OK;
 }
 
 void dd_sched_device_job(dd_sched_t *sched, const struct dd_layer *layer,

@@ -213,14 +213,21 @@ static dd_status_t dd_sched_routes_layer(dd_sched_t *sched, struct dd_layer *l)
     }
     for (size_t t = 0; t < l->n_tensors; t++) {
         dd_tensor_route_t *x = &l->routes[t];
+        const dd_tensor_t *tensor = &l->tensors[t];
+        x->bytes = tensor->count * dd_dtype_size(tensor->dtype);
         for (int grads = 0; grads < 2; grads++) {
-            if (l->tensors[t].mem_type != DD_MEM_HOST) {
+            x->wire[grads] = x->bytes;
+            if (tensor->mem_type != DD_MEM_HOST) {
                 x->pipe[grads] =
                     r->hier.h != NULL ? &r->hier.pipe : &r->staging.pipe;
                 continue;
             }
             x->codec[grads] = dd_sched_tensor_codec(sched, l, t, grads);
             x->pipe[grads] = dd_sched_codec_pipe(r, x->codec[grads]);
+            if (x->codec[grads] != NULL) {
+                x->wire[grads] =
+                    dd_route_codec_wire_size(x->codec[grads], tensor);
+            }
         }
     }
     const char *host =

@@ -19,6 +19,8 @@
 typedef struct {
     const dd_sync_pipe_t *pipe[2];
     const dd_sched_codec_t *codec[2];
+    size_t bytes;   /* the tensor's */
+    size_t wire[2]; /* what its sync puts on the wire, in its codec */
 } dd_tensor_route_t;
 
 /** The routes' state, the runtime's: each route owns its own. */

@@ -22,9 +22,7 @@ int dd_sched_layer_syncs(dd_sched_t *sched, const struct dd_layer *layer)
         return 0; /* all at once, in dd_step_end */
     case DD_STRATEGY_PLSGD:
     case DD_STRATEGY_DREAMDDP:
-        return dd_plan_syncs(sched->plan,
-                             (unsigned)(sched->step % sched->strategy.window),
-                             layer->index);
+        return sched->row[layer->index];
     case DD_STRATEGY_ADAPTIVE:
         return sched->step + 1 - layer->last_sync_step >=
                (uint64_t)layer->period;
@@ -78,6 +76,11 @@ dd_status_t dd_sched_step_begin(dd_sched_t *sched)
     if (status != DD_OK) {
         sched->failed = status;
         return status;
+    }
+    if (sched->plan != NULL) {
+        /* The step's row of the window: what the marks read. */
+        size_t iter = (size_t)(sched->step % sched->strategy.window);
+        sched->row = sched->plan->sync + iter * sched->plan->num_layers;
     }
     for (size_t i = 0; i < sched->n_layers; i++) {
         sched->layers[i]->ready = 0;
@@ -159,7 +162,8 @@ static dd_status_t dd_sched_job_add_layer(dd_sync_job_t *job, size_t layer)
 
 /* Appends a tensor's buffer (and its layer, once) to a job. */
 static dd_status_t dd_sched_job_add(dd_sync_job_t *job, size_t layer, void *buf,
-                                    const dd_tensor_t *x)
+                                    const dd_tensor_t *x,
+                                    const dd_tensor_route_t *route, int grads)
 {
     size_t count = x->count;
     dd_sync_item_t *items =
@@ -176,11 +180,9 @@ static dd_status_t dd_sched_job_add(dd_sync_job_t *job, size_t layer, void *buf,
             return status;
         }
     }
-    size_t bytes = count * dd_dtype_size(job->dtype);
-    job->bytes += bytes;
-    job->wire_bytes +=
-        job->codec != NULL ? dd_route_codec_wire_size(job->codec, x) : bytes;
-    job->layer_bytes[job->n_layers - 1] += bytes;
+    job->bytes += route->bytes;
+    job->wire_bytes += route->wire[grads];
+    job->layer_bytes[job->n_layers - 1] += route->bytes;
     return DD_OK;
 }
 
@@ -232,7 +234,8 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
             sched->group->measure = !grads && dd_sched_drift_on(sched);
         }
         dd_sched_device_job(sched, layer, tensor, sched->group);
-        status = dd_sched_job_add(sched->group, layer->index, buf, tensor);
+        status = dd_sched_job_add(sched->group, layer->index, buf, tensor,
+                                  route, grads);
         if (status != DD_OK) {
             return status;
         }
@@ -370,8 +373,8 @@ static dd_status_t dd_sched_broadcast_buffers(dd_sched_t *sched,
             continue;
         }
         dd_sync_job_t *job = dd_sched_new_job(sched, x->dtype, x->mem_type);
-        if (job == NULL ||
-            dd_sched_job_add(job, layer->index, x->param, x) != DD_OK) {
+        if (job == NULL || dd_sched_job_add(job, layer->index, x->param, x,
+                                            &layer->routes[t], 0) != DD_OK) {
             dd_sync_job_free_list(job);
             return DD_ERR_NO_MEMORY;
         }
@@ -393,11 +396,11 @@ static dd_status_t dd_sched_zero_grads(struct dd_layer *layer)
         if (x->mem_type != DD_MEM_HOST) {
             return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_SCHED,
                             "dd_layer_unused: layer '%s' tensor %zu: zeroing "
-                            "%s gradients is not supported; zero them and "
-                            "call dd_layer_ready instead",
-                            layer->name, t, dd_mem_type_name(x->mem_type));
+                            "gradients in device memory is not supported; "
+                            "zero them and call dd_layer_ready instead",
+                            layer->name, t);
         }
-        memset(x->grad, 0, x->count * dd_dtype_size(x->dtype));
+        memset(x->grad, 0, layer->routes[t].bytes);
     }
     return DD_OK;
 }
@@ -438,10 +441,6 @@ static dd_status_t dd_sched_mark(dd_sched_t *sched, struct dd_layer *layer,
     }
     layer->ready = 1;
     layer->ready_t = dd_time_now();
-    if (sched->timeline != NULL) {
-        dd_timeline_mark(sched->timeline, layer->name, sched->step,
-                         layer->ready_t);
-    }
     if (sched->strategy.kind == DD_STRATEGY_ADAPTIVE && !unused) {
         double n2 = dd_sched_grad_norm2(layer);
         layer->grad_ema =
@@ -518,6 +517,62 @@ dd_status_t dd_sched_layer_ready(dd_sched_t *sched, dd_layer_h layer)
 dd_status_t dd_sched_layer_unused(dd_sched_t *sched, dd_layer_h layer)
 {
     return dd_sched_mark_locked(sched, layer, 1, "dd_layer_unused");
+}
+
+dd_status_t dd_sched_layer_ready_stream(dd_sched_t *sched, dd_layer_h layer,
+                                        void *stream)
+{
+    dd_status_t status = dd_sched_device_ready(sched, layer, stream);
+
+    return status == DD_OK ? dd_sched_layer_ready(sched, layer) : status;
+}
+
+/* A cut layer's forward marks its parts in forward order, the first
+ * first: each part's deadline is the layer's. With a stream
+ * (dd_layer_forward_stream), a device layer's landing is queued there. */
+dd_status_t dd_sched_layer_forward(dd_sched_t *sched, dd_layer_h layer,
+                                   int with_stream, void *stream)
+{
+    const char *call =
+        with_stream ? "dd_layer_forward_stream" : "dd_layer_forward";
+    dd_status_t status = dd_sched_check_handle(sched, layer, call);
+    if (status == DD_OK) {
+        status = dd_sched_check_open(sched, call);
+    }
+    if (status == DD_OK && with_stream &&
+        (layer->device < 0 || sched->env.device == NULL)) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                        "dd_layer_forward_stream: layer '%s' has no tensor "
+                        "in device memory; use dd_layer_forward",
+                        layer->name);
+    }
+    if (status != DD_OK || !dd_sched_delay_on(sched)) {
+        return status;
+    }
+    pthread_mutex_lock(&sched->ready_lock);
+    if (with_stream) {
+        layer->delay.stream = stream;
+        layer->delay.stream_known = 1;
+    }
+    size_t n = layer->split.n > 0 ? layer->split.n : 1;
+    for (size_t j = 0; status == DD_OK && j < n; j++) {
+        struct dd_layer *y = layer->split.n > 0 ? layer->split.parts[j] : layer;
+        y->fwd_wait_s = 0;
+        /* A sync that left in this step (early) has its deadline in the
+         * next; one that landed here lets this step's leave. */
+        if (!(sched->in_step && y->delay.early)) {
+            status = dd_sched_delay_land(sched, y, &y->fwd_wait_s);
+        }
+        if (status == DD_OK) {
+            status = dd_sched_launch_landed(sched, y);
+        }
+        sched->delay.fwd_wait_s += y->fwd_wait_s;
+        /* Forward starts now; profile.c times it. */
+        y->fwd_t = dd_time_now();
+    }
+    sched->delay.marked = 1;
+    pthread_mutex_unlock(&sched->ready_lock);
+    return status;
 }
 
 /*
@@ -838,6 +893,9 @@ dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p)
     /* The syncs that did start are finished in any case, so that no job
      * of this step is left for the next. */
     dd_status_t marks = dd_sched_unmarked(sched, missing, sizeof(missing));
+    if (sched->timeline != NULL) {
+        dd_timeline_marks(sched->timeline, sched);
+    }
     status = DD_OK;
     if (sched->strategy.kind == DD_STRATEGY_LOCALSGD) {
         /* Local SGD's sync starts once backward is over: it is all

@@ -112,8 +112,10 @@ typedef struct dd_sched {
      * resumed a checkpoint's window; the profiler counts from it. */
     uint64_t step_base;
     dd_status_t failed;
-    /* Window strategies: what syncs in each step of the window. */
+    /* Window strategies: what syncs in each step of the window, and the
+     * row of the step in progress (set at dd_step_begin). */
     dd_plan_t *plan;
+    const unsigned char *row;
     /* dd_plan_fusion of a measured plan ([H * n]): which layers' messages
      * wait for the next layer; NULL: every layer's leaves at once. */
     unsigned char *hold;
@@ -190,6 +192,10 @@ dd_status_t dd_sched_check_settings(dd_sched_t *sched);
 dd_status_t dd_sched_step_begin(dd_sched_t *sched);
 dd_status_t dd_sched_layer_ready(dd_sched_t *sched, dd_layer_h layer);
 dd_status_t dd_sched_layer_unused(dd_sched_t *sched, dd_layer_h layer);
+dd_status_t dd_sched_layer_ready_stream(dd_sched_t *sched, dd_layer_h layer,
+                                        void *stream);
+dd_status_t dd_sched_layer_forward(dd_sched_t *sched, dd_layer_h layer,
+                                   int with_stream, void *stream);
 dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p);
 dd_status_t dd_sched_sync_all(dd_sched_t *sched);
 /* dd_step_set: the number of the next step, before this run's first. */
@@ -236,8 +242,10 @@ int dd_sched_channels(const dd_sched_t *sched);
 /* devmem.c: device layers. */
 dd_status_t dd_sched_device_check(dd_sched_t *sched, const char *name,
                                   const dd_tensor_t *tensors, size_t n);
-dd_status_t dd_sched_layer_ready_stream(dd_sched_t *sched, dd_layer_h layer,
-                                        void *stream);
+/* dd_layer_ready_stream's device part: the readiness event recorded on
+ * stream, which delayed averaging takes as the layer's stream. */
+dd_status_t dd_sched_device_ready(dd_sched_t *sched, dd_layer_h layer,
+                                  void *stream);
 /* Tags a job of layer's device tensor with its device and readiness. */
 void dd_sched_device_job(dd_sched_t *sched, const struct dd_layer *layer,
                          const dd_tensor_t *tensor, dd_sync_job_t *job);
@@ -246,8 +254,8 @@ void dd_sched_device_free(dd_sched_t *sched);
 /* timeline.c */
 dd_status_t dd_timeline_open(const dd_sched_t *sched,
                              dd_timeline_t **timeline_p);
-void dd_timeline_mark(dd_timeline_t *t, const char *layer, uint64_t step,
-                      double at);
+/* The step's backward marks, at dd_step_end, in the order they came. */
+void dd_timeline_marks(dd_timeline_t *t, const dd_sched_t *sched);
 void dd_timeline_sync(dd_timeline_t *t, const dd_sched_t *sched,
                       const dd_sync_job_t *job);
 /* A layer's divergence counter track ("C" events). */

@@ -1,9 +1,9 @@
 /*
  * DREAMDDP_TIMELINE: a Chrome-trace JSON (the array form, which Perfetto and
  * chrome://tracing open) of each rank's backward marks, syncs and layers'
- * divergence (counter tracks). Written
- * by the application's threads, one at a time: at dd_layer_ready, under the
- * scheduler's ready_lock, and at dd_step_end. Each file's timestamps count
+ * divergence (counter tracks). Written by the application's thread at
+ * dd_step_end (a step's marks then, from the times the marks kept, in
+ * their order), never on the marks' own threads. Each file's timestamps count
  * from its own monotonic start; the process_name metadata carries that
  * start on this rank's CLOCK_REALTIME (t0_realtime_us) and rank 0's clock
  * minus this one's, agreed at dd_model_commit (clock_offset_us, within
@@ -106,8 +106,8 @@ static void dd_timeline_event(dd_timeline_t *t, const char *name,
     dd_json_fixed(&t->json, dd_timeline_us(t, at), 1);
 }
 
-void dd_timeline_mark(dd_timeline_t *t, const char *layer, uint64_t step,
-                      double at)
+static void dd_timeline_mark(dd_timeline_t *t, const char *layer, uint64_t step,
+                             double at)
 {
     char name[DD_TIMELINE_NAME_MAX];
 
@@ -121,6 +121,33 @@ void dd_timeline_mark(dd_timeline_t *t, const char *layer, uint64_t step,
     dd_json_uint(&t->json, step);
     dd_json_object_end(&t->json);
     dd_json_object_end(&t->json);
+}
+
+static int dd_timeline_by_ready(const void *a, const void *b)
+{
+    double x = (*(const struct dd_layer *const *)a)->ready_t;
+    double y = (*(const struct dd_layer *const *)b)->ready_t;
+    return (x > y) - (x < y);
+}
+
+void dd_timeline_marks(dd_timeline_t *t, const dd_sched_t *sched)
+{
+    struct dd_layer **order = malloc(sched->n_layers * sizeof(*order));
+    size_t n = 0;
+
+    if (order == NULL) {
+        return; /* a timeline is a diagnostic: the step goes on */
+    }
+    for (size_t i = 0; i < sched->n_layers; i++) {
+        if (sched->layers[i]->ready) {
+            order[n++] = sched->layers[i];
+        }
+    }
+    qsort(order, n, sizeof(*order), dd_timeline_by_ready);
+    for (size_t k = 0; k < n; k++) {
+        dd_timeline_mark(t, order[k]->name, sched->step, order[k]->ready_t);
+    }
+    free(order);
 }
 
 void dd_timeline_sync(dd_timeline_t *t, const dd_sched_t *sched,

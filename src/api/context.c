@@ -306,7 +306,8 @@ static dd_status_t dd_context_locality(dd_context_h ctx)
     }
     char *all = malloc((size_t)env->world_size * ID);
     if (all == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
+                        "no memory for the ranks' host identities");
     }
     dd_context_host_id(ctx, mine, sizeof(mine));
     dd_status_t status =
@@ -343,7 +344,8 @@ static dd_status_t dd_context_roles(dd_context_h ctx, int role_override)
     ctx->roles = malloc(sizeof(dd_role_t) * (size_t)world);
     if (all == NULL || ctx->roles == NULL) {
         free(all);
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
+                        "no memory for the ranks' roles");
     }
     mine[0] = (int32_t)ctx->role;
     mine[1] = ctx->boot.num_aggregators;
@@ -395,7 +397,8 @@ static dd_status_t dd_context_worker_group(dd_context_h ctx)
 {
     ctx->worker_ranks = malloc(sizeof(int) * (size_t)ctx->n_workers);
     if (ctx->worker_ranks == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
+                        "no memory for the workers' ranks");
     }
     int n = 0;
     for (int r = 0; r < ctx->env.world_size; r++) {
@@ -484,7 +487,8 @@ static dd_status_t dd_context_hosts(dd_context_h ctx)
     ctx->leader_ranks = malloc(sizeof(int) * (size_t)ctx->n_workers);
     if (all == NULL || ctx->host_of == NULL || ctx->leader_ranks == NULL) {
         free(all);
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
+                        "no memory for the ranks' hosts");
     }
     dd_context_host_id(ctx, mine, sizeof(mine));
     dd_status_t status =

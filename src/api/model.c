@@ -55,7 +55,9 @@ dd_status_t dd_layer_register_sized(dd_context_h ctx, const char *name,
     /* An older layout: copied into this one, the fields past it 0. */
     dd_tensor_t *copy = calloc(n_tensors ? n_tensors : 1, sizeof(*copy));
     if (copy == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for layer '%s''s tensors",
+                        name ? name : "(null)");
     }
     for (size_t t = 0; t < n_tensors; t++) {
         memcpy(&copy[t], (const char *)tensors + t * tensor_size, tensor_size);

@@ -103,7 +103,8 @@ dd_status_t dd_net_peer_decode(const char *buf, size_t size,
     dd_status_t status = DD_OK;
 
     if (text == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_TOPO,
+                        "no memory for this rank's interfaces");
     }
     memset(peer, 0, sizeof(*peer));
     for (char *save, *line = strtok_r(text, "\n", &save);
@@ -260,7 +261,8 @@ static dd_status_t dd_net_setup_local(const dd_topo_opts_t *opts,
     dd_log_info(DD_SUBSYS_TOPO, "topology from %s", (*topo_p)->source);
     *cands_p = calloc((size_t)(*topo_p)->n_nics + 1, sizeof(**cands_p));
     if (*cands_p == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_TOPO,
+                        "no memory for the candidate interfaces");
     }
     int gpu =
         dd_topo_rank_gpu(*topo_p, local_rank, getenv("CUDA_VISIBLE_DEVICES"));

@@ -250,14 +250,16 @@ dd_status_t dd_watch_start(dd_context_h ctx)
     pthread_condattr_t attr;
 
     if (w == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_CORE,
+                        "no memory for the watch");
     }
     w->ctx = ctx;
     w->period_s = dd_watch_period(ctx->core.timeout_s);
     w->left_calls = malloc(2 * (size_t)ctx->env.world_size * sizeof(int64_t));
     if (w->left_calls == NULL) {
         free(w);
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_CORE,
+                        "no memory for the watch");
     }
     for (int r = 0; r < 2 * ctx->env.world_size; r++) {
         w->left_calls[r] = -1;

@@ -47,19 +47,23 @@ dd_status_t dd_sched_agree_start(dd_sched_t *sched, int profile, int drift)
 
     if (sched->agree.v == NULL &&
         (sched->agree.v = malloc(len * sizeof(double))) == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the agreed times");
     }
     if (sched->agree.mine == NULL &&
         (sched->agree.mine = malloc((len + n) * sizeof(double))) == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for this worker's agreement row");
     }
     if (sched->agree.all == NULL &&
         (sched->agree.all = malloc((len + n) * w * sizeof(double))) == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the workers' agreement rows");
     }
     dd_sync_job_t *job = calloc(1, sizeof(*job));
     if (job == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the agreement job");
     }
     if (profile) {
         dd_sched_profile(sched, sched->agree.mine);

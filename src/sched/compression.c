@@ -27,7 +27,8 @@ dd_status_t dd_sched_compression_set(dd_sched_t *sched, const char *spec)
     }
     char *copy = strdup(spec);
     if (copy == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the compression spec");
     }
     free(sched->comp.spec);
     sched->comp.spec = copy;
@@ -61,7 +62,8 @@ dd_status_t dd_sched_layer_set_compression(dd_sched_t *sched, dd_layer_h layer,
     }
     char *copy = strdup(spec);
     if (copy == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the layer's compression spec");
     }
     free(layer->comp.spec);
     layer->comp.spec = copy;
@@ -100,7 +102,8 @@ static dd_status_t dd_sched_layer_codec_init(dd_sched_t *sched,
     l->comp.states = calloc(l->n_tensors, sizeof(*l->comp.states));
     l->comp.refs = calloc(l->n_tensors, sizeof(*l->comp.refs));
     if (l->comp.states == NULL || l->comp.refs == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for layer '%s''s codec states", l->name);
     }
     for (size_t t = 0; t < l->n_tensors; t++) {
         const dd_tensor_t *x = &l->tensors[t];
@@ -116,7 +119,9 @@ static dd_status_t dd_sched_layer_codec_init(dd_sched_t *sched,
         if (params) {
             l->comp.refs[t] = malloc(x->count * sizeof(float));
             if (l->comp.refs[t] == NULL) {
-                return DD_ERR_NO_MEMORY;
+                return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                                "no memory for layer '%s''s codec reference",
+                                l->name);
             }
             memcpy(l->comp.refs[t], x->param, x->count * sizeof(float));
         }

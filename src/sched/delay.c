@@ -60,7 +60,10 @@ static dd_status_t dd_sched_delay_alloc(dd_sched_t *sched,
     if (x->mem_type == DD_MEM_HOST) {
         *wire_p = malloc(bytes);
         if (*wire_p == NULL) {
-            return DD_ERR_NO_MEMORY;
+            return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                            "no memory for layer '%s''s copy of %zu bytes for "
+                            "its delayed average",
+                            l->name, bytes);
         }
         /* Touched now, so that no launch takes the page faults. */
         memcpy(*wire_p, x->param, bytes);
@@ -141,7 +144,9 @@ dd_status_t dd_sched_delay_commit(dd_sched_t *sched)
         }
         l->delay.wire = calloc(l->n_tensors, sizeof(void *));
         if (l->delay.wire == NULL) {
-            return DD_ERR_NO_MEMORY;
+            return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                            "no memory for layer '%s''s delayed-average copies",
+                            l->name);
         }
         dd_status_t status =
             l->device >= 0 ? dd_sched_delay_events(sched, l) : DD_OK;
@@ -262,7 +267,8 @@ dd_status_t dd_sched_delay_track(dd_sched_t *sched, dd_sync_job_t *job)
         struct dd_delay_entry *v =
             realloc(sched->delay.jobs, cap * sizeof(*sched->delay.jobs));
         if (v == NULL) {
-            return DD_ERR_NO_MEMORY;
+            return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                            "no memory for the delayed averages in flight");
         }
         sched->delay.jobs = v;
         sched->delay.cap = cap;
@@ -270,7 +276,8 @@ dd_status_t dd_sched_delay_track(dd_sched_t *sched, dd_sync_job_t *job)
     struct dd_delay_entry *e = &sched->delay.jobs[sched->delay.n];
     e->landed = calloc(job->n_layers ? job->n_layers : 1, 1);
     if (e->landed == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for a delayed average in flight");
     }
     e->job = job;
     e->unlanded = job->n_layers;

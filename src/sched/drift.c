@@ -142,7 +142,8 @@ dd_status_t dd_sched_drift_agreed(dd_sched_t *sched, const double *all,
     double *v = malloc(2 * n * sizeof(double));
 
     if (v == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the layers' divergence figures");
     }
     dd_drift_reduce(all, sched->env.job->n_workers, stride, offset, n, v,
                     v + n);

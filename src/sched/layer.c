@@ -11,54 +11,68 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The options the scheduler checks at creation, beyond their parsers. */
+static dd_status_t dd_sched_check_opts(const dd_sched_opts_t *o)
+{
+    if (o->adaptive_kmin > o->adaptive_kmax) {
+        return dd_error(
+            DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
+            "DREAMDDP_ADAPTIVE_KMIN=%d and DREAMDDP_ADAPTIVE_KMAX=%d disagree: "
+            "the minimum must not exceed the maximum",
+            o->adaptive_kmin, o->adaptive_kmax);
+    }
+    if (o->chunk_bytes < 64 || o->chunk_bytes % 8 != 0) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
+                        "invalid value DREAMDDP_CHUNK_BYTES=%zu: expected a "
+                        "multiple of 8 bytes, at least 64",
+                        o->chunk_bytes);
+    }
+    return DD_OK;
+}
+
 dd_status_t dd_sched_create(const dd_sched_env_t *env, dd_sched_t **sched_p)
 {
+    const dd_sched_codec_t *codec;
+    dd_status_t status;
     dd_sched_t *sched = calloc(1, sizeof(*sched));
 
     if (sched == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the scheduler");
     }
     sched->env = *env;
     sched->opts = *env->opts;
     dd_sched_routes_init(sched);
     if (dd_strategy_parse(sched->opts.strategy, &sched->strategy) != DD_OK) {
-        free(sched);
-        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
-                        "invalid value DREAMDDP_STRATEGY='%s': expected %s",
-                        env->opts->strategy, DD_STRATEGY_ACCEPTED);
+        status = dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
+                          "invalid value DREAMDDP_STRATEGY='%s': expected %s",
+                          env->opts->strategy, DD_STRATEGY_ACCEPTED);
+        goto err_free_sched;
     }
-    if (sched->opts.adaptive_kmin > sched->opts.adaptive_kmax) {
-        free(sched);
-        return dd_error(
-            DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
-            "DREAMDDP_ADAPTIVE_KMIN=%d and DREAMDDP_ADAPTIVE_KMAX=%d disagree: "
-            "the minimum must not exceed the maximum",
-            env->opts->adaptive_kmin, env->opts->adaptive_kmax);
-    }
-    if (sched->opts.chunk_bytes < 64 || sched->opts.chunk_bytes % 8 != 0) {
-        free(sched);
-        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_SCHED,
-                        "invalid value DREAMDDP_CHUNK_BYTES=%zu: expected a "
-                        "multiple of 8 bytes, at least 64",
-                        env->opts->chunk_bytes);
+    if ((status = dd_sched_check_opts(&sched->opts)) != DD_OK) {
+        goto err_free_sched;
     }
     if (dd_sched_split_parse(sched) != DD_OK) {
-        free(sched);
-        return DD_ERR_INVALID_CONFIG;
+        status = DD_ERR_INVALID_CONFIG;
+        goto err_free_sched;
     }
-    const dd_sched_codec_t *codec;
     if (dd_route_codec_open(&sched->comp.codecs,
                             "invalid value DREAMDDP_COMPRESSION=",
                             sched->opts.compression, &codec) != DD_OK) {
-        dd_sched_codecs_free(sched);
-        free(sched);
-        return DD_ERR_INVALID_CONFIG;
+        status = DD_ERR_INVALID_CONFIG;
+        goto err_free_codecs;
     }
     dd_strategy_format(&sched->strategy, sched->strategy_name,
                        sizeof(sched->strategy_name));
     pthread_mutex_init(&sched->ready_lock, NULL);
     *sched_p = sched;
     return DD_OK;
+
+err_free_codecs:
+    dd_sched_codecs_free(sched);
+err_free_sched:
+    free(sched);
+    return status;
 }
 
 void dd_sched_quiesce(dd_sched_t *sched)
@@ -199,7 +213,8 @@ dd_status_t dd_sched_layer_register(dd_sched_t *sched, const char *name,
         struct dd_layer **layers =
             realloc(sched->layers, cap * sizeof(*layers));
         if (layers == NULL) {
-            return DD_ERR_NO_MEMORY;
+            return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                            "no memory for the layer table");
         }
         sched->layers = layers;
         sched->cap_layers = cap;
@@ -211,7 +226,8 @@ dd_status_t dd_sched_layer_register(dd_sched_t *sched, const char *name,
             free(layer->name);
         }
         free(layer);
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for layer '%s'", name);
     }
     for (size_t t = 0; t < n_tensors; t++) {
         layer->tensors[t] = dd_tensor_masked(&tensors[t]);

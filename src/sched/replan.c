@@ -133,7 +133,8 @@ static dd_status_t dd_sched_fill(const dd_sched_t *sched,
     double *slow = malloc(n * sizeof(*slow));
 
     if (slow == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the bubble filling's margins");
     }
     double m = sched->strategy.delay ? DD_SCHED_FILL_MARGIN_DELAYED
                                      : DD_SCHED_FILL_MARGIN;
@@ -373,7 +374,8 @@ static dd_status_t dd_sched_first_plan(dd_sched_t *sched)
     double *v = malloc(DD_SCHED_PROFILE_LEN(n) * sizeof(double));
 
     if (v == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the agreed profile");
     }
     dd_sched_profile(sched, v);
     dd_status_t status = dd_sched_agree(sched, v, DD_SCHED_PROFILE_LEN(n));

@@ -146,12 +146,14 @@ static dd_status_t dd_sched_job_add_layer(dd_sync_job_t *job, size_t layer)
     size_t n = job->n_layers + 1;
     size_t *layers = realloc(job->layers, n * sizeof(*layers));
     if (layers == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for a sync job's layers");
     }
     job->layers = layers;
     size_t *bytes = realloc(job->layer_bytes, n * sizeof(*bytes));
     if (bytes == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for a sync job's layers");
     }
     job->layer_bytes = bytes;
     layers[job->n_layers] = layer;
@@ -169,7 +171,8 @@ static dd_status_t dd_sched_job_add(dd_sync_job_t *job, size_t layer, void *buf,
     dd_sync_item_t *items =
         realloc(job->items, (job->n_items + 1) * sizeof(*items));
     if (items == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for a sync job's buffers");
     }
     job->items = items;
     items[job->n_items++] =
@@ -225,7 +228,8 @@ static dd_status_t dd_sched_enqueue(dd_sched_t *sched, struct dd_layer *layer,
             sched->group =
                 dd_sched_new_job(sched, tensor->dtype, tensor->mem_type);
             if (sched->group == NULL) {
-                return DD_ERR_NO_MEMORY;
+                return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                                "no memory for a sync job");
             }
             sched->group->kind = kind;
             sched->group->pipe = pipe;
@@ -373,10 +377,16 @@ static dd_status_t dd_sched_broadcast_buffers(dd_sched_t *sched,
             continue;
         }
         dd_sync_job_t *job = dd_sched_new_job(sched, x->dtype, x->mem_type);
-        if (job == NULL || dd_sched_job_add(job, layer->index, x->param, x,
-                                            &layer->routes[t], 0) != DD_OK) {
+        if (job == NULL) {
+            return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                            "no memory for layer '%s''s buffers' broadcast",
+                            layer->name);
+        }
+        dd_status_t status = dd_sched_job_add(job, layer->index, x->param, x,
+                                              &layer->routes[t], 0);
+        if (status != DD_OK) {
             dd_sync_job_free_list(job);
-            return DD_ERR_NO_MEMORY;
+            return status;
         }
         job->pipe = &sched->routes.coll.bcast;
         dd_engine_submit(sched->engine, job);

@@ -120,7 +120,8 @@ static dd_status_t dd_split_add_view(struct dd_layer *part,
     dd_tensor_t *v = realloc(part->tensors, (part->n_tensors + 1) * sizeof(*v));
 
     if (v == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for a part of layer '%s'", part->name);
     }
     part->tensors = v;
     size_t es = dd_dtype_size(x->dtype);
@@ -180,7 +181,8 @@ static dd_status_t dd_split_layer(struct dd_layer *l, size_t k)
 
     l->split.parts = calloc(k, sizeof(*l->split.parts));
     if (l->split.parts == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for layer '%s''s parts", l->name);
     }
     for (size_t t = 0; t < l->n_tensors; t++) {
         const dd_tensor_t *x = &l->tensors[t];
@@ -189,7 +191,9 @@ static dd_status_t dd_split_layer(struct dd_layer *l, size_t k)
             if (part == NULL) {
                 part = dd_split_new_part(l, l->split.n, offset);
                 if (part == NULL) {
-                    return DD_ERR_NO_MEMORY;
+                    return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                                    "no memory for a part of layer '%s'",
+                                    l->name);
                 }
                 l->split.parts[l->split.n++] = part;
             }
@@ -238,7 +242,8 @@ dd_status_t dd_sched_split_commit(dd_sched_t *sched)
     }
     struct dd_layer **layers = calloc(n, sizeof(*layers));
     if (layers == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the table of parts");
     }
     size_t o = 0;
     for (size_t i = 0; i < sched->n_layers; i++) {

@@ -39,7 +39,8 @@ dd_status_t dd_timeline_open(const dd_sched_t *sched,
     dd_path_expand_rank(path, sizeof(path), pattern, rank);
     dd_timeline_t *t = calloc(1, sizeof(*t));
     if (t == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the timeline");
     }
     t->file = fopen(path, "w");
     if (t->file == NULL) {

@@ -589,7 +589,8 @@ dd_status_t dd_engine_start_channels(const dd_sync_pipe_t *route, int channels,
                         DD_ENGINE_MAX_CHANNELS, channels);
     }
     if ((e = calloc(1, sizeof(*e))) == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the progress engine");
     }
     e->route = *route;
     e->channels = channels;

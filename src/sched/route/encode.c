@@ -71,7 +71,8 @@ dd_status_t dd_route_codec_open(dd_route_codecs_t *set, const char *what,
     c->spec = strdup(spec);
     if (c->spec == NULL) {
         dd_codec_close(&c->ref);
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for codec spec '%s'", spec);
     }
     c->wire_dtype = dd_codec_wire_dtype(ops, DD_DTYPE_F32);
     c->rounds = ops->rounds > 0;
@@ -152,7 +153,9 @@ static dd_status_t dd_sched_codec_encode(const dd_sync_job_t *job,
             float *d = realloc(delta, it->count * sizeof(float));
             if (d == NULL) {
                 free(delta);
-                return DD_ERR_NO_MEMORY;
+                return dd_error(
+                    DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                    "no memory for the change since the last sync, to encode");
             }
             delta = d;
             for (size_t i = 0; i < it->count; i++) {
@@ -226,7 +229,8 @@ static dd_status_t dd_sched_codec_decode(const dd_route_encode_t *r,
         most = job->items[j].count > most ? job->items[j].count : most;
     }
     if (most > 0 && (tmp = malloc(most * sizeof(float))) == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for decoding the workers' encodings");
     }
     for (size_t j = 0; status == DD_OK && j < job->n_items; j++) {
         const dd_sync_item_t *it = &job->items[j];
@@ -316,7 +320,8 @@ static dd_status_t dd_sched_codec_pairs(dd_sched_codec_op_t *op)
     op->index = malloc((most ? most : 1) * sizeof(size_t));
     op->value = malloc((most ? most : 1) * sizeof(float));
     if (op->index == NULL || op->value == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for this worker's sparse pairs");
     }
     for (size_t i = 0; i < op->count; i++) {
         if (op->buf[i] != 0.0f) {

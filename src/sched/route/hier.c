@@ -106,7 +106,8 @@ static dd_status_t dd_hier_group(dd_route_hier_t *r, dd_hier_t *h)
 
     h->ranks = malloc(sizeof(int) * (size_t)job->n_workers);
     if (h->ranks == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the host's workers");
     }
     for (int i = 0; i < job->n_workers; i++) {
         int rank = job->worker_ranks[i];
@@ -209,7 +210,8 @@ static dd_status_t dd_hier_ipc(dd_route_hier_t *r, dd_hier_t *h)
     }
     h->mapped = calloc((size_t)h->n_local, sizeof(void *));
     if (h->mapped == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the host's mapped buffers");
     }
     for (int i = 0; i < h->n_local; i++) {
         if (i == h->me || (h->me != 0 && i != 0)) {
@@ -391,7 +393,8 @@ static dd_status_t dd_hier_start(void *arg, dd_sync_job_t *job, void *buf,
     }
     dd_hier_op_t *t = calloc(1, sizeof(*t));
     if (t == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for a hierarchical sync");
     }
     t->r = r;
     t->job = job;
@@ -726,7 +729,8 @@ static dd_status_t dd_hier_sum_start(void *arg, dd_sync_job_t *job, void *buf,
                               .mem_type = DD_MEM_HOST};
 
     if (x == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for a chunk of the leaders' allreduce");
     }
     x->buf = buf;
     x->count = count;

@@ -82,7 +82,8 @@ static dd_status_t dd_rounds_encode(dd_sched_rounds_op_t *op, unsigned round)
     total = op->off[job->n_items];
     op->wire = malloc((total ? total : 1) * sizeof(float));
     if (op->wire == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for a round's outputs");
     }
     for (size_t j = 0; status == DD_OK && j < job->n_items; j++) {
         const dd_sync_item_t *it = &job->items[j];

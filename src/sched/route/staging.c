@@ -87,7 +87,8 @@ static dd_status_t dd_staging_alloc(dd_route_staging_t *r, int ordinal)
     }
     s = calloc(1, sizeof(*s));
     if (s == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the staging slots");
     }
     s->dev = dev;
     s->ordinal = ordinal;
@@ -97,7 +98,8 @@ static dd_status_t dd_staging_alloc(dd_route_staging_t *r, int ordinal)
     s->events = calloc((size_t)s->n_slots, sizeof(void *));
     r->slots = s;
     if (s->pinned == NULL || s->events == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the staging slots");
     }
     if ((status = dev->ops->stream_create(dev->instance, ordinal, &s->d2h)) !=
             DD_OK ||
@@ -237,7 +239,8 @@ static dd_status_t dd_staging_start(void *arg, dd_sync_job_t *job, void *buf,
     dd_status_t status;
 
     if (t == NULL) {
-        return DD_ERR_NO_MEMORY;
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for a device sync");
     }
     t->r = r;
     t->job = job;

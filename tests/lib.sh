@@ -1,6 +1,12 @@
 # Helpers for the script tests. Sourced; expects top_builddir and DDRUN from
 # the test harness (Makefile.am), and falls back to this tree when run alone.
-: "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+# The tree is the nearest folder above the script that holds configure.ac.
+if [ -z "${top_srcdir:-}" ]; then
+    top_srcdir=$(cd "$(dirname "$0")" && pwd)
+    while [ "$top_srcdir" != / ] && [ ! -f "$top_srcdir/configure.ac" ]; do
+        top_srcdir=$(dirname "$top_srcdir")
+    done
+fi
 : "${top_builddir:=$top_srcdir}"
 : "${DDRUN:=$top_builddir/tools/ddrun}"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/dd-test.XXXXXX")

@@ -148,7 +148,7 @@ static int ddbench_is_average(ddbench_sim_t *s, size_t l, long it)
 
 /* Checks the layers step it synced, and the window's coverage. A delayed
  * average counts once it landed, in the step after its launch: it holds
- * average + local change (tests/mp_delay.c checks that), and the window's
+ * average + local change (tests/mp/mp_delay.c checks that), and the window's
  * coverage is checked a step later. */
 static int ddbench_verify(ddbench_sim_t *s, long it, const uint64_t *before,
                           unsigned window)

@@ -312,7 +312,7 @@ static dd_status_t dd_sched_check_drift(dd_sched_t *sched, const double *v)
  * (aggregators on hosts that share cores) the measured times rise with
  * them and the model keeps them: with 4 aggregators and fp16 some runs
  * filled 15.6 MB per iteration and took 0.43-0.47 s per iteration, others
- * none and took 0.29-0.30 (BENCHMARKS.md). So a new plan with extras runs
+ * none and took 0.29-0.30 (bench/NOTES.md). So a new plan with extras runs
  * DD_SCHED_TRIAL_STEPS steps with them, then as many without (the trial
  * checks the times at every window, dd_sched_schedule_window); the extras come
  * back only when the agreed mean time per iteration with them was at most

@@ -25,11 +25,11 @@ if [ ! -f "$build/Makefile" ]; then
     [ -x "$here/configure" ] || (cd "$here" && ./autogen.sh >/dev/null)
     (cd "$build" && "$here/configure" -q)
 fi
-make -C "$build" -j2 all tests/mp_device tests/mp_coll tests/mp_delay >"$build/pack-make.log" 2>&1 || {
+make -C "$build" -j2 all tests/mp/mp_device tests/mp/mp_coll tests/mp/mp_delay >"$build/pack-make.log" 2>&1 || {
     echo "pack: build failed (see $build/pack-make.log)" >&2
     exit 1
 }
-make -C "$build" tests/mp_nccl >>"$build/pack-make.log" 2>&1 || true
+make -C "$build" tests/mp/mp_nccl >>"$build/pack-make.log" 2>&1 || true
 
 is_elf() { [ "$(head -c 4 "$1" 2>/dev/null | tail -c 3)" = ELF ]; }
 
@@ -46,13 +46,13 @@ real() {
 }
 
 rm -rf "$pack"
-mkdir -p "$pack/.libs" "$pack/tools" "$pack/tests" "$pack/lib/ucx" "$pack/lib/fallback"
+mkdir -p "$pack/.libs" "$pack/tools" "$pack/tests/mp" "$pack/lib/ucx" "$pack/lib/fallback"
 cp -L "$build/.libs/libdreamddp.so.1" "$pack/.libs/"
 for m in "$build"/.libs/dd_backend_*.so "$build"/.libs/dd_device_*.so; do
     cp -L "$m" "$pack/.libs/"
 done
-for p in tools/ddrun tools/ddtopo tools/ddagg tools/ddbench tests/mp_device tests/mp_delay \
-    tests/mp_coll tests/mp_nccl; do
+for p in tools/ddrun tools/ddtopo tools/ddagg tools/ddbench tests/mp/mp_device tests/mp/mp_delay \
+    tests/mp/mp_coll tests/mp/mp_nccl; do
     if [ -e "$build/$p" ]; then
         r=$(real "$build/$p") || { echo "pack: no ELF file for $p" >&2; exit 1; }
         cp "$r" "$pack/$p"

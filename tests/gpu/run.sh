@@ -48,7 +48,7 @@ if [ -f "$build/PACKED" ]; then
     fi
     export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export UCX_MODULE_DIR="$build/lib/ucx" HWLOC_PLUGINS_PATH="$build/lib/hwloc"
-    missing=$(for f in "$build"/.libs/*.so "$build"/tools/* "$build"/tests/*; do
+    missing=$(for f in "$build"/.libs/*.so "$build"/tools/* "$build"/tests/mp/*; do
         ldd "$f" 2>&1 | grep 'not found' | sed "s|^|$(basename "$f"): |"
     done | grep -v 'dd_backend_nccl\|dd_device_cuda\|mp_nccl' | sort -u | head -5)
     if [ -n "$missing" ]; then
@@ -56,21 +56,21 @@ if [ -f "$build/PACKED" ]; then
         exit 1
     fi
     echo "ok: pack: $(sed -n 2p "$build/PACKED")"
-elif ! make -C "$build" -j"$(nproc)" all tests/mp_coll tests/mp_device tests/mp_delay \
+elif ! make -C "$build" -j"$(nproc)" all tests/mp/mp_coll tests/mp/mp_device tests/mp/mp_delay \
     >"${TMPDIR:-/tmp}/dd-gpu-build.log" 2>&1; then
     echo "FAIL: build (see ${TMPDIR:-/tmp}/dd-gpu-build.log)"
     exit 1
 fi
 have_nccl=0
-[ -f "$build/PACKED" ] || make -C "$build" tests/mp_nccl >/dev/null 2>&1
-[ -x "$build/tests/mp_nccl" ] && have_nccl=1
+[ -f "$build/PACKED" ] || make -C "$build" tests/mp/mp_nccl >/dev/null 2>&1
+[ -x "$build/tests/mp/mp_nccl" ] && have_nccl=1
 export top_srcdir="$here" top_builddir="$build" DDRUN="$build/tools/ddrun"
 # mp_device checks the divergence each parameter sync measured, which the
 # monitor does only when on (off by default since the train simulator's
 # figures).
 export DREAMDDP_BACKEND_PATH="$build/.libs" DREAMDDP_TIMEOUT_S=120 DREAMDDP_DRIFT=yes
 unset DREAMDDP_BACKENDS DREAMDDP_NUM_AGGREGATORS DREAMDDP_ROUTE
-MP=$build/tests/mp_device
+MP=$build/tests/mp/mp_device
 out=$(mktemp -d "${TMPDIR:-/tmp}/dd-gpu.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 failures=0
@@ -140,9 +140,9 @@ if [ $have_nccl = 1 ]; then
         "mp_device: ddp: 4 steps bit-exact on 1 workers" \
         env DREAMDDP_BACKENDS=nccl,ucx "$DDRUN" -n 1 --timeout 35 -- "$MP" ddp 4
     check "NCCL one-rank allreduce (mp_nccl)" 60 "mp_nccl: nccl: " \
-        env DREAMDDP_BACKENDS=nccl "$DDRUN" -n 1 --timeout 55 -- "$build/tests/mp_nccl"
+        env DREAMDDP_BACKENDS=nccl "$DDRUN" -n 1 --timeout 55 -- "$build/tests/mp/mp_nccl"
 else
-    echo "SKIP: NCCL: configure did not find it (no tests/mp_nccl)"
+    echo "SKIP: NCCL: configure did not find it (no tests/mp/mp_nccl)"
 fi
 
 # 6b. The device sum's kernels, loaded through the driver.
@@ -156,7 +156,7 @@ for marks in marks nomarks; do
     check "+next on device layers ($marks), 2 ranks on one GPU" 60 \
         "mp_delay: plsgd:1+next $marks: 7 steps equal to the reference on 2 ranks" \
         env MP_DELAY_DEVICE=stream DREAMDDP_PROFILE_STEPS=2 DREAMDDP_BACKENDS=ucx \
-        "$DDRUN" -n 2 --timeout 55 -- "$build/tests/mp_delay" plsgd:1+next 7 $marks
+        "$DDRUN" -n 2 --timeout 55 -- "$build/tests/mp/mp_delay" plsgd:1+next 7 $marks
 done
 
 # 7. The PyTorch front end on CUDA tensors, two ranks sharing the GPU.

@@ -23,7 +23,7 @@
  * while two large ones ran, and then on their sockets behind their data:
  * the workers' agreement at a window's start held the window's first
  * syncs back while one large collective ran alone, 165 to 262 ms a window
- * (train simulator, 4 hosts at 1 Gbit/s, BENCHMARKS.md). Each lane
+ * (train simulator, 4 hosts at 1 Gbit/s, bench/NOTES.md). Each lane
  * keeps the posting order, and which lane a collective takes depends only
  * on its size, so every rank's k-th collective of a lane is the same one.
  *

@@ -196,7 +196,7 @@ static dd_status_t dd_ucx_create_context(dd_backend_t *b)
     }
     /* Over TCP, a rendezvous needs the receiver to progress before any
      * data moves, and a receiver busy in backward or summing does not: so
-     * on an interface without RDMA, messages go eagerly (BENCHMARKS.md
+     * on an interface without RDMA, messages go eagerly (bench/NOTES.md
      * has the figures). UCX_RNDV_THRESH, when set, wins. */
     if (getenv("UCX_RNDV_THRESH") == NULL && svc->ifname != NULL &&
         svc->rdma == NULL) {

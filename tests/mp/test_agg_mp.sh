@@ -1,0 +1,102 @@
+#!/bin/sh
+# Aggregation with real processes through ddrun: 1 to 4 workers with 1 to 4
+# aggregators sum layers of 1, 7, chunk - 1, chunk, chunk + 1 and several
+# chunks, in f32 (exactly), f16 and bf16; every strategy runs over them;
+# an aggregator or a worker that leaves, and a malformed or duplicated
+# message, fail the others within the timeout, naming the rank, and leave
+# their buffers untouched.
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+AGG=$top_builddir/tests/mp/mp_agg
+SCHED=$top_builddir/tests/mp/mp_sched
+export DREAMDDP_TIMEOUT_S=10 DREAMDDP_CHUNK_BYTES=4096 DREAMDDP_PROFILE_STEPS=3
+sizes="1 7 1023 1024 1025 10243"
+
+for w in 1 2 3 4; do
+    for k in 1 2 3 4; do
+        if "$DDRUN" -n $((w + k)) --aggregators $k --timeout 60 -- \
+            "$AGG" check f32 $sizes >"$TMP/out" 2>&1; then
+            expect_grep "$TMP/out" "mp_agg: f32 averages exact on $w workers" "f32, $w workers + $k aggregators"
+        else
+            fail "f32, $w workers + $k aggregators"; cat "$TMP/out"
+        fi
+    done
+done
+for dt in f16 bf16; do
+    if "$DDRUN" -n 6 --aggregators 2 --timeout 60 -- "$AGG" check $dt $sizes >"$TMP/out" 2>&1; then
+        expect_grep "$TMP/out" "mp_agg: $dt averages exact on 4 workers" "$dt, 4 workers + 2 aggregators"
+    else
+        fail "$dt"; cat "$TMP/out"
+    fi
+done
+
+# With 2 streams (the workers' Gloo instance opens two contexts and cuts
+# its large collectives across them) the route stays exact.
+if DREAMDDP_NUM_STREAMS=2 DREAMDDP_CHUNK_BYTES=1M DREAMDDP_LOG_LEVEL=info \
+    DREAMDDP_LOG_SUBSYS=backend "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- \
+    "$AGG" check f32 $sizes 2000003 >"$TMP/out" 2>&1; then
+    expect_grep "$TMP/out" "mp_agg: f32 averages exact on 3 workers" "2 streams, 3 workers + 2 aggregators"
+    expect_grep "$TMP/out" "INFO backend: 2 streams per peer" "the backends were told 2 streams"
+else
+    fail "2 streams, 3 workers + 2 aggregators"; cat "$TMP/out"
+fi
+
+# Under DREAMDDP_CHUNK_BYTES a message is cut finer, so that it spreads over every
+# home: 16 pieces per home (3 workers homing a share beside 2 aggregators:
+# 5 homes), no smaller than 64 KiB. 20000 and 300001 elements take the
+# 64 KiB floor; 2000003 is cut into 80 pieces of 25001.
+if DREAMDDP_CHUNK_BYTES=1M "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- \
+    "$AGG" check f32 20000 300001 2000003 >"$TMP/out" 2>&1; then
+    expect_grep "$TMP/out" "mp_agg: f32 averages exact on 3 workers" "small messages spread over every home"
+else
+    fail "small messages spread over every home"; cat "$TMP/out"
+fi
+
+for s in ddp localsgd:2 plsgd:2 dreamddp:2 adaptive; do
+    if "$DDRUN" -n 5 --aggregators 2 --timeout 90 -- "$SCHED" $s 7 >"$TMP/out" 2>&1; then
+        expect_grep "$TMP/out" "mp_sched: $s: 7 steps correct on 3 ranks" "$s through 2 aggregators"
+    else
+        fail "$s through aggregators"; cat "$TMP/out"
+    fi
+done
+
+# DREAMDDP_ROUTE=allreduce: the workers' own collectives, with aggregators idle
+# until every worker says goodbye at dd_finalize.
+if DREAMDDP_ROUTE=allreduce "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- "$SCHED" dreamddp:2 7 >"$TMP/out" 2>&1; then
+    expect_grep "$TMP/out" "mp_sched: dreamddp:2: 7 steps correct on 3 ranks" "DREAMDDP_ROUTE=allreduce beside aggregators"
+else
+    fail "DREAMDDP_ROUTE=allreduce beside aggregators"; cat "$TMP/out"
+fi
+
+# Faults: 3 workers (ranks 0-2) and 2 aggregators (ranks 3, 4).
+fault() { # MODE PATTERN WHAT
+    start=$(date +%s)
+    "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- sh -c "$AGG $1; exit 0" >"$TMP/$1" 2>&1
+    elapsed=$(( $(date +%s) - start ))
+    for r in 0 2; do
+        expect_grep "$TMP/$1" "$r: mp_agg: rank $r:" "$3: worker $r reports"
+        grep "^$r: mp_agg: rank $r:" "$TMP/$1" | grep -q "buffer untouched" &&
+            pass "$3: worker $r wrote nothing" || fail "$3: worker $r buffer"
+    done
+    expect_grep "$TMP/$1" "$2" "$3: the rank at fault is named"
+    [ $elapsed -lt 40 ] && pass "$3: within the timeout (${elapsed}s)" || fail "$3 took ${elapsed}s"
+}
+fault malformed "rejected a malformed message from rank 1" "a malformed message"
+fault duplicate "rejected a duplicate of chunk 0 of layer 'layer0' (step 0) from rank 1: never summed twice" "a duplicated message"
+# A worker that leaves without dd_finalize is named by the store's server,
+# on every rank, as soon as its connection closes.
+fault worker-exit "job aborted: rank 1 was lost: its connection to the store on rank 0 closed before its dd_finalize" "a worker that leaves"
+
+start=$(date +%s)
+"$DDRUN" -n 5 --aggregators 2 --timeout 60 -- sh -c "$AGG agg-exit; exit 0" >"$TMP/aggexit" 2>&1
+elapsed=$(( $(date +%s) - start ))
+# Whether the store, UCX or the wait notices first, the message names an
+# aggregator.
+for r in 0 1 2; do
+    if grep -E "^$r: mp_agg: rank $r: (dd_model_commit: measuring the network failed: .*rank(\(s\))? [34]|job aborted: rank [34] was lost)" "$TMP/aggexit" >/dev/null; then
+        pass "an aggregator that leaves: worker $r names it"
+    else
+        fail "an aggregator that leaves: worker $r"; cat "$TMP/aggexit"
+    fi
+done
+[ $elapsed -lt 40 ] && pass "an aggregator that leaves: within the timeout (${elapsed}s)" || fail "aggregator exit took ${elapsed}s"
+finish

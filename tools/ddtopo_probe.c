@@ -402,6 +402,7 @@ static dd_status_t ddtopo_exchange(dd_context_h ctx,
     char *buf = malloc((size_t)world * DDTOPO_RECORD);
 
     if (buf == NULL) {
+        fprintf(stderr, "ddtopo: no memory for %d ranks' endpoints\n", world);
         return DD_ERR_NO_MEMORY;
     }
     ddtopo_encode(mine, rec);

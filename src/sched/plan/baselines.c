@@ -76,18 +76,20 @@ dd_status_t dd_plan_plsgd(size_t num_layers, unsigned window,
     return dd_plan_baseline(num_layers, window, dd_plan_plsgd_slot, plan_p);
 }
 
+static unsigned dd_plan_ssgd_slot(size_t i, size_t n, unsigned window)
+{
+    (void)i;
+    (void)n;
+    (void)window;
+    return 0;
+}
+
 dd_status_t dd_plan_ssgd(size_t num_layers, unsigned window, dd_plan_t **plan_p)
 {
-    dd_plan_t *plan;
-
-    if (plan_p == NULL) {
-        return DD_ERR_INVALID_PARAM;
+    dd_status_t status =
+        dd_plan_baseline(num_layers, window, dd_plan_ssgd_slot, plan_p);
+    if (status == DD_OK) {
+        memset((*plan_p)->sync, 1, (size_t)window * num_layers);
     }
-    dd_status_t status = dd_plan_alloc(num_layers, window, &plan);
-    if (status != DD_OK) {
-        return status;
-    }
-    memset(plan->sync, 1, (size_t)window * num_layers);
-    *plan_p = plan;
-    return DD_OK;
+    return status;
 }

@@ -232,24 +232,40 @@ dd_status_t dd_plan_check(const dd_plan_model_t *m, const dd_plan_t *plan)
     return DD_OK;
 }
 
+/* The cost model of input for plan's window, plan checked against it; on
+ * an error nothing is left to clean up. */
+dd_status_t dd_plan_model_of(dd_plan_model_t *m, const dd_plan_input_t *input,
+                             const dd_plan_t *plan)
+{
+    if (plan == NULL) {
+        return DD_ERR_INVALID_PARAM;
+    }
+    dd_status_t status = dd_plan_model_init(m, input, plan->window);
+    if (status != DD_OK) {
+        return status;
+    }
+    status = dd_plan_check(m, plan);
+    if (status != DD_OK) {
+        dd_plan_model_cleanup(m);
+    }
+    return status;
+}
+
 dd_status_t dd_plan_cost(const dd_plan_input_t *input, const dd_plan_t *plan,
                          dd_plan_cost_t *cost_p)
 {
     dd_plan_model_t m;
 
-    if (plan == NULL || cost_p == NULL) {
+    if (cost_p == NULL) {
         return DD_ERR_INVALID_PARAM;
     }
-    dd_status_t status = dd_plan_model_init(&m, input, plan->window);
+    dd_status_t status = dd_plan_model_of(&m, input, plan);
     if (status != DD_OK) {
         return status;
     }
-    status = dd_plan_check(&m, plan);
-    if (status == DD_OK) {
-        dd_plan_cost_fill(&m, dd_plan_rows_exposed(&m, plan->sync), cost_p);
-    }
+    dd_plan_cost_fill(&m, dd_plan_rows_exposed(&m, plan->sync), cost_p);
     dd_plan_model_cleanup(&m);
-    return status;
+    return DD_OK;
 }
 
 /* Copies a one-iteration-per-layer assignment into plan, without extras. */

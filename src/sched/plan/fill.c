@@ -38,24 +38,18 @@ dd_status_t dd_plan_fill_bubbles(const dd_plan_input_t *input, dd_plan_t *plan,
     dd_plan_model_t m;
     size_t added = 0;
 
-    if (plan == NULL) {
-        return DD_ERR_INVALID_PARAM;
-    }
-    dd_status_t status = dd_plan_model_init(&m, input, plan->window);
+    dd_status_t status = dd_plan_model_of(&m, input, plan);
     if (status != DD_OK) {
         return status;
     }
-    status = dd_plan_check(&m, plan);
-    if (status == DD_OK) {
-        for (unsigned h = 0; h < m.H; h++) {
-            added += dd_plan_fill_row(&m, plan->sync + (size_t)h * m.n);
-        }
-        if (added_p != NULL) {
-            *added_p = added;
-        }
+    for (unsigned h = 0; h < m.H; h++) {
+        added += dd_plan_fill_row(&m, plan->sync + (size_t)h * m.n);
+    }
+    if (added_p != NULL) {
+        *added_p = added;
     }
     dd_plan_model_cleanup(&m);
-    return status;
+    return DD_OK;
 }
 
 /* One iteration's row of dd_plan_fusion: group_start is when the model
@@ -86,18 +80,17 @@ dd_status_t dd_plan_fusion(const dd_plan_input_t *input, const dd_plan_t *plan,
 {
     dd_plan_model_t m;
 
-    if (plan == NULL || hold == NULL) {
+    if (hold == NULL) {
         return DD_ERR_INVALID_PARAM;
     }
-    dd_status_t status = dd_plan_model_init(&m, input, plan->window);
+    dd_status_t status = dd_plan_model_of(&m, input, plan);
     if (status != DD_OK) {
         return status;
     }
-    status = dd_plan_check(&m, plan);
-    for (unsigned h = 0; status == DD_OK && h < m.H; h++) {
+    for (unsigned h = 0; h < m.H; h++) {
         dd_plan_fusion_row(&m, plan->sync + (size_t)h * m.n,
                            hold + (size_t)h * m.n);
     }
     dd_plan_model_cleanup(&m);
-    return status;
+    return DD_OK;
 }

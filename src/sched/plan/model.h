@@ -60,6 +60,10 @@ double dd_plan_max(double a, double b);
 void dd_plan_model_cleanup(dd_plan_model_t *m);
 dd_status_t dd_plan_model_init(dd_plan_model_t *m, const dd_plan_input_t *input,
                                unsigned window);
+/* The model for plan's window with plan checked against it (dd_plan_check);
+ * on an error nothing is left to clean up. */
+dd_status_t dd_plan_model_of(dd_plan_model_t *m, const dd_plan_input_t *input,
+                             const dd_plan_t *plan);
 /* Takes the fields the caller set and the defaults for the others, so a
  * caller built against fewer fields keeps working. */
 void dd_plan_params_merge(const dd_plan_params_t *given, dd_plan_params_t *out);

@@ -275,8 +275,11 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
         CHECK(gap >= 0, "fill: the extras never went (trial not run)");
         /* The trial checks every window, whatever DREAMDDP_REPLAN_WINDOWS
          * (the script sets 10): 8 steps with the extras (4 windows), taken
-         * a window later. */
-        CHECK(gap - extras_seen <= 5,
+         * a window later, 5 windows on a quiet machine. On a loaded one the
+         * times drift from the plan's, and the re-plan that follows starts
+         * the trial again (seen: 8 windows); 10 still tells a trial that
+         * decided from one that never ran. */
+        CHECK(gap - extras_seen <= 10,
               "fill: the extras came in window %ld but went only in %ld",
               extras_seen, gap);
         /* Slow with them: gone for good from the first window without;

@@ -34,7 +34,7 @@ done
 # every 10 windows (DREAMDDP_REPLAN_WINDOWS) the trial still checks every
 # window, and decides within 5 of the plan.
 for m in with without; do
-    if DREAMDDP_REPLAN_WINDOWS=10 "$DDRUN" -n 2 --timeout 120 -- "$MP" fill 40 $m >"$TMP/fill" 2>&1; then
+    if DREAMDDP_REPLAN_WINDOWS=10 "$DDRUN" -n 2 --timeout 120 -- "$MP" fill 60 $m >"$TMP/fill" 2>&1; then
         expect_grep "$TMP/fill" "mp_sched: fill $m: extras from window" "bubble filling's trial, steps slow $m the extras"
     else
         fail "bubble filling's trial, steps slow $m the extras"; cat "$TMP/fill"

@@ -97,7 +97,12 @@ def setup_torch_ddp(net):
         os.environ["MASTER_PORT"] = str(base + 1 if base else 29500)
     dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world)
     model = nn.parallel.DistributedDataParallel(net)
-    return model, rank, world, torch.optim.SGD, lambda m: None, dist.destroy_process_group
+
+    def close():
+        dist.barrier()  # no rank tears the group down under another
+        dist.destroy_process_group()
+
+    return model, rank, world, torch.optim.SGD, lambda m: None, close
 
 
 def setup_dreamddp(net, strategy):

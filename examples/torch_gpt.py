@@ -37,7 +37,8 @@ Every rank evaluates its own replica, as it stands (no sync_all first),
 at iteration 0, every --eval-every iterations and after the last one.
 Rank 0 prints JSON lines on standard output:
 
-    {"event": "data", "train_files", "train_bytes", "val_files", "val_bytes", ...}
+    {"event": "data", "train_files", "train_bytes", "val_files", "val_bytes",
+     "glob", "args" (every flag's value)}
     {"event": "eval", "mode", "world", "iter", "samples", "time_s",
      "train_loss", "val_loss"}
     {"event": "replicas", "equal", "max_diff"}       with --check-replicas
@@ -230,7 +231,14 @@ def torch_comm(dist, rank, world):
         dist.broadcast(t, 0)
         return t
 
-    return dict(rank=rank, world=world, close=dist.destroy_process_group,
+    def close():
+        # Every rank past its last collective before any tears down: a
+        # rank that destroys the group while another still finishes one
+        # can leave that one waiting (seen once in 2 ranks on 2 cores).
+        dist.barrier()
+        dist.destroy_process_group()
+
+    return dict(rank=rank, world=world, close=close,
                 broadcast=broadcast, gather=gather)
 
 
@@ -452,7 +460,7 @@ def main():
     net = GPT(o.layers, o.width, o.heads, o.context)
     run = setup(net, o)
     data, info = load_corpus()
-    emit(run, event="data", glob=DATA_GLOB, **info)
+    emit(run, event="data", glob=DATA_GLOB, **info, args=vars(o))
     val = val_set(data["val"], o)
     iters, clock = train(run, o, data["train"], val)
     train_time = clock.train_time()

@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench/plots.sh: the plots BENCHMARKS.md shows, drawn with gnuplot from the
-# committed results (results/train_sim.jsonl, results/timeline_dreamddp4.json):
-# time per iteration by strategy, and the per-layer syncs of one dreamddp:4
+# committed results (results/train_sim.jsonl, results/timeline_dreamddp4.json,
+# results/time_to_loss.jsonl): time per iteration by strategy, the held-out
+# loss of examples/torch_gpt.py against time, and the per-layer syncs of one dreamddp:4
 # window, across every rank when the trace is a merged one (ddbench timeline
 # merge: one block of rows per rank, on one clock). The SVGs are build outputs (not committed): rerun this after the
 # benchmarks. Needs gnuplot (tools/install-deps --bench).
@@ -30,6 +31,25 @@ plot "$tmp/iter.dat" using 3:xtic(1) title "compute (no sync)" lc rgb "#8fb3d9",
      "" using 4 title "exposed communication" lc rgb "#d9534f"
 GP
 echo "bench/plots.sh: wrote $plots/iteration_time.svg"
+
+if [ -e "$results/time_to_loss.jsonl" ]; then
+    python3 "$here/report.py" ttl-dat "$results/time_to_loss.jsonl" >"$tmp/ttl.dat"
+    runs=$(grep -c '^"' "$tmp/ttl.dat")
+    rate=$(python3 -c 'import json, sys
+print(json.loads(open(sys.argv[1]).readline())["meta"]["rate"])' "$results/time_to_loss.jsonl")
+    gnuplot <<GP
+set terminal svg size 800,480 font "sans,11" noenhanced
+set output "$plots/time_to_loss.svg"
+set title "examples/torch_gpt.py, 4 workers at $rate: held-out loss against training time (last round)"
+set xlabel "training time (s, evaluations excluded)"
+set ylabel "held-out loss (rank 0's replica)"
+set key top right
+set grid
+plot for [i=0:$((runs - 1))] "$tmp/ttl.dat" index i using 1:2 with linespoints \
+    pt 7 ps 0.4 title columnheader(1)
+GP
+    echo "bench/plots.sh: wrote $plots/time_to_loss.svg"
+fi
 
 if [ ! -e "$results/timeline_dreamddp4.json" ]; then
     echo "bench/plots.sh: no $results/timeline_dreamddp4.json (bench/train_sim.sh" \

@@ -3,8 +3,9 @@
 scripts' JSON-lines results. Medians over rounds; ratios first, the
 absolute times beside them. Reads only; stdlib only.
 
-usage: report.py coll|train|sync|plan|frontend|accuracy|drift_cost RESULTS.jsonl
+usage: report.py coll|train|sync|plan|frontend|accuracy|drift_cost|ttl RESULTS.jsonl
        report.py train-dat RESULTS.jsonl      (gnuplot: time per iteration)
+       report.py ttl-dat RESULTS.jsonl        (gnuplot: val loss against time)
        report.py timeline-dat TRACE.json H    (gnuplot: one window's syncs)
 """
 import json, re, statistics, sys
@@ -370,10 +371,122 @@ def timeline_dat(path, H):
             print(f'{row(r, n)} "{label}"')
 
 
+def ttl_runs(rows):
+    """{round: {run: (evals sorted by iter, done row)}} from time_to_loss.jsonl."""
+    out = {}
+    for r in rows:
+        run = out.setdefault(r["round"], {}).setdefault(r["run"], ([], {}))
+        if r.get("event") == "done":
+            run[1].update(r)
+        elif "val_loss" in r:
+            run[0].append(r)
+    for runs in out.values():
+        for evals, _ in runs.values():
+            evals.sort(key=lambda e: e["iter"])
+    return out
+
+
+def time_to(evals, target):
+    """Training time at which val_loss first reaches target, interpolated
+    between the two evaluations around the crossing; None if never."""
+    prev = None
+    for e in evals:
+        if e["val_loss"] <= target:
+            if prev is None or prev["val_loss"] == e["val_loss"]:
+                return e["time_s"]
+            f = (prev["val_loss"] - target) / (prev["val_loss"] - e["val_loss"])
+            return prev["time_s"] + f * (e["time_s"] - prev["time_s"])
+        prev = e
+    return None
+
+
+def val_at(evals, key, x):
+    """val_loss at key (time_s or iter) = x, interpolated; None past the run."""
+    for a, b in zip(evals, evals[1:]):
+        if a[key] <= x <= b[key]:
+            f = (x - a[key]) / (b[key] - a[key]) if b[key] > a[key] else 1.0
+            return a["val_loss"] + f * (b["val_loss"] - a["val_loss"])
+    return None
+
+
+def ttl(path):
+    """bench/time_to_loss.sh: time to PyTorch DDP's loss after N iterations,
+    loss after a wall-clock budget and after N iterations' samples."""
+    meta, rows = load(path)
+    n_iter, budget = meta["target_iters"], meta["budget_s"]
+    per = {}  # run -> list of per-round dicts
+    targets = []
+    for rnd, runs in sorted(ttl_runs(rows).items()):
+        ddp, lsgd = runs.get("torch-ddp"), runs.get("torch-localsgd:4")
+        if ddp is None:
+            continue
+        target = val_at(ddp[0], "iter", n_iter)
+        if target is None:
+            continue
+        targets.append(target)
+        t_ddp = time_to(ddp[0], target)
+        t_lsgd = time_to(lsgd[0], target) if lsgd else None
+        v_ddp = target
+        s_ddp = ddp[1].get("s_per_iter")
+        for name, (evals, done) in runs.items():
+            t = time_to(evals, target)
+            v = val_at(evals, "iter", n_iter)
+            d = per.setdefault(name, [])
+            d.append({
+                "t": t,
+                "vs_ddp": t_ddp / t if t and t_ddp else None,
+                "vs_lsgd": t_lsgd / t if t and t_lsgd else None,
+                "v_n": v,
+                "v_n_ratio": v / v_ddp if v is not None else None,
+                "v_budget": val_at(evals, "time_s", budget),
+                "s_iter": done.get("s_per_iter"),
+                "s_iter_ratio": (done["s_per_iter"] / s_ddp
+                                 if done.get("s_per_iter") and s_ddp else None),
+            })
+    order = ["torch-ddp", "torch-localsgd:4", "ddp", "localsgd:4", "dreamddp:4",
+             "dreamddp:4+next", "dreamddp:4+next/fp16", "dreamddp:4+next/fp16@2"]
+    names = [k for k in order if k in per] + sorted(k for k in per if k not in order)
+    print(f"examples/torch_gpt.py, {meta.get('model', '')}. {machine(meta)}")
+    print(f"Target: the validation loss PyTorch DDP reaches after {n_iter} iterations"
+          f" ({fmt(statistics.median(targets) if targets else None)}, median over rounds)."
+          " Time = training time (evaluations excluded). Speed-up = their time to the"
+          " target ÷ this run's, per round, then the median.\n")
+    print("| run | speed-up over PyTorch DDP | speed-up over PostLocalSGD H=4 |"
+          f" val loss after {n_iter} iterations' samples ÷ DDP's | val loss after"
+          f" {budget:g} s | time to target (s) | s/iter | s/iter ÷ PyTorch DDP |"
+          " rounds reached |")
+    print("|---|---|---|---|---|---|---|---|---|")
+
+    def med(lst, k):
+        v = [x[k] for x in lst if x[k] is not None]
+        return statistics.median(v) if v else None
+    for k in names:
+        d = per[k]
+        reached = sum(1 for x in d if x["t"] is not None)
+        print(f"| {k} | {fmt(med(d, 'vs_ddp'), '.2f')} | {fmt(med(d, 'vs_lsgd'), '.2f')}"
+              f" | {fmt(med(d, 'v_n_ratio'), '.4f')} | {fmt(med(d, 'v_budget'), '.4f')}"
+              f" | {fmt(med(d, 't'), '.1f')} | {fmt(med(d, 's_iter'))}"
+              f" | {fmt(med(d, 's_iter_ratio'))} | {reached} of {len(d)} |")
+
+
+def ttl_dat(path):
+    """gnuplot: validation loss against training time, one block per run,
+    from the last round."""
+    _, rows = load(path)
+    runs = ttl_runs(rows)
+    last = runs[max(runs)]
+    for name, (evals, _) in sorted(last.items()):
+        print(f'"{name}"')
+        for e in evals:
+            print(f"{e['time_s']:.3f} {e['val_loss']:.5f}")
+        print("\n")
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     fns = {"coll": coll, "train": train, "sync": sync, "plan": plan, "train-dat": train_dat,
-           "frontend": frontend, "accuracy": accuracy, "drift_cost": drift_cost}
+           "frontend": frontend, "accuracy": accuracy, "drift_cost": drift_cost,
+           "ttl": ttl, "ttl-dat": ttl_dat}
     if cmd in fns and len(sys.argv) == 3:
         fns[cmd](sys.argv[2])
     elif cmd == "timeline-dat" and len(sys.argv) == 4:

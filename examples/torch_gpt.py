@@ -21,7 +21,9 @@ The model: token and position embeddings, --layers pre-LayerNorm blocks
 (causal self-attention written out with nn.Linear, a 4x MLP with GELU,
 residuals), a final LayerNorm, and an output head tied to the token
 embedding; 256 tokens, one per byte. No dropout: every mode computes the
-same function, so that --strategy ddp matches --baseline torch-ddp.
+same function, so that --strategy ddp matches --baseline torch-ddp. The
+default (4 layers, width 128, context 64, batch 8: 834,304 parameters)
+takes about 1.1 s an iteration on 4 ranks sharing 2 cores.
 
 The data: every .py file under /usr/lib/python3.<minor>/ (the standard
 library Debian ships; not dist-packages), in sorted order; every tenth
@@ -356,15 +358,18 @@ class Clock:
 
 
 def log_eval(run, o, val, it, clock, losses):
-    """Evaluates, prints rank 0's line, and says whether the time budget
-    is spent (rank 0's clock decides for every rank)."""
+    """Evaluates, prints rank 0's line, and says whether to stop: the time
+    budget is spent, or --stop-loss is reached past --min-iters and
+    --min-time (rank 0's clock and loss decide for every rank)."""
     t0 = time.perf_counter()
     elapsed = clock.train_time()
     val_loss = evaluate(run.model, val)
     emit(run, event="eval", mode=run.mode, world=run.world, iter=it,
          samples=it * run.world * o.batch, time_s=round(elapsed, 4),
          train_loss=(sum(losses) / len(losses)) if losses else None, val_loss=val_loss)
-    over = torch.tensor([int(o.time_budget is not None and elapsed > o.time_budget)])
+    reached = (o.stop_loss is not None and val_loss <= o.stop_loss
+               and it >= o.min_iters and elapsed >= o.min_time)
+    over = torch.tensor([int(reached or (o.time_budget is not None and elapsed > o.time_budget))])
     over = run.broadcast(over)
     if clock.start is not None:
         clock.paused += time.perf_counter() - t0
@@ -423,10 +428,15 @@ def parse(argv=None):
     p.add_argument("--eval-every", type=int, default=20)
     p.add_argument("--val-batches", type=int, default=8, help="held-out batches")
     p.add_argument("--time-budget", type=float, help="stop after this much training time (s)")
+    p.add_argument("--stop-loss", type=float,
+                   help="stop at the first evaluation with a held-out loss this low,"
+                   " past --min-iters and --min-time")
+    p.add_argument("--min-iters", type=int, default=0, help="with --stop-loss")
+    p.add_argument("--min-time", type=float, default=0.0, help="with --stop-loss (s)")
     p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--width", type=int, default=192)
+    p.add_argument("--width", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--context", type=int, default=128)
+    p.add_argument("--context", type=int, default=64)
     p.add_argument("--batch", type=int, default=8, help="per worker")
     p.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
     p.add_argument("--lr", type=float, default=1e-3)

@@ -30,6 +30,11 @@
  * nothing is lost, only delayed. Run it for 48 steps.
  *
  *   mp_codec STRATEGY STEPS
+ *
+ * mp_codec big 1: one ddp step whose gradients are 0.6 of the codec's
+ * largest value on every worker (40000 under fp16, 2e38 under bf16): the
+ * average is that value, finite, on every route (a ring that sums in the
+ * wire dtype would overflow at the first partial sum).
  */
 #include <dreamddp.h>
 
@@ -381,6 +386,46 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
     return 0;
 }
 
+/* mp_codec big: gradients near the codec's largest value average to it. */
+static int run_big(dd_context_h ctx, layer_t *L)
+{
+    const char *spec = getenv("DREAMDDP_COMPRESSION");
+    float v = spec != NULL && strcmp(spec, "bf16") == 0 ? 2e38f : 40000.0f;
+
+    CHECK(dd_strategy_set(ctx, "ddp") == DD_OK, "strategy: %s",
+          dd_last_error());
+    CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
+    CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());
+    for (int l = N_LAYERS; l-- > 0;) {
+        for (size_t i = 0; i < sizes[l]; i++) {
+            L[l].grad[i] = l == 1 ? 0.5f : v;
+        }
+        CHECK(dd_layer_ready(ctx, L[l].h) == DD_OK, "ready: %s",
+              dd_last_error());
+    }
+    CHECK(dd_step_end(ctx, NULL) == DD_OK, "end: %s", dd_last_error());
+    for (int l = 0; l < N_LAYERS; l++) {
+        float want = l == 1 ? 0.5f : v;
+        for (size_t i = 0; i < sizes[l]; i++) {
+            CHECK(isfinite(L[l].grad[i]) &&
+                      fabsf(L[l].grad[i] - want) <= want / 128,
+                  "layer %d element %zu: %.7g, the average is %.7g", l, i,
+                  (double)L[l].grad[i], (double)want);
+        }
+        memcpy(L[l].copy, L[l].grad, sizes[l] * sizeof(float));
+        CHECK(dd_broadcast(ctx, L[l].copy, sizes[l], DD_DTYPE_F32, 0,
+                           DD_MEM_HOST) == DD_OK,
+              "broadcast: %s", dd_last_error());
+        CHECK(memcmp(L[l].copy, L[l].grad, sizes[l] * sizeof(float)) == 0,
+              "layer %d differs from rank 0's", l);
+    }
+    if (rank == 0) {
+        printf("mp_codec: %s big: %.7g averages to %.7g on %d workers\n", spec,
+               (double)v, (double)L[0].grad[0], world);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     dd_context_h ctx;
@@ -397,7 +442,9 @@ int main(int argc, char **argv)
                      ? strtod(spec + 5, NULL)
                      : 0.0;
     int rc = setup(ctx, L);
-    if (rc == 0) {
+    if (rc == 0 && strcmp(argv[1], "big") == 0) {
+        rc = run_big(ctx, L);
+    } else if (rc == 0) {
         rc = run(ctx, L, argv[1], atol(argv[2]));
     }
     dd_status_t fin = dd_finalize(ctx);

@@ -9,8 +9,9 @@
 # exact on layers of rank 2 and, once its error feedback has drained, on
 # one of full rank; the wire carries at most 0.51 of the raw bytes (topk
 # 0.03, or 0.03 (1 + workers) pushed and pulled through aggregators,
-# powersgd 0.12); a bad
-# DREAMDDP_COMPRESSION fails dd_init naming it.
+# powersgd 0.12); gradients near fp16's and bf16's largest value average
+# to it, finite, on every route; a bad DREAMDDP_COMPRESSION fails dd_init
+# naming it.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 MP=$top_builddir/tests/mp/mp_codec
 export DREAMDDP_TIMEOUT_S=30 DREAMDDP_PROFILE_STEPS=3
@@ -33,6 +34,22 @@ for c in fp16 bf16 topk:0.01 powersgd:4; do
                 fail "$c $s through $k aggregators"; cat "$TMP/agg"
             fi
         done
+    done
+done
+
+# Gradients at 0.6 of fp16's (and bf16's) largest value on every worker
+# average to that value, finite, on the allreduce route (gloo and ucx:
+# each worker divides before the ring sums) and through the aggregators.
+for c in fp16 bf16; do
+    for route in gloo ucx agg; do
+        k=0 backends=$route
+        [ $route = agg ] && k=2 backends=gloo,ucx
+        if DREAMDDP_COMPRESSION=$c DREAMDDP_BACKENDS=$backends DREAMDDP_NUM_AGGREGATORS=$k \
+            "$DDRUN" -n $((3 + k)) --timeout 60 -- "$MP" big 1 >"$TMP/big" 2>&1; then
+            expect_grep "$TMP/big" "mp_codec: $c big:" "$c near its largest value: $route"
+        else
+            fail "$c near its largest value: $route"; cat "$TMP/big"
+        fi
     done
 done
 

@@ -2,11 +2,17 @@
  * Compression of the syncs as a pipe around the host route (the workers'
  * allreduce or the aggregators): it encodes a job's packed f32 buffer into
  * the codec's wire dtype, runs the route on that, and decodes the average
- * back in place. Summable codecs (fp16, bf16) go through the route, which
- * sums their wire dtype in f32. topk's encodings (values and indices) are
- * allgathered among the workers on the allreduce route, and every worker
- * decodes and averages them in worker order; on the aggregation route each
- * worker's nonzero pairs go to the homes of their chunks, which scatter
+ * back in place. Summable codecs (fp16, bf16) go through the route, and
+ * no sum overflows where every input and the average fit the dtype: on
+ * the workers' allreduce, whose ring hands partial sums on in the wire
+ * dtype, each worker divides its values by the number of workers before
+ * encoding and the ring only sums (as PyTorch's fp16 and bf16 hooks do);
+ * the aggregators sum in f32 and divide, which holds fp16's range but not
+ * bf16's (f32's), so bf16 is sent divided there too and multiplied back
+ * after. topk's encodings (values and
+ * indices) are allgathered among the workers on the allreduce route, and every
+ * worker decodes and averages them in worker order; on the aggregation route
+ * each worker's nonzero pairs go to the homes of their chunks, which scatter
  * them into f32 in worker order and send back the same average
  * (agg/client.c), and the job's wire bytes become what was pushed and
  * pulled. powersgd's rounds go through rounds.c's pipe. Also the codecs a
@@ -120,6 +126,8 @@ typedef struct {
     void *wire;
     size_t wire_size;
     void *gathered; /* gather: every worker's wire, in worker order */
+    int divided;    /* summable on the allreduce: encoded divided, summed */
+    int rescale;    /* bf16 through the aggregators: encoded divided */
     dd_sched_coll_t coll;
     void *inner;
     /* gather through the aggregators: this worker's nonzero pairs, and the
@@ -139,8 +147,11 @@ static size_t dd_sched_item_wire(const dd_sync_job_t *job, size_t j)
     return dd_route_codec_wire_size(job->codec, &x);
 }
 
+/* Encodes the job's buffer (the change since the last sync where the item
+ * has a reference), divided by divisor unless it is 1. */
 static dd_status_t dd_sched_codec_encode(const dd_sync_job_t *job,
-                                         const float *buf, void *wire)
+                                         const float *buf, void *wire,
+                                         int divisor)
 {
     const dd_codec_ref_t *ref = &job->codec->ref;
     size_t off = 0, woff = 0;
@@ -149,7 +160,7 @@ static dd_status_t dd_sched_codec_encode(const dd_sync_job_t *job,
     for (size_t j = 0; j < job->n_items; j++) {
         const dd_sync_item_t *it = &job->items[j];
         const float *in = buf + off;
-        if (it->ref != NULL) {
+        if (it->ref != NULL || divisor != 1) {
             float *d = realloc(delta, it->count * sizeof(float));
             if (d == NULL) {
                 free(delta);
@@ -159,7 +170,10 @@ static dd_status_t dd_sched_codec_encode(const dd_sync_job_t *job,
             }
             delta = d;
             for (size_t i = 0; i < it->count; i++) {
-                delta[i] = in[i] - it->ref[i];
+                delta[i] = it->ref != NULL ? in[i] - it->ref[i] : in[i];
+                if (divisor != 1) {
+                    delta[i] /= (float)divisor;
+                }
             }
             in = delta;
         }
@@ -245,6 +259,9 @@ static dd_status_t dd_sched_codec_decode(const dd_route_encode_t *r,
             status = ref->ops->decode(ref->codec, it->state,
                                       (const char *)op->wire + woff, bytes, out,
                                       it->count, DD_DTYPE_F32);
+            for (size_t i = 0; op->rescale && i < it->count; i++) {
+                out[i] *= (float)r->env->job->n_workers;
+            }
         }
         if (status == DD_OK && it->ref != NULL) {
             for (size_t i = 0; i < it->count; i++) {
@@ -281,6 +298,17 @@ static const dd_sync_pipe_t *dd_sched_codec_route(dd_route_encode_t *r,
     op->wire_job.bytes = op->wire_size;
     if (!job->codec->gather) {
         op->wire_job.dtype = job->codec->wire_dtype;
+        if (op->divided) {
+            op->coll =
+                (dd_sched_coll_t){.coll = DD_COLL_ALLREDUCE,
+                                  .args = {.sendbuf = op->wire,
+                                           .recvbuf = op->wire,
+                                           .count = op->count,
+                                           .dtype = job->codec->wire_dtype,
+                                           .op = DD_REDUCE_SUM,
+                                           .mem_type = DD_MEM_HOST}};
+            op->wire_job.op = &op->coll;
+        }
         return r->inner;
     }
     op->coll = (dd_sched_coll_t){.coll = DD_COLL_ALLGATHER,
@@ -384,7 +412,13 @@ static dd_status_t dd_sched_codec_start(void *arg, dd_sync_job_t *job,
     op->count = count;
     op->wire_size = wsize;
     op->sparse = job->codec->gather && r->agg != NULL;
-    dd_status_t status = dd_sched_codec_encode(job, buf, op->wire);
+    op->divided =
+        !job->codec->gather && r->agg == NULL && r->env->job->n_workers > 1;
+    op->rescale = !job->codec->gather && r->agg != NULL &&
+                  job->codec->wire_dtype == DD_DTYPE_BF16;
+    dd_status_t status = dd_sched_codec_encode(
+        job, buf, op->wire,
+        op->divided || op->rescale ? r->env->job->n_workers : 1);
     if (status == DD_OK && op->sparse) {
         status = dd_sched_codec_sparse_start(r, op);
     } else if (status == DD_OK) {

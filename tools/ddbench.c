@@ -243,6 +243,14 @@ static int ddbench_coll_parse(int argc, char **argv, ddbench_coll_opts_t *o)
         ddbench_coll_usage(stderr);
         return -1;
     }
+    size_t es = dd_dtype_size(o->dtype);
+    if (o->bytes < es || o->bytes % es != 0) {
+        fprintf(stderr,
+                "ddbench coll: --bytes %zu: expected at least one %s element "
+                "and a multiple of its %zu bytes\n",
+                o->bytes, ddbench_dtype_name((int)o->dtype), es);
+        return -1;
+    }
     return 0;
 }
 

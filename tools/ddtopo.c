@@ -121,6 +121,13 @@ static int ddtopo_parse_args(int argc, char **argv, ddtopo_args_t *args)
         fprintf(stderr, "ddtopo: --markdown goes with --config\n");
         return -1;
     }
+    if (args->local_rank >= args->local_size) {
+        fprintf(stderr,
+                "ddtopo: --local-rank %d with --local-size %d: the local rank "
+                "must be below the number of ranks on the host\n",
+                args->local_rank, args->local_size);
+        return -1;
+    }
     return 0;
 }
 

@@ -219,6 +219,17 @@ static dd_status_t dd_context_store_tcp(dd_context_h ctx)
     if ((status = dd_context_check_master(env)) != DD_OK) {
         return status;
     }
+    char why[128];
+    if (addr[0] != '\0' && dd_sock_resolvable(addr, why, sizeof(why)) != 0) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                        "the store's address '%s' (from %s) names no host "
+                        "(%s); set DREAMDDP_MASTER_ADDR (or MASTER_ADDR) to "
+                        "rank 0's host name or address",
+                        addr,
+                        env->master_from[0] ? env->master_from
+                                            : "DREAMDDP_MASTER_ADDR",
+                        why);
+    }
     if (addr[0] == '\0') {
         addr = "127.0.0.1"; /* a single rank: a private store, any port */
         port = port < 0 ? 0 : port;

@@ -88,6 +88,23 @@ static int dd_sock_try(const struct addrinfo *ai, double deadline, int *err_p)
     return fd;
 }
 
+int dd_sock_resolvable(const char *addr, char *why, size_t why_size)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM},
+                    *res = NULL;
+    int rc = getaddrinfo(addr, NULL, &hints, &res);
+
+    if (res != NULL) {
+        freeaddrinfo(res);
+    }
+    if (rc == EAI_NONAME || rc == EAI_FAIL) {
+        snprintf(why, why_size, "%s", gai_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
 dd_status_t dd_sock_connect(const char *addr, int port, double deadline,
                             int *fd_p, char *why, size_t why_size)
 {

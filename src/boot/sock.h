@@ -19,6 +19,13 @@
 dd_status_t dd_sock_connect(const char *addr, int port, double deadline,
                             int *fd_p, char *why, size_t why_size);
 
+/**
+ * Whether addr names a host at all: 0 when it resolves (or the resolver
+ * failed for now, which a retry may mend), -1 when the resolver says no
+ * such host exists, with its words in why.
+ */
+int dd_sock_resolvable(const char *addr, char *why, size_t why_size);
+
 /** Sends all of buf; DD_ERR_PEER_LOST or DD_ERR_TIMED_OUT on failure. */
 dd_status_t dd_sock_send_all(int fd, const void *buf, size_t len,
                              double deadline);

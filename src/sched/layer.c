@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "sched/sched.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,6 +156,7 @@ static dd_status_t dd_layer_check(dd_sched_t *sched, const char *name,
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
                         "dd_layer_register: layer '%s' has no tensors", name);
     }
+    size_t bytes = 0;
     for (size_t t = 0; t < n; t++) {
         if (tensors[t].field_mask & ~(uint64_t)DD_TENSOR_FIELDS) {
             return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
@@ -176,6 +178,16 @@ static dd_status_t dd_layer_check(dd_sched_t *sched, const char *name,
                             "buffer",
                             name, t);
         }
+        size_t es = dd_dtype_size(tensors[t].dtype);
+        if (tensors[t].count > (size_t)PTRDIFF_MAX / es ||
+            tensors[t].count * es > (size_t)PTRDIFF_MAX - bytes) {
+            return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                            "dd_layer_register: layer '%s' tensor %zu: %zu "
+                            "elements of %zu bytes make the layer larger "
+                            "than any buffer can be (%zu bytes at most)",
+                            name, t, tensors[t].count, es, (size_t)PTRDIFF_MAX);
+        }
+        bytes += tensors[t].count * es;
         size_t rows = x.rows, cols = x.cols;
         if ((rows == 0) != (cols == 0) ||
             (rows != 0 &&

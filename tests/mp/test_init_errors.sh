@@ -1,6 +1,6 @@
 #!/bin/sh
 # The errors of dd_init on every rank, within the timeout: a bad DREAMDDP_* value,
-# a wrong job token on one rank, and an unreachable store master.
+# a wrong job token on one rank, an unreachable store master, and one that names no host.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 SMOKE=$top_builddir/examples/smoke
 
@@ -47,4 +47,27 @@ for r in 1 2; do
     expect_grep "$TMP/unr.$r" "[rank $r] dreamddp ERROR net: cannot reach the store master 127.0.0.1:$port within 2 s" "rank $r names the address"
 done
 [ $elapsed -lt 10 ] && pass "unreachable master reported within the timeout (${elapsed}s)" || fail "took ${elapsed}s"
+
+# A master address that names no host: every rank fails at once (not
+# after DREAMDDP_TIMEOUT_S), naming the variable it came from. Where the
+# resolver cannot say (no answer, EAI_AGAIN), a retry might: not tested.
+if ! python3 -c 'import socket, sys
+try: socket.getaddrinfo("no-such-host.invalid", None)
+except socket.gaierror as e: sys.exit(e.errno not in (socket.EAI_NONAME, socket.EAI_FAIL))
+sys.exit(1)'; then
+    echo "skip: this resolver does not say that no-such-host.invalid names no host"
+    finish
+fi
+start=$(date +%s)
+for r in 0 1; do
+    (DREAMDDP_TIMEOUT_S=30 DREAMDDP_RANK=$r DREAMDDP_WORLD_SIZE=2 DREAMDDP_MASTER_ADDR=no-such-host.invalid \
+        DREAMDDP_MASTER_PORT=$port "$SMOKE" >"$TMP/nohost.$r" 2>&1; echo $? >"$TMP/nohost.$r.rc") &
+done
+wait
+elapsed=$(( $(date +%s) - start ))
+for r in 0 1; do
+    [ "$(cat "$TMP/nohost.$r.rc")" -ne 0 ] && pass "a master that names no host fails rank $r" || fail "rank $r passed with no such host"
+    expect_grep "$TMP/nohost.$r" "the store's address 'no-such-host.invalid' (from DREAMDDP_MASTER_ADDR) names no host" "rank $r names DREAMDDP_MASTER_ADDR"
+done
+[ $elapsed -lt 10 ] && pass "no such host reported at once (${elapsed}s)" || fail "no such host took ${elapsed}s"
 finish

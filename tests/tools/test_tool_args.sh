@@ -28,6 +28,9 @@ bad "train_mlp: --seed takes an integer from 0 to 4294967295, not '-1'" "$B/exam
 bad "ddbench coll: invalid value '1e400' for --bytes" "$B/tools/ddbench" coll --op allreduce --bytes 1e400
 bad "ddbench coll: invalid value '0x10' for --bytes" "$B/tools/ddbench" coll --op allreduce --bytes 0x10
 bad "ddbench coll: invalid value '99999999999' for --iters" "$B/tools/ddbench" coll --op allreduce --bytes 4K --iters 99999999999
+bad "ddbench coll: --bytes 0: expected at least one f32 element and a multiple of its 4 bytes" "$B/tools/ddbench" coll --op allreduce --bytes 0
+bad "ddbench coll: --bytes 3: expected at least one f32 element and a multiple of its 4 bytes" "$B/tools/ddbench" coll --op allreduce --bytes 3 --dtype f32
+bad "ddtopo: --local-rank 5 with --local-size 2: the local rank must be below the number of ranks on the host" "$B/tools/ddtopo" --local-rank 5 --local-size 2
 bad "ddbench codec: bad --bytes '1e400'" "$B/tools/ddbench" codec --codec fp16 --bytes 1e400
 bad "ddbench codec: --iters takes an integer from 1 to 2147483647, not '1e3'" "$B/tools/ddbench" codec --codec fp16 --bytes 4K --iters 1e3
 bad "ddbench codec: --rows takes an integer from 1 to 1099511627776, not '-1'" "$B/tools/ddbench" codec --codec fp16 --bytes 4K --rows -1

@@ -336,6 +336,24 @@ static void test_layer_shape_and_layout(void **state)
     assert_int_equal(dd_layer_register_sized(ctx, "big", &good, 1,
                                              sizeof(dd_tensor_t) + 8, NULL),
                      DD_ERR_INVALID_PARAM);
+    /* Element counts whose byte size wraps, or whose layer would be larger
+     * than any buffer: named at registration, never a commit that fails. */
+    size_t counts[] = {(size_t)1 << 62, SIZE_MAX, SIZE_MAX / 4 + 1};
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+        dd_tensor_t huge = {.param = w[0], .count = counts[i]};
+        assert_int_equal(dd_layer_register(ctx, "huge1", &huge, 1, NULL),
+                         DD_ERR_INVALID_PARAM);
+        assert_non_null(strstr(dd_last_error(), "layer 'huge1' tensor 0: "));
+        assert_non_null(
+            strstr(dd_last_error(), "larger than any buffer can be"));
+    }
+    /* Two tensors that fit alone but not together. */
+    dd_tensor_t pair[2] = {{.param = w[0], .count = PTRDIFF_MAX / 6},
+                           {.param = w[1], .count = PTRDIFF_MAX / 6}};
+    assert_int_equal(dd_layer_register(ctx, "huge2", pair, 2, NULL),
+                     DD_ERR_INVALID_PARAM);
+    assert_non_null(strstr(dd_last_error(), "layer 'huge2' tensor 1: "));
+    assert_int_equal(dd_num_layers(ctx), 2);
     dd_finalize(ctx);
 }
 

@@ -103,6 +103,9 @@ static dd_status_t dd_context_config(dd_context_h ctx)
 static dd_status_t dd_context_token(dd_context_h ctx, int port, int tcp,
                                     uint64_t *hash_p)
 {
+    /* The store's login over TCP; the file store's directory name else. */
+    uint64_t (*derive)(const char *) =
+        tcp ? dd_store_token_hash : dd_store_token_name;
     char fallback[512], *token;
     dd_status_t status = dd_boot_job_token(&ctx->boot, &token);
 
@@ -110,12 +113,12 @@ static dd_status_t dd_context_token(dd_context_h ctx, int port, int tcp,
         return status;
     }
     if (token != NULL) {
-        *hash_p = dd_store_token_hash(token);
+        *hash_p = derive(token);
         free(token);
         return DD_OK;
     }
     if (ctx->env.job_secret[0] != '\0') {
-        *hash_p = dd_store_token_hash(ctx->env.job_secret);
+        *hash_p = derive(ctx->env.job_secret);
         return DD_OK;
     }
     if (tcp && ctx->env.rank == 0 && ctx->env.world_size > 1) {
@@ -130,12 +133,12 @@ static dd_status_t dd_context_token(dd_context_h ctx, int port, int tcp,
                     port);
     }
     if (ctx->env.job_id[0] != '\0') {
-        *hash_p = dd_store_token_hash(ctx->env.job_id);
+        *hash_p = derive(ctx->env.job_id);
         return DD_OK;
     }
     snprintf(fallback, sizeof(fallback), "%s:%d:%d", ctx->env.master_addr, port,
              ctx->env.world_size);
-    *hash_p = dd_store_token_hash(fallback);
+    *hash_p = derive(fallback);
     return DD_OK;
 }
 

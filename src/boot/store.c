@@ -5,6 +5,7 @@
  */
 #include "boot/store.h"
 #include "core/log.h"
+#include "core/sha256.h"
 #include "core/time.h"
 
 #include <errno.h>
@@ -15,12 +16,13 @@
 
 uint64_t dd_store_token_hash(const char *token)
 {
-    /* FNV-1a: the token itself never goes on the wire. */
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const unsigned char *p = (const unsigned char *)token; *p; p++) {
-        h = (h ^ *p) * 0x100000001b3ull;
-    }
-    return h;
+    /* The token itself never goes on the wire. */
+    return dd_sha256_derive("dreamddp store login", token);
+}
+
+uint64_t dd_store_token_name(const char *token)
+{
+    return dd_sha256_derive("dreamddp local names", token);
 }
 
 dd_status_t dd_store_add_value(const char *key, const void *old, size_t len,

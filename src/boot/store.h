@@ -46,8 +46,19 @@ struct dd_store {
     dd_abort_t *abort;
 };
 
-/** Hash of the job token; what a rank presents instead of the token. */
+/**
+ * What a rank presents to the store instead of the job token: a value
+ * derived from it (SHA-256 under the label "dreamddp store login") that no
+ * other value of the job reveals.
+ */
 uint64_t dd_store_token_hash(const char *token);
+
+/**
+ * The job token's value for the names of local objects others may list
+ * (the file store's directory): derived under another label, so that a
+ * name never yields the login.
+ */
+uint64_t dd_store_token_name(const char *token);
 
 /**
  * The atomic add of both stores: old (len bytes, NULL when the key is
@@ -68,8 +79,9 @@ dd_status_t dd_store_tcp_connect(const char *addr, int port,
                                  uint64_t token_hash, int rank, int world_size,
                                  double timeout_s, dd_store_t **store_p);
 
-/** Opens the file store under dir, in a namespace given by the token. */
-dd_status_t dd_store_file_open(const char *dir, uint64_t token_hash, int rank,
+/** Opens the file store under dir, in a namespace given by the token's
+ * name value (dd_store_token_name). */
+dd_status_t dd_store_file_open(const char *dir, uint64_t token_name, int rank,
                                int world_size, double timeout_s,
                                dd_store_t **store_p);
 

@@ -246,7 +246,7 @@ static const dd_store_ops_t dd_store_file_ops = {dd_file_set,  dd_file_get,
                                                  dd_file_wait, dd_file_add,
                                                  dd_file_del,  dd_file_close};
 
-dd_status_t dd_store_file_open(const char *dir, uint64_t token_hash, int rank,
+dd_status_t dd_store_file_open(const char *dir, uint64_t token_name, int rank,
                                int world_size, double timeout_s,
                                dd_store_t **store_p)
 {
@@ -265,7 +265,7 @@ dd_status_t dd_store_file_open(const char *dir, uint64_t token_hash, int rank,
             dir);
     }
     snprintf(f->dir, sizeof(f->dir), "%s/dd-%016llx", dir,
-             (unsigned long long)token_hash);
+             (unsigned long long)token_name);
     if (mkdir(f->dir, 0700) != 0 && errno != EEXIST) {
         dd_status_t status = dd_error(
             DD_ERR_IO, DD_SUBSYS_BOOT,

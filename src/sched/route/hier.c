@@ -69,8 +69,9 @@ struct dd_hier {
     void *mine, *avg; /* pinned: the divergence monitor's views */
     dd_hier_shm_t *shm;
     size_t shm_bytes;
-    uint64_t seq;    /* jobs started */
-    uint64_t pid_ns; /* dd_hier_pid_ns() */
+    char shm_name[64]; /* from a random value the leader draws */
+    uint64_t seq;      /* jobs started */
+    uint64_t pid_ns;   /* dd_hier_pid_ns() */
 };
 
 typedef enum {
@@ -127,6 +128,22 @@ static uint64_t dd_hier_pid_ns(void)
     return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
+#define DD_HIER_SHM_PREFIX "/dreamddp_hier_"
+
+/* 8 random bytes from the kernel; -1 with errno set when there are none. */
+static int dd_hier_random(uint64_t *v)
+{
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, v, sizeof(*v));
+    int err = errno;
+
+    if (fd >= 0) {
+        close(fd);
+    }
+    errno = n == (ssize_t)sizeof(*v) ? 0 : err ? err : EIO;
+    return n == (ssize_t)sizeof(*v) ? 0 : -1;
+}
+
 static void dd_hier_key(char *key, size_t size, const char *what, int rank)
 {
     snprintf(key, size, "dd/hier/%s/%d", what, rank);
@@ -142,10 +159,17 @@ static dd_status_t dd_hier_shm(dd_route_hier_t *r, dd_hier_t *h)
 
     h->shm_bytes =
         sizeof(dd_hier_shm_t) + (size_t)h->n_local * sizeof(dd_hier_flags_t);
-    snprintf(name, sizeof(name), "/dreamddp_hier_%016llx_%d",
-             (unsigned long long)job->token_hash, h->ranks[0]);
     if (h->me == 0) {
-        shm_unlink(name); /* a killed job's */
+        /* A name no one outside the job can tie to it: a random value,
+         * handed to the peers through the store, never the token's. */
+        uint64_t nonce;
+        if (dd_hier_random(&nonce) != 0) {
+            return dd_error(DD_ERR_IO, DD_SUBSYS_SCHED,
+                            "DREAMDDP_ROUTE=hierarchical: no random value "
+                            "for the host's shared memory name: %m");
+        }
+        snprintf(name, sizeof(name), "/dreamddp_hier_%016llx_%d",
+                 (unsigned long long)nonce, h->ranks[0]);
         fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
         if (fd >= 0 && ftruncate(fd, (off_t)h->shm_bytes) != 0) {
             close(fd);
@@ -156,6 +180,15 @@ static dd_status_t dd_hier_shm(dd_route_hier_t *r, dd_hier_t *h)
         size_t len;
         dd_hier_key(key, sizeof(key), "shm", h->ranks[0]);
         dd_status_t status = dd_store_get(job->store, key, &v, &len);
+        if (status == DD_OK &&
+            (len >= sizeof(name) || len < sizeof(DD_HIER_SHM_PREFIX) ||
+             memcmp(v, DD_HIER_SHM_PREFIX, sizeof(DD_HIER_SHM_PREFIX) - 1))) {
+            status = DD_ERR_MESSAGE;
+        }
+        if (status == DD_OK) {
+            memcpy(name, v, len);
+            name[len] = '\0';
+        }
         free(v);
         if (status != DD_OK) {
             return dd_error(status, DD_SUBSYS_SCHED,
@@ -178,6 +211,7 @@ static dd_status_t dd_hier_shm(dd_route_hier_t *r, dd_hier_t *h)
                         "DREAMDDP_ROUTE=hierarchical: mmap %s: %m", name);
     }
     h->shm = p;
+    snprintf(h->shm_name, sizeof(h->shm_name), "%s", name);
     h->pid_ns = dd_hier_pid_ns();
     __atomic_store_n(&h->shm->rank[h->me].pid_ns, h->pid_ns, __ATOMIC_RELEASE);
     __atomic_store_n(&h->shm->rank[h->me].pid, (int64_t)getpid(),
@@ -245,7 +279,7 @@ static dd_status_t dd_hier_ipc(dd_route_hier_t *r, dd_hier_t *h)
 static dd_status_t dd_hier_joined(dd_route_hier_t *r, dd_hier_t *h)
 {
     const dd_job_t *job = r->env->job;
-    char key[64], name[64];
+    char key[64];
 
     if (h->me != 0) {
         return DD_OK;
@@ -263,9 +297,7 @@ static dd_status_t dd_hier_joined(dd_route_hier_t *r, dd_hier_t *h)
                             h->ranks[i], job->rank);
         }
     }
-    snprintf(name, sizeof(name), "/dreamddp_hier_%016llx_%d",
-             (unsigned long long)job->token_hash, job->rank);
-    shm_unlink(name);
+    shm_unlink(h->shm_name);
     return DD_OK;
 }
 

@@ -75,6 +75,37 @@ static void test_wrong_token_refused(void **state)
     assert_non_null(strstr(dd_last_error(), "job token differs"));
 }
 
+/* The values a token yields: the login is SHA-256 under its own label,
+ * and the name value (the file store's directory) is another that the
+ * store refuses as a login (under FNV-1a both were one value, and the
+ * hierarchical route's /dev/shm names showed it). */
+static void test_token_values(void **state)
+{
+    const char *token = "secret-of-this-job";
+    uint64_t login = dd_store_token_hash(token);
+    uint64_t name = dd_store_token_name(token);
+    dd_store_server_params_t params = {.addr = "127.0.0.1",
+                                       .token_hash = login,
+                                       .world_size = 2,
+                                       .login_s = 1.0};
+    dd_store_server_t *srv = NULL;
+    dd_store_t *s = NULL;
+
+    /* hashlib.sha256(label + b"\0" + token).hexdigest()[:16] */
+    assert_true(login == 0xaf903a8d67015235ull);
+    assert_true(name == 0x9a1357ad4c5d1854ull);
+    assert_int_equal(dd_store_server_start(&params, &srv), DD_OK);
+    int port = dd_store_server_port(srv);
+    assert_int_equal(
+        dd_store_tcp_connect("127.0.0.1", port, name, 1, 2, 2.0, &s),
+        DD_ERR_REFUSED);
+    assert_null(s);
+    assert_int_equal(
+        dd_store_tcp_connect("127.0.0.1", port, login, 1, 2, 2.0, &s), DD_OK);
+    dd_store_close(s);
+    dd_store_server_stop(srv, 1.0);
+}
+
 static void test_world_mismatch_and_duplicate_rank(void **state)
 {
     dd_store_t *a = NULL, *b = NULL;
@@ -330,6 +361,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         STORE_CASES,
         STORE_CASE(test_wrong_token_refused),
+        STORE_CASE(test_token_values),
         STORE_CASE(test_world_mismatch_and_duplicate_rank),
         STORE_CASE(test_unreachable_master_names_address),
         STORE_CASE(test_lost_master),

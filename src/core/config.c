@@ -136,8 +136,11 @@ dd_status_t dd_config_parse_size(const char *s, size_t *value_p)
             continue;
         }
         double bytes = v * units[i].scale;
-        if (bytes != floor(bytes) || bytes > (double)(SIZE_MAX / 2)) {
-            return DD_ERR_INVALID_CONFIG; /* fractions of a byte */
+        /* Fractions of a byte, or SIZE_MAX / 2 or more: that bound is no
+         * double, and > (double)(SIZE_MAX / 2) let 2^63 - 1 through as
+         * 2^63, the double it rounds to. */
+        if (bytes != floor(bytes) || bytes >= (double)(SIZE_MAX / 2 + 1)) {
+            return DD_ERR_INVALID_CONFIG;
         }
         *value_p = (size_t)bytes;
         return DD_OK;

@@ -59,6 +59,12 @@ static size_t dd_log_format(char *buf, size_t size, dd_log_level_t level,
     return len;
 }
 
+/* Lines the log could not write (a full disk, a closed pipe), and the
+ * first such error; reported once, where they can still be read. */
+static unsigned long dd_log_dropped;
+static int dd_log_drop_errno;
+static char dd_log_path[4096];
+
 static void dd_log_emit(const char *buf, size_t len)
 {
     while (len > 0) {
@@ -67,10 +73,38 @@ static void dd_log_emit(const char *buf, size_t len)
             continue;
         }
         if (w <= 0) {
+            int err = w < 0 ? errno : EIO;
+            if (__atomic_fetch_add(&dd_log_dropped, 1, __ATOMIC_RELAXED) == 0) {
+                __atomic_store_n(&dd_log_drop_errno, err, __ATOMIC_RELAXED);
+            }
             return;
         }
         buf += w;
         len -= (size_t)w;
+    }
+}
+
+/* Says once how many lines were lost, on standard error when the log went
+ * to a file (where it may still be read), else in the log itself. */
+static void dd_log_report_dropped(void)
+{
+    unsigned long n = __atomic_exchange_n(&dd_log_dropped, 0, __ATOMIC_RELAXED);
+    char buf[4600];
+
+    if (n == 0) {
+        return;
+    }
+    int len = snprintf(
+        buf, sizeof(buf),
+        "[rank %d] dreamddp WARN core: %lu log line%s could not "
+        "be written to %s (%s)\n",
+        dd_log_rank, n, n == 1 ? "" : "s",
+        dd_log_fd == STDERR_FILENO ? "standard error" : dd_log_path,
+        strerror(__atomic_load_n(&dd_log_drop_errno, __ATOMIC_RELAXED)));
+    if (len > 0 &&
+        write(STDERR_FILENO, buf,
+              (size_t)len < sizeof(buf) ? (size_t)len : sizeof(buf) - 1) < 0) {
+        /* nowhere left to say it */
     }
 }
 
@@ -151,11 +185,13 @@ dd_status_t dd_log_configure(int level, unsigned subsys_mask, const char *file,
                         "cannot open DREAMDDP_LOG_FILE %s: %m", path);
     }
     dd_log_fd = fd;
+    snprintf(dd_log_path, sizeof(dd_log_path), "%s", path);
     return DD_OK;
 }
 
 void dd_log_close(void)
 {
+    dd_log_report_dropped();
     if (dd_log_fd != STDERR_FILENO) {
         close(dd_log_fd);
         dd_log_fd = STDERR_FILENO;

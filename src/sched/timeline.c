@@ -16,11 +16,16 @@
 #include "core/time.h"
 #include "sched/sched.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct dd_timeline {
     FILE *file;
+    char path[4096];
     dd_json_writer_t json; /* the top array, one event a line */
     int rank;
     double t0;
@@ -49,6 +54,7 @@ dd_status_t dd_timeline_open(const dd_sched_t *sched,
                         "cannot open DREAMDDP_TIMELINE file %s: %m", path);
     }
     t->rank = rank;
+    snprintf(t->path, sizeof(t->path), "%s", path);
     /* The realtime read between two monotonic ones, so that t0 and its
      * wall-clock value name the same instant to within the reads. */
     double before = dd_time_now();
@@ -218,17 +224,30 @@ void dd_timeline_counter(dd_timeline_t *t, const char *layer, double at,
     dd_json_object_end(&t->json);
 }
 
+/* A trace that could not be written whole (a full disk) is removed where
+ * it is a plain file, rather than left as JSON that does not parse. */
 void dd_timeline_close(dd_timeline_t *t)
 {
-    if (t != NULL) {
-        dd_json_array_end(&t->json);
-        fputc('\n', t->file);
-        if (dd_json_writer_finish(&t->json) != DD_OK) {
-            dd_log_warn(DD_SUBSYS_SCHED,
-                        "the DREAMDDP_TIMELINE trace of rank %d is incomplete",
-                        t->rank);
-        }
-        fclose(t->file);
-        free(t);
+    if (t == NULL) {
+        return;
     }
+    dd_json_array_end(&t->json);
+    fputc('\n', t->file);
+    int err = fflush(t->file) != 0 ? errno : 0;
+    int bad = err != 0 || dd_json_writer_finish(&t->json) != DD_OK;
+    if (fclose(t->file) != 0 && err == 0) {
+        err = errno;
+        bad = 1;
+    }
+    if (bad) {
+        struct stat st;
+        int removed = stat(t->path, &st) == 0 && S_ISREG(st.st_mode) &&
+                      unlink(t->path) == 0;
+        dd_log_warn(DD_SUBSYS_SCHED,
+                    "the DREAMDDP_TIMELINE trace of rank %d could not be "
+                    "written whole to %s (%s)%s",
+                    t->rank, t->path, strerror(err ? err : EIO),
+                    removed ? ": removed" : "");
+    }
+    free(t);
 }

@@ -4,7 +4,8 @@
 # on rank 0's clock: each step's first sync ends within a few ms on every
 # rank, although the ranks started at different times and each rank's wall
 # clock is skewed by a different 300 ms (DREAMDDP_TEST_CLOCK_SKEW_US), which
-# the offsets agreed at dd_model_commit undo.
+# the offsets agreed at dd_model_commit undo. A trace a full disk cut short
+# is removed with a warning naming it; log lines lost are counted once.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 DDBENCH=$top_builddir/tools/ddbench
 case $("$DDBENCH" timeline merge /dev/null 2>&1) in
@@ -63,4 +64,21 @@ expect_grep "$TMP/err" "both hold rank 0" "a rank given twice is refused"
 echo '{}' >"$TMP/obj.json"
 "$DDBENCH" timeline merge "$TMP/obj.json" >/dev/null 2>"$TMP/err"
 expect_grep "$TMP/err" "is not a Chrome trace" "a file that is no trace is refused"
+
+# A full disk (here the file size limit, ulimit -f 1: 512 bytes): the
+# trace that could not be written whole is removed, not left as JSON that
+# does not parse, and the warning names its path and the error. (gloo:
+# UCX's shared memory files count against the limit too.)
+(trap '' XFSZ; ulimit -f 1; DREAMDDP_BACKENDS=gloo DREAMDDP_TIMELINE="$TMP/full.json" exec \
+    "$top_builddir/examples/train_mlp" --strategy localsgd:2 --steps 20) 2>&1 | cat >"$TMP/full"
+expect_grep "$TMP/full" "the DREAMDDP_TIMELINE trace of rank 0 could not be written whole to $TMP/full.json (File too large): removed" "a trace cut short is named and removed"
+[ ! -e "$TMP/full.json" ] && pass "no broken trace is left" || fail "a broken trace was left: $(head -c 200 "$TMP/full.json")"
+
+# A log that cannot be written (DREAMDDP_LOG_FILE=/dev/full): the lines
+# lost are counted and said once on standard error, at dd_finalize.
+DREAMDDP_LOG_FILE=/dev/full DREAMDDP_LOG_LEVEL=info \
+    "$top_builddir/examples/train_mlp" --strategy localsgd:2 --steps 4 >"$TMP/nolog.out" 2>"$TMP/nolog"
+expect_grep "$TMP/nolog" "log lines could not be written to /dev/full (No space left on device)" "lost log lines are counted and named"
+n=$(grep -c "could not be written to /dev/full" "$TMP/nolog")
+[ "$n" -eq 1 ] && pass "lost log lines are said once" || fail "lost log lines were said $n times"
 finish

@@ -152,11 +152,16 @@ static void test_size(void **state)
         assert_int_equal(dd_config_parse_size(good[i].s, &v), DD_OK);
         assert_int_equal(v, good[i].bytes);
     }
-    const char *bad[] = {"", "M", "-1", "4X", "1.5", "4 M B", "inf", "nan"};
+    const char *bad[] = {"", "M", "-1", "4X", "1.5", "4 M B", "inf", "nan",
+                         /* 2^63 - 1 reads as the double 2^63 (fuzzing) */
+                         "9223372036854775807", "8589934592G"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         assert_int_equal(dd_config_parse_size(bad[i], &v),
                          DD_ERR_INVALID_CONFIG);
     }
+    /* The largest double below 2^63 is taken, and fits. */
+    assert_int_equal(dd_config_parse_size("9223372036854774784", &v), DD_OK);
+    assert_true(v == 9223372036854774784u);
 }
 
 static void test_duration(void **state)

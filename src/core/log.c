@@ -65,6 +65,21 @@ static unsigned long dd_log_dropped;
 static int dd_log_drop_errno;
 static char dd_log_path[4096];
 
+/* dd_log_format with its arguments in place. */
+static size_t dd_log_line(char *buf, size_t size, dd_log_level_t level,
+                          dd_subsys_t subsys, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static size_t dd_log_line(char *buf, size_t size, dd_log_level_t level,
+                          dd_subsys_t subsys, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    size_t len = dd_log_format(buf, size, level, subsys, fmt, ap);
+    va_end(ap);
+    return len;
+}
+
 static void dd_log_emit(const char *buf, size_t len)
 {
     while (len > 0) {
@@ -89,21 +104,17 @@ static void dd_log_emit(const char *buf, size_t len)
 static void dd_log_report_dropped(void)
 {
     unsigned long n = __atomic_exchange_n(&dd_log_dropped, 0, __ATOMIC_RELAXED);
-    char buf[4600];
+    char buf[2048];
 
     if (n == 0) {
         return;
     }
-    int len = snprintf(
-        buf, sizeof(buf),
-        "[rank %d] dreamddp WARN core: %lu log line%s could not "
-        "be written to %s (%s)\n",
-        dd_log_rank, n, n == 1 ? "" : "s",
+    size_t len = dd_log_line(
+        buf, sizeof(buf), DD_LOG_WARN, DD_SUBSYS_CORE,
+        "%lu log line%s could not be written to %s (%s)", n, n == 1 ? "" : "s",
         dd_log_fd == STDERR_FILENO ? "standard error" : dd_log_path,
         strerror(__atomic_load_n(&dd_log_drop_errno, __ATOMIC_RELAXED)));
-    if (len > 0 &&
-        write(STDERR_FILENO, buf,
-              (size_t)len < sizeof(buf) ? (size_t)len : sizeof(buf) - 1) < 0) {
+    if (write(STDERR_FILENO, buf, len) < 0) {
         /* nowhere left to say it */
     }
 }

@@ -135,7 +135,8 @@ void dd_agg_cancel(dd_agg_transport_t *t, dd_agg_req_t *req)
 static int dd_agg_kind_ok(uint32_t kind, uint32_t want)
 {
     return kind == want || (want == DD_AGG_PUSH &&
-                            (kind == DD_AGG_BYE || kind == DD_AGG_PUSH_SPARSE));
+                            (kind == DD_AGG_BYE || kind == DD_AGG_RESET ||
+                             kind == DD_AGG_PUSH_SPARSE));
 }
 
 int dd_agg_hdr_valid(const dd_agg_transport_t *t, const dd_agg_hdr_t *h,
@@ -157,7 +158,7 @@ int dd_agg_hdr_valid(const dd_agg_transport_t *t, const dd_agg_hdr_t *h,
         snprintf(why, size, "it claims to come from rank %d", h->sender);
     } else if (!dd_agg_kind_ok(h->kind, kind)) {
         snprintf(why, size, "unexpected message kind %u", h->kind);
-    } else if (h->kind != DD_AGG_BYE &&
+    } else if (h->kind != DD_AGG_BYE && h->kind != DD_AGG_RESET &&
                !dd_agg_dtype_ok((dd_dtype_t)h->dtype)) {
         snprintf(why, size, "unsupported dtype %u", h->dtype);
     } else if (sparse && h->dtype != DD_DTYPE_F32) {
@@ -265,4 +266,37 @@ void dd_agg_layer_name(const dd_agg_env_t *env, uint32_t layer, char *buf,
     }
     free(table);
     snprintf(buf, size, "%u", layer);
+}
+
+int dd_agg_declare_lost(dd_store_t *store, int rank, const char *why)
+{
+    char key[64];
+    int64_t claims = 0;
+    int exists = 0;
+
+    snprintf(key, sizeof(key), DD_AGG_DOWN_KEY "%d", rank);
+    if (dd_store_check(store, key, &exists) != DD_OK || exists) {
+        return 0;
+    }
+    snprintf(key, sizeof(key), DD_AGG_DOWN_KEY "%d/claim", rank);
+    if (dd_store_add(store, key, 1, &claims) != DD_OK || claims != 1) {
+        return 0;
+    }
+    /* why and the key before the count, which readers take as the sign
+     * to look at the keys. */
+    snprintf(key, sizeof(key), DD_AGG_DOWN_KEY "%d/why", rank);
+    dd_store_set(store, key, why, strlen(why));
+    snprintf(key, sizeof(key), DD_AGG_DOWN_KEY "%d", rank);
+    dd_store_set(store, key, "1", 1);
+    dd_store_add(store, DD_AGG_DOWNS_KEY, 1, NULL);
+    return 1;
+}
+
+int dd_agg_is_lost(dd_store_t *store, int rank)
+{
+    char key[64];
+    int exists = 0;
+
+    snprintf(key, sizeof(key), DD_AGG_DOWN_KEY "%d", rank);
+    return dd_store_check(store, key, &exists) == DD_OK && exists;
 }

@@ -44,7 +44,29 @@ typedef struct {
     int avg_over;
     const dd_backend_ops_t *ops; /* NULL: no point-to-point backend */
     dd_backend_t *backend;
+    /* DREAMDDP_AGG_LOSS=survive (client.c): a lost aggregator's chunks
+     * move to the homes left. The watch (src/api/watch.c) declares an
+     * aggregator lost in the store (dd_agg_declare_lost) and keeps downs,
+     * the count of those declared, read atomically here. */
+    int survive;
+    double lost_after_s; /* DREAMDDP_AGG_LOST_AFTER_S */
+    int64_t downs;
 } dd_agg_env_t;
+
+/* The store's keys of a lost aggregator: DD_AGG_DOWN_KEY "RANK" holds why,
+ * DD_AGG_DOWNS_KEY counts them, DD_AGG_EXPENDABLE_KEY "RANK" says that the
+ * store's host declares RANK lost when its connection closes instead of
+ * stopping the job (src/boot/store_server.c spells them too). */
+#define DD_AGG_DOWN_KEY "dd/agg/down/"
+#define DD_AGG_DOWNS_KEY "dd/agg/downs"
+#define DD_AGG_EXPENDABLE_KEY "dd/agg/expendable/"
+
+/** Declares aggregator rank lost in the store, once whoever asks first:
+ *  its why, and the count of lost ones. 1 when this call declared it. */
+int dd_agg_declare_lost(dd_store_t *store, int rank, const char *why);
+
+/** Whether the store says rank was declared lost. */
+int dd_agg_is_lost(dd_store_t *store, int rank);
 
 typedef struct dd_agg dd_agg_t;
 typedef struct dd_agg_server dd_agg_server_t;

@@ -59,7 +59,24 @@ typedef struct {
     float *out;
     double wire_per_el;
     size_t *wire_bytes_p;
+    /* DREAMDDP_AGG_LOSS=survive: its place in the order every worker
+     * starts messages, and a copy of what it averages (dense: input;
+     * sparse: the pairs), from which a lost chunk is redone. A ghost is a
+     * message this worker finished that the others redo: it pushes its
+     * copy again and drops the answer. */
+    uint64_t no;
+    int ghost;
+    void *input;
+    size_t nnz, *s_index;
+    float *s_value;
+    size_t wire_estimate;
 } dd_agg_msg_t;
+
+/* Messages a worker keeps after they end (survive): one worker ends a
+ * message only once every worker has pushed all of it, and each has at
+ * most DD_AGG_MSGS started, so none is more than DD_AGG_MSGS ahead. */
+#define DD_AGG_KEEP DD_AGG_MSGS
+#define DD_AGG_ALL_MSGS (DD_AGG_MSGS + DD_AGG_KEEP)
 
 typedef struct {
     int busy;
@@ -76,6 +93,7 @@ typedef struct {
     size_t reply_bytes;   /* a sparse answer's data */
     dd_agg_req_t *req[4]; /* push header, push data, result header, data */
     int got_reply;
+    int lost_home;        /* a transfer with its home failed */
     dd_agg_local_t local; /* when homed here */
     int is_local;
 } dd_agg_flight_t;
@@ -96,16 +114,38 @@ struct dd_agg {
     char why[DD_AGG_WHY];
     double idle_since; /* when anything last moved */
     dd_agg_flight_t flight[DD_AGG_WINDOW];
-    dd_agg_msg_t msg[DD_AGG_MSGS];
-    dd_agg_msg_t *queue[DD_AGG_MSGS]; /* started, in order */
+    dd_agg_msg_t msg[DD_AGG_ALL_MSGS];
+    dd_agg_msg_t *queue[DD_AGG_ALL_MSGS]; /* started, in order */
     int n_queued;
+    /* DREAMDDP_AGG_LOSS=survive (dd_agg_recover). */
+    int survive;
+    uint64_t started, ended; /* messages, in the order every worker has */
+    int round;               /* recovery rounds done */
+    int in_round;            /* this worker's state is out; waiting */
+    double round_since, round_poll;
+    int64_t downs_seen;
+    unsigned char *lost; /* per job rank, agreed lost */
+    dd_agg_msg_t kept[DD_AGG_KEEP];
+    uint64_t last_step;
+    dd_agg_req_t *reset_req[DD_AGG_WINDOW];
+    dd_agg_hdr_t reset_hdr;
 };
 
+/* The homes: the aggregators not lost, then the workers, each with its
+ * share; loads start at zero. */
 static dd_status_t dd_agg_homes(dd_agg_t *a)
 {
     const dd_job_t *job = a->env->job;
-    double x = dd_agg_share(a->n, a->k);
 
+    a->k = 0;
+    for (int r = 0; r < job->world_size; r++) {
+        a->k += job->roles[r] == DD_ROLE_AGGREGATOR &&
+                (a->lost == NULL || !a->lost[r]);
+    }
+    double x = dd_agg_share(a->n, a->k);
+    free(a->home_rank);
+    free(a->weight);
+    free(a->load);
     a->n_homes = a->k + a->n;
     a->home_rank = calloc((size_t)a->n_homes, sizeof(int));
     a->weight = calloc((size_t)a->n_homes, sizeof(double));
@@ -117,7 +157,8 @@ static dd_status_t dd_agg_homes(dd_agg_t *a)
     }
     int h = 0;
     for (int r = 0; r < job->world_size; r++) {
-        if (job->roles[r] == DD_ROLE_AGGREGATOR) {
+        if (job->roles[r] == DD_ROLE_AGGREGATOR &&
+            (a->lost == NULL || !a->lost[r])) {
             a->home_rank[h] = r;
             a->weight[h++] = x / a->k;
         }
@@ -147,6 +188,13 @@ dd_status_t dd_agg_create(const dd_agg_env_t *env, dd_agg_t **agg_p)
     a->n = env->job->n_workers;
     a->k = dd_job_n_aggregators(env->job);
     a->chunk_bytes = env->chunk_bytes;
+    a->survive = env->survive && a->k > 0;
+    if (a->survive &&
+        (a->lost = calloc((size_t)env->job->world_size, 1)) == NULL) {
+        free(a);
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_AGG,
+                        "no memory for the aggregation client");
+    }
     if ((status = dd_agg_transport_init(env, &a->t)) != DD_OK ||
         (status = dd_agg_homes(a)) != DD_OK ||
         (status = dd_agg_server_create(
@@ -213,7 +261,7 @@ static dd_status_t dd_agg_launch(dd_agg_t *a, dd_agg_flight_t *f,
         m->sparse ? (size_t)((double)n * m->wire_per_el) + 1 : n * esize;
     int h = dd_agg_pick_home(a->weight, a->load, a->n_homes, cost);
     dd_agg_hdr_t *p = &f->push;
-    const void *data = buf + off * esize;
+    const void *data = (m->input ? (char *)m->input : buf) + off * esize;
     size_t bytes = n * esize;
     dd_status_t st = DD_OK;
 
@@ -237,6 +285,7 @@ static dd_status_t dd_agg_launch(dd_agg_t *a, dd_agg_flight_t *f,
     f->chunk = c;
     f->home = a->home_rank[h];
     f->got_reply = 0;
+    f->lost_home = 0;
     f->inflight = 0;
     f->is_local = f->home == a->env->job->rank;
     if (m->sparse &&
@@ -369,6 +418,11 @@ static dd_status_t dd_agg_poll(dd_agg_t *a, dd_agg_flight_t *f, int *done_p,
         f->req[i] = NULL;
         *busy_p = 1;
         if (st != DD_OK) {
+            f->lost_home = 1;
+            if (a->survive &&
+                a->env->job->roles[f->home] == DD_ROLE_AGGREGATOR) {
+                return DD_ERR_PEER_LOST; /* survived: dd_agg_pass */
+            }
             return dd_agg_chunk_error(a, f, st, "the transfer failed");
         }
         if (i == 2) {
@@ -421,24 +475,488 @@ static void dd_agg_abandon(dd_agg_t *a)
     a->inflight_bytes = 0;
 }
 
+/* ---- DREAMDDP_AGG_LOSS=survive ----
+ *
+ * A lost aggregator (declared in the store by the store's host when its
+ * process dies, by a worker's watch when its heartbeat stands still, or
+ * here when a transfer with it fails) starts a round: every worker
+ * abandons what is in flight and publishes how far it got (messages
+ * started and ended, chunks numbered, the aggregators it knows lost).
+ * Once every worker has, all take the same decisions from the same rows:
+ * the lost set is their union; the homes are rebuilt over the aggregators
+ * left (the workers' own homes when none is); numbering goes on from the
+ * highest; and every message some worker has not ended is redone whole,
+ * from the workers' copies, in the order started, by the workers that
+ * ended it too (a ghost: its answer is dropped). So every average is what
+ * an uninterrupted run over the new homes computes (a home sums in worker
+ * order whoever it is), and none is summed twice into a buffer or
+ * dropped. The aggregators left learn the new numbering from a RESET on
+ * each worker's header stream, after which a late push of an abandoned
+ * chunk is dropped.
+ */
+
+typedef struct {
+    uint64_t started, ended, next_seq;
+} dd_agg_row_t; /* followed by a lost flag per job rank */
+
+static size_t dd_agg_per(const dd_agg_t *a, size_t count, size_t esize,
+                         double wire_per_el);
+static dd_status_t dd_agg_sparse_layout(dd_agg_msg_t *m,
+                                        const dd_agg_sparse_msg_t *sp);
+static void dd_agg_msg_release(dd_agg_t *a, dd_agg_msg_t *m);
+static void dd_agg_abandon(dd_agg_t *a);
+static dd_status_t dd_agg_pass(dd_agg_t *a, int *busy_p);
+
+static void dd_agg_round_key(int round, int w, char *key, size_t size)
+{
+    if (w < 0) {
+        snprintf(key, size, "dd/agg/round/%d/n", round);
+    } else {
+        snprintf(key, size, "dd/agg/round/%d/%d", round, w);
+    }
+}
+
+static int dd_agg_is_aggregator(const dd_agg_t *a, int rank)
+{
+    return a->env->job->roles[rank] == DD_ROLE_AGGREGATOR;
+}
+
+/* Whether the store names an aggregator lost that the workers have not
+ * yet agreed on. */
+static int dd_agg_news(const dd_agg_t *a)
+{
+    const dd_job_t *job = a->env->job;
+    for (int r = 0; r < job->world_size; r++) {
+        if (dd_agg_is_aggregator(a, r) && !a->lost[r] &&
+            dd_agg_is_lost(job->store, r)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Abandons what is in flight and publishes this worker's row. */
+static dd_status_t dd_agg_round_begin(dd_agg_t *a)
+{
+    const dd_job_t *job = a->env->job;
+    size_t len = sizeof(dd_agg_row_t) + (size_t)job->world_size;
+    unsigned char *row = calloc(1, len);
+    dd_agg_row_t head = {a->started, a->ended, a->next_seq};
+    char key[64];
+
+    if (row == NULL) {
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_AGG,
+                        "no memory for a recovery row");
+    }
+    dd_agg_abandon(a);
+    dd_agg_server_reset(a->server, a->next_seq);
+    for (int q = 0; q < a->n_queued; q++) {
+        a->queue[q]->next = a->queue[q]->done = 0;
+    }
+    memcpy(row, &head, sizeof(head));
+    for (int r = 0; r < job->world_size; r++) {
+        row[sizeof(head) + (size_t)r] =
+            a->lost[r] ||
+            (dd_agg_is_aggregator(a, r) && dd_agg_is_lost(job->store, r));
+    }
+    a->in_round = 1;
+    a->round_since = dd_time_now();
+    a->round_poll = 0;
+    dd_agg_round_key(a->round + 1, dd_job_worker_index(job, job->rank), key,
+                     sizeof(key));
+    dd_status_t st = dd_store_set(job->store, key, row, len);
+    free(row);
+    if (st == DD_OK) {
+        dd_agg_round_key(a->round + 1, -1, key, sizeof(key));
+        st = dd_store_add(job->store, key, 1, NULL);
+    }
+    return st;
+}
+
+/* The lost aggregators' ranks and why, for the log line. */
+static void dd_agg_lost_names(const dd_agg_t *a, const unsigned char *was,
+                              char *out, size_t size)
+{
+    const dd_job_t *job = a->env->job;
+    size_t o = 0;
+
+    out[0] = '\0';
+    for (int r = 0; r < job->world_size && o + 8 < size; r++) {
+        if (!a->lost[r] || was[r]) {
+            continue;
+        }
+        char key[64];
+        void *why = NULL;
+        size_t len = 0;
+        snprintf(key, sizeof(key), DD_AGG_DOWN_KEY "%d/why", r);
+        if (dd_store_get_within(job->store, key, 1.0, &why, &len) != DD_OK) {
+            why = NULL;
+            len = 0;
+        }
+        int n = snprintf(out + o, size - o, "%s%.*s", o ? "; " : "", (int)len,
+                         why ? (char *)why : "");
+        if (len == 0) {
+            n = snprintf(out + o, size - o, "%srank %d was lost", o ? "; " : "",
+                         r);
+        }
+        o += n > 0 ? (size_t)n : 0;
+        free(why);
+    }
+}
+
+/* A message cut anew for the homes there are now, from its first piece. */
+static dd_status_t dd_agg_recut(dd_agg_t *a, dd_agg_msg_t *m)
+{
+    size_t esize = dd_dtype_size(m->dtype);
+
+    m->next = m->done = 0;
+    m->end_seq = 0;
+    m->per = dd_agg_per(a, m->count, esize,
+                        m->sparse ? m->wire_per_el : (double)esize);
+    m->n_chunks = (m->count + m->per - 1) / m->per;
+    if (!m->sparse) {
+        return DD_OK;
+    }
+    free(m->pieces);
+    free(m->pair_off);
+    m->pieces = NULL;
+    m->pair_off = NULL;
+    dd_agg_sparse_msg_t sp = {.count = m->count,
+                              .nnz = m->nnz,
+                              .index = m->s_index,
+                              .value = m->s_value};
+    return dd_agg_sparse_layout(m, &sp);
+}
+
+/* A message this worker ended, back from the kept ones, to push again. */
+static dd_status_t dd_agg_ghost(dd_agg_t *a, uint64_t no)
+{
+    dd_agg_msg_t *k = &a->kept[no % DD_AGG_KEEP], *m = NULL;
+
+    if (!k->in_use || k->no != no) {
+        return dd_error(DD_ERR_INTERNAL, DD_SUBSYS_AGG,
+                        "a lost aggregator: message %llu, which another "
+                        "worker redoes, is no longer held here",
+                        (unsigned long long)no);
+    }
+    for (int i = 0; i < DD_AGG_ALL_MSGS && m == NULL; i++) {
+        m = a->msg[i].in_use ? NULL : &a->msg[i];
+    }
+    size_t bytes = k->count * dd_dtype_size(k->dtype);
+    void *scratch = m != NULL ? malloc(bytes ? bytes : 1) : NULL;
+    if (scratch == NULL) {
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_AGG,
+                        "no memory to redo message %llu",
+                        (unsigned long long)no);
+    }
+    *m = *k;
+    memset(k, 0, sizeof(*k));
+    m->ghost = 1;
+    m->buf = scratch;
+    m->out = m->sparse ? scratch : NULL;
+    m->wire_bytes_p = NULL;
+    m->pieces = NULL;
+    m->pair_off = NULL;
+    a->queue[a->n_queued++] = m;
+    return DD_OK;
+}
+
+/* Tells the aggregators left where numbering goes on. */
+static void dd_agg_send_resets(dd_agg_t *a)
+{
+    a->reset_hdr = (dd_agg_hdr_t){.magic = DD_AGG_MAGIC,
+                                  .version = DD_AGG_VERSION,
+                                  .kind = DD_AGG_RESET,
+                                  .token = a->t.token,
+                                  .seq = a->next_seq,
+                                  .sender = a->env->job->rank};
+    for (int h = 0; h < a->k; h++) {
+        int i = 0;
+        while (i < DD_AGG_WINDOW && a->reset_req[i] != NULL) {
+            i++;
+        }
+        if (i == DD_AGG_WINDOW ||
+            dd_agg_send(&a->t, a->home_rank[h], dd_agg_tag(DD_AGG_TAG_HDR, 0),
+                        &a->reset_hdr, sizeof(a->reset_hdr),
+                        &a->reset_req[i]) != DD_OK) {
+            dd_log_warn(DD_SUBSYS_AGG,
+                        "cannot tell aggregator rank %d of "
+                        "the new numbering",
+                        a->home_rank[h]);
+        }
+    }
+}
+
+static int dd_agg_by_no(const void *x, const void *y)
+{
+    const dd_agg_msg_t *m = *(dd_agg_msg_t *const *)x;
+    const dd_agg_msg_t *n = *(dd_agg_msg_t *const *)y;
+    return m->no < n->no ? -1 : m->no > n->no;
+}
+
+/* Every row is in: the same decisions on every worker. */
+static dd_status_t dd_agg_round_end(dd_agg_t *a)
+{
+    const dd_job_t *job = a->env->job;
+    size_t len = sizeof(dd_agg_row_t) + (size_t)job->world_size;
+    uint64_t floor_ended = UINT64_MAX, next_seq = 0;
+    unsigned char *was = malloc((size_t)job->world_size);
+    dd_status_t st = was != NULL ? DD_OK : DD_ERR_NO_MEMORY;
+
+    if (was != NULL) {
+        memcpy(was, a->lost, (size_t)job->world_size);
+    }
+    for (int w = 0; st == DD_OK && w < a->n; w++) {
+        char key[64];
+        void *v = NULL;
+        size_t vlen = 0;
+        dd_agg_row_t head;
+        dd_agg_round_key(a->round + 1, w, key, sizeof(key));
+        st = dd_store_get(job->store, key, &v, &vlen);
+        if (st == DD_OK && vlen != len) {
+            st = dd_error(DD_ERR_MISMATCH, DD_SUBSYS_AGG,
+                          "a lost aggregator: worker %d's recovery row has "
+                          "%zu bytes, not %zu",
+                          w, vlen, len);
+        }
+        if (st == DD_OK) {
+            memcpy(&head, v, sizeof(head));
+            floor_ended = head.ended < floor_ended ? head.ended : floor_ended;
+            next_seq = head.next_seq > next_seq ? head.next_seq : next_seq;
+            for (int r = 0; r < job->world_size; r++) {
+                a->lost[r] |= ((unsigned char *)v)[sizeof(head) + (size_t)r];
+            }
+        }
+        free(v);
+    }
+    if (st == DD_OK && floor_ended + DD_AGG_KEEP < a->ended) {
+        st = dd_error(DD_ERR_INTERNAL, DD_SUBSYS_AGG,
+                      "a lost aggregator: a worker is %llu messages behind",
+                      (unsigned long long)(a->ended - floor_ended));
+    }
+    if (st == DD_OK) {
+        st = dd_agg_homes(a);
+    }
+    int ghosts = 0;
+    for (uint64_t no = floor_ended; st == DD_OK && no < a->ended; no++) {
+        st = dd_agg_ghost(a, no);
+        ghosts++;
+    }
+    if (st != DD_OK) {
+        free(was);
+        return st;
+    }
+    a->next_seq = next_seq;
+    dd_agg_server_reset(a->server, next_seq);
+    qsort(a->queue, (size_t)a->n_queued, sizeof(a->queue[0]), dd_agg_by_no);
+    for (int q = 0; st == DD_OK && q < a->n_queued; q++) {
+        st = dd_agg_recut(a, a->queue[q]);
+    }
+    dd_agg_send_resets(a);
+    a->round++;
+    a->in_round = 0;
+    char names[768];
+    dd_agg_lost_names(a, was, names, sizeof(names));
+    free(was);
+    dd_log_warn(DD_SUBSYS_AGG,
+                "%s: the workers go on without it (round %d, %.2f s after "
+                "it began here, at step %llu): %d message(s) redone from "
+                "the workers' copies (%d this worker had ended); now %d "
+                "aggregator(s) and %d workers sum, %.0f %% of the bytes by "
+                "aggregators",
+                names[0] ? names : "an aggregator was lost", a->round,
+                dd_time_now() - a->round_since,
+                (unsigned long long)a->last_step, a->n_queued, ghosts, a->k,
+                a->n, 100 * dd_agg_share(a->n, a->k));
+    return st;
+}
+
+/* Waits for every worker's row without stopping the caller. */
+static dd_status_t dd_agg_round_poll(dd_agg_t *a)
+{
+    const dd_job_t *job = a->env->job;
+    double now = dd_time_now();
+    int64_t n = 0;
+    char key[64];
+
+    if (now - a->round_poll < 1e-3) {
+        return DD_INPROGRESS;
+    }
+    a->round_poll = now;
+    if (dd_abort_raised(job->abort)) {
+        return dd_abort_error(job->abort, DD_SUBSYS_AGG);
+    }
+    dd_agg_round_key(a->round + 1, -1, key, sizeof(key));
+    dd_status_t st = dd_store_add(job->store, key, 0, &n);
+    if (st != DD_OK) {
+        return st;
+    }
+    if (n >= a->n) {
+        return dd_agg_round_end(a);
+    }
+    if (now - a->round_since > job->timeout_s) {
+        return dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_AGG,
+                        "a lost aggregator: %lld of %d workers joined the "
+                        "recovery within %.0f s (DREAMDDP_TIMEOUT_S)",
+                        (long long)n, a->n, job->timeout_s);
+    }
+    return DD_INPROGRESS;
+}
+
+/* A transfer with aggregator rank failed: it is lost. */
+static dd_status_t dd_agg_home_lost(dd_agg_t *a, int rank)
+{
+    char why[160], key[64];
+    int expendable = 0;
+    snprintf(key, sizeof(key), DD_AGG_EXPENDABLE_KEY "%d", rank);
+    if (dd_store_check(a->env->job->store, key, &expendable) != DD_OK ||
+        !expendable) {
+        /* It never began serving: the job stops, as for any peer. */
+        return dd_error(DD_ERR_PEER_LOST, DD_SUBSYS_AGG,
+                        "aggregator rank %d was lost before it began serving",
+                        rank);
+    }
+    snprintf(why, sizeof(why),
+             "aggregator rank %d was lost: a transfer of worker rank %d with "
+             "it failed",
+             rank, a->env->job->rank);
+    dd_agg_declare_lost(a->env->job->store, rank, why);
+    return dd_agg_round_begin(a);
+}
+
+/* Progresses the RESETs and the round; DD_INPROGRESS while in one. */
+static dd_status_t dd_agg_survive(dd_agg_t *a, int *busy_p)
+{
+    for (int i = 0; i < DD_AGG_WINDOW; i++) {
+        if (a->reset_req[i] != NULL &&
+            dd_agg_test(&a->t, a->reset_req[i]) != DD_INPROGRESS) {
+            a->reset_req[i] = NULL;
+        }
+    }
+    if (a->in_round) {
+        return dd_agg_round_poll(a);
+    }
+    int64_t downs = __atomic_load_n(&a->env->downs, __ATOMIC_ACQUIRE);
+    if (downs != a->downs_seen) {
+        a->downs_seen = downs;
+        if (dd_agg_news(a)) {
+            *busy_p = 1;
+            dd_status_t st = dd_agg_round_begin(a);
+            return st == DD_OK ? DD_INPROGRESS : st;
+        }
+    }
+    return DD_OK;
+}
+
+/* Ghosts whose every piece is back are dropped (their copy kept). */
+static void dd_agg_end_ghosts(dd_agg_t *a)
+{
+    for (int q = 0; q < a->n_queued; q++) {
+        dd_agg_msg_t *m = a->queue[q];
+        if (m->ghost && m->next == m->n_chunks && m->done == m->n_chunks &&
+            dd_agg_server_idle(a->server, m->end_seq)) {
+            dd_agg_msg_release(a, m);
+            q--;
+        }
+    }
+}
+
+/* A message's copy, kept after it ends in case another worker must redo
+ * it; the newest DD_AGG_KEEP are. */
+static void dd_agg_keep(dd_agg_t *a, dd_agg_msg_t *m)
+{
+    dd_agg_msg_t *k = &a->kept[m->no % DD_AGG_KEEP];
+
+    if (m->input == NULL && m->s_index == NULL) {
+        return;
+    }
+    if (k->in_use && k->no > m->no) {
+        free(m->input);
+        free(m->s_index);
+        free(m->s_value);
+    } else {
+        free(k->input);
+        free(k->s_index);
+        free(k->s_value);
+        *k = *m;
+        k->in_use = 1;
+        k->ghost = 0;
+        k->buf = NULL;
+        k->out = NULL;
+        k->pieces = NULL;
+        k->pair_off = NULL;
+    }
+    m->input = NULL;
+    m->s_index = NULL;
+    m->s_value = NULL;
+}
+
+/* Before goodbye: no worker leaves while another may still need it to
+ * redo a message. Each says it has nothing left in round g; once all
+ * have, no round can need them. */
+static void dd_agg_settle(dd_agg_t *a)
+{
+    const dd_job_t *job = a->env->job;
+    double deadline = dd_time_now() + job->timeout_s;
+    int said = -1;
+    char key[64];
+
+    while (a->survive && a->failed == DD_OK && !dd_abort_raised(job->abort) &&
+           dd_time_now() < deadline) {
+        int64_t n = 0;
+        int busy = 0;
+        snprintf(key, sizeof(key), "dd/agg/settled/%d", a->round);
+        if (!a->in_round && a->n_queued == 0 && said != a->round) {
+            if (dd_store_add(job->store, key, 1, NULL) != DD_OK) {
+                return;
+            }
+            said = a->round;
+        }
+        if (said == a->round &&
+            (dd_store_add(job->store, key, 0, &n) != DD_OK || n >= a->n)) {
+            return;
+        }
+        if (dd_agg_pass(a, &busy) != DD_OK) {
+            return;
+        }
+        if (!busy) {
+            usleep(500);
+        }
+    }
+}
+
 /* One pass: the pieces in flight, then new ones while the window allows,
- * from the messages in the order they started, then this worker's home. */
+ * from the messages in the order they started, then this worker's home.
+ * Under DREAMDDP_AGG_LOSS=survive a lost aggregator starts a round of
+ * recovery first (survive.inc), during which nothing moves. */
 static dd_status_t dd_agg_pass(dd_agg_t *a, int *busy_p)
 {
     dd_status_t status = DD_OK;
     size_t window = DD_AGG_WINDOW_CHUNKS * a->chunk_bytes;
     int busy = 0, f_next = 0;
 
+    *busy_p = 0;
+    if (a->survive && (status = dd_agg_survive(a, busy_p)) != DD_OK) {
+        return status == DD_INPROGRESS ? DD_OK : status;
+    }
     for (int i = 0; i < DD_AGG_WINDOW && status == DD_OK; i++) {
         dd_agg_flight_t *f = &a->flight[i];
         int done = 0;
         if (f->busy) {
             status = dd_agg_poll(a, f, &done, &busy);
         }
+        if (status != DD_OK && a->survive && f->lost_home &&
+            a->env->job->roles[f->home] == DD_ROLE_AGGREGATOR) {
+            *busy_p = 1;
+            return dd_agg_home_lost(a, f->home);
+        }
         if (done) {
             f->busy = 0;
             f->msg->done++;
         }
+    }
+    if (a->survive) {
+        dd_agg_end_ghosts(a);
     }
     for (int q = 0; q < a->n_queued && status == DD_OK; q++) {
         dd_agg_msg_t *m = a->queue[q];
@@ -451,8 +969,14 @@ static dd_status_t dd_agg_pass(dd_agg_t *a, int *busy_p)
             if (f_next == DD_AGG_WINDOW || a->inflight_bytes + piece > window) {
                 goto launched; /* later pieces wait their turn */
             }
-            status = dd_agg_launch(a, &a->flight[f_next], m, m->next++);
+            dd_agg_flight_t *f = &a->flight[f_next];
+            status = dd_agg_launch(a, f, m, m->next++);
             busy = 1;
+            if (status != DD_OK && a->survive && f->busy && !f->is_local &&
+                dd_agg_is_aggregator(a, f->home)) {
+                *busy_p = 1;
+                return dd_agg_home_lost(a, f->home);
+            }
             if (m->next == m->n_chunks) {
                 m->end_seq = a->next_seq;
             }
@@ -489,11 +1013,18 @@ static dd_status_t dd_agg_msg_open(dd_agg_t *a, dd_agg_msg_t **m_p)
         return dd_error(DD_ERR_CANCELED, DD_SUBSYS_AGG,
                         "an earlier sync through the aggregators failed");
     }
-    for (int i = 0; i < DD_AGG_MSGS; i++) {
+    int live = 0;
+    dd_agg_msg_t *free_msg = NULL;
+    for (int i = 0; i < DD_AGG_ALL_MSGS; i++) {
         if (!a->msg[i].in_use) {
-            *m_p = &a->msg[i];
-            return DD_OK;
+            free_msg = free_msg != NULL ? free_msg : &a->msg[i];
+        } else {
+            live += !a->msg[i].ghost;
         }
+    }
+    if (live < DD_AGG_MSGS && free_msg != NULL) {
+        *m_p = free_msg;
+        return DD_OK;
     }
     return dd_error(DD_ERR_STATE, DD_SUBSYS_AGG,
                     "more than %d messages started at once", DD_AGG_MSGS);
@@ -521,6 +1052,8 @@ static void dd_agg_msg_queue(dd_agg_t *a, dd_agg_msg_t *m)
     if (a->n_queued == 0) {
         a->idle_since = dd_time_now();
     }
+    m->no = a->started++;
+    a->last_step = m->id.step;
     a->queue[a->n_queued++] = m;
 }
 
@@ -542,13 +1075,24 @@ dd_status_t dd_agg_msg_start(dd_agg_t *a, const dd_agg_id_t *id, void *buf,
         return st;
     }
     size_t per = dd_agg_per(a, count, esize, (double)esize);
+    void *input = NULL;
+    if (a->survive) {
+        /* The copy a lost aggregator's chunks are redone from. */
+        if ((input = malloc(count * esize + 1)) == NULL) {
+            return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_AGG,
+                            "no memory for the %zu-byte copy of a message",
+                            count * esize);
+        }
+        memcpy(input, buf, count * esize);
+    }
     *m = (dd_agg_msg_t){.in_use = 1,
                         .id = *id,
                         .buf = buf,
                         .count = count,
                         .dtype = dtype,
                         .per = per,
-                        .n_chunks = (count + per - 1) / per};
+                        .n_chunks = (count + per - 1) / per,
+                        .input = input};
     dd_agg_msg_queue(a, m);
     *handle_p = m;
     return DD_OK;
@@ -613,9 +1157,24 @@ dd_status_t dd_agg_sparse_start(dd_agg_t *a, const dd_agg_id_t *id,
                         .out = sp->out,
                         .wire_per_el = wire_per_el,
                         .wire_bytes_p = sp->wire_bytes_p};
-    if ((st = dd_agg_sparse_layout(m, sp)) != DD_OK) {
+    if (a->survive) {
+        m->nnz = sp->nnz;
+        m->s_index = malloc(sp->nnz * sizeof(size_t) + 1);
+        m->s_value = malloc(sp->nnz * sizeof(float) + 1);
+        if (m->s_index == NULL || m->s_value == NULL) {
+            st =
+                dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_AGG,
+                         "no memory for the copy of %zu sparse pairs", sp->nnz);
+        } else {
+            memcpy(m->s_index, sp->index, sp->nnz * sizeof(size_t));
+            memcpy(m->s_value, sp->value, sp->nnz * sizeof(float));
+        }
+    }
+    if (st != DD_OK || (st = dd_agg_sparse_layout(m, sp)) != DD_OK) {
         free(m->pieces);
         free(m->pair_off);
+        free(m->s_index);
+        free(m->s_value);
         m->in_use = 0;
         return st;
     }
@@ -637,6 +1196,12 @@ static void dd_agg_msg_release(dd_agg_t *a, dd_agg_msg_t *m)
     free(m->pair_off);
     m->pieces = NULL;
     m->pair_off = NULL;
+    dd_agg_keep(a, m);
+    if (m->ghost) {
+        free(m->buf);
+        m->buf = NULL;
+        m->ghost = 0;
+    }
     m->in_use = 0;
 }
 
@@ -672,7 +1237,9 @@ dd_status_t dd_agg_test_msg(dd_agg_t *a, void *handle, int *busy_p)
         return dd_agg_fail(a, m, status);
     }
     *busy_p = busy;
-    if (m->done == m->n_chunks && dd_agg_server_idle(a->server, m->end_seq)) {
+    if (m->done == m->n_chunks && m->next == m->n_chunks && !a->in_round &&
+        dd_agg_server_idle(a->server, m->end_seq)) {
+        a->ended++;
         dd_agg_msg_release(a, m);
         return DD_OK;
     }
@@ -709,6 +1276,10 @@ static void dd_agg_goodbye(dd_agg_t *a, dd_status_t status, const char *why)
     snprintf(bye.why, sizeof(bye.why), "%s", why);
     for (int h = 0; a->home_rank != NULL && a->t.ops != NULL && h < a->k; h++) {
         dd_agg_req_t *req = NULL;
+        if (a->env->survive &&
+            dd_agg_is_lost(a->env->job->store, a->home_rank[h])) {
+            continue; /* nobody there to wait for it */
+        }
         if (dd_agg_send(&a->t, a->home_rank[h], dd_agg_tag(DD_AGG_TAG_HDR, 0),
                         &bye, sizeof(bye), &req) != DD_OK) {
             continue;
@@ -754,8 +1325,23 @@ void dd_agg_destroy(dd_agg_t *a)
     if (a == NULL) {
         return;
     }
+    dd_agg_settle(a);
     dd_agg_goodbye(a, DD_OK, "");
+    for (int i = 0; i < DD_AGG_WINDOW; i++) {
+        dd_agg_cancel(&a->t, a->reset_req[i]);
+    }
     dd_agg_server_destroy(a->server);
+    for (int i = 0; i < DD_AGG_ALL_MSGS; i++) {
+        if (a->msg[i].in_use) {
+            dd_agg_msg_release(a, &a->msg[i]);
+        }
+    }
+    for (int i = 0; i < DD_AGG_KEEP; i++) {
+        free(a->kept[i].input);
+        free(a->kept[i].s_index);
+        free(a->kept[i].s_value);
+    }
+    free(a->lost);
     for (int i = 0; i < DD_AGG_WINDOW; i++) {
         free(a->flight[i].staging);
         free(a->flight[i].dense);

@@ -10,6 +10,7 @@
 #include "core/status.h"
 #include "core/time.h"
 
+#include <stdio.h>
 #include <unistd.h>
 
 dd_status_t dd_agg_serve(const dd_agg_env_t *env)
@@ -24,10 +25,31 @@ dd_status_t dd_agg_serve(const dd_agg_env_t *env)
     }
     dd_log_info(DD_SUBSYS_AGG, "aggregator rank %d serving %d workers",
                 env->job->rank, env->job->n_workers);
-    double nap = 20e-6, failed_at = 0;
+    if (env->survive) {
+        /* Its loss is survived: the store's host declares it lost
+         * (src/boot/store_server.c) instead of stopping the job. */
+        char key[64];
+        snprintf(key, sizeof(key), DD_AGG_EXPENDABLE_KEY "%d", env->job->rank);
+        dd_store_set(env->job->store, key, "1", 1);
+    }
+    double nap = 20e-6, failed_at = 0, looked = dd_time_now();
     while (1) {
         int busy = 0;
         status = dd_agg_server_progress(s, &busy);
+        if (env->survive && dd_time_now() - looked > 0.25) {
+            looked = dd_time_now();
+            if (dd_agg_is_lost(env->job->store, env->job->rank)) {
+                /* Cut off or frozen past DREAMDDP_AGG_LOST_AFTER_S: the
+                 * workers went on without it and never come back. */
+                dd_agg_server_destroy(s);
+                return dd_error(DD_ERR_CANCELED, DD_SUBSYS_AGG,
+                                "aggregator rank %d was declared lost (its "
+                                "heartbeat stood still for %.1f s: frozen, or "
+                                "its link was down): the workers went on "
+                                "without it; it leaves",
+                                env->job->rank, env->lost_after_s);
+            }
+        }
         if (dd_abort_raised(env->job->abort)) {
             /* A lost peer: the workers stop too, none waits for answers. */
             status = dd_abort_error(env->job->abort, DD_SUBSYS_AGG);

@@ -62,6 +62,7 @@ struct dd_agg_server {
     dd_agg_slot_t slot[DD_AGG_SLOTS];
     dd_agg_local_t *locals[DD_AGG_WINDOW];
     int byes;
+    uint64_t floor; /* chunks numbered below it were abandoned (RESET) */
     dd_status_t failed;
     char why[DD_AGG_WHY];
 };
@@ -182,7 +183,7 @@ static void dd_agg_on_header(dd_agg_server_t *s, int w, dd_agg_inbox_t *in)
     int valid =
         dd_agg_hdr_valid(s->t, &in->hdr, DD_AGG_PUSH, peer, why, sizeof(why));
 
-    if (valid && in->hdr.kind != DD_AGG_BYE) {
+    if (valid && in->hdr.kind != DD_AGG_BYE && in->hdr.kind != DD_AGG_RESET) {
         valid = dd_agg_hdr_bytes(&in->hdr, s->cap, &bytes, why, sizeof(why));
     }
     if (valid && in->hdr.kind != DD_AGG_BYE && s->said_bye[w]) {
@@ -203,6 +204,15 @@ static void dd_agg_on_header(dd_agg_server_t *s, int w, dd_agg_inbox_t *in)
                  (unsigned long long)in->order);
     if (in->hdr.kind == DD_AGG_BYE) {
         dd_agg_on_bye(s, w, in);
+        return;
+    }
+    if (in->hdr.kind == DD_AGG_RESET) {
+        in->state = IN_FREE;
+        dd_agg_server_reset(s, in->hdr.seq);
+        return;
+    }
+    if (in->hdr.seq < s->floor) {
+        in->state = IN_FREE; /* sent before its worker abandoned it */
         return;
     }
     if (s->has_pushed[w] && in->hdr.seq <= s->last_seq[w]) {
@@ -570,6 +580,42 @@ dd_status_t dd_agg_server_progress(dd_agg_server_t *s, int *busy_p)
     }
     *busy_p = busy;
     return s->failed;
+}
+
+void dd_agg_server_reset(dd_agg_server_t *s, uint64_t floor)
+{
+    if (floor <= s->floor) {
+        return;
+    }
+    s->floor = floor;
+    for (int i = 0; i < DD_AGG_SLOTS; i++) {
+        dd_agg_slot_t *sl = &s->slot[i];
+        if (!sl->used || sl->hdr.seq >= floor) {
+            continue;
+        }
+        for (int j = 0; j < 2 * s->n; j++) {
+            dd_agg_cancel(s->t, sl->sends[j]);
+            sl->sends[j] = NULL;
+        }
+        sl->used = 0;
+        sl->answering = 0;
+    }
+    for (int i = 0; i < s->n * DD_AGG_INBOX; i++) {
+        dd_agg_inbox_t *in = &s->inbox[i];
+        if ((in->state == IN_READY || in->state == IN_DATA) &&
+            in->hdr.seq < floor) {
+            if (in->state == IN_DATA) {
+                dd_agg_cancel(s->t, in->req);
+                in->req = NULL;
+            }
+            in->state = IN_FREE;
+        }
+    }
+    for (int i = 0; i < DD_AGG_WINDOW; i++) {
+        if (s->locals[i] != NULL && s->locals[i]->hdr.seq < floor) {
+            s->locals[i] = NULL;
+        }
+    }
 }
 
 dd_status_t dd_agg_server_local(dd_agg_server_t *s, dd_agg_local_t *local)

@@ -20,8 +20,9 @@
 #define DD_AGG_MAGIC 0x47414444u /* "DDAG" */
 /* Bumped on any change to the header or to what a kind's data holds: a
  * rank of another build is refused by name, never misread. 2: sparse
- * pieces (kinds 4 and 5, format and nnz). 3: what (the message's digest). */
-#define DD_AGG_VERSION 3u
+ * pieces (kinds 4 and 5, format and nnz). 3: what (the message's digest).
+ * 4: RESET (a lost aggregator's chunks redone under new numbers). */
+#define DD_AGG_VERSION 4u
 #define DD_AGG_WHY 160
 /* Pieces a worker has in flight at once (client.c); its own home takes
  * as many of them (server.c), so it never turns one away. */
@@ -41,7 +42,11 @@ enum {
     DD_AGG_RESULT = 2,
     DD_AGG_BYE = 3,
     DD_AGG_PUSH_SPARSE = 4,
-    DD_AGG_RESULT_SPARSE = 5
+    DD_AGG_RESULT_SPARSE = 5,
+    /* After a lost aggregator, on the header stream: every chunk numbered
+     * below seq is abandoned (the workers redo it under new numbers), so
+     * a home drops its sums and any late push of one. */
+    DD_AGG_RESET = 6
 };
 enum { DD_AGG_FMT_DENSE = 0, DD_AGG_FMT_PAIRS = 1 };
 enum {
@@ -138,6 +143,11 @@ typedef struct {
     dd_status_t status;
     char why[DD_AGG_WHY];
 } dd_agg_local_t;
+
+/* Abandons every chunk numbered below floor, as a RESET does: its sums,
+ * its answers still leaving, the worker's own copies (the client's flights
+ * are reused), and any push of one that comes later. */
+void dd_agg_server_reset(dd_agg_server_t *s, uint64_t floor);
 
 /* Hands a local copy to the worker's own server (kept until done). */
 dd_status_t dd_agg_server_local(dd_agg_server_t *s, dd_agg_local_t *local);

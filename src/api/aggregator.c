@@ -15,5 +15,10 @@ dd_status_t dd_aggregator_serve(dd_context_h ctx)
                         "aggregator",
                         ctx ? ctx->env.rank : -1);
     }
-    return dd_watch_fault(ctx, dd_agg_serve(&ctx->agg_env));
+    dd_status_t status = dd_agg_serve(&ctx->agg_env);
+    if (status == DD_ERR_CANCELED && ctx->agg_env.survive &&
+        dd_agg_is_lost(ctx->store, ctx->env.rank)) {
+        return status; /* dropped: not the job's fault, which goes on */
+    }
+    return dd_watch_fault(ctx, status);
 }

@@ -550,10 +550,13 @@ static dd_status_t dd_context_sched(dd_context_h ctx)
         return status;
     }
     env.leaders = ctx->leader_backends;
-    ctx->agg_env = (dd_agg_env_t){.job = ctx->host_of != NULL ? &ctx->leader_job
-                                                              : &ctx->job,
-                                  .chunk_bytes = ctx->sched_opts.chunk_bytes,
-                                  .avg_over = ctx->n_workers};
+    ctx->agg_env = (dd_agg_env_t){
+        .job = ctx->host_of != NULL ? &ctx->leader_job : &ctx->job,
+        .chunk_bytes = ctx->sched_opts.chunk_bytes,
+        .avg_over = ctx->n_workers,
+        .survive = ctx->sched_opts.agg_loss == DD_AGG_LOSS_SURVIVE &&
+                   ctx->host_of == NULL,
+        .lost_after_s = ctx->sched_opts.agg_lost_after_s};
     if (ctx->n_workers < ctx->env.world_size) {
         dd_backend_ref_t ref;
         if (dd_backends_find(ctx->backends, DD_BACKEND_OP_SEND, DD_MEM_HOST,
@@ -562,6 +565,7 @@ static dd_status_t dd_context_sched(dd_context_h ctx)
             ctx->agg_env.backend = ref.instance;
         }
         env.agg = &ctx->agg_env;
+        __atomic_store_n(&ctx->agg_env_ready, 1, __ATOMIC_RELEASE);
     }
     return dd_sched_create(&env, &ctx->sched);
 }

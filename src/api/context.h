@@ -54,6 +54,9 @@ struct dd_context {
     dd_job_t job;
     dd_backends_env_t backends_env;
     dd_agg_env_t agg_env;
+    /* Set (atomically) once agg_env and the roles are filled: the watch
+     * thread looks at the aggregators from then on. */
+    int agg_env_ready;
     struct dd_sched *sched; /* layers, strategy, steps */
     dd_abort_t abort;       /* the job's fate, raised once (watch.c) */
     struct dd_watch *watch; /* NULL until the store is up */

@@ -51,6 +51,10 @@ struct dd_watch {
     /* Per rank, the calls it made before it left (dd/left/RANK); -1 while
      * it has not. The watch thread's alone. */
     int64_t *left_calls;
+    /* DREAMDDP_AGG_LOSS=survive, on a worker: each aggregator's last
+     * heartbeat count and when it last moved. The watch thread's alone. */
+    int64_t *agg_hb;
+    double *agg_hb_at;
 };
 
 #define DD_WATCH_LEFT_KEY "dd/left"
@@ -182,6 +186,62 @@ static void dd_watch_uneven(dd_context_h ctx)
     dd_watch_publish(ctx, why);
 }
 
+/*
+ * DREAMDDP_AGG_LOSS=survive: the count of aggregators declared lost, for
+ * the aggregation client (dd_agg_env_t::downs); and on a worker, an
+ * aggregator whose heartbeat stood still for DREAMDDP_AGG_LOST_AFTER_S
+ * (frozen, or its link down) is declared lost. A killed one the store's
+ * host declares at once.
+ */
+static void dd_watch_aggregators(dd_context_h ctx)
+{
+    dd_watch_t *w = ctx->watch;
+    dd_agg_env_t *env = &ctx->agg_env;
+    int64_t downs = 0;
+    char key[64];
+
+    if (!__atomic_load_n(&ctx->agg_env_ready, __ATOMIC_ACQUIRE) ||
+        !env->survive ||
+        dd_store_add(ctx->store, DD_AGG_DOWNS_KEY, 0, &downs) != DD_OK) {
+        return;
+    }
+    __atomic_store_n(&env->downs, downs, __ATOMIC_RELEASE);
+    if (ctx->role != DD_ROLE_WORKER || w->agg_hb == NULL) {
+        return;
+    }
+    double now = dd_time_now();
+    for (int r = 0; r < ctx->env.world_size; r++) {
+        int64_t hb = 0;
+        int bye = 0;
+        if (ctx->job.roles[r] != DD_ROLE_AGGREGATOR || w->agg_hb_at[r] < 0) {
+            continue;
+        }
+        snprintf(key, sizeof(key), "dd/hb/%d", r);
+        if (dd_store_add(ctx->store, key, 0, &hb) != DD_OK) {
+            return;
+        }
+        if (hb != w->agg_hb[r] || w->agg_hb_at[r] == 0) {
+            w->agg_hb[r] = hb;
+            w->agg_hb_at[r] = now;
+            continue;
+        }
+        if (now - w->agg_hb_at[r] < env->lost_after_s) {
+            continue;
+        }
+        snprintf(key, sizeof(key), DD_STORE_BYE_KEY "%d", r);
+        if (dd_store_check(ctx->store, key, &bye) == DD_OK && !bye) {
+            char why[256];
+            snprintf(why, sizeof(why),
+                     "aggregator rank %d was lost: no heartbeat for %.1f s "
+                     "(DREAMDDP_AGG_LOST_AFTER_S: frozen, or its link is "
+                     "down), as worker rank %d saw",
+                     r, now - w->agg_hb_at[r], ctx->env.rank);
+            dd_agg_declare_lost(ctx->store, r, why);
+        }
+        w->agg_hb_at[r] = -1; /* lost or gone: not looked at again */
+    }
+}
+
 /* One beat: the heartbeat, then the abort key. */
 static int dd_watch_beat(dd_context_h ctx)
 {
@@ -205,6 +265,7 @@ static int dd_watch_beat(dd_context_h ctx)
         dd_watch_adopt(ctx);
     } else {
         dd_watch_uneven(ctx);
+        dd_watch_aggregators(ctx);
     }
     return 0;
 }
@@ -264,6 +325,8 @@ dd_status_t dd_watch_start(dd_context_h ctx)
     for (int r = 0; r < 2 * ctx->env.world_size; r++) {
         w->left_calls[r] = -1;
     }
+    w->agg_hb = calloc((size_t)ctx->env.world_size, sizeof(int64_t));
+    w->agg_hb_at = calloc((size_t)ctx->env.world_size, sizeof(double));
     pthread_mutex_init(&w->lock, NULL);
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -274,6 +337,8 @@ dd_status_t dd_watch_start(dd_context_h ctx)
         pthread_cond_destroy(&w->cond);
         pthread_mutex_destroy(&w->lock);
         free(w->left_calls);
+        free(w->agg_hb);
+        free(w->agg_hb_at);
         free(w);
         return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_CORE,
                         "cannot start the watch thread");
@@ -297,6 +362,8 @@ void dd_watch_stop(dd_context_h ctx)
     pthread_cond_destroy(&w->cond);
     pthread_mutex_destroy(&w->lock);
     free(w->left_calls);
+    free(w->agg_hb);
+    free(w->agg_hb_at);
     free(w);
     ctx->watch = NULL;
 }

@@ -217,10 +217,12 @@ static dd_status_t dd_store_missing(dd_store_t *s, const char *what,
         s->world_size);
 }
 
-/* Publishes this rank's key and waits for every rank's. */
+/* Publishes this rank's key and waits for every rank's but those of
+ * skip (NULL: none). */
 static dd_status_t dd_store_gather_keys(dd_store_t *s, const char *what,
                                         const char *name, char **keys,
-                                        const void *mine, size_t len)
+                                        const void *mine, size_t len,
+                                        const int *skip)
 {
     int *present = calloc((size_t)s->world_size, sizeof(int));
     dd_status_t status;
@@ -231,15 +233,57 @@ static dd_status_t dd_store_gather_keys(dd_store_t *s, const char *what,
                         s->world_size);
     }
     status = dd_store_set(s, keys[s->rank], mine, len);
+    const char **wait = calloc((size_t)s->world_size, sizeof(char *));
+    int *got = calloc((size_t)s->world_size, sizeof(int)), n = 0;
+    for (int r = 0; wait != NULL && got != NULL && r < s->world_size; r++) {
+        if (skip != NULL && skip[r]) {
+            present[r] = 1;
+        } else {
+            wait[n++] = keys[r];
+        }
+    }
+    if (status == DD_OK && (wait == NULL || got == NULL)) {
+        status = dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
+                          "store: no memory for %s %s", what, name);
+    }
     if (status == DD_OK) {
-        status =
-            dd_store_wait(s, (const char *const *)keys, s->world_size, present);
+        status = dd_store_wait(s, wait, n, got);
+        for (int r = 0, i = 0; r < s->world_size; r++) {
+            if (skip == NULL || !skip[r]) {
+                present[r] = got[i++];
+            }
+        }
         if (status == DD_ERR_TIMED_OUT) {
             status = dd_store_missing(s, what, name, present);
         }
     }
+    free(wait);
+    free(got);
     free(present);
     return status;
+}
+
+/* The ranks declared lost, which a barrier does not wait for: expendable
+ * aggregators (DREAMDDP_AGG_LOSS=survive; src/agg/agg.h's keys). NULL when
+ * there is none. */
+static int *dd_store_lost_ranks(dd_store_t *s)
+{
+    int64_t downs = 0;
+    int exists = 0;
+    char key[64];
+
+    if (dd_store_check(s, "dd/agg/downs", &exists) != DD_OK || !exists ||
+        dd_store_add(s, "dd/agg/downs", 0, &downs) != DD_OK || downs == 0) {
+        return NULL;
+    }
+    int *lost = calloc((size_t)s->world_size, sizeof(int));
+    for (int r = 0; lost != NULL && r < s->world_size; r++) {
+        snprintf(key, sizeof(key), "dd/agg/down/%d", r);
+        if (r != s->rank && dd_store_check(s, key, &exists) == DD_OK) {
+            lost[r] = exists;
+        }
+    }
+    return lost;
 }
 
 /* Deletes this rank's key of the previous barrier or allgather: every rank
@@ -260,7 +304,9 @@ dd_status_t dd_store_barrier(dd_store_t *s, const char *name)
     if (keys == NULL) {
         return DD_ERR_NO_MEMORY; /* dd_store_rank_keys reported it */
     }
-    status = dd_store_gather_keys(s, "barrier", name, keys, "1", 1);
+    int *lost = dd_store_lost_ranks(s);
+    status = dd_store_gather_keys(s, "barrier", name, keys, "1", 1, lost);
+    free(lost);
     if (status == DD_OK) {
         dd_store_forget(s, keys[s->rank]);
     }
@@ -277,7 +323,7 @@ dd_status_t dd_store_allgather(dd_store_t *s, const char *name,
     if (keys == NULL) {
         return DD_ERR_NO_MEMORY; /* dd_store_rank_keys reported it */
     }
-    status = dd_store_gather_keys(s, "allgather", name, keys, mine, len);
+    status = dd_store_gather_keys(s, "allgather", name, keys, mine, len, NULL);
     for (int r = 0; status == DD_OK && r < s->world_size; r++) {
         void *value;
         size_t vlen;

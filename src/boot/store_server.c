@@ -457,6 +457,41 @@ static int dd_server_read(dd_store_server_t *srv, dd_server_client_t *c)
  * publishes the job's abort (DD_STORE_ABORT_KEY) naming the rank, unless
  * an earlier reason is there, and wakes the requests parked on it.
  */
+/*
+ * An expendable rank (an aggregator under DREAMDDP_AGG_LOSS=survive, which
+ * set "dd/agg/expendable/RANK") is declared lost instead (src/agg/agg.h's
+ * keys: "dd/agg/down/RANK", its "/why", the count "dd/agg/downs"); the
+ * workers move its chunks elsewhere. 1 when rank is expendable.
+ */
+static int dd_server_note_expendable(dd_store_server_t *srv, int rank,
+                                     const char *why)
+{
+    char key[64], text[32], err[160];
+    int64_t n = 0;
+
+    snprintf(key, sizeof(key), "dd/agg/expendable/%d", rank);
+    if (dd_server_find(srv, key) == NULL) {
+        return 0;
+    }
+    snprintf(key, sizeof(key), "dd/agg/down/%d", rank);
+    if (dd_server_find(srv, key) != NULL) {
+        return 1; /* a worker declared it first */
+    }
+    dd_server_entry_t *e = dd_server_find(srv, "dd/agg/downs");
+    if (dd_store_add_value("dd/agg/downs", e ? e->value : NULL, e ? e->len : 0,
+                           1, &n, err, sizeof(err)) != DD_OK) {
+        return 0;
+    }
+    snprintf(text, sizeof(text), "%lld", (long long)n);
+    dd_server_put(srv, key, "1", 1);
+    snprintf(key, sizeof(key), "dd/agg/down/%d/why", rank);
+    dd_server_put(srv, key, why, strlen(why));
+    dd_server_put(srv, "dd/agg/downs", text, strlen(text));
+    dd_log_warn(DD_SUBSYS_NET, "store: aggregator %s", why);
+    dd_server_wake_parked(srv);
+    return 1;
+}
+
 static void dd_server_note_lost(dd_store_server_t *srv, dd_server_client_t *c)
 {
     char key[64], why[256];
@@ -473,6 +508,9 @@ static void dd_server_note_lost(dd_store_server_t *srv, dd_server_client_t *c)
              "rank %d was lost: its connection to the store on rank 0 closed "
              "before its dd_finalize (the process died or was killed)",
              c->rank);
+    if (dd_server_note_expendable(srv, c->rank, why)) {
+        return;
+    }
     dd_log_error(DD_SUBSYS_NET, "store: %s", why);
     if (dd_server_put(srv, DD_STORE_ABORT_KEY, why, strlen(why)) == 0) {
         dd_server_wake_parked(srv);

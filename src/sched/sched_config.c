@@ -9,6 +9,7 @@
 const char *const dd_route_names[] = {"auto", "allreduce", "aggregate",
                                       "hierarchical", NULL};
 const char *const dd_next_launch_names[] = {"early", "backward", NULL};
+const char *const dd_agg_loss_names[] = {"survive", "stop", NULL};
 
 static const dd_config_field_t dd_sched_fields[] = {
     {"DREAMDDP_STRATEGY", "ddp",
@@ -108,6 +109,18 @@ static const dd_config_field_t dd_sched_fields[] = {
      "Aggregation cuts messages into chunks of at most this size, each "
      "with one home (smaller messages into 16 per home, from 64K).",
      DD_CONFIG_SIZE, offsetof(dd_sched_opts_t, chunk_bytes), 0, 0, NULL},
+    {"DREAMDDP_AGG_LOSS", "survive",
+     "A lost aggregator (killed, cut off, frozen): survive, the workers "
+     "agree on the ones left, move its chunks to them (to their own homes "
+     "when none is left) and redo the syncs it interrupted; stop, the job "
+     "stops naming it. Not under DREAMDDP_ROUTE=hierarchical, which stops.",
+     DD_CONFIG_ENUM, offsetof(dd_sched_opts_t, agg_loss), 0, 0,
+     dd_agg_loss_names},
+    {"DREAMDDP_AGG_LOST_AFTER_S", "5s",
+     "An aggregator whose heartbeat stands still this long is lost "
+     "(DREAMDDP_AGG_LOSS=survive); a killed one is known at once.",
+     DD_CONFIG_DURATION, offsetof(dd_sched_opts_t, agg_lost_after_s), 0, 86400,
+     NULL},
     {"DREAMDDP_FIND_UNUSED", "no",
      "Layers not marked ready by dd_step_end count as unused in that step "
      "(as dd_layer_unused says; DDP's find_unused_parameters) instead of "

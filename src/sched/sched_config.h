@@ -23,8 +23,10 @@ typedef struct {
     double adaptive_high;
     double adaptive_low;
     int adaptive_interval;
-    int route;           /* dd_route_t */
-    size_t chunk_bytes;  /* aggregation chunks */
+    int route;          /* dd_route_t */
+    size_t chunk_bytes; /* aggregation chunks */
+    int agg_loss;       /* dd_agg_loss_t */
+    double agg_lost_after_s;
     int find_unused;     /* unmarked layers count as unused at step end */
     char *compression;   /* codec spec of the layers the default rule picks */
     int drift;           /* measure the divergence at parameter syncs */
@@ -52,6 +54,10 @@ typedef enum {
 } dd_route_t;
 
 extern const char *const dd_route_names[];
+
+typedef enum { DD_AGG_LOSS_SURVIVE = 0, DD_AGG_LOSS_STOP } dd_agg_loss_t;
+
+extern const char *const dd_agg_loss_names[];
 
 extern const dd_config_table_t dd_sched_config_table;
 

@@ -72,6 +72,9 @@ fault kill-worker 4 0 2 KILL ddp
 fault kill-rank0 4 0 0 KILL dreamddp:2
 fault stop-rank0 4 0 0 STOP ddp
 fault stop-worker 4 0 1 STOP localsgd:2
+# DREAMDDP_AGG_LOSS=stop: a lost aggregator stops the job as any peer does
+# (survive, the default, is test_agg_loss_mp.sh's).
+export DREAMDDP_AGG_LOSS=stop
 fault kill-aggregator 6 2 4 KILL dreamddp:2
 fault stop-aggregator 6 2 5 STOP ddp
 finish

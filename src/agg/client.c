@@ -66,6 +66,10 @@ typedef struct {
      * copy again and drops the answer. */
     uint64_t no;
     int ghost;
+    /* A send of its data to an aggregator was abandoned in a round: a
+     * frozen or cut-off one may still take the data when it wakes, so its
+     * copies are not freed before the client is (dd_agg_bury). */
+    int pinned;
     void *input;
     size_t nnz, *s_index;
     float *s_value;
@@ -128,6 +132,8 @@ struct dd_agg {
     dd_agg_msg_t kept[DD_AGG_KEEP];
     uint64_t last_step;
     dd_agg_req_t *reset_req[DD_AGG_WINDOW];
+    void **grave; /* pinned copies, freed with the client */
+    size_t n_grave;
     dd_agg_hdr_t reset_hdr;
 };
 
@@ -507,6 +513,19 @@ static void dd_agg_msg_release(dd_agg_t *a, dd_agg_msg_t *m);
 static void dd_agg_abandon(dd_agg_t *a);
 static dd_status_t dd_agg_pass(dd_agg_t *a, int *busy_p);
 
+/* Frees p, or keeps it until the client is freed when pinned. */
+static void dd_agg_bury(dd_agg_t *a, void *p, int pinned)
+{
+    void **grave;
+    if (p != NULL && pinned &&
+        (grave = realloc(a->grave, (a->n_grave + 1) * sizeof(void *)))) {
+        a->grave = grave;
+        a->grave[a->n_grave++] = p;
+        return;
+    }
+    free(p); /* not pinned (or no memory to keep it: freed as before) */
+}
+
 static void dd_agg_round_key(int round, int w, char *key, size_t size)
 {
     if (w < 0) {
@@ -547,6 +566,13 @@ static dd_status_t dd_agg_round_begin(dd_agg_t *a)
     if (row == NULL) {
         return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_AGG,
                         "no memory for a recovery row");
+    }
+    for (int i = 0; i < DD_AGG_WINDOW; i++) {
+        dd_agg_flight_t *f = &a->flight[i];
+        if (f->busy && !f->is_local && f->req[1] != NULL &&
+            dd_agg_is_aggregator(a, f->home)) {
+            f->msg->pinned = 1;
+        }
     }
     dd_agg_abandon(a);
     dd_agg_server_reset(a->server, a->next_seq);
@@ -617,7 +643,7 @@ static dd_status_t dd_agg_recut(dd_agg_t *a, dd_agg_msg_t *m)
     if (!m->sparse) {
         return DD_OK;
     }
-    free(m->pieces);
+    dd_agg_bury(a, m->pieces, m->pinned);
     free(m->pair_off);
     m->pieces = NULL;
     m->pair_off = NULL;
@@ -871,11 +897,11 @@ static void dd_agg_keep(dd_agg_t *a, dd_agg_msg_t *m)
         return;
     }
     if (k->in_use && k->no > m->no) {
-        free(m->input);
+        dd_agg_bury(a, m->input, m->pinned);
         free(m->s_index);
         free(m->s_value);
     } else {
-        free(k->input);
+        dd_agg_bury(a, k->input, k->pinned);
         free(k->s_index);
         free(k->s_value);
         *k = *m;
@@ -1192,7 +1218,7 @@ static void dd_agg_msg_release(dd_agg_t *a, dd_agg_msg_t *m)
         }
     }
     a->n_queued = j;
-    free(m->pieces);
+    dd_agg_bury(a, m->pieces, m->pinned);
     free(m->pair_off);
     m->pieces = NULL;
     m->pair_off = NULL;
@@ -1336,6 +1362,10 @@ void dd_agg_destroy(dd_agg_t *a)
             dd_agg_msg_release(a, &a->msg[i]);
         }
     }
+    for (size_t i = 0; i < a->n_grave; i++) {
+        free(a->grave[i]);
+    }
+    free(a->grave);
     for (int i = 0; i < DD_AGG_KEEP; i++) {
         free(a->kept[i].input);
         free(a->kept[i].s_index);

@@ -466,7 +466,7 @@ static int dd_server_read(dd_store_server_t *srv, dd_server_client_t *c)
 static int dd_server_note_expendable(dd_store_server_t *srv, int rank,
                                      const char *why)
 {
-    char key[64], text[32], err[160];
+    char key[64], text[32], err[160], text2[300];
     int64_t n = 0;
 
     snprintf(key, sizeof(key), "dd/agg/expendable/%d", rank);
@@ -485,7 +485,8 @@ static int dd_server_note_expendable(dd_store_server_t *srv, int rank,
     snprintf(text, sizeof(text), "%lld", (long long)n);
     dd_server_put(srv, key, "1", 1);
     snprintf(key, sizeof(key), "dd/agg/down/%d/why", rank);
-    dd_server_put(srv, key, why, strlen(why));
+    snprintf(text2, sizeof(text2), "aggregator %s", why);
+    dd_server_put(srv, key, text2, strlen(text2));
     dd_server_put(srv, "dd/agg/downs", text, strlen(text));
     dd_log_warn(DD_SUBSYS_NET, "store: aggregator %s", why);
     dd_server_wake_parked(srv);

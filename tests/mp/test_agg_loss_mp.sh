@@ -1,0 +1,94 @@
+#!/bin/sh
+# A lost aggregator is survived (DREAMDDP_AGG_LOSS=survive, the default):
+# 4 workers + 2 aggregators train the gpt2-blocks profile with
+# `ddbench train-sim --check`, which checks every average against the one
+# the workers' values give; one aggregator is killed mid-run, then both,
+# then one is frozen (SIGSTOP: its heartbeat stands still) and woken once
+# dropped. Every worker must finish (exit 0) with every average correct, each
+# saying which aggregator it lost; a woken aggregator must leave saying it
+# was dropped, and the job must not stop for it. Each "loss:" line gives
+# the time from the fault to the workers going on.
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+PROFILE=${DDTEST_PROFILES:-$top_srcdir/../shared/profiles}/gpt2-blocks
+if [ ! -d "$PROFILE" ]; then
+    echo "SKIP: no gpt2-blocks profile at $PROFILE"
+    exit 77
+fi
+export DREAMDDP_TIMEOUT_S=30 DREAMDDP_LINE_BUFFERED=yes
+export DREAMDDP_AGG_LOST_AFTER_S=1
+BENCH=$top_builddir/tools/ddbench
+AGG=$top_builddir/tools/ddagg
+
+now() { date +%s.%N; }
+
+# loss CASE STRATEGY SIGNAL VICTIM [VICTIM2]: starts the job, waits until
+# the workers train, sends SIGNAL to the victims, checks the outcome.
+loss() {
+    what=$1; strategy=$2; sig=$3; shift 3
+    out=$TMP/$what
+    port=$(free_port)
+    for r in 0 1 2 3 4 5; do
+        cmd="$BENCH train-sim --profile $PROFILE --strategy $strategy --iters 50 --scale 0.05 --check"
+        [ "$r" -ge 4 ] && cmd="env DREAMDDP_LOG_LEVEL=info DREAMDDP_LOG_SUBSYS=agg $AGG"
+        (DREAMDDP_RANK=$r DREAMDDP_WORLD_SIZE=6 DREAMDDP_NUM_AGGREGATORS=2 \
+         DREAMDDP_MASTER_ADDR=127.0.0.1 DREAMDDP_MASTER_PORT=$port \
+         timeout -s KILL 150 sh -c 'echo $$ >"$0.pid"; exec $1' "$out.$r" "$cmd" \
+         >"$out.$r" 2>&1; echo $? >"$out.$r.rc") &
+    done
+    # The aggregators serve once every worker has committed its model.
+    w=0
+    while [ "$w" -lt 600 ] && ! grep -q "serving" "$out.4" "$out.5" 2>/dev/null; do
+        sleep 0.05; w=$((w + 1))
+    done
+    sleep 2
+    t0=$(now)
+    gap=""
+    for v in "$@"; do
+        $gap
+        kill -s "$sig" "$(cat "$out.$v.pid")"
+        gap="sleep 0.5"
+    done
+    w=0
+    while [ "$w" -lt 1000 ] && ! grep -q "go on without" "$out.0" 2>/dev/null; do
+        sleep 0.01; w=$((w + 1))
+    done
+    echo "loss: $what: the workers went on $(echo "$(now) - $t0" | bc) s after the fault"
+    if [ "$sig" = STOP ]; then
+        # Dropped after DREAMDDP_AGG_LOST_AFTER_S; woken, it must leave.
+        sleep 2
+        for v in "$@"; do kill -s CONT "$(cat "$out.$v.pid")"; done
+    fi
+    wait
+    for r in 0 1 2 3; do
+        rc=$(cat "$out.$r.rc")
+        if [ "$rc" != 0 ]; then
+            fail "$what: worker $r exited $rc"; cat "$out.$r"
+            continue
+        fi
+        # Each worker checks its own averages (an error exits non-zero);
+        # worker 0 prints the verdict.
+        [ "$r" = 0 ] && expect_grep "$out.$r" "check: correct" "$what: the averages"
+        for v in "$@"; do
+            expect_grep "$out.$r" "aggregator rank $v was lost" "$what: worker $r names aggregator $v"
+        done
+    done
+    if [ "$sig" = STOP ]; then
+        for v in "$@"; do
+            expect_grep "$out.$v" "aggregator rank $v was declared lost" "$what: aggregator $v says it was dropped"
+            [ "$(cat "$out.$v.rc")" != 0 ] && pass "$what: aggregator $v exits non-zero" ||
+                fail "$what: aggregator $v exited 0"
+        done
+    fi
+    for r in 4 5; do
+        case " $* " in *" $r "*) continue ;; esac
+        [ "$(cat "$out.$r.rc")" = 0 ] && pass "$what: aggregator $r left with the workers" ||
+            { fail "$what: aggregator $r exited $(cat "$out.$r.rc")"; cat "$out.$r"; }
+    done
+}
+
+loss kill-one dreamddp:4 KILL 4
+grep -h "go on without" "$TMP/kill-one.0"
+loss kill-both ddp KILL 4 5
+expect_grep "$TMP/kill-both.0" "now 0 aggregator(s) and 4 workers" "kill-both: the workers' own homes sum"
+loss stop-one dreamddp:4+next STOP 5
+finish

@@ -139,6 +139,13 @@ dd_status_t dd_agg_sparse_start(dd_agg_t *agg, const dd_agg_id_t *id,
                                 const dd_agg_sparse_msg_t *msg,
                                 void **handle_p);
 
+/**
+ * The last change of the homes a lost aggregator made (dd_agg_recover),
+ * for the timeline: its one-line description and when it was agreed.
+ * Returns 1 and clears it when there is one. Any thread.
+ */
+int dd_agg_take_event(dd_agg_t *agg, char *what, size_t size, double *at_p);
+
 /** Tells every aggregator this worker is done, and frees. */
 void dd_agg_destroy(dd_agg_t *agg);
 

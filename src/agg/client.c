@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "core/time.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,10 @@ struct dd_agg {
     dd_agg_req_t *reset_req[DD_AGG_WINDOW];
     void **grave; /* pinned copies, freed with the client */
     size_t n_grave;
+    /* The last change, for the timeline (dd_agg_take_event). */
+    pthread_mutex_t event_lock;
+    char event[256];
+    double event_at;
     dd_agg_hdr_t reset_hdr;
 };
 
@@ -181,6 +186,20 @@ static dd_status_t dd_agg_homes(dd_agg_t *a)
     return DD_OK;
 }
 
+int dd_agg_take_event(dd_agg_t *a, char *what, size_t size, double *at_p)
+{
+    int any;
+    pthread_mutex_lock(&a->event_lock);
+    any = a->event[0] != '\0';
+    if (any) {
+        snprintf(what, size, "%s", a->event);
+        *at_p = a->event_at;
+        a->event[0] = '\0';
+    }
+    pthread_mutex_unlock(&a->event_lock);
+    return any;
+}
+
 dd_status_t dd_agg_create(const dd_agg_env_t *env, dd_agg_t **agg_p)
 {
     dd_agg_t *a = calloc(1, sizeof(*a));
@@ -190,6 +209,7 @@ dd_status_t dd_agg_create(const dd_agg_env_t *env, dd_agg_t **agg_p)
         return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_AGG,
                         "no memory for the aggregation client");
     }
+    pthread_mutex_init(&a->event_lock, NULL);
     a->env = env;
     a->n = env->job->n_workers;
     a->k = dd_job_n_aggregators(env->job);
@@ -794,6 +814,13 @@ static dd_status_t dd_agg_round_end(dd_agg_t *a)
                 dd_time_now() - a->round_since,
                 (unsigned long long)a->last_step, a->n_queued, ghosts, a->k,
                 a->n, 100 * dd_agg_share(a->n, a->k));
+    pthread_mutex_lock(&a->event_lock);
+    snprintf(a->event, sizeof(a->event),
+             "aggregator lost (round %d): %d message(s) redone, now %d "
+             "aggregator(s)",
+             a->round, a->n_queued, a->k);
+    a->event_at = dd_time_now();
+    pthread_mutex_unlock(&a->event_lock);
     return st;
 }
 
@@ -1372,6 +1399,7 @@ void dd_agg_destroy(dd_agg_t *a)
         free(a->kept[i].s_value);
     }
     free(a->lost);
+    pthread_mutex_destroy(&a->event_lock);
     for (int i = 0; i < DD_AGG_WINDOW; i++) {
         free(a->flight[i].staging);
         free(a->flight[i].dense);

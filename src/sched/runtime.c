@@ -904,7 +904,13 @@ dd_status_t dd_sched_step_end(dd_sched_t *sched, dd_step_stats_t *stats_p)
      * of this step is left for the next. */
     dd_status_t marks = dd_sched_unmarked(sched, missing, sizeof(missing));
     if (sched->timeline != NULL) {
+        char what[256];
+        double at;
         dd_timeline_marks(sched->timeline, sched);
+        if (sched->routes.agg.agg != NULL &&
+            dd_agg_take_event(sched->routes.agg.agg, what, sizeof(what), &at)) {
+            dd_timeline_instant(sched->timeline, what, "aggregators", at);
+        }
     }
     status = DD_OK;
     if (sched->strategy.kind == DD_STRATEGY_LOCALSGD) {

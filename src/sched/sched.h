@@ -261,6 +261,8 @@ void dd_timeline_sync(dd_timeline_t *t, const dd_sched_t *sched,
 /* A layer's divergence counter track ("C" events). */
 void dd_timeline_counter(dd_timeline_t *t, const char *layer, double at,
                          double local, double max, double mean);
+void dd_timeline_instant(dd_timeline_t *t, const char *name, const char *cat,
+                         double at);
 void dd_timeline_close(dd_timeline_t *t);
 
 #endif

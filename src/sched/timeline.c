@@ -224,6 +224,17 @@ void dd_timeline_counter(dd_timeline_t *t, const char *layer, double at,
     dd_json_object_end(&t->json);
 }
 
+/* An instant event of the whole job (a lost aggregator, ...), on the
+ * trace's own thread row. */
+void dd_timeline_instant(dd_timeline_t *t, const char *name, const char *cat,
+                         double at)
+{
+    dd_timeline_event(t, name, cat, "i", 0, at);
+    dd_json_key(&t->json, "s");
+    dd_json_string(&t->json, "g");
+    dd_json_object_end(&t->json);
+}
+
 /* A trace that could not be written whole (a full disk) is removed where
  * it is a plain file, rather than left as JSON that does not parse. */
 void dd_timeline_close(dd_timeline_t *t)

@@ -30,7 +30,8 @@ loss() {
     for r in 0 1 2 3 4 5; do
         cmd="$BENCH train-sim --profile $PROFILE --strategy $strategy --iters 50 --scale 0.05 --check"
         [ "$r" -ge 4 ] && cmd="env DREAMDDP_LOG_LEVEL=info DREAMDDP_LOG_SUBSYS=agg $AGG"
-        (DREAMDDP_RANK=$r DREAMDDP_WORLD_SIZE=6 DREAMDDP_NUM_AGGREGATORS=2 \
+        (DREAMDDP_TIMELINE=$out.timeline.%r \
+         DREAMDDP_RANK=$r DREAMDDP_WORLD_SIZE=6 DREAMDDP_NUM_AGGREGATORS=2 \
          DREAMDDP_MASTER_ADDR=127.0.0.1 DREAMDDP_MASTER_PORT=$port \
          timeout -s KILL 150 sh -c 'echo $$ >"$0.pid"; exec $1' "$out.$r" "$cmd" \
          >"$out.$r" 2>&1; echo $? >"$out.$r.rc") &
@@ -88,6 +89,10 @@ loss() {
 
 loss kill-one dreamddp:4 KILL 4
 grep -h "go on without" "$TMP/kill-one.0"
+# The change is an event in every worker's timeline.
+for r in 0 1 2 3; do
+    expect_grep "$TMP/kill-one.timeline.$r" '"name":"aggregator lost (round 1)' "kill-one: worker $r's timeline"
+done
 loss kill-both ddp KILL 4 5
 expect_grep "$TMP/kill-both.0" "now 0 aggregator(s) and 4 workers" "kill-both: the workers' own homes sum"
 loss stop-one dreamddp:4+next STOP 5

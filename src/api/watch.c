@@ -559,8 +559,10 @@ dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status)
     if (status == DD_OK || ctx == NULL || ctx->watch == NULL) {
         return status;
     }
+    int disagree = status == DD_ERR_MISMATCH || status == DD_ERR_MESSAGE;
     if (dd_abort_raised(&ctx->abort)) {
-        return dd_watch_reason(ctx);
+        dd_status_t reason = dd_watch_reason(ctx);
+        return disagree ? status : reason;
     }
     snprintf(seen, sizeof(seen), "%s", dd_last_error());
     /* The store may know already (a killed rank): its reason is the cause
@@ -568,7 +570,17 @@ dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status)
     int exists = 0;
     if (dd_store_check(ctx->store, DD_STORE_ABORT_KEY, &exists) == DD_OK &&
         exists && dd_watch_adopt(ctx) == 0) {
-        return dd_watch_reason(ctx);
+        dd_status_t reason = dd_watch_reason(ctx);
+        return disagree ? status : reason;
+    }
+    if (disagree) {
+        /* Ranks that disagree, or a malformed message (its text names the
+         * sender): the job's fault, published as it is, so that every rank
+         * (the aggregators too, and the workers whose own call succeeded)
+         * reports this, not a lost rank 0 or success. */
+        dd_watch_publish(ctx, seen);
+        dd_watch_reason(ctx);
+        return status; /* what it is, with the job's message */
     }
     if (!dd_watch_is_fault(status)) {
         dd_last_error_set(seen);

@@ -979,6 +979,21 @@ dd_status_t dd_sched_sync_all(dd_sched_t *sched)
     sched->delay.wait_s = 0;
     status = dd_sched_finish(sched, &st);
     dd_sched_drift_step(sched);
+    if (status == DD_OK && sched->env.job->n_workers > 1) {
+        /* The workers end together: one whose average failed (a malformed
+         * answer that it alone received) publishes the job's fault instead
+         * of joining, so that no worker returns success over a replica
+         * that was not updated. One small allreduce a call. */
+        double ok = 1;
+        dd_sched_coll_t c = {.coll = DD_COLL_ALLREDUCE,
+                             .args = {.sendbuf = &ok,
+                                      .recvbuf = &ok,
+                                      .count = 1,
+                                      .dtype = DD_DTYPE_F64,
+                                      .op = DD_REDUCE_SUM,
+                                      .mem_type = DD_MEM_HOST}};
+        status = dd_sched_collective(sched, &c);
+    }
     return status;
 }
 

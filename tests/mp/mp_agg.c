@@ -11,6 +11,10 @@
  *   mp_agg worker-exit            worker 1 leaves after commit
  *   mp_agg malformed              worker 1 sends a header with bad magic
  *   mp_agg duplicate              worker 1 replays its first push header
+ *   mp_agg bad-result             worker 1, a home, sends worker 0 a
+ *                                 malformed answer before its real ones:
+ *                                 worker 0 alone sees it, and every worker
+ *                                 must fail, naming home rank 1
  */
 #include "agg/wire.h"
 #include "api/context.h"
@@ -151,11 +155,32 @@ static void inject(dd_context_h ctx, const dd_agg_hdr_t *h)
     }
 }
 
+/* Worker 1 answers worker 0 with a malformed header on every chunk number
+ * of the next syncs, ahead of any real answer: worker 0's first chunk homed
+ * at worker 1 takes it. */
+static void inject_bad_results(dd_context_h ctx)
+{
+    dd_agg_transport_t t;
+    dd_agg_hdr_t h = {.magic = 0xbad, .sender = 1};
+    if (dd_agg_transport_init(&ctx->agg_env, &t) != DD_OK) {
+        return;
+    }
+    for (uint64_t seq = 0; seq < 512; seq++) {
+        dd_agg_req_t *req;
+        if (dd_agg_send(&t, 0, dd_agg_tag(DD_AGG_TAG_RHDR, seq), &h, sizeof(h),
+                        &req) == DD_OK) {
+            while (dd_agg_test(&t, req) == DD_INPROGRESS) {
+                usleep(10);
+            }
+        }
+    }
+}
+
 /* A failure mode: the sync after it must fail, naming the rank at fault,
  * and leave the buffer as it was. */
 static int run_fault(dd_context_h ctx, const char *mode)
 {
-    size_t size = 1000;
+    size_t size = strcmp(mode, "bad-result") == 0 ? 1 << 20 : 1000;
     if (setup(ctx, DD_DTYPE_F32, &size, 1) != 0) {
         return 1;
     }
@@ -178,6 +203,8 @@ static int run_fault(dd_context_h ctx, const char *mode)
                               .sender = rank};
             inject(ctx, &h);
         }
+    } else if (strcmp(mode, "bad-result") == 0 && rank == 1) {
+        inject_bad_results(ctx);
     } else if (strcmp(mode, "malformed") == 0 && rank == 1) {
         dd_agg_hdr_t h = {.magic = 0xbad, .sender = rank};
         inject(ctx, &h);

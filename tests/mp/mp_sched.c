@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define N_LAYERS 5
 static const size_t sizes[N_LAYERS] = {1, 7, 4099, 70000, 33};
@@ -638,6 +639,12 @@ int main(int argc, char **argv)
         rc = run(ctx, L, dd_strategy_name(ctx), argc > 2 ? atol(argv[2]) : 12);
     } else if (rc == 0) {
         rc = run(ctx, L, argv[1], argc > 2 ? atol(argv[2]) : 12);
+    }
+    const char *quit = getenv("MP_EXIT_RANK");
+    if (rc != 0 && quit != NULL && atoi(quit) == rank) {
+        /* An application that exits on the error, without dd_finalize. */
+        fflush(stdout);
+        _exit(rc);
     }
     dd_status_t fin = dd_finalize(ctx);
     for (int l = 0; l < N_LAYERS; l++) {

@@ -82,6 +82,19 @@ fault() { # MODE PATTERN WHAT
 }
 fault malformed "rejected a malformed message from rank 1" "a malformed message"
 fault duplicate "rejected a duplicate of chunk 0 of layer 'layer0' (step 0) from rank 1: never summed twice" "a duplicated message"
+# A malformed answer that one worker alone receives (from worker-home rank
+# 1): that worker fails naming the home, and publishes it as the job's
+# fault, so the workers whose own averages landed fail too (dd_sync_all
+# ends together), naming rank 1, not the worker that noticed.
+DREAMDDP_CHUNK_BYTES=1M "$DDRUN" -n 4 --aggregators 1 --timeout 60 -- sh -c "$AGG bad-result; exit 0" >"$TMP/badres" 2>&1
+for r in 0 1 2 3; do
+    if grep -E "^$r: mp_agg: (rank|aggregator) $r:" "$TMP/badres" | grep -v ": success after" |
+        grep -q "job aborted: .*through home rank 1: not an aggregation header"; then
+        pass "a malformed answer: rank $r fails with the job's fault, naming home rank 1"
+    else
+        fail "a malformed answer: rank $r"; cat "$TMP/badres"
+    fi
+done
 # A worker that leaves without dd_finalize is named by the store's server,
 # on every rank, as soon as its connection closes.
 fault worker-exit "job aborted: rank 1 was lost: its connection to the store on rank 0 closed before its dd_finalize" "a worker that leaves"

@@ -59,6 +59,23 @@ mismatch "route" 1 DREAMDDP_ROUTE=allreduce \
     "DREAMDDP_ROUTE differs: rank 0, 2, 3 'auto', rank 1 'allreduce'" \
     DREAMDDP_STRATEGY=ddp
 
+# The mismatch is the job's fault: an aggregator (rank 4) stops naming it
+# too, and when rank 0, which hosts the store, exits on the error without
+# dd_finalize, the others still name the mismatch (not a lost rank 0).
+for quit in none 0; do
+    launch 5 "$TMP/mq" env DREAMDDP_NUM_AGGREGATORS=1 MP_EXIT_RANK=$quit DREAMDDP_STRATEGY=localsgd:4 \
+        timeout 60 sh -c 'if [ "$DREAMDDP_RANK" = 1 ]; then export DREAMDDP_STRATEGY=localsgd:2; fi
+                          exec "$0" env 8' "$MP"
+    for r in 0 1 2 3 4; do
+        [ "$r" = "$quit" ] && continue
+        if [ "$(cat "$TMP/mq.$r.rc")" = 0 ]; then
+            fail "mismatch, rank $quit quits: rank $r exited with success"; cat "$TMP/mq.$r"
+        fi
+        expect_grep "$TMP/mq.$r" "DREAMDDP_STRATEGY differs: rank 0, 2, 3 'localsgd:4', rank 1 'localsgd:2'" \
+            "mismatch, rank $quit quits: rank $r names it"
+    done
+done
+
 # Ranks out of step: one rank makes an extra call after step 1. Its
 # collective meets the others' next sync; the digest before every
 # collective fails it on every rank, naming what each rank was running.

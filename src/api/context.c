@@ -99,29 +99,24 @@ static dd_status_t dd_context_config(dd_context_h ctx)
  * launcher's per-job secret (mpirun's), else derived from the launcher's
  * job id, else from the store address and world size. A
  * derived one keeps different jobs apart but keeps no one out: anyone who
- * can reach the port can compute it, so rank 0 says so, once. */
+ * can reach the port can compute it, so rank 0 says so, once. From it:
+ * *login_p, the store's login secret over TCP (the file store's directory
+ * name else), and ctx->token_hash, the job's tag in messages. */
 static dd_status_t dd_context_token(dd_context_h ctx, int port, int tcp,
-                                    uint64_t *hash_p)
+                                    uint64_t *login_p)
 {
-    /* The store's login over TCP; the file store's directory name else. */
-    uint64_t (*derive)(const char *) =
-        tcp ? dd_store_token_hash : dd_store_token_name;
     char fallback[512], *token;
     dd_status_t status = dd_boot_job_token(&ctx->boot, &token);
+    const char *secret = token;
 
     if (status != DD_OK) {
         return status;
     }
-    if (token != NULL) {
-        *hash_p = derive(token);
-        free(token);
-        return DD_OK;
+    if (secret == NULL && ctx->env.job_secret[0] != '\0') {
+        secret = ctx->env.job_secret;
     }
-    if (ctx->env.job_secret[0] != '\0') {
-        *hash_p = derive(ctx->env.job_secret);
-        return DD_OK;
-    }
-    if (tcp && ctx->env.rank == 0 && ctx->env.world_size > 1) {
+    if (secret == NULL && tcp && ctx->env.rank == 0 &&
+        ctx->env.world_size > 1) {
         dd_log_warn(DD_SUBSYS_BOOT,
                     "no DREAMDDP_JOB_TOKEN or DREAMDDP_JOB_TOKEN_FILE: the "
                     "job token is derived from %s, which anyone can compute, "
@@ -132,13 +127,17 @@ static dd_status_t dd_context_token(dd_context_h ctx, int port, int tcp,
                                        : "the store's address",
                     port);
     }
-    if (ctx->env.job_id[0] != '\0') {
-        *hash_p = derive(ctx->env.job_id);
-        return DD_OK;
+    if (secret == NULL && ctx->env.job_id[0] != '\0') {
+        secret = ctx->env.job_id;
     }
-    snprintf(fallback, sizeof(fallback), "%s:%d:%d", ctx->env.master_addr, port,
-             ctx->env.world_size);
-    *hash_p = derive(fallback);
+    if (secret == NULL) {
+        snprintf(fallback, sizeof(fallback), "%s:%d:%d", ctx->env.master_addr,
+                 port, ctx->env.world_size);
+        secret = fallback;
+    }
+    *login_p = tcp ? dd_store_token_hash(secret) : dd_store_token_name(secret);
+    ctx->token_hash = dd_store_token_tag(secret);
+    free(token);
     return DD_OK;
 }
 
@@ -170,7 +169,6 @@ static dd_status_t dd_context_store_pmix(dd_context_h ctx)
     if (status != DD_OK) {
         return status;
     }
-    ctx->token_hash = token;
     if (env->rank == 0) {
         /* Every interface: the address rank 0 publishes is chosen after
          * the store starts. */
@@ -247,7 +245,6 @@ static dd_status_t dd_context_store_tcp(dd_context_h ctx)
     if ((status = dd_context_token(ctx, port, 1, &token)) != DD_OK) {
         return status;
     }
-    ctx->token_hash = token;
     if (env->rank == 0) {
         /* Only where the other ranks look: rank 0's address, which is a
          * loopback address for a job on one host. */
@@ -278,11 +275,12 @@ static dd_status_t dd_context_store(dd_context_h ctx)
         return dd_context_store_tcp(ctx);
     }
     if (strncmp(store, "file:", 5) == 0 && store[5] != '\0') {
-        dd_status_t status = dd_context_token(ctx, 0, 0, &ctx->token_hash);
+        uint64_t name;
+        dd_status_t status = dd_context_token(ctx, 0, 0, &name);
         if (status != DD_OK) {
             return status;
         }
-        return dd_store_file_open(store + 5, ctx->token_hash, ctx->env.rank,
+        return dd_store_file_open(store + 5, name, ctx->env.rank,
                                   ctx->env.world_size, ctx->core.timeout_s,
                                   &ctx->store);
     }

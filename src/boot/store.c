@@ -20,6 +20,11 @@ uint64_t dd_store_token_hash(const char *token)
     return dd_sha256_derive("dreamddp store login", token);
 }
 
+uint64_t dd_store_token_tag(const char *token)
+{
+    return dd_sha256_derive("dreamddp message tag", token);
+}
+
 uint64_t dd_store_token_name(const char *token)
 {
     return dd_sha256_derive("dreamddp local names", token);

@@ -47,11 +47,19 @@ struct dd_store {
 };
 
 /**
- * What a rank presents to the store instead of the job token: a value
- * derived from it (SHA-256 under the label "dreamddp store login") that no
- * other value of the job reveals.
+ * The store's login secret: a value derived from the job token (SHA-256
+ * under the label "dreamddp store login") that no other value of the job
+ * reveals. It never travels: a rank proves it holds it by an HMAC of a
+ * challenge the store sends (store_tcp.c).
  */
 uint64_t dd_store_token_hash(const char *token);
+
+/**
+ * The job's tag in messages that travel in clear (the aggregators'
+ * headers: dd_job_t::token_hash): derived under its own label, so that
+ * reading it yields neither the token nor the store's login.
+ */
+uint64_t dd_store_token_tag(const char *token);
 
 /**
  * The job token's value for the names of local objects others may list

@@ -2,8 +2,10 @@
  * Encoding and decoding of the TCP store's frames. No I/O here.
  */
 #include "boot/store_proto.h"
+#include "core/sha256.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 void dd_store_buf_put(dd_store_buf_t *b, const void *src, size_t len)
 {
@@ -167,4 +169,25 @@ const void *dd_store_get_bytes(dd_store_cursor_t *c, size_t *len_p)
     const uint8_t *p = dd_store_take(c, len);
     *len_p = p ? len : 0;
     return p;
+}
+
+void dd_store_proof(uint64_t secret, const uint8_t nonce[DD_STORE_NONCE],
+                    int rank, int world, uint8_t out[32])
+{
+    static const char label[] = "dreamddp store proof";
+    uint8_t key[8], msg[sizeof(label) + DD_STORE_NONCE + 8];
+
+    for (int i = 0; i < 8; i++) {
+        key[i] = (uint8_t)(secret >> (56 - 8 * i));
+    }
+    memcpy(msg, label, sizeof(label)); /* with its zero */
+    memcpy(msg + sizeof(label), nonce, DD_STORE_NONCE);
+    for (int i = 0; i < 4; i++) {
+        msg[sizeof(label) + DD_STORE_NONCE + i] =
+            (uint8_t)((uint32_t)rank >> (24 - 8 * i));
+        msg[sizeof(label) + DD_STORE_NONCE + 4 + i] =
+            (uint8_t)((uint32_t)world >> (24 - 8 * i));
+    }
+    dd_hmac_sha256(key, sizeof(key), msg, sizeof(msg), out);
+    memset(key, 0, sizeof(key));
 }

@@ -12,19 +12,31 @@
 #include <string.h>
 
 #define DD_STORE_MAGIC 0x44445354u /* "DDST" */
-#define DD_STORE_VERSION 1
+/* 2: the login is a challenge and an HMAC, the secret never travels. */
+#define DD_STORE_VERSION 2
 #define DD_STORE_MAX_FRAME (64u << 20)
 #define DD_STORE_MAX_KEY 1024
 
 enum {
-    DD_STORE_OP_HELLO = 1, /* magic u32, version u16, token u64, rank i32,
-                              world i32 */
-    DD_STORE_OP_SET,       /* key, value */
-    DD_STORE_OP_GET,       /* timeout_ms u32, key -> value */
-    DD_STORE_OP_WAIT,      /* timeout_ms u32, n u16, keys -> (n bytes) */
-    DD_STORE_OP_ADD,       /* key, delta i64 -> i64 */
-    DD_STORE_OP_DEL        /* key -> u8 deleted */
+    /* The login: HELLO, magic u32, version u16, rank i32, world i32 ->
+     * code, reason, challenge (DD_STORE_NONCE bytes); then PROOF,
+     * DD_STORE_PROOF_LABEL's HMAC (dd_store_proof) -> code, reason. */
+    DD_STORE_OP_HELLO = 1,
+    DD_STORE_OP_SET,  /* key, value */
+    DD_STORE_OP_GET,  /* timeout_ms u32, key -> value */
+    DD_STORE_OP_WAIT, /* timeout_ms u32, n u16, keys -> (n bytes) */
+    DD_STORE_OP_ADD,  /* key, delta i64 -> i64 */
+    DD_STORE_OP_DEL,  /* key -> u8 deleted */
+    DD_STORE_OP_PROOF /* HMAC (32 bytes) -> code, reason */
 };
+
+#define DD_STORE_NONCE 32
+
+/* The proof of the login secret: HMAC-SHA256 under the secret (8 bytes,
+ * big-endian) of a label, the server's challenge, the rank and the world
+ * size, so that a proof answers one challenge for one rank only. */
+void dd_store_proof(uint64_t secret, const uint8_t nonce[DD_STORE_NONCE],
+                    int rank, int world, uint8_t out[32]);
 
 enum {
     DD_STORE_REPLY_OK = 0,

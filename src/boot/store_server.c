@@ -41,6 +41,10 @@ typedef struct {
     int fd;
     int rank;        /* -1 until the handshake */
     double login_by; /* dropped then if rank is still -1 */
+    /* The login's first half (HELLO): the rank and world claimed, and the
+     * challenge sent, which the PROOF must answer. */
+    int said_hello, hello_rank, hello_world;
+    uint8_t nonce[DD_STORE_NONCE];
     uint8_t *in;
     size_t in_len, in_cap;
     /* A parked get or wait. */
@@ -204,22 +208,85 @@ static void dd_server_wake_parked(dd_store_server_t *srv)
     }
 }
 
+/* A challenge no one can predict: /dev/urandom. -1 when it cannot be
+ * read (the login then fails rather than use a weak one). */
+static int dd_server_nonce(uint8_t *out, size_t len)
+{
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t got = f != NULL ? fread(out, 1, len, f) : 0;
+    if (f != NULL) {
+        fclose(f);
+    }
+    return got == len ? 0 : -1;
+}
+
+/* The login's first half: the rank and world claimed, answered with a
+ * challenge. */
 static int dd_server_hello(dd_store_server_t *srv, dd_server_client_t *c,
                            dd_store_cursor_t *cur)
 {
     char reason[256];
     uint32_t magic = dd_store_get_u32(cur);
     uint16_t version = dd_store_get_u16(cur);
-    uint64_t token = dd_store_get_u64(cur);
     int rank = (int32_t)dd_store_get_u32(cur);
     int world = (int32_t)dd_store_get_u32(cur);
 
-    if (cur->failed || magic != DD_STORE_MAGIC || version != DD_STORE_VERSION) {
+    if (cur->failed || magic != DD_STORE_MAGIC || version != DD_STORE_VERSION ||
+        c->said_hello) {
         dd_server_reply_text(c, DD_STORE_REPLY_BAD,
                              "not a dreamddp store client of this version");
         return -1;
     }
-    if (token != srv->token) {
+    if (world != srv->world_size || rank < 0 || rank >= world) {
+        snprintf(reason, sizeof(reason),
+                 "rank %d says the world size is %d but rank 0 says %d", rank,
+                 world, srv->world_size);
+        dd_log_error(DD_SUBSYS_NET, "store: refused a client: %s", reason);
+        dd_server_reply_text(c, DD_STORE_REPLY_MISMATCH, reason);
+        return -1;
+    }
+    if (dd_server_nonce(c->nonce, sizeof(c->nonce)) != 0) {
+        dd_log_error(DD_SUBSYS_NET, "store: cannot read /dev/urandom for a "
+                                    "login challenge");
+        dd_server_reply_text(c, DD_STORE_REPLY_BAD,
+                             "the store cannot make a login challenge");
+        return -1;
+    }
+    c->said_hello = 1;
+    c->hello_rank = rank;
+    c->hello_world = world;
+    dd_store_buf_t b = {0};
+    dd_store_buf_begin(&b);
+    dd_store_buf_u8(&b, DD_STORE_REPLY_OK);
+    dd_store_buf_str(&b, "");
+    dd_store_buf_bytes(&b, c->nonce, sizeof(c->nonce));
+    dd_server_reply(c, &b);
+    dd_store_buf_free(&b);
+    return 0;
+}
+
+/* The login's second half: the HMAC of the challenge under the login
+ * secret, compared in constant time. */
+static int dd_server_proof(dd_store_server_t *srv, dd_server_client_t *c,
+                           dd_store_cursor_t *cur)
+{
+    char reason[256];
+    uint8_t want[32], diff = 0;
+    size_t n = 0;
+    const uint8_t *proof = dd_store_get_bytes(cur, &n);
+    int rank = c->hello_rank;
+
+    if (cur->failed || !c->said_hello || n != sizeof(want)) {
+        dd_server_reply_text(c, DD_STORE_REPLY_BAD,
+                             "not a dreamddp store client of this version");
+        return -1;
+    }
+    dd_store_proof(srv->token, c->nonce, rank, c->hello_world, want);
+    for (size_t i = 0; i < sizeof(want); i++) {
+        diff |= (uint8_t)(want[i] ^ proof[i]);
+    }
+    memset(c->nonce, 0, sizeof(c->nonce)); /* one answer per challenge */
+    if (diff != 0) {
         dd_log_warn(DD_SUBSYS_NET,
                     "store: refused a client claiming rank %d: wrong job "
                     "token",
@@ -229,14 +296,6 @@ static int dd_server_hello(dd_store_server_t *srv, dd_server_client_t *c,
             "the job token differs from rank 0's (is "
             "another job using this port, or DREAMDDP_JOB_TOKEN "
             "set differently?)");
-        return -1;
-    }
-    if (world != srv->world_size || rank < 0 || rank >= world) {
-        snprintf(reason, sizeof(reason),
-                 "rank %d says the world size is %d but rank 0 says %d", rank,
-                 world, srv->world_size);
-        dd_log_error(DD_SUBSYS_NET, "store: refused a client: %s", reason);
-        dd_server_reply_text(c, DD_STORE_REPLY_MISMATCH, reason);
         return -1;
     }
     for (int i = 0; i < srv->n_clients; i++) {
@@ -332,7 +391,9 @@ static int dd_server_request(dd_store_server_t *srv, dd_server_client_t *c,
     int op = dd_store_get_u8(&cur);
 
     if (c->rank < 0) {
-        return op == DD_STORE_OP_HELLO ? dd_server_hello(srv, c, &cur) : -1;
+        return op == DD_STORE_OP_HELLO   ? dd_server_hello(srv, c, &cur)
+               : op == DD_STORE_OP_PROOF ? dd_server_proof(srv, c, &cur)
+                                         : -1;
     }
     if (c->parked_op) {
         return -1; /* one request at a time per client */

@@ -277,27 +277,22 @@ static void dd_tcp_close(dd_store_t *s)
 static const dd_store_ops_t dd_store_tcp_ops = {
     dd_tcp_set, dd_tcp_get, dd_tcp_wait, dd_tcp_add, dd_tcp_del, dd_tcp_close};
 
-/* Presents the token; turns a refusal into the server's reason. */
-static dd_status_t dd_tcp_hello(dd_store_tcp_t *t, uint64_t token_hash)
+/* One step of the login: the request in t->out, the reply's code and
+ * reason checked (a refusal becomes the server's reason); the rest of the
+ * reply in *body_p, *cur_p. */
+static dd_status_t dd_tcp_login_step(dd_store_tcp_t *t, uint8_t **body_p,
+                                     dd_store_cursor_t *cur_p)
 {
-    uint8_t *body;
-    size_t blen;
     char reason[256];
-
-    dd_tcp_begin(t, DD_STORE_OP_HELLO);
-    dd_store_buf_u32(&t->out, DD_STORE_MAGIC);
-    dd_store_buf_u16(&t->out, DD_STORE_VERSION);
-    dd_store_buf_u64(&t->out, token_hash);
-    dd_store_buf_u32(&t->out, (uint32_t)t->base.rank);
-    dd_store_buf_u32(&t->out, (uint32_t)t->base.world_size);
-    dd_status_t status = dd_tcp_roundtrip(t, t->base.timeout_s, &body, &blen);
+    size_t blen;
+    dd_status_t status = dd_tcp_roundtrip(t, t->base.timeout_s, body_p, &blen);
     if (status != DD_OK) {
-        return dd_tcp_end(t, status);
+        return status;
     }
-    dd_store_cursor_t cur = {body, blen, 0};
-    uint8_t code = dd_store_get_u8(&cur);
-    dd_store_get_str(&cur, reason, sizeof(reason));
-    if (cur.failed) {
+    *cur_p = (dd_store_cursor_t){*body_p, blen, 0};
+    uint8_t code = dd_store_get_u8(cur_p);
+    dd_store_get_str(cur_p, reason, sizeof(reason));
+    if (cur_p->failed) {
         status = dd_tcp_bad_reply(t);
     } else if (code == DD_STORE_REPLY_REFUSED) {
         status = dd_error(DD_ERR_REFUSED, DD_SUBSYS_NET,
@@ -308,6 +303,43 @@ static dd_status_t dd_tcp_hello(dd_store_tcp_t *t, uint64_t token_hash)
                           "store %s refused rank %d: %s", t->base.where,
                           t->base.rank, reason);
     }
+    if (status != DD_OK) {
+        free(*body_p);
+        *body_p = NULL;
+    }
+    return status;
+}
+
+/* The login: the store sends a challenge, and the rank answers with an
+ * HMAC of it under the login secret, which never travels; a recorded
+ * answer is worth nothing against the next challenge. */
+static dd_status_t dd_tcp_hello(dd_store_tcp_t *t, uint64_t secret)
+{
+    uint8_t *body = NULL, nonce[DD_STORE_NONCE], proof[32];
+    dd_store_cursor_t cur;
+
+    dd_tcp_begin(t, DD_STORE_OP_HELLO);
+    dd_store_buf_u32(&t->out, DD_STORE_MAGIC);
+    dd_store_buf_u16(&t->out, DD_STORE_VERSION);
+    dd_store_buf_u32(&t->out, (uint32_t)t->base.rank);
+    dd_store_buf_u32(&t->out, (uint32_t)t->base.world_size);
+    dd_status_t status = dd_tcp_login_step(t, &body, &cur);
+    if (status != DD_OK) {
+        return dd_tcp_end(t, status);
+    }
+    size_t n = 0;
+    const uint8_t *challenge = dd_store_get_bytes(&cur, &n);
+    if (cur.failed || n != DD_STORE_NONCE) {
+        free(body);
+        return dd_tcp_end(t, dd_tcp_bad_reply(t));
+    }
+    memcpy(nonce, challenge, DD_STORE_NONCE);
+    free(body);
+    dd_tcp_end(t, DD_OK);
+    dd_store_proof(secret, nonce, t->base.rank, t->base.world_size, proof);
+    dd_tcp_begin(t, DD_STORE_OP_PROOF);
+    dd_store_buf_bytes(&t->out, proof, sizeof(proof));
+    status = dd_tcp_login_step(t, &body, &cur);
     free(body);
     return dd_tcp_end(t, status);
 }

@@ -106,3 +106,32 @@ uint64_t dd_sha256_derive(const char *label, const char *secret)
     }
     return v;
 }
+
+int dd_hmac_sha256(const void *key, size_t klen, const void *data, size_t len,
+                   uint8_t out[DD_SHA256_BYTES])
+{
+    uint8_t k[64] = {0}, inner[DD_SHA256_BYTES], outer[64 + DD_SHA256_BYTES];
+    uint8_t *msg = malloc(64 + len);
+
+    memset(out, 0, DD_SHA256_BYTES);
+    if (msg == NULL) {
+        return -1;
+    }
+    if (klen > 64) {
+        dd_sha256(key, klen, k); /* a long key is hashed first */
+    } else {
+        memcpy(k, key, klen);
+    }
+    for (int i = 0; i < 64; i++) {
+        msg[i] = k[i] ^ 0x36;
+        outer[i] = k[i] ^ 0x5c;
+    }
+    memcpy(msg + 64, data, len);
+    dd_sha256(msg, 64 + len, inner);
+    memcpy(outer + 64, inner, DD_SHA256_BYTES);
+    dd_sha256(outer, sizeof(outer), out);
+    memset(k, 0, sizeof(k));
+    memset(msg, 0, 64);
+    free(msg);
+    return 0;
+}

@@ -20,4 +20,9 @@ void dd_sha256(const void *data, size_t len, uint8_t out[DD_SHA256_BYTES]);
  */
 uint64_t dd_sha256_derive(const char *label, const char *secret);
 
+/** out = HMAC-SHA256 (RFC 2104) of the len bytes at data under the klen
+ *  bytes of key. 0, or -1 when out of memory (out is then zeros). */
+int dd_hmac_sha256(const void *key, size_t klen, const void *data, size_t len,
+                   uint8_t out[DD_SHA256_BYTES]);
+
 #endif

@@ -7,6 +7,8 @@
 
 #include <cmocka.h>
 
+#include "boot/sock.h"
+#include "boot/store_proto.h"
 #include "core/log.h"
 #include "store_cases.h"
 
@@ -103,6 +105,105 @@ static void test_token_values(void **state)
     assert_int_equal(
         dd_store_tcp_connect("127.0.0.1", port, login, 1, 2, 2.0, &s), DD_OK);
     dd_store_close(s);
+    dd_store_server_stop(srv, 1.0);
+}
+
+/* One login step on a raw connection: sends b, returns the reply's code
+ * and, after its reason, the challenge (when chal is not NULL). */
+static int raw_step(int fd, dd_store_buf_t *b, uint8_t *chal)
+{
+    uint8_t *body = NULL;
+    size_t len = 0, n = 0;
+    char reason[256];
+    double deadline = dd_time_now() + 5;
+
+    dd_store_buf_finish(b);
+    assert_int_equal(dd_sock_send_all(fd, b->data, b->len, deadline), DD_OK);
+    assert_int_equal(dd_sock_recv_frame(fd, deadline, 4096, &body, &len),
+                     DD_OK);
+    dd_store_cursor_t cur = {body, len, 0};
+    int code = dd_store_get_u8(&cur);
+    dd_store_get_str(&cur, reason, sizeof(reason));
+    if (chal != NULL && code == DD_STORE_REPLY_OK) {
+        const uint8_t *c = dd_store_get_bytes(&cur, &n);
+        assert_int_equal(n, DD_STORE_NONCE);
+        memcpy(chal, c, n);
+    }
+    free(body);
+    return code;
+}
+
+static int raw_hello(int port, int rank, uint8_t *chal)
+{
+    dd_store_buf_t b = {0};
+    int fd = -1;
+    char why[128];
+
+    assert_int_equal(dd_sock_connect("127.0.0.1", port, dd_time_now() + 5, &fd,
+                                     why, sizeof(why)),
+                     DD_OK);
+    dd_store_buf_begin(&b);
+    dd_store_buf_u8(&b, DD_STORE_OP_HELLO);
+    dd_store_buf_u32(&b, DD_STORE_MAGIC);
+    dd_store_buf_u16(&b, DD_STORE_VERSION);
+    dd_store_buf_u32(&b, (uint32_t)rank);
+    dd_store_buf_u32(&b, 2);
+    assert_int_equal(raw_step(fd, &b, chal), DD_STORE_REPLY_OK);
+    dd_store_buf_free(&b);
+    return fd;
+}
+
+static int raw_proof(int fd, const uint8_t *proof)
+{
+    dd_store_buf_t b = {0};
+    dd_store_buf_begin(&b);
+    dd_store_buf_u8(&b, DD_STORE_OP_PROOF);
+    dd_store_buf_bytes(&b, proof, 32);
+    int code = raw_step(fd, &b, NULL);
+    dd_store_buf_free(&b);
+    return code;
+}
+
+/* The login secret never travels: each connection gets its own challenge,
+ * the proof answers it alone (a recorded proof is refused on the next
+ * connection), and the job's tag, which the aggregators' headers carry in
+ * clear, is not the secret. */
+static void test_login_is_a_challenge(void **state)
+{
+    const char *token = "secret-of-this-job";
+    uint64_t login = dd_store_token_hash(token);
+    dd_store_server_params_t params = {.addr = "127.0.0.1",
+                                       .token_hash = login,
+                                       .world_size = 2,
+                                       .login_s = 2.0};
+    dd_store_server_t *srv = NULL;
+    dd_store_t *s = NULL;
+    uint8_t c1[DD_STORE_NONCE], c2[DD_STORE_NONCE], proof[32];
+
+    (void)state;
+    assert_true(dd_store_token_tag(token) != login);
+    assert_int_equal(dd_store_server_start(&params, &srv), DD_OK);
+    int port = dd_store_server_port(srv);
+    assert_int_equal(dd_store_tcp_connect("127.0.0.1", port,
+                                          dd_store_token_tag(token), 1, 2, 2.0,
+                                          &s),
+                     DD_ERR_REFUSED);
+    int a = raw_hello(port, 1, c1);
+    int b = raw_hello(port, 1, c2);
+    assert_true(memcmp(c1, c2, sizeof(c1)) != 0);
+    /* a's proof, replayed on b, answers the wrong challenge. */
+    dd_store_proof(login, c1, 1, 2, proof);
+    assert_int_equal(raw_proof(b, proof), DD_STORE_REPLY_REFUSED);
+    /* For another rank it is refused too; for its own, accepted. */
+    int c = raw_hello(port, 1, c2);
+    dd_store_proof(login, c2, 0, 2, proof);
+    assert_int_equal(raw_proof(c, proof), DD_STORE_REPLY_REFUSED);
+    assert_int_equal(
+        raw_proof(a, (dd_store_proof(login, c1, 1, 2, proof), proof)),
+        DD_STORE_REPLY_OK);
+    close(a);
+    close(b);
+    close(c);
     dd_store_server_stop(srv, 1.0);
 }
 
@@ -362,6 +463,7 @@ int main(void)
         STORE_CASES,
         STORE_CASE(test_wrong_token_refused),
         STORE_CASE(test_token_values),
+        STORE_CASE(test_login_is_a_challenge),
         STORE_CASE(test_world_mismatch_and_duplicate_rank),
         STORE_CASE(test_unreachable_master_names_address),
         STORE_CASE(test_lost_master),

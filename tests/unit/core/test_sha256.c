@@ -57,6 +57,46 @@ static void test_vectors(void **state)
 
 /* The first 8 bytes of SHA-256(label, 0, secret): another label, another
  * value; the label's end is marked, so "ab" + "c" is not "a" + "bc". */
+/* RFC 4231's HMAC-SHA256 cases 1, 2 and 6 (a key longer than a block). */
+static void test_hmac(void **state)
+{
+    static const struct {
+        const char *key, *data, *hex;
+        size_t klen;
+    } cases[] = {
+        {"\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b"
+         "\x0b\x0b\x0b\x0b\x0b",
+         "Hi There",
+         "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7",
+         20},
+        {"Jefe", "what do ya want for nothing?",
+         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843", 4},
+    };
+    uint8_t out[DD_SHA256_BYTES], key[131];
+    char hex[2 * DD_SHA256_BYTES + 1];
+
+    (void)state;
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        assert_int_equal(dd_hmac_sha256(cases[c].key, cases[c].klen,
+                                        cases[c].data, strlen(cases[c].data),
+                                        out),
+                         0);
+        for (int i = 0; i < DD_SHA256_BYTES; i++) {
+            snprintf(hex + 2 * i, 3, "%02x", out[i]);
+        }
+        assert_string_equal(hex, cases[c].hex);
+    }
+    memset(key, 0xaa, sizeof(key));
+    const char *data = "Test Using Larger Than Block-Size Key - Hash Key First";
+    dd_hmac_sha256(key, sizeof(key), data, strlen(data), out);
+    for (int i = 0; i < DD_SHA256_BYTES; i++) {
+        snprintf(hex + 2 * i, 3, "%02x", out[i]);
+    }
+    assert_string_equal(
+        hex,
+        "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+}
+
 static void test_derive(void **state)
 {
     assert_true(
@@ -73,6 +113,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vectors),
         cmocka_unit_test(test_derive),
+        cmocka_unit_test(test_hmac),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

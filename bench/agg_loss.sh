@@ -60,12 +60,12 @@ one() {
     t1=$(now)
     acc=$(sed -n 's/.*held-out accuracy \([0-9.]*\),.*/\1/p' "$dir/out.0")
     recovered=null
-    [ "$fault" = 0 ] || recovered=$(echo "$went_on - $fault" | bc)
+    [ "$fault" = 0 ] || recovered=$(echo "$went_on $fault" | awk '{printf "%.3f", $1 - $2}')
     rcs=$(for i in 0 1 2 3 4 5; do
         if grep -q "train_mlp: rank $i:" "$dir/out.$i"; then echo 1; else echo 0; fi
     done | paste -sd, -)
     printf '{"case":"%s","strategy":"%s","accuracy":%s,"run_s":%s,"fault_to_go_on_s":%s,"rank_failed":[%s]}\n' \
-        "$case" "$STRATEGY" "${acc:-null}" "$(echo "$t1 - $t0" | bc)" \
+        "$case" "$STRATEGY" "${acc:-null}" "$(echo "$t1 $t0" | awk '{printf "%.2f", $1 - $2}')" \
         "$recovered" "$rcs"
     grep -h "go on without\|declared lost" "$dir"/out.* | sed 's/^/    /' >&2 || true
     rm -rf "$dir"

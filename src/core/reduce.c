@@ -158,3 +158,30 @@ void dd_coll_divide(void *buf, size_t count, dd_dtype_t dtype, int divisor)
         break;
     }
 }
+
+/* Whether any of n words of width T has all of mask's bits set. */
+#define DD_ANY_ALL_SET(T, buf, n, mask)                                        \
+    do {                                                                       \
+        const T *v_ = (const T *)(buf);                                        \
+        unsigned bad_ = 0;                                                     \
+        for (size_t i_ = 0; i_ < (n); i_++) {                                  \
+            bad_ |= (v_[i_] & (mask)) == (mask);                               \
+        }                                                                      \
+        return !bad_;                                                          \
+    } while (0)
+
+int dd_values_finite(const void *buf, size_t count, dd_dtype_t dtype)
+{
+    switch (dtype) {
+    case DD_DTYPE_F32:
+        DD_ANY_ALL_SET(uint32_t, buf, count, 0x7f800000u);
+    case DD_DTYPE_F64:
+        DD_ANY_ALL_SET(uint64_t, buf, count, 0x7ff0000000000000ull);
+    case DD_DTYPE_F16:
+        DD_ANY_ALL_SET(uint16_t, buf, count, (uint16_t)0x7c00u);
+    case DD_DTYPE_BF16:
+        DD_ANY_ALL_SET(uint16_t, buf, count, (uint16_t)0x7f80u);
+    default:
+        return 1;
+    }
+}

@@ -25,4 +25,11 @@ void dd_coll_reduce(void *dst, const void *src, size_t count, dd_dtype_t dtype,
 /** buf[i] /= divisor, rounded as DD_REDUCE_AVG documents. */
 void dd_coll_divide(void *buf, size_t count, dd_dtype_t dtype, int divisor);
 
+/**
+ * Whether every one of count elements is finite (no NaN, no infinity):
+ * the exponent bits of each float, tested without a branch so that it
+ * runs at memory speed. Integer types are always finite.
+ */
+int dd_values_finite(const void *buf, size_t count, dd_dtype_t dtype);
+
 #endif

@@ -136,6 +136,10 @@ static dd_sync_job_t *dd_sched_new_job(dd_sched_t *sched, dd_dtype_t dtype,
         job->step = sched->step;
         job->dtype = dtype;
         job->mem_type = mem_type;
+        job->check_finite = sched->opts.check_finite != DD_CHECK_FINITE_NO &&
+                            mem_type == DD_MEM_HOST &&
+                            (dtype == DD_DTYPE_F32 || dtype == DD_DTYPE_F64 ||
+                             dtype == DD_DTYPE_F16 || dtype == DD_DTYPE_BF16);
     }
     return job;
 }
@@ -789,6 +793,9 @@ static dd_status_t dd_sched_finish(dd_sched_t *sched, dd_step_stats_t *st)
         done = landed;
     }
     status = dd_sched_report(sched, done);
+    if (status == DD_OK) {
+        status = dd_sched_finite_report(sched, done);
+    }
     if (status == DD_OK) {
         dd_sched_gather(sched, done);
         dd_sched_account(sched, done, st);

@@ -52,6 +52,8 @@ struct dd_layer {
     uint64_t last_sync_step;
     double grad_ema, grad_ema_prev;
     dd_drift_layer_t drift; /* the divergence monitor's (drift.h) */
+    uint64_t finite_window; /* finite.c: the window (+1) a non-finite
+                               average of it was last said in */
     /* Device layers (devmem.c): recorded by dd_layer_ready_stream on the
      * caller's stream; device jobs wait for its last record. */
     struct dd_device_event *ready_event;
@@ -261,6 +263,10 @@ void dd_timeline_sync(dd_timeline_t *t, const dd_sched_t *sched,
 /* A layer's divergence counter track ("C" events). */
 void dd_timeline_counter(dd_timeline_t *t, const char *layer, double at,
                          double local, double max, double mean);
+/* finite.c: the averages that held NaN or Inf among done, said once per
+ * layer per window; DD_ERR_NUMERIC under DREAMDDP_CHECK_FINITE=error. */
+dd_status_t dd_sched_finite_report(dd_sched_t *sched,
+                                   const dd_sync_job_t *done);
 void dd_timeline_instant(dd_timeline_t *t, const char *name, const char *cat,
                          double at);
 void dd_timeline_close(dd_timeline_t *t);

@@ -10,6 +10,7 @@ const char *const dd_route_names[] = {"auto", "allreduce", "aggregate",
                                       "hierarchical", NULL};
 const char *const dd_next_launch_names[] = {"early", "backward", NULL};
 const char *const dd_agg_loss_names[] = {"survive", "stop", NULL};
+const char *const dd_check_finite_names[] = {"warn", "error", "no", NULL};
 
 static const dd_config_field_t dd_sched_fields[] = {
     {"DREAMDDP_STRATEGY", "ddp",
@@ -109,6 +110,13 @@ static const dd_config_field_t dd_sched_fields[] = {
      "Aggregation cuts messages into chunks of at most this size, each "
      "with one home (smaller messages into 16 per home, from 64K).",
      DD_CONFIG_SIZE, offsetof(dd_sched_opts_t, chunk_bytes), 0, 0, NULL},
+    {"DREAMDDP_CHECK_FINITE", "warn",
+     "A sync whose average holds NaN or Inf (host float buffers): warn, "
+     "said once per layer per window naming the step and the workers whose "
+     "values were not finite; error, the call that drained it fails with "
+     "DD_ERR_NUMERIC; no, not looked at.",
+     DD_CONFIG_ENUM, offsetof(dd_sched_opts_t, check_finite), 0, 0,
+     dd_check_finite_names},
     {"DREAMDDP_AGG_LOSS", "survive",
      "A lost aggregator (killed, cut off, frozen): survive, the workers "
      "agree on the ones left, move its chunks to them (to their own homes "

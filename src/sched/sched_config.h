@@ -26,6 +26,7 @@ typedef struct {
     int route;          /* dd_route_t */
     size_t chunk_bytes; /* aggregation chunks */
     int agg_loss;       /* dd_agg_loss_t */
+    int check_finite;   /* dd_check_finite_t */
     double agg_lost_after_s;
     int find_unused;     /* unmarked layers count as unused at step end */
     char *compression;   /* codec spec of the layers the default rule picks */
@@ -56,6 +57,14 @@ typedef enum {
 extern const char *const dd_route_names[];
 
 typedef enum { DD_AGG_LOSS_SURVIVE = 0, DD_AGG_LOSS_STOP } dd_agg_loss_t;
+
+typedef enum {
+    DD_CHECK_FINITE_WARN = 0,
+    DD_CHECK_FINITE_ERROR,
+    DD_CHECK_FINITE_NO
+} dd_check_finite_t;
+
+extern const char *const dd_check_finite_names[];
 
 extern const char *const dd_agg_loss_names[];
 

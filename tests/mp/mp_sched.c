@@ -600,6 +600,40 @@ static int unused(dd_context_h ctx, layer_t *L, const char *strategy,
     return 0;
 }
 
+/* mp_sched nan STRATEGY: 6 steps; at step 2 worker rank 2 puts a NaN in
+ * layer 3; at step 4 every worker puts 3e38 in layer 4 (finite, but four
+ * of them overflow f32 when summed). Prints what each dd_step_end said. */
+static int nan_steps(dd_context_h ctx, layer_t *L, const char *strategy)
+{
+    int grads = strcmp(strategy, "ddp") == 0;
+
+    CHECK(dd_strategy_set(ctx, strategy) == DD_OK, "%s", dd_last_error());
+    CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
+    for (long s = 0; s < 6; s++) {
+        CHECK(dd_step_begin(ctx) == DD_OK, "begin: %s", dd_last_error());
+        for (int l = N_LAYERS - 1; l >= 0; l--) {
+            fill(&L[l], l, s, grads);
+            float *v = (float *)(grads ? L[l].grad : L[l].param);
+            if (s == 2 && l == 3 && rank == 2) {
+                v[5] = NAN;
+            }
+            if (s == 4 && l == 4) {
+                v[0] = 3e38f;
+            }
+            CHECK(dd_layer_ready(ctx, L[l].h) == DD_OK, "ready: %s",
+                  dd_last_error());
+        }
+        dd_status_t st = dd_step_end(ctx, NULL);
+        printf("mp_sched: rank %d: nan: step %ld: %s%s%s\n", rank, s,
+               dd_status_name(st), st != DD_OK ? ": " : "",
+               st != DD_OK ? dd_last_error() : "");
+        if (st != DD_OK) {
+            return 0;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     dd_context_h ctx;
@@ -627,6 +661,8 @@ int main(int argc, char **argv)
         dd_status_t s = dd_model_commit(ctx);
         printf("commit: %s: %s\n", dd_status_string(s), dd_last_error());
         rc = s == DD_ERR_MISMATCH ? 0 : 1;
+    } else if (rc == 0 && strcmp(argv[1], "nan") == 0 && argc > 2) {
+        rc = nan_steps(ctx, L, argv[2]);
     } else if (rc == 0 && strcmp(argv[1], "misuse") == 0) {
         rc = misuse(ctx, L);
     } else if (rc == 0 && strcmp(argv[1], "unused") == 0 && argc > 4) {

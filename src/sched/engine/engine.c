@@ -10,6 +10,7 @@
  */
 #include "sched/engine/engine.h"
 #include "core/log.h"
+#include "core/reduce.h"
 #include "core/status.h"
 #include "core/time.h"
 #include "sched/engine/divergence.h"
@@ -201,6 +202,25 @@ static void dd_engine_unpack(dd_engine_t *e, dd_sync_job_t *job, int i)
     }
 }
 
+/* DREAMDDP_CHECK_FINITE: whether the average holds NaN or Inf, read where
+ * it landed (a fused job's staging slot i, else its one buffer). */
+static void dd_engine_check_result(dd_engine_t *e, dd_sync_job_t *job, int i)
+{
+    if (!job->check_finite || job->n_items == 0) {
+        return;
+    }
+    if (dd_engine_fused(job)) {
+        size_t count = 0;
+        for (size_t j = 0; j < job->n_items; j++) {
+            count += job->items[j].count;
+        }
+        job->result_bad = !dd_values_finite(e->staging[i], count, job->dtype);
+    } else {
+        job->result_bad = !dd_values_finite(job->items[0].buf,
+                                            job->items[0].count, job->dtype);
+    }
+}
+
 /* Puts a job on the done list in submission order (jobs of different
  * channels finish out of it); under the lock. */
 static void dd_engine_done_insert(dd_engine_t *e, dd_sync_job_t *job)
@@ -281,6 +301,9 @@ static void dd_engine_pipe_start(dd_engine_t *e, dd_sync_job_t *job, int i)
     }
     if (job->status == DD_OK) {
         job->status = dd_engine_pack(e, job, i, &buf, &count);
+    }
+    if (job->status == DD_OK && job->check_finite && buf != NULL) {
+        job->input_bad = !dd_values_finite(buf, count, job->dtype);
     }
     if (job->status == DD_OK) {
         const dd_sync_pipe_t *pipe = dd_engine_pipe(e, job);
@@ -477,6 +500,7 @@ static int dd_engine_test_all(dd_engine_t *e, dd_sync_job_t *const *fly,
              * averages are written back. */
             if (status == DD_OK) {
                 dd_engine_unpack(e, job, slot[j]);
+                dd_engine_check_result(e, job, slot[j]);
             }
             job->t_end = dd_time_now();
             busy = 1;

@@ -158,6 +158,10 @@ typedef struct dd_sync_job {
     struct dd_device_event *ready_event;
     int device;
     double staging_s;
+    /* DREAMDDP_CHECK_FINITE (finite.c): the engine looks at the values as
+     * they leave (input_bad: this worker's were not all finite) and at the
+     * average as it lands (result_bad). Host float buffers only. */
+    int check_finite, input_bad, result_bad;
 } dd_sync_job_t;
 
 typedef struct dd_engine dd_engine_t;

@@ -23,7 +23,8 @@
 # %fill with DREAMDDP_FILL_BUBBLES=yes, %nofill with no (default: unset).
 # %bwlaunch runs a +next entry with DREAMDDP_NEXT_LAUNCH=backward: each
 # sync leaves from its layer's dd_layer_ready instead of as early as the
-# parameters allow.
+# parameters allow. %nofinite runs it with DREAMDDP_CHECK_FINITE=no (the
+# default looks at every value sent and every average landed).
 # Results: results/train_sim.jsonl.
 . "$(dirname "$0")/lib.sh"
 out=$RESULTS/train_sim.jsonl
@@ -45,8 +46,13 @@ round() {
         split=auto
         fill=
         launch=early
+        finite=warn
         while :; do
             case $entry in
+            *%nofinite)
+                finite=no
+                entry=${entry%\%nofinite}
+                ;;
             *%bwlaunch)
                 launch=backward
                 entry=${entry%\%bwlaunch}
@@ -96,13 +102,13 @@ round() {
         fi
         on_hosts $((4 + k)) 150 env DREAMDDP_TIMELINE="$timeline" \
             DREAMDDP_NUM_AGGREGATORS=$k DREAMDDP_LAYER_SPLIT=$split \
-            DREAMDDP_NEXT_LAUNCH=$launch \
+            DREAMDDP_NEXT_LAUNCH=$launch DREAMDDP_CHECK_FINITE=$finite \
             ${fill:+DREAMDDP_FILL_BUBBLES=$fill} \
             "$DDBENCH" train-sim \
             --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$s" \
             --forward "$forward" --deadline "$d" $work $streams \
             $codec --iters "$iters" --json |
-            sed "s/^{/{\"aggregators\":$k,\"deadline\":\"$d\",\"next_launch\":\"$launch\",\"layer_split\":\"$split\",\"fill_bubbles\":\"${fill:-default}\",${streams:+\"streams_asked\":${streams#--streams },}/" |
+            sed "s/^{/{\"aggregators\":$k,\"check_finite\":\"$finite\",\"deadline\":\"$d\",\"next_launch\":\"$launch\",\"layer_split\":\"$split\",\"fill_bubbles\":\"${fill:-default}\",${streams:+\"streams_asked\":${streams#--streams },}/" |
             keep "$out" "$1"
     done
 }

@@ -72,6 +72,9 @@ typedef struct {
      * copies are not freed before the client is (dd_agg_bury). */
     int pinned;
     void *input;
+    size_t copied; /* elements of input copied from buf, in chunk order:
+                      each chunk just before it leaves, the rest (still
+                      intact in buf) when a round begins */
     size_t nnz, *s_index;
     float *s_value;
     size_t wire_estimate;
@@ -135,6 +138,10 @@ struct dd_agg {
     dd_agg_req_t *reset_req[DD_AGG_WINDOW];
     void **grave; /* pinned copies, freed with the client */
     size_t n_grave;
+    /* Copies' buffers no longer kept, for the next messages: a fresh
+     * buffer of a large message costs its pages' faults every time. */
+    void *spare[DD_AGG_ALL_MSGS];
+    size_t spare_size[DD_AGG_ALL_MSGS];
     /* The last change, for the timeline (dd_agg_take_event). */
     pthread_mutex_t event_lock;
     char event[256];
@@ -287,6 +294,13 @@ static dd_status_t dd_agg_launch(dd_agg_t *a, dd_agg_flight_t *f,
         m->sparse ? (size_t)((double)n * m->wire_per_el) + 1 : n * esize;
     int h = dd_agg_pick_home(a->weight, a->load, a->n_homes, cost);
     dd_agg_hdr_t *p = &f->push;
+    if (m->input != NULL && m->copied < off + n) {
+        /* The copy a lost aggregator's chunk is redone from, made as the
+         * chunk leaves: its average may land in buf before the others'. */
+        memcpy((char *)m->input + m->copied * esize, buf + m->copied * esize,
+               (off + n - m->copied) * esize);
+        m->copied = off + n;
+    }
     const void *data = (m->input ? (char *)m->input : buf) + off * esize;
     size_t bytes = n * esize;
     dd_status_t st = DD_OK;
@@ -533,7 +547,58 @@ static void dd_agg_msg_release(dd_agg_t *a, dd_agg_msg_t *m);
 static void dd_agg_abandon(dd_agg_t *a);
 static dd_status_t dd_agg_pass(dd_agg_t *a, int *busy_p);
 
+/* A buffer of at least bytes for a message's copy: a spare one when one
+ * is large enough, else a new one. */
+static void *dd_agg_copy_buffer(dd_agg_t *a, size_t bytes)
+{
+    for (int i = 0; i < DD_AGG_ALL_MSGS; i++) {
+        if (a->spare[i] != NULL && a->spare_size[i] >= bytes) {
+            void *p = a->spare[i];
+            a->spare[i] = NULL;
+            return p;
+        }
+    }
+    size_t *size = malloc(sizeof(size_t) + bytes);
+    if (size == NULL) {
+        return NULL;
+    }
+    *size = bytes;
+    return size + 1;
+}
+
 /* Frees p, or keeps it until the client is freed when pinned. */
+static void dd_agg_bury(dd_agg_t *a, void *p, int pinned);
+
+/* A message's copy is done with: a spare for the next, unless pinned. */
+static void dd_agg_copy_done(dd_agg_t *a, void *p, int pinned)
+{
+    if (p == NULL) {
+        return;
+    }
+    size_t *size = (size_t *)p - 1;
+    if (pinned) {
+        dd_agg_bury(a, size, 1);
+        return;
+    }
+    int at = -1;
+    for (int i = 0; i < DD_AGG_ALL_MSGS && at < 0; i++) {
+        at = a->spare[i] == NULL ? i : -1;
+    }
+    if (at < 0) { /* full: the smallest gives way */
+        at = 0;
+        for (int i = 1; i < DD_AGG_ALL_MSGS; i++) {
+            at = a->spare_size[i] < a->spare_size[at] ? i : at;
+        }
+        if (a->spare_size[at] >= *size) {
+            free(size);
+            return;
+        }
+        free((size_t *)a->spare[at] - 1);
+    }
+    a->spare[at] = p;
+    a->spare_size[at] = *size;
+}
+
 static void dd_agg_bury(dd_agg_t *a, void *p, int pinned)
 {
     void **grave;
@@ -597,7 +662,15 @@ static dd_status_t dd_agg_round_begin(dd_agg_t *a)
     dd_agg_abandon(a);
     dd_agg_server_reset(a->server, a->next_seq);
     for (int q = 0; q < a->n_queued; q++) {
-        a->queue[q]->next = a->queue[q]->done = 0;
+        dd_agg_msg_t *m = a->queue[q];
+        m->next = m->done = 0;
+        if (m->input != NULL && m->copied < m->count) {
+            /* Never launched, so never landed: still the input in buf. */
+            size_t esize = dd_dtype_size(m->dtype);
+            memcpy((char *)m->input + m->copied * esize,
+                   m->buf + m->copied * esize, (m->count - m->copied) * esize);
+            m->copied = m->count;
+        }
     }
     memcpy(row, &head, sizeof(head));
     for (int r = 0; r < job->world_size; r++) {
@@ -924,11 +997,11 @@ static void dd_agg_keep(dd_agg_t *a, dd_agg_msg_t *m)
         return;
     }
     if (k->in_use && k->no > m->no) {
-        dd_agg_bury(a, m->input, m->pinned);
+        dd_agg_copy_done(a, m->input, m->pinned);
         free(m->s_index);
         free(m->s_value);
     } else {
-        dd_agg_bury(a, k->input, k->pinned);
+        dd_agg_copy_done(a, k->input, k->pinned);
         free(k->s_index);
         free(k->s_value);
         *k = *m;
@@ -1131,12 +1204,11 @@ dd_status_t dd_agg_msg_start(dd_agg_t *a, const dd_agg_id_t *id, void *buf,
     void *input = NULL;
     if (a->survive) {
         /* The copy a lost aggregator's chunks are redone from. */
-        if ((input = malloc(count * esize + 1)) == NULL) {
+        if ((input = dd_agg_copy_buffer(a, count * esize)) == NULL) {
             return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_AGG,
                             "no memory for the %zu-byte copy of a message",
                             count * esize);
         }
-        memcpy(input, buf, count * esize);
     }
     *m = (dd_agg_msg_t){.in_use = 1,
                         .id = *id,
@@ -1389,15 +1461,18 @@ void dd_agg_destroy(dd_agg_t *a)
             dd_agg_msg_release(a, &a->msg[i]);
         }
     }
+    for (int i = 0; i < DD_AGG_KEEP; i++) {
+        dd_agg_copy_done(a, a->kept[i].input, a->kept[i].pinned);
+        free(a->kept[i].s_index);
+        free(a->kept[i].s_value);
+    }
+    for (int i = 0; i < DD_AGG_ALL_MSGS; i++) {
+        free(a->spare[i] != NULL ? (size_t *)a->spare[i] - 1 : NULL);
+    }
     for (size_t i = 0; i < a->n_grave; i++) {
         free(a->grave[i]);
     }
     free(a->grave);
-    for (int i = 0; i < DD_AGG_KEEP; i++) {
-        free(a->kept[i].input);
-        free(a->kept[i].s_index);
-        free(a->kept[i].s_value);
-    }
     free(a->lost);
     pthread_mutex_destroy(&a->event_lock);
     for (int i = 0; i < DD_AGG_WINDOW; i++) {

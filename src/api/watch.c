@@ -552,35 +552,55 @@ static dd_status_t dd_watch_reason(dd_context_h ctx)
     return dd_abort_error(&ctx->abort, DD_SUBSYS_CORE);
 }
 
-dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status)
+/* A published error returns as what it is, with the job's message, or this
+ * rank's own when that is the job's. */
+static dd_status_t dd_watch_as_published(dd_context_h ctx, dd_status_t status,
+                                         const char *seen)
+{
+    int own;
+    pthread_mutex_lock(&ctx->abort.lock);
+    own = strcmp(ctx->abort.why, seen) == 0;
+    pthread_mutex_unlock(&ctx->abort.lock);
+    if (own) {
+        dd_last_error_set(seen);
+    }
+    return status;
+}
+
+static dd_status_t dd_watch_fault_as(dd_context_h ctx, dd_status_t status,
+                                     int fatal)
 {
     char seen[512], silent[256], why[sizeof(ctx->abort.why)];
 
     if (status == DD_OK || ctx == NULL || ctx->watch == NULL) {
         return status;
     }
-    int disagree = status == DD_ERR_MISMATCH || status == DD_ERR_MESSAGE;
+    /* Ranks that disagree, a malformed message (its text names the
+     * sender), or whatever ends the rank's part (fatal: a failed commit,
+     * but not a call out of order): the job's fault. */
+    int disagree =
+        status == DD_ERR_MISMATCH || status == DD_ERR_MESSAGE ||
+        (fatal && status != DD_ERR_STATE && !dd_watch_is_fault(status));
+    snprintf(seen, sizeof(seen), "%s", dd_last_error());
     if (dd_abort_raised(&ctx->abort)) {
         dd_status_t reason = dd_watch_reason(ctx);
-        return disagree ? status : reason;
+        return disagree ? dd_watch_as_published(ctx, status, seen) : reason;
     }
-    snprintf(seen, sizeof(seen), "%s", dd_last_error());
     /* The store may know already (a killed rank): its reason is the cause
      * of whatever error a backend made of it ("not supported", ...). */
     int exists = 0;
     if (dd_store_check(ctx->store, DD_STORE_ABORT_KEY, &exists) == DD_OK &&
         exists && dd_watch_adopt(ctx) == 0) {
         dd_status_t reason = dd_watch_reason(ctx);
-        return disagree ? status : reason;
+        return disagree ? dd_watch_as_published(ctx, status, seen) : reason;
     }
     if (disagree) {
-        /* Ranks that disagree, or a malformed message (its text names the
-         * sender): the job's fault, published as it is, so that every rank
-         * (the aggregators too, and the workers whose own call succeeded)
-         * reports this, not a lost rank 0 or success. */
+        /* Published as it is, so that every rank (the aggregators too, and
+         * the workers whose own call succeeded) reports this, not a lost
+         * rank 0 or success. */
         dd_watch_publish(ctx, seen);
         dd_watch_reason(ctx);
-        return status; /* what it is, with the job's message */
+        return dd_watch_as_published(ctx, status, seen);
     }
     if (!dd_watch_is_fault(status)) {
         dd_last_error_set(seen);
@@ -607,6 +627,16 @@ dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status)
     }
     dd_watch_publish(ctx, why);
     return dd_watch_reason(ctx);
+}
+
+dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status)
+{
+    return dd_watch_fault_as(ctx, status, 0);
+}
+
+dd_status_t dd_watch_fatal(dd_context_h ctx, dd_status_t status)
+{
+    return dd_watch_fault_as(ctx, status, 1);
 }
 
 /* Marks the ranks a reason names as lost or stopped: it starts "rank N"

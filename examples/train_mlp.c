@@ -607,6 +607,25 @@ static void drift_print(const drift_t *d)
     printf("],\"mean_divergence\":%.6g", over);
 }
 
+/* FNV-1a over the bits of every parameter: two runs that end with the same
+ * bits print the same value (DREAMDDP_DETERMINISTIC=yes). */
+static unsigned long long params_checksum(const layer_t *L)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int l = 0; l < N_LAYERS; l++) {
+        const unsigned char *w = (const unsigned char *)L[l].w;
+        const unsigned char *b = (const unsigned char *)L[l].b;
+        size_t nw = (size_t)L[l].in * (size_t)L[l].out * sizeof(float);
+        for (size_t i = 0; i < nw; i++) {
+            h = (h ^ w[i]) * 0x100000001b3ull;
+        }
+        for (size_t i = 0; i < (size_t)L[l].out * sizeof(float); i++) {
+            h = (h ^ b[i]) * 0x100000001b3ull;
+        }
+    }
+    return (unsigned long long)h;
+}
+
 /* The steps, then the held-out accuracy and the report. */
 static int train_loop(dd_context_h ctx, const options_t *o, layer_t *L,
                       buffers_t *Bp, const float *tx, const int *ty,
@@ -669,23 +688,24 @@ static int train_loop(dd_context_h ctx, const options_t *o, layer_t *L,
                "\"final_loss\":%.5f,\"accuracy\":%.4f,\"mean_step_s\":%.6f,"
                "\"mean_wait_s\":%.6f,\"synced_bytes\":%zu,"
                "\"extra_bytes\":%zu,\"compression\":\"%s\","
-               "\"wire_bytes\":%zu,\"forward_marks\":%s",
+               "\"wire_bytes\":%zu,\"forward_marks\":%s,"
+               "\"params_checksum\":\"%016llx\"",
                dd_strategy_name(ctx), o->noniid ? "noniid" : "iid", o->steps,
                dd_num_workers(ctx), dd_world_size(ctx) - dd_num_workers(ctx),
                test_loss, acc, t_total / o->steps, wait / o->steps, synced,
                extra, o->compression != NULL ? o->compression : "default", wire,
-               o->no_marks ? "false" : "true");
+               o->no_marks ? "false" : "true", params_checksum(L));
         drift_print(&drift);
         printf("}\n");
     } else if (rank == 0) {
         printf("done: %s%s, %d workers, %d steps: held-out accuracy %.3f, "
                "loss %.4f, %.2f ms/step (%.2f ms exposed wait), %.1f MB "
                "synced per worker (%.1f MB of extra syncs, %.1f MB on the "
-               "wire)\n",
+               "wire), parameters %016llx\n",
                dd_strategy_name(ctx), o->noniid ? " (noniid data)" : "",
                dd_num_workers(ctx), o->steps, acc, test_loss,
                t_total / o->steps * 1e3, wait / o->steps * 1e3, synced / 1e6,
-               extra / 1e6, wire / 1e6);
+               extra / 1e6, wire / 1e6, params_checksum(L));
     }
     return 0;
 }

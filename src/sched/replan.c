@@ -222,11 +222,12 @@ static void dd_sched_install(dd_sched_t *sched, const dd_plan_input_t *input,
 /* Plans from v (bp then comm) and installs the schedule, unless the one in
  * force stands: then only the fusion and the times it is checked against
  * follow v. */
-static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v)
+static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v,
+                                 dd_plan_t *given)
 {
     size_t n = sched->n_layers;
     dd_plan_input_t input = {n, v, v + n};
-    dd_plan_t *plan = NULL;
+    dd_plan_t *plan = given;
     unsigned char *hold = malloc((size_t)sched->strategy.window * n);
     dd_status_t status = DD_ERR_NO_MEMORY;
 
@@ -235,7 +236,8 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v)
     }
     if (hold != NULL && sched->delay.fp != NULL) {
         dd_sched_delay_model_set(sched, v);
-        status = dd_sched_next_plan(sched, &input, &plan);
+        status =
+            given != NULL ? DD_OK : dd_sched_next_plan(sched, &input, &plan);
     }
 
     if (status != DD_OK) {
@@ -265,15 +267,21 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v)
     sched->trial.extras = NULL;
     sched->trial.state =
         dd_plan_num_extra(plan) > 0 ? DD_SCHED_TRIAL_WITH : DD_SCHED_TRIAL_NONE;
-    dd_log_info(DD_SUBSYS_SCHED,
-                "%s at step %llu: backward %.1f ms, sync %.1f ms per "
-                "window pass, modeled %.1f ms per iteration, %zu extra "
-                "syncs",
-                sched->planned ? "re-planned" : "planned",
-                (unsigned long long)sched->step, sched->plan_bp_total * 1e3,
-                sched->plan_comm_total * 1e3,
-                dd_sched_iter_s(sched, &input, plan) * 1e3,
-                dd_plan_num_extra(plan));
+    dd_log_info(
+        DD_SUBSYS_SCHED,
+        "%s at step %llu (%s, %s): backward %.1f ms, sync %.1f ms "
+        "per window pass, modeled %.1f ms per iteration, %zu extra "
+        "syncs",
+        sched->planned ? "re-planned" : "planned",
+        (unsigned long long)sched->step,
+        sched->opts.deterministic ? "deterministic" : "not deterministic",
+        given != NULL                ? "from DREAMDDP_PLAN"
+        : dd_sched_plan_fixed(sched) ? "from the layers' sizes and "
+                                       "the fixed rate model"
+                                     : "from measured times",
+        sched->plan_bp_total * 1e3, sched->plan_comm_total * 1e3,
+        dd_sched_iter_s(sched, &input, plan) * 1e3, dd_plan_num_extra(plan));
+    dd_sched_plan_save(sched, plan);
     sched->planned = 1;
     dd_sched_plan_print(sched);
     return DD_OK;
@@ -304,7 +312,7 @@ static dd_status_t dd_sched_check_drift(dd_sched_t *sched, const double *v)
                 "measured times drifted from the plan's (backward %.0f %%, "
                 "sync %.0f %%) at %d checks in a row: planning again",
                 bp * 100, comm * 100, DD_SCHED_REPLAN_PERSIST);
-    return dd_sched_plan(sched, v);
+    return dd_sched_plan(sched, v, NULL);
 }
 /*
  * Bubble filling's trial. The model has an extra sync cost nothing, but
@@ -377,10 +385,21 @@ static dd_status_t dd_sched_first_plan(dd_sched_t *sched)
         return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
                         "no memory for the agreed profile");
     }
-    dd_sched_profile(sched, v);
-    dd_status_t status = dd_sched_agree(sched, v, DD_SCHED_PROFILE_LEN(n));
+    dd_status_t status = DD_OK;
+    dd_plan_t *given = NULL;
+    if (dd_sched_plan_fixed(sched)) {
+        /* The same on every worker without a word: the layer table is
+         * agreed at commit. */
+        dd_sched_model_profile(sched, v);
+    } else {
+        dd_sched_profile(sched, v);
+        status = dd_sched_agree(sched, v, DD_SCHED_PROFILE_LEN(n));
+    }
+    if (status == DD_OK && sched->opts.plan != NULL) {
+        status = dd_sched_plan_load(sched, &given);
+    }
     if (status == DD_OK) {
-        status = dd_sched_plan(sched, v);
+        status = dd_sched_plan(sched, v, given);
     }
     free(v);
     return status;
@@ -426,8 +445,10 @@ dd_status_t dd_sched_schedule_window(dd_sched_t *sched)
     if (sched->step % h != 0) {
         return DD_OK;
     }
+    /* A fixed plan (deterministic, or loaded) is never checked against
+     * measured times: no re-plan, no bubble filling trial. */
     int checks =
-        dream && sched->planned &&
+        dream && sched->planned && !dd_sched_plan_fixed(sched) &&
         dd_sched_steps_run(sched) >= (uint64_t)sched->opts.profile_steps;
     if (dream && !sched->planned &&
         dd_sched_steps_run(sched) >= (uint64_t)sched->opts.profile_steps) {

@@ -47,4 +47,17 @@ dd_status_t dd_sched_schedule_window(struct dd_sched *sched);
 /* adaptive's update, every DREAMDDP_ADAPTIVE_INTERVAL steps. */
 dd_status_t dd_sched_adapt(struct dd_sched *sched);
 
+/* planfile.c: reproducible plans. Whether the plan is fixed
+ * (DREAMDDP_DETERMINISTIC=yes or DREAMDDP_PLAN): made from the layers'
+ * sizes and a fixed rate model, or loaded, and never re-made. */
+#define dd_sched_plan_fixed(sched)                                             \
+    ((sched)->opts.deterministic || (sched)->opts.plan != NULL)
+/* The planner's inputs from the layers' sizes and the fixed rate model. */
+void dd_sched_model_profile(struct dd_sched *sched, double *v);
+/* DREAMDDP_PLAN_SAVE: writes plan (worker rank 0). */
+void dd_sched_plan_save(const struct dd_sched *sched, const dd_plan_t *plan);
+/* DREAMDDP_PLAN: the saved plan, checked against the job and the model
+ * (DD_ERR_MISMATCH naming the difference). */
+dd_status_t dd_sched_plan_load(struct dd_sched *sched, dd_plan_t **plan_p);
+
 #endif

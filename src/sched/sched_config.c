@@ -110,6 +110,21 @@ static const dd_config_field_t dd_sched_fields[] = {
      "Aggregation cuts messages into chunks of at most this size, each "
      "with one home (smaller messages into 16 per home, from 64K).",
      DD_CONFIG_SIZE, offsetof(dd_sched_opts_t, chunk_bytes), 0, 0, NULL},
+    {"DREAMDDP_DETERMINISTIC", "no",
+     "yes: what syncs when follows from the settings, the model and the "
+     "seed, never from a clock: dreamddp plans from the layers' sizes and a "
+     "fixed rate model (or DREAMDDP_PLAN) and never re-plans; two runs of "
+     "the same seed give the same bits.",
+     DD_CONFIG_BOOL, offsetof(dd_sched_opts_t, deterministic), 0, 0, NULL},
+    {"DREAMDDP_PLAN", NULL,
+     "A plan saved by DREAMDDP_PLAN_SAVE to put in force instead of "
+     "planning (checked against the model and the job at the first plan); "
+     "it is never re-made.",
+     DD_CONFIG_STRING, offsetof(dd_sched_opts_t, plan), 0, 0, NULL},
+    {"DREAMDDP_PLAN_SAVE", NULL,
+     "Write every plan the run puts in force to this file (worker rank 0; "
+     "%r becomes the rank), for DREAMDDP_PLAN.",
+     DD_CONFIG_STRING, offsetof(dd_sched_opts_t, plan_save), 0, 0, NULL},
     {"DREAMDDP_CHECK_FINITE", "warn",
      "A sync whose average holds NaN or Inf (host float buffers): warn, "
      "said once per layer per window naming the step and the workers whose "

@@ -27,6 +27,9 @@ typedef struct {
     size_t chunk_bytes; /* aggregation chunks */
     int agg_loss;       /* dd_agg_loss_t */
     int check_finite;   /* dd_check_finite_t */
+    int deterministic;  /* DREAMDDP_DETERMINISTIC */
+    char *plan;         /* DREAMDDP_PLAN: NULL, or the file */
+    char *plan_save;    /* DREAMDDP_PLAN_SAVE */
     double agg_lost_after_s;
     int find_unused;     /* unmarked layers count as unused at step end */
     char *compression;   /* codec spec of the layers the default rule picks */

@@ -36,6 +36,7 @@ static void dd_sched_settings_text(const dd_sched_t *sched, char *text,
                sched->comp.spec != NULL ? sched->comp.spec : o->compression);
     DD_SETTING("DREAMDDP_CHUNK_BYTES=%zu\n", o->chunk_bytes);
     DD_SETTING("DREAMDDP_AGG_LOSS=%s\n", dd_agg_loss_names[o->agg_loss]);
+    DD_SETTING("DREAMDDP_DETERMINISTIC=%s\n", o->deterministic ? "yes" : "no");
     DD_SETTING("DREAMDDP_FIND_UNUSED=%s\n", o->find_unused ? "yes" : "no");
     if (kind == DD_STRATEGY_DDP) {
         DD_SETTING("DREAMDDP_BUCKET_BYTES=%zu\n", o->bucket_bytes);
@@ -120,17 +121,17 @@ static int dd_sched_setting_compare(char **texts, int world, const char *name,
 }
 
 static const char *const dd_sched_setting_names[] = {
-    "DREAMDDP_STRATEGY",          "DREAMDDP_ROUTE",
-    "DREAMDDP_COMPRESSION",       "DREAMDDP_CHUNK_BYTES",
-    "DREAMDDP_AGG_LOSS",          "DREAMDDP_FIND_UNUSED",
-    "DREAMDDP_BUCKET_BYTES",      "DREAMDDP_FIRST_BUCKET_BYTES",
-    "DREAMDDP_FUSION_BYTES",      "DREAMDDP_PROFILE_STEPS",
-    "DREAMDDP_REPLAN_DRIFT",      "DREAMDDP_REPLAN_WINDOWS",
-    "DREAMDDP_FILL_BUBBLES",      "DREAMDDP_ADAPTIVE_KMIN",
-    "DREAMDDP_ADAPTIVE_KMAX",     "DREAMDDP_ADAPTIVE_KSTART",
-    "DREAMDDP_ADAPTIVE_HIGH",     "DREAMDDP_ADAPTIVE_LOW",
-    "DREAMDDP_ADAPTIVE_INTERVAL", "DREAMDDP_LAYER_SPLIT",
-    "DREAMDDP_NEXT_LAUNCH",
+    "DREAMDDP_STRATEGY",           "DREAMDDP_ROUTE",
+    "DREAMDDP_COMPRESSION",        "DREAMDDP_CHUNK_BYTES",
+    "DREAMDDP_AGG_LOSS",           "DREAMDDP_DETERMINISTIC",
+    "DREAMDDP_FIND_UNUSED",        "DREAMDDP_BUCKET_BYTES",
+    "DREAMDDP_FIRST_BUCKET_BYTES", "DREAMDDP_FUSION_BYTES",
+    "DREAMDDP_PROFILE_STEPS",      "DREAMDDP_REPLAN_DRIFT",
+    "DREAMDDP_REPLAN_WINDOWS",     "DREAMDDP_FILL_BUBBLES",
+    "DREAMDDP_ADAPTIVE_KMIN",      "DREAMDDP_ADAPTIVE_KMAX",
+    "DREAMDDP_ADAPTIVE_KSTART",    "DREAMDDP_ADAPTIVE_HIGH",
+    "DREAMDDP_ADAPTIVE_LOW",       "DREAMDDP_ADAPTIVE_INTERVAL",
+    "DREAMDDP_LAYER_SPLIT",        "DREAMDDP_NEXT_LAUNCH",
 };
 
 dd_status_t dd_sched_check_settings(dd_sched_t *sched)

@@ -14,6 +14,9 @@
 MLP=${MLP:-$builddir/examples/train_mlp}
 STRATEGY=${STRATEGY:-dreamddp:4}
 CASES=${CASES:-none kill-one kill-both cut-one cost-ddp cost-dreamddp:4}
+# Deterministic runs (DREAMDDP_DETERMINISTIC): the uninterrupted run's bits
+# are the same every time, so a fault's effect is the difference alone.
+DET=${DET:-yes}
 out=$RESULTS/agg_loss.jsonl
 
 now() { date +%s.%N; }
@@ -28,7 +31,7 @@ one() {
     for i in 0 1 2 3 4 5; do
         "$NC" exec $i env RANK=$i WORLD_SIZE=6 MASTER_ADDR="$master" \
             MASTER_PORT=$port DREAMDDP_NUM_AGGREGATORS=2 \
-            DREAMDDP_LINE_BUFFERED=yes \
+            DREAMDDP_LINE_BUFFERED=yes DREAMDDP_DETERMINISTIC="$DET" \
             sh -c 'echo $$ >"$0.pid"; exec "$@"' "$dir/$i" \
             "$MLP" --strategy "$STRATEGY" --steps 300 --seed 1 \
             >"$dir/out.$i" 2>&1 &
@@ -59,13 +62,14 @@ one() {
     wait
     t1=$(now)
     acc=$(sed -n 's/.*held-out accuracy \([0-9.]*\),.*/\1/p' "$dir/out.0")
+    params=$(sed -n 's/.*, parameters \([0-9a-f]*\)$/\1/p' "$dir/out.0")
     recovered=null
     [ "$fault" = 0 ] || recovered=$(echo "$went_on $fault" | awk '{printf "%.3f", $1 - $2}')
     rcs=$(for i in 0 1 2 3 4 5; do
         if grep -q "train_mlp: rank $i:" "$dir/out.$i"; then echo 1; else echo 0; fi
     done | paste -sd, -)
-    printf '{"case":"%s","strategy":"%s","accuracy":%s,"run_s":%s,"fault_to_go_on_s":%s,"rank_failed":[%s]}\n' \
-        "$case" "$STRATEGY" "${acc:-null}" "$(echo "$t1 $t0" | awk '{printf "%.2f", $1 - $2}')" \
+    printf '{"case":"%s","strategy":"%s","deterministic":"%s","accuracy":%s,"params":"%s","run_s":%s,"fault_to_go_on_s":%s,"rank_failed":[%s]}\n' \
+        "$case" "$STRATEGY" "$DET" "${acc:-null}" "$params" "$(echo "$t1 $t0" | awk '{printf "%.2f", $1 - $2}')" \
         "$recovered" "$rcs"
     grep -h "go on without\|declared lost" "$dir"/out.* | sed 's/^/    /' >&2 || true
     rm -rf "$dir"

@@ -23,8 +23,9 @@
 # %fill with DREAMDDP_FILL_BUBBLES=yes, %nofill with no (default: unset).
 # %bwlaunch runs a +next entry with DREAMDDP_NEXT_LAUNCH=backward: each
 # sync leaves from its layer's dd_layer_ready instead of as early as the
-# parameters allow. %nofinite runs it with DREAMDDP_CHECK_FINITE=no (the
-# default looks at every value sent and every average landed).
+# parameters allow. %finite runs it with DREAMDDP_CHECK_FINITE=warn (every
+# value sent and every average landed looked at); %det with
+# DREAMDDP_DETERMINISTIC=yes.
 # Results: results/train_sim.jsonl.
 . "$(dirname "$0")/lib.sh"
 out=$RESULTS/train_sim.jsonl
@@ -46,12 +47,17 @@ round() {
         split=auto
         fill=
         launch=early
-        finite=warn
+        finite=no
+        det=no
         while :; do
             case $entry in
-            *%nofinite)
-                finite=no
-                entry=${entry%\%nofinite}
+            *%det)
+                det=yes
+                entry=${entry%\%det}
+                ;;
+            *%finite)
+                finite=warn
+                entry=${entry%\%finite}
                 ;;
             *%bwlaunch)
                 launch=backward
@@ -103,12 +109,13 @@ round() {
         on_hosts $((4 + k)) 150 env DREAMDDP_TIMELINE="$timeline" \
             DREAMDDP_NUM_AGGREGATORS=$k DREAMDDP_LAYER_SPLIT=$split \
             DREAMDDP_NEXT_LAUNCH=$launch DREAMDDP_CHECK_FINITE=$finite \
+            DREAMDDP_DETERMINISTIC=$det \
             ${fill:+DREAMDDP_FILL_BUBBLES=$fill} \
             "$DDBENCH" train-sim \
             --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$s" \
             --forward "$forward" --deadline "$d" $work $streams \
             $codec --iters "$iters" --json |
-            sed "s/^{/{\"aggregators\":$k,\"check_finite\":\"$finite\",\"deadline\":\"$d\",\"next_launch\":\"$launch\",\"layer_split\":\"$split\",\"fill_bubbles\":\"${fill:-default}\",${streams:+\"streams_asked\":${streams#--streams },}/" |
+            sed "s/^{/{\"aggregators\":$k,\"check_finite\":\"$finite\",\"deterministic\":\"$det\",\"deadline\":\"$d\",\"next_launch\":\"$launch\",\"layer_split\":\"$split\",\"fill_bubbles\":\"${fill:-default}\",${streams:+\"streams_asked\":${streams#--streams },}/" |
             keep "$out" "$1"
     done
 }

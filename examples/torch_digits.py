@@ -15,6 +15,7 @@ ddrun DREAMDDP_MASTER_ADDR and the port after DREAMDDP_MASTER_PORT.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -52,6 +53,8 @@ def parse():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", action="store_true", help="one JSON line")
+    p.add_argument("--deterministic", action="store_true",
+                   help="DreamDDP(deterministic=True): the same bits run after run")
     return p.parse_args()
 
 
@@ -105,12 +108,13 @@ def setup_torch_ddp(net):
     return model, rank, world, torch.optim.SGD, lambda m: None, close
 
 
-def setup_dreamddp(net, strategy):
+def setup_dreamddp(net, strategy, deterministic):
     import dreamddp
     import dreamddp.torch
 
     dreamddp.serve_if_aggregator()  # aggregator ranks serve, then exit
-    model = dreamddp.torch.DreamDDP(net, strategy=strategy)
+    model = dreamddp.torch.DreamDDP(net, strategy=strategy,
+                                    deterministic=deterministic or None)
     return (model, model.rank, model.num_workers, torch.optim.SGD,
             lambda m: m.sync_all(), lambda: None)
 
@@ -123,7 +127,8 @@ def main():
     if o.baseline:
         model, rank, workers, make_opt, before_eval, done = setup_torch_ddp(net)
     else:
-        model, rank, workers, make_opt, before_eval, done = setup_dreamddp(net, o.strategy)
+        model, rank, workers, make_opt, before_eval, done = setup_dreamddp(
+            net, o.strategy, o.deterministic)
     (xtr, ytr), (xte, yte) = data(o.seed)
     opt = make_opt(model.parameters(), lr=o.lr, momentum=0.9)
     it = batches(xtr, ytr, rank, workers, o.batch, o.seed)
@@ -140,6 +145,9 @@ def main():
         out = net(xte)
         acc = (out.argmax(1) == yte).float().mean().item()
         test_loss = F.cross_entropy(out, yte).item()
+    # The parameters' bits, hashed: the same in two deterministic runs.
+    digest = hashlib.sha256(b"".join(
+        p.detach().numpy().tobytes() for p in net.parameters())).hexdigest()[:16]
     done()
     name = "torch-ddp" if o.baseline else o.strategy
     if rank == 0:
@@ -147,10 +155,12 @@ def main():
             print(json.dumps({"example": "torch_digits", "frontend": "torch" if o.baseline else "dreamddp",
                               "strategy": name, "workers": workers, "steps": o.steps,
                               "seed": o.seed, "accuracy": round(acc, 4),
-                              "test_loss": round(test_loss, 4), "ms_per_step": round(ms, 3)}))
+                              "test_loss": round(test_loss, 4), "ms_per_step": round(ms, 3),
+                              "params": digest}))
         else:
             print("torch_digits: %s, %d workers, %d steps, seed %d: held-out accuracy %.4f, "
-                  "loss %.4f, %.2f ms/step" % (name, workers, o.steps, o.seed, acc, test_loss, ms))
+                  "loss %.4f, %.2f ms/step, parameters %s"
+                  % (name, workers, o.steps, o.seed, acc, test_loss, ms, digest))
     return 0
 
 

@@ -441,6 +441,19 @@ DD_API dd_status_t dd_strategy_set(dd_context_h ctx, const char *strategy);
 DD_API dd_status_t dd_compression_set(dd_context_h ctx, const char *spec);
 
 /**
+ * Makes the run reproducible before dd_model_commit (nonzero), overriding
+ * DREAMDDP_DETERMINISTIC: what syncs when then follows from the settings,
+ * the model and the seed, never from a clock (dreamddp plans from the
+ * layers' sizes and a fixed rate model, or DREAMDDP_PLAN, and never
+ * re-plans), so that two runs of the same seed end with the same bits.
+ * Every worker must choose the same.
+ *
+ * @return DD_OK; DD_ERR_STATE after dd_model_commit.
+ * One thread at a time per context.
+ */
+DD_API dd_status_t dd_deterministic_set(dd_context_h ctx, int deterministic);
+
+/**
  * Chooses one layer's codec before dd_model_commit, whatever its size
  * (spec as for dd_compression_set; "none" keeps the layer dense). Every
  * worker must choose the same for the layer.

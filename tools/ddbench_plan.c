@@ -24,6 +24,7 @@
 #include "profile_read.h"
 #include "sched/plan/plan.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +64,43 @@ static void ddbench_plan_usage(FILE *out)
             "(default 1)\n"
             "  --json                  one JSON object: H, schedule, "
             "modeled, and\n"
-            "                          the deadline model's next\n");
+            "                          the deadline model's next\n"
+            "  --save FILE             write the schedule as DREAMDDP_PLAN "
+            "takes it\n"
+            "                          (the profile's names and sizes, "
+            "--workers)\n");
+}
+
+/* --save FILE: the schedule as DREAMDDP_PLAN takes it (the format of
+ * src/sched/planfile.c), for a model whose layers are the profile's: its
+ * names, and f32 sizes from its sizes file. */
+static int ddbench_plan_save(const char *path, const dd_profile_t *p,
+                             const dd_plan_t *plan, long workers)
+{
+    FILE *f;
+    if (p->num_params == NULL) {
+        fprintf(stderr, "ddbench plan: --save needs the profile's sizes\n");
+        return -1;
+    }
+    if ((f = fopen(path, "w")) == NULL) {
+        fprintf(stderr, "ddbench plan: --save: cannot write %s: %s\n", path,
+                strerror(errno));
+        return -1;
+    }
+    fprintf(f,
+            "dreamddp-plan 1\nstrategy dreamddp:%u\nworkers %ld\nwindow "
+            "%u\nlayers %zu\n",
+            plan->window, workers, plan->window, plan->num_layers);
+    for (size_t l = 0; l < plan->num_layers; l++) {
+        fprintf(f, "layer %llu %u ",
+                (unsigned long long)(p->num_params[l] * sizeof(float)),
+                plan->slot[l]);
+        for (unsigned w = 0; w < plan->window; w++) {
+            fputc(plan->sync[(size_t)w * plan->num_layers + l] ? '1' : '0', f);
+        }
+        fprintf(f, " %s\n", p->names[l]);
+    }
+    return fclose(f) == 0 ? 0 : -1;
 }
 
 typedef struct {
@@ -441,8 +478,10 @@ int ddbench_plan_main(int argc, char **argv)
         {"streams", required_argument, 0, 'S'},
         {"launch", required_argument, 0, 'L'},
         {"json", no_argument, 0, 'j'},
+        {"save", required_argument, 0, 's'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+    const char *save = NULL;
     int json = 0, opt;
     double bytes_per_s = 0;
     long h = 10;
@@ -521,6 +560,9 @@ int ddbench_plan_main(int argc, char **argv)
         case 'j':
             json = 1;
             break;
+        case 's':
+            save = optarg;
+            break;
         case 'h':
             ddbench_plan_usage(stdout);
             return 0;
@@ -561,6 +603,9 @@ int ddbench_plan_main(int argc, char **argv)
         (status = ddbench_plan_model(&in, (unsigned)h, plan, p->frozen_bp_s,
                                      &delay, o.forward, &m, &next)) == DD_OK) {
         ddbench_plan_print(p, plan, next, (unsigned)h, &o, &m, json);
+        if (save != NULL && ddbench_plan_save(save, p, plan, o.workers) != 0) {
+            status = DD_ERR_IO;
+        }
     } else {
         fprintf(stderr, "ddbench plan: %s: %s\n", argv[optind],
                 dd_status_string(status));

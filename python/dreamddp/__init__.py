@@ -100,6 +100,11 @@ class Context:
         "powersgd:RANK")."""
         self._call("dd_compression_set", spec.encode())
 
+    def deterministic_set(self, on=True):
+        """Reproducible runs (DREAMDDP_DETERMINISTIC): plans from the
+        layers' sizes, never from a clock."""
+        self._call("dd_deterministic_set", 1 if on else 0)
+
     def layer_set_compression(self, layer, spec):
         self._call("dd_layer_set_compression", layer, spec.encode())
 

@@ -161,6 +161,7 @@ _SIGNATURES = {
     ),
     "dd_strategy_set": (_I, [_P, _S]),
     "dd_compression_set": (_I, [_P, _S]),
+    "dd_deterministic_set": (_I, [_P, ctypes.c_int]),
     "dd_layer_set_compression": (_I, [_P, _P, _S]),
     "dd_strategy_name": (_S, [_P]),
     "dd_model_commit": (_I, [_P]),

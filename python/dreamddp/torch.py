@@ -237,6 +237,10 @@ class DreamDDP(torch.nn.Module):
     broadcast_buffers: as DDP's: the buffers the strategy does not average
         come from rank 0 at the start of a forward that follows a training
         forward.
+    deterministic: True makes the run reproducible (DREAMDDP_DETERMINISTIC):
+        what syncs when follows from the model and the settings, never
+        from a clock, so that two runs with the same seeds end with the
+        same bits; None (the default) takes DREAMDDP_DETERMINISTIC.
 
     On an aggregator rank (DREAMDDP_NUM_AGGREGATORS) there is no replica:
     call dreamddp.serve_if_aggregator() at the top of the script; the
@@ -251,6 +255,7 @@ class DreamDDP(torch.nn.Module):
         layers="module",
         find_unused_parameters=False,
         broadcast_buffers=True,
+        deterministic=None,
     ):
         super().__init__()
         global _wrapped
@@ -276,6 +281,8 @@ class DreamDDP(torch.nn.Module):
         source = self._set_strategy(ctx, strategy)
         if compression is not None:
             ctx.compression_set(compression)
+        if deterministic is not None:
+            ctx.deterministic_set(deterministic)
         self.strategy = ctx.strategy
         averaged = self._averaged_buffers(buffers)
         self._layers = self._make_layers(groups, averaged, layers == "module")

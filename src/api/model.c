@@ -94,6 +94,21 @@ dd_status_t dd_compression_set(dd_context_h ctx, const char *spec)
                            : dd_sched_compression_set(ctx->sched, spec);
 }
 
+dd_status_t dd_deterministic_set(dd_context_h ctx, int deterministic)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_deterministic_set");
+
+    if (status == DD_OK && ctx->sched->committed) {
+        status = dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
+                          "dd_deterministic_set: the model is already "
+                          "committed");
+    }
+    if (status == DD_OK) {
+        ctx->sched->opts.deterministic = deterministic != 0;
+    }
+    return status;
+}
+
 dd_status_t dd_layer_set_compression(dd_context_h ctx, dd_layer_h layer,
                                      const char *spec)
 {

@@ -1,7 +1,7 @@
 /*
  * DREAMDDP_CHECK_FINITE: a sync whose average holds NaN or Inf is said,
  * once per layer per window, naming the layers, the step and the workers
- * whose own values were not finite (warn, the default), or fails the call
+ * whose own values were not finite (warn), or fails the call
  * that drained it with DD_ERR_NUMERIC (error). The engine reads the values
  * as they leave and the average as it lands (engine.c, on its own thread,
  * overlapped with the wire); here, on the application's thread, the

@@ -7,7 +7,9 @@
 # dropped. Every worker must finish (exit 0) with every average correct, each
 # saying which aggregator it lost; a woken aggregator must leave saying it
 # was dropped, and the job must not stop for it. Each "loss:" line gives
-# the time from the fault to the workers going on.
+# the time from the fault to the workers going on. Last, deterministic
+# train_mlp runs: losing an aggregator leaves the final parameters' bits
+# as they are without the fault.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 PROFILE=${DDTEST_PROFILES:-$top_srcdir/../shared/profiles}/gpt2-blocks
 if [ ! -d "$PROFILE" ]; then
@@ -96,4 +98,34 @@ done
 loss kill-both ddp KILL 4 5
 expect_grep "$TMP/kill-both.0" "now 0 aggregator(s) and 4 workers" "kill-both: the workers' own homes sum"
 loss stop-one dreamddp:4+next STOP 5
+
+# Deterministic (DREAMDDP_DETERMINISTIC=yes) train_mlp: the run that loses
+# an aggregator ends with the bits of the uninterrupted one (a home sums in
+# worker order whoever it is, and the plan does not follow the route).
+mlp() {
+    out=$TMP/mlp.$1
+    port=$(free_port)
+    for r in 0 1 2 3 4 5; do
+        (DREAMDDP_DETERMINISTIC=yes DREAMDDP_LINE_BUFFERED=yes DREAMDDP_RANK=$r DREAMDDP_WORLD_SIZE=6 \
+         DREAMDDP_NUM_AGGREGATORS=2 DREAMDDP_MASTER_ADDR=127.0.0.1 \
+         DREAMDDP_MASTER_PORT=$port timeout -s KILL 150 \
+         sh -c 'echo $$ >"$0.pid"; exec "$1" --strategy dreamddp:4 --steps 200 --seed 1' \
+         "$out.$r" "$top_builddir/examples/train_mlp" >"$out.$r" 2>&1; echo $? >"$out.$r.rc") &
+    done
+    if [ "$1" = kill ]; then
+        w=0
+        until grep -q '^ *50 ' "$out.0" 2>/dev/null || [ $w -gt 3000 ]; do sleep 0.02; w=$((w + 1)); done
+        kill -s KILL "$(cat "$out.4.pid")"
+    fi
+    wait
+    sed -n 's/.*, parameters \([0-9a-f]*\)$/\1/p' "$out.0"
+}
+whole=$(mlp whole)
+killed=$(mlp kill)
+expect_grep "$TMP/mlp.kill.0" "aggregator rank 4 was lost" "train_mlp: the aggregator was lost mid-run"
+if [ -n "$whole" ] && [ "$whole" = "$killed" ]; then
+    pass "train_mlp: the run that lost an aggregator ends with the uninterrupted run's parameters ($whole)"
+else
+    fail "train_mlp: parameters '$whole' uninterrupted, '$killed' with an aggregator lost"
+fi
 finish

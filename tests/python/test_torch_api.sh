@@ -46,6 +46,20 @@ if "$DDTEST_PYTHON" -c 'import sklearn' 2>/dev/null; then
     else
         fail "examples/torch_digits.py"; sed 's/^/    /' "$TMP/digits"
     fi
+    # DreamDDP(deterministic=True): two runs, the same bits (past the
+    # first plan, at step 8 of 40).
+    for run in a b; do
+        "$DDRUN" -n 2 --timeout 120 -- "$DDTEST_PYTHON" "$top_srcdir/examples/torch_digits.py" \
+            --strategy dreamddp:4 --steps 40 --json --deterministic >"$TMP/det.$run" 2>&1 ||
+            { fail "torch_digits.py --deterministic, run $run"; sed 's/^/    /' "$TMP/det.$run"; }
+    done
+    a=$(sed -n 's/.*"params": "\([0-9a-f]*\)".*/\1/p' "$TMP/det.a")
+    b=$(sed -n 's/.*"params": "\([0-9a-f]*\)".*/\1/p' "$TMP/det.b")
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then
+        pass "DreamDDP(deterministic=True): both runs end with parameters $a"
+    else
+        fail "DreamDDP(deterministic=True): parameters '$a' then '$b'"
+    fi
 else
     echo "skip: examples/torch_digits.py: $DDTEST_PYTHON has no scikit-learn"
 fi

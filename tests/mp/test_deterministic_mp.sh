@@ -4,8 +4,9 @@
 # dreamddp:4+next, with fp16, and with 2 aggregators. DREAMDDP_PLAN_SAVE
 # and DREAMDDP_PLAN: a run that loads the plan a measured run saved syncs
 # the same layers at the same steps (their timelines compared from the
-# plan's first window on); a plan for another world size is refused,
-# naming the difference.
+# plan's first window on), as does the train simulator a plan `ddbench
+# plan --save` wrote; a plan for another world size is refused, naming the
+# difference.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 MLP=$top_builddir/examples/train_mlp
 PY=${DDTEST_PYTHON:-python3}
@@ -71,6 +72,22 @@ if [ -s "$TMP/saved.syncs" ] && cmp -s "$TMP/saved.syncs" "$TMP/loaded.syncs"; t
     pass "the loaded plan syncs the same layers at the same steps ($(head -1 "$TMP/saved.syncs") syncs)"
 else
     fail "the syncs differ"; head -c 600 "$TMP/saved.syncs"; head -c 600 "$TMP/loaded.syncs"
+fi
+
+# ddbench plan --save: a plan for the train simulator on the same profile.
+SMALL=$top_srcdir/tests/fixtures/profile-small
+BENCH=$top_builddir/tools/ddbench
+if "$BENCH" plan "$SMALL" --H 4 --bytes-per-second 1e8 --workers 2 \
+    --save "$TMP/small.plan" >"$TMP/planned" 2>&1; then
+    DREAMDDP_PLAN="$TMP/small.plan" DREAMDDP_LOG_LEVEL=info DREAMDDP_LOG_SUBSYS=sched \
+        "$DDRUN" -n 2 --timeout 120 -- "$BENCH" train-sim --profile "$SMALL" \
+        --strategy dreamddp:4 --iters 16 >"$TMP/simplan" 2>&1 ||
+        { fail "train-sim with ddbench plan's plan"; cat "$TMP/simplan"; }
+    expect_grep "$TMP/simplan" "(not deterministic, from DREAMDDP_PLAN)" "ddbench plan --save: train-sim takes its plan"
+elif grep -q "json-c" "$TMP/planned"; then
+    echo "skip: ddbench plan --save: built without json-c"
+else
+    fail "ddbench plan --save"; cat "$TMP/planned"
 fi
 
 # A plan for 4 workers in a job of 2.

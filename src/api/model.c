@@ -137,7 +137,7 @@ dd_status_t dd_model_commit(dd_context_h ctx)
                                 &ctx->sched->clock_uncertainty_us);
     }
     return status != DD_OK ? status
-                           : dd_watch_fatal(ctx, dd_sched_commit(ctx->sched));
+                           : dd_watch_fault(ctx, dd_sched_commit(ctx->sched));
 }
 
 size_t dd_num_layers(dd_context_h ctx)

@@ -567,20 +567,17 @@ static dd_status_t dd_watch_as_published(dd_context_h ctx, dd_status_t status,
     return status;
 }
 
-static dd_status_t dd_watch_fault_as(dd_context_h ctx, dd_status_t status,
-                                     int fatal)
+dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status)
 {
     char seen[512], silent[256], why[sizeof(ctx->abort.why)];
 
     if (status == DD_OK || ctx == NULL || ctx->watch == NULL) {
         return status;
     }
-    /* Ranks that disagree, a malformed message (its text names the
-     * sender), or whatever ends the rank's part (fatal: a failed commit,
-     * but not a call out of order): the job's fault. */
-    int disagree =
-        status == DD_ERR_MISMATCH || status == DD_ERR_MESSAGE ||
-        (fatal && status != DD_ERR_STATE && !dd_watch_is_fault(status));
+    /* Ranks that disagree, or a malformed message (its text names the
+     * sender): the job's fault. (A commit every rank refuses alike, such
+     * as a layer a strategy cannot average, is not: each says it.) */
+    int disagree = status == DD_ERR_MISMATCH || status == DD_ERR_MESSAGE;
     snprintf(seen, sizeof(seen), "%s", dd_last_error());
     if (dd_abort_raised(&ctx->abort)) {
         dd_status_t reason = dd_watch_reason(ctx);
@@ -627,16 +624,6 @@ static dd_status_t dd_watch_fault_as(dd_context_h ctx, dd_status_t status,
     }
     dd_watch_publish(ctx, why);
     return dd_watch_reason(ctx);
-}
-
-dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status)
-{
-    return dd_watch_fault_as(ctx, status, 0);
-}
-
-dd_status_t dd_watch_fatal(dd_context_h ctx, dd_status_t status)
-{
-    return dd_watch_fault_as(ctx, status, 1);
 }
 
 /* Marks the ranks a reason names as lost or stopped: it starts "rank N"

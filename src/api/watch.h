@@ -54,12 +54,4 @@ void dd_watch_linger(dd_context_h ctx);
  */
 dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status);
 
-/**
- * dd_watch_fault for an error that ends this rank's part in the job (a
- * failed dd_model_commit): any error but DD_ERR_STATE (a call out of
- * order) is published as the job's fault, as a mismatch or a malformed
- * message always is, and returned as it is.
- */
-dd_status_t dd_watch_fatal(dd_context_h ctx, dd_status_t status);
-
 #endif

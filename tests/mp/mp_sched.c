@@ -650,12 +650,10 @@ int main(int argc, char **argv)
     rank = dd_rank(ctx);
     world = dd_num_workers(ctx);
     if (strcmp(argv[1], "buffers") == 0 && argc > 3) {
-        int mixed = argc > 4 && strcmp(argv[4], "mixed") == 0;
-        int rc = buffers(ctx, argv[2], atol(argv[3]), mixed);
+        int rc = buffers(ctx, argv[2], atol(argv[3]),
+                         argc > 4 && strcmp(argv[4], "mixed") == 0);
         dd_status_t fin = dd_finalize(ctx);
-        /* A refused commit is the job's fault: dd_finalize then says so. */
-        int refused = strcmp(argv[2], "adaptive") == 0 && !mixed;
-        return rc != 0 ? rc : fin != DD_OK && !refused;
+        return rc != 0 ? rc : fin != DD_OK;
     }
     int mismatch = strcmp(argv[1], "mismatch") == 0;
     int rc = setup(ctx, L, mismatch);

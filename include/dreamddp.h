@@ -64,7 +64,7 @@ extern "C" {
     X(DD_ERR_MESSAGE, -14, "malformed message")                                \
     X(DD_ERR_BACKEND, -15, "backend error")                                    \
     X(DD_ERR_CANCELED, -16, "canceled")                                        \
-    X(DD_ERR_INTERNAL, -17, "internal error")                                 \
+    X(DD_ERR_INTERNAL, -17, "internal error")                                  \
     X(DD_ERR_NUMERIC, -18, "non-finite values")
 
 #define DD_STATUS_ENUM_ITEM_(name, value, desc) name = value,

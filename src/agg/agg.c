@@ -274,21 +274,21 @@ int dd_agg_declare_lost(dd_store_t *store, int rank, const char *why)
     int64_t claims = 0;
     int exists = 0;
 
-    snprintf(key, sizeof(key), DD_AGG_DOWN_KEY "%d", rank);
+    snprintf(key, sizeof(key), DD_STORE_LOST_KEY "%d", rank);
     if (dd_store_check(store, key, &exists) != DD_OK || exists) {
         return 0;
     }
-    snprintf(key, sizeof(key), DD_AGG_DOWN_KEY "%d/claim", rank);
+    snprintf(key, sizeof(key), DD_STORE_LOST_KEY "%d/claim", rank);
     if (dd_store_add(store, key, 1, &claims) != DD_OK || claims != 1) {
         return 0;
     }
     /* why and the key before the count, which readers take as the sign
      * to look at the keys. */
-    snprintf(key, sizeof(key), DD_AGG_DOWN_KEY "%d/why", rank);
+    snprintf(key, sizeof(key), DD_STORE_LOST_KEY "%d/why", rank);
     dd_store_set(store, key, why, strlen(why));
-    snprintf(key, sizeof(key), DD_AGG_DOWN_KEY "%d", rank);
+    snprintf(key, sizeof(key), DD_STORE_LOST_KEY "%d", rank);
     dd_store_set(store, key, "1", 1);
-    dd_store_add(store, DD_AGG_DOWNS_KEY, 1, NULL);
+    dd_store_add(store, DD_STORE_LOSTS_KEY, 1, NULL);
     return 1;
 }
 
@@ -297,6 +297,6 @@ int dd_agg_is_lost(dd_store_t *store, int rank)
     char key[64];
     int exists = 0;
 
-    snprintf(key, sizeof(key), DD_AGG_DOWN_KEY "%d", rank);
+    snprintf(key, sizeof(key), DD_STORE_LOST_KEY "%d", rank);
     return dd_store_check(store, key, &exists) == DD_OK && exists;
 }

@@ -53,13 +53,8 @@ typedef struct {
     int64_t downs;
 } dd_agg_env_t;
 
-/* The store's keys of a lost aggregator: DD_AGG_DOWN_KEY "RANK" holds why,
- * DD_AGG_DOWNS_KEY counts them, DD_AGG_EXPENDABLE_KEY "RANK" says that the
- * store's host declares RANK lost when its connection closes instead of
- * stopping the job (src/boot/store_server.c spells them too). */
-#define DD_AGG_DOWN_KEY "dd/agg/down/"
-#define DD_AGG_DOWNS_KEY "dd/agg/downs"
-#define DD_AGG_EXPENDABLE_KEY "dd/agg/expendable/"
+/* A lost aggregator's keys in the store: boot/store.h's DD_STORE_LOST_KEY,
+ * DD_STORE_LOSTS_KEY and DD_STORE_EXPENDABLE_KEY. */
 
 /** Declares aggregator rank lost in the store, once whoever asks first:
  *  its why, and the count of lost ones. 1 when this call declared it. */

@@ -707,7 +707,7 @@ static void dd_agg_lost_names(const dd_agg_t *a, const unsigned char *was,
         char key[64];
         void *why = NULL;
         size_t len = 0;
-        snprintf(key, sizeof(key), DD_AGG_DOWN_KEY "%d/why", r);
+        snprintf(key, sizeof(key), DD_STORE_LOST_KEY "%d/why", r);
         if (dd_store_get_within(job->store, key, 1.0, &why, &len) != DD_OK) {
             why = NULL;
             len = 0;
@@ -934,7 +934,7 @@ static dd_status_t dd_agg_home_lost(dd_agg_t *a, int rank)
 {
     char why[160], key[64];
     int expendable = 0;
-    snprintf(key, sizeof(key), DD_AGG_EXPENDABLE_KEY "%d", rank);
+    snprintf(key, sizeof(key), DD_STORE_EXPENDABLE_KEY "%d", rank);
     if (dd_store_check(a->env->job->store, key, &expendable) != DD_OK ||
         !expendable) {
         /* It never began serving: the job stops, as for any peer. */

@@ -29,7 +29,8 @@ dd_status_t dd_agg_serve(const dd_agg_env_t *env)
         /* Its loss is survived: the store's host declares it lost
          * (src/boot/store_server.c) instead of stopping the job. */
         char key[64];
-        snprintf(key, sizeof(key), DD_AGG_EXPENDABLE_KEY "%d", env->job->rank);
+        snprintf(key, sizeof(key), DD_STORE_EXPENDABLE_KEY "%d",
+                 env->job->rank);
         dd_store_set(env->job->store, key, "1", 1);
     }
     double nap = 20e-6, failed_at = 0, looked = dd_time_now();

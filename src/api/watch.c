@@ -202,7 +202,7 @@ static void dd_watch_aggregators(dd_context_h ctx)
 
     if (!__atomic_load_n(&ctx->agg_env_ready, __ATOMIC_ACQUIRE) ||
         !env->survive ||
-        dd_store_add(ctx->store, DD_AGG_DOWNS_KEY, 0, &downs) != DD_OK) {
+        dd_store_add(ctx->store, DD_STORE_LOSTS_KEY, 0, &downs) != DD_OK) {
         return;
     }
     __atomic_store_n(&env->downs, downs, __ATOMIC_RELEASE);

@@ -277,13 +277,13 @@ static int *dd_store_lost_ranks(dd_store_t *s)
     int exists = 0;
     char key[64];
 
-    if (dd_store_check(s, "dd/agg/downs", &exists) != DD_OK || !exists ||
-        dd_store_add(s, "dd/agg/downs", 0, &downs) != DD_OK || downs == 0) {
+    if (dd_store_check(s, DD_STORE_LOSTS_KEY, &exists) != DD_OK || !exists ||
+        dd_store_add(s, DD_STORE_LOSTS_KEY, 0, &downs) != DD_OK || downs == 0) {
         return NULL;
     }
     int *lost = calloc((size_t)s->world_size, sizeof(int));
     for (int r = 0; lost != NULL && r < s->world_size; r++) {
-        snprintf(key, sizeof(key), "dd/agg/down/%d", r);
+        snprintf(key, sizeof(key), DD_STORE_LOST_KEY "%d", r);
         if (r != s->rank && dd_store_check(s, key, &exists) == DD_OK) {
             lost[r] = exists;
         }

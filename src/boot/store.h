@@ -142,6 +142,15 @@ dd_status_t dd_store_allgather(dd_store_t *s, const char *name,
 #define DD_STORE_ABORT_KEY "dd/abort"
 #define DD_STORE_BYE_KEY "dd/bye/"
 
+/* A rank lost without stopping the job (an expendable aggregator, under
+ * DREAMDDP_AGG_LOSS=survive): DD_STORE_LOST_KEY "RANK" is set (its "/why"
+ * says why) and DD_STORE_LOSTS_KEY counts them; DD_STORE_EXPENDABLE_KEY
+ * "RANK" says that the store's server declares RANK lost when its
+ * connection closes, and barriers do not wait for a lost rank. */
+#define DD_STORE_LOST_KEY "dd/agg/down/"
+#define DD_STORE_LOSTS_KEY "dd/agg/downs"
+#define DD_STORE_EXPENDABLE_KEY "dd/agg/expendable/"
+
 /* The TCP store's server, hosted by rank 0. */
 typedef struct dd_store_server dd_store_server_t;
 

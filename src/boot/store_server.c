@@ -512,16 +512,9 @@ static int dd_server_read(dd_store_server_t *srv, dd_server_client_t *c)
 }
 
 /*
- * A rank's connection closed. One that said goodbye (DD_STORE_BYE_KEY, set
- * in dd_finalize) left; any other died or was killed, and the store is the
- * first to know, at once, even of a rank no collective is waiting on: it
- * publishes the job's abort (DD_STORE_ABORT_KEY) naming the rank, unless
- * an earlier reason is there, and wakes the requests parked on it.
- */
-/*
  * An expendable rank (an aggregator under DREAMDDP_AGG_LOSS=survive, which
- * set "dd/agg/expendable/RANK") is declared lost instead (src/agg/agg.h's
- * keys: "dd/agg/down/RANK", its "/why", the count "dd/agg/downs"); the
+ * set DD_STORE_EXPENDABLE_KEY "RANK") is declared lost instead (store.h's
+ * DD_STORE_LOST_KEY "RANK", its "/why", the count DD_STORE_LOSTS_KEY); the
  * workers move its chunks elsewhere. 1 when rank is expendable.
  */
 static int dd_server_note_expendable(dd_store_server_t *srv, int rank,
@@ -530,30 +523,37 @@ static int dd_server_note_expendable(dd_store_server_t *srv, int rank,
     char key[64], text[32], err[160], text2[300];
     int64_t n = 0;
 
-    snprintf(key, sizeof(key), "dd/agg/expendable/%d", rank);
+    snprintf(key, sizeof(key), DD_STORE_EXPENDABLE_KEY "%d", rank);
     if (dd_server_find(srv, key) == NULL) {
         return 0;
     }
-    snprintf(key, sizeof(key), "dd/agg/down/%d", rank);
+    snprintf(key, sizeof(key), DD_STORE_LOST_KEY "%d", rank);
     if (dd_server_find(srv, key) != NULL) {
         return 1; /* a worker declared it first */
     }
-    dd_server_entry_t *e = dd_server_find(srv, "dd/agg/downs");
-    if (dd_store_add_value("dd/agg/downs", e ? e->value : NULL, e ? e->len : 0,
-                           1, &n, err, sizeof(err)) != DD_OK) {
+    dd_server_entry_t *e = dd_server_find(srv, DD_STORE_LOSTS_KEY);
+    if (dd_store_add_value(DD_STORE_LOSTS_KEY, e ? e->value : NULL,
+                           e ? e->len : 0, 1, &n, err, sizeof(err)) != DD_OK) {
         return 0;
     }
     snprintf(text, sizeof(text), "%lld", (long long)n);
     dd_server_put(srv, key, "1", 1);
-    snprintf(key, sizeof(key), "dd/agg/down/%d/why", rank);
+    snprintf(key, sizeof(key), DD_STORE_LOST_KEY "%d/why", rank);
     snprintf(text2, sizeof(text2), "aggregator %s", why);
     dd_server_put(srv, key, text2, strlen(text2));
-    dd_server_put(srv, "dd/agg/downs", text, strlen(text));
+    dd_server_put(srv, DD_STORE_LOSTS_KEY, text, strlen(text));
     dd_log_warn(DD_SUBSYS_NET, "store: aggregator %s", why);
     dd_server_wake_parked(srv);
     return 1;
 }
 
+/*
+ * A rank's connection closed. One that said goodbye (DD_STORE_BYE_KEY, set
+ * in dd_finalize) left; any other died or was killed, and the store is the
+ * first to know, at once, even of a rank no collective is waiting on: it
+ * publishes the job's abort (DD_STORE_ABORT_KEY) naming the rank, unless
+ * an earlier reason is there, and wakes the requests parked on it.
+ */
 static void dd_server_note_lost(dd_store_server_t *srv, dd_server_client_t *c)
 {
     char key[64], why[256];

@@ -15,14 +15,19 @@
 #include <stdio.h>
 #include <string.h>
 
+static void digest_hex(const uint8_t d[DD_SHA256_BYTES], char out[65])
+{
+    for (int i = 0; i < DD_SHA256_BYTES; i++) {
+        snprintf(out + 2 * i, 3, "%02x", d[i]);
+    }
+}
+
 static void hex(const void *data, size_t len, char out[65])
 {
     uint8_t d[DD_SHA256_BYTES];
 
     dd_sha256(data, len, d);
-    for (int i = 0; i < DD_SHA256_BYTES; i++) {
-        snprintf(out + 2 * i, 3, "%02x", d[i]);
-    }
+    digest_hex(d, out);
 }
 
 static void test_vectors(void **state)
@@ -73,7 +78,7 @@ static void test_hmac(void **state)
          "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843", 4},
     };
     uint8_t out[DD_SHA256_BYTES], key[131];
-    char hex[2 * DD_SHA256_BYTES + 1];
+    char text[2 * DD_SHA256_BYTES + 1];
 
     (void)state;
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
@@ -81,19 +86,15 @@ static void test_hmac(void **state)
                                         cases[c].data, strlen(cases[c].data),
                                         out),
                          0);
-        for (int i = 0; i < DD_SHA256_BYTES; i++) {
-            snprintf(hex + 2 * i, 3, "%02x", out[i]);
-        }
-        assert_string_equal(hex, cases[c].hex);
+        digest_hex(out, text);
+        assert_string_equal(text, cases[c].hex);
     }
     memset(key, 0xaa, sizeof(key));
     const char *data = "Test Using Larger Than Block-Size Key - Hash Key First";
     dd_hmac_sha256(key, sizeof(key), data, strlen(data), out);
-    for (int i = 0; i < DD_SHA256_BYTES; i++) {
-        snprintf(hex + 2 * i, 3, "%02x", out[i]);
-    }
+    digest_hex(out, text);
     assert_string_equal(
-        hex,
+        text,
         "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
 }
 

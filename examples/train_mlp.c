@@ -60,8 +60,10 @@ typedef struct {
     int steps, batch, json, log_every;
     double lr, momentum;
     unsigned seed;
-    int noniid;   /* --data noniid */
-    int no_marks; /* --no-forward-marks */
+    int noniid;       /* --data noniid */
+    int global;       /* --data global */
+    int no_marks;     /* --no-forward-marks */
+    int commit_every; /* --commit-every */
 } options_t;
 
 /* ---- a small deterministic random number generator ---------------------- */
@@ -185,6 +187,31 @@ static void draw(const teacher_t *t, uint64_t *s, int n, float *x, int *y,
         if (keep != NULL && rng_uniform(s) >= keep[y[k]]) {
             k--; /* not this worker's: draw again */
         }
+    }
+}
+
+/* --data global: worker w of n takes examples [first, first + size) of a
+ * global batch of g; returns the size. */
+static int64_t global_slice(int64_t g, int w, int n, int64_t *first_p)
+{
+    int64_t first = g * w / n;
+    if (first_p != NULL) {
+        *first_p = first;
+    }
+    return g * (w + 1) / n - first;
+}
+
+/* --data global: this worker's slice of step's global batch of g; example
+ * i of a step comes from its own stream, whoever draws it. */
+static void draw_global(const teacher_t *t, unsigned seed, uint64_t step,
+                        int64_t g, int w, int n, float *x, int *y)
+{
+    int64_t first, size = global_slice(g, w, n, &first);
+    for (int64_t k = 0; k < size; k++) {
+        uint64_t s = seed * 1000003ull +
+                     ((uint64_t)(step * (uint64_t)g) + (uint64_t)(first + k)) *
+                         0x632be59bd9b4e019ull;
+        draw(t, &s, 1, x + k * N_IN, y + k, NULL);
     }
 }
 
@@ -399,6 +426,26 @@ static int register_model(dd_context_h ctx, layer_t *L)
     return 0;
 }
 
+/* The optimizer's state, committed with the model under
+ * DREAMDDP_ELASTIC=yes. */
+static int register_state(dd_context_h ctx, layer_t *L)
+{
+    char name[32];
+    for (int l = 0; l < N_LAYERS; l++) {
+        snprintf(name, sizeof(name), "fc%d.momentum_w", l + 1);
+        if (dd_elastic_state_add(ctx, name, L[l].vw,
+                                 sizeof(float) * L[l].in * L[l].out)) {
+            return -1;
+        }
+        snprintf(name, sizeof(name), "fc%d.momentum_b", l + 1);
+        if (dd_elastic_state_add(ctx, name, L[l].vb,
+                                 sizeof(float) * L[l].out)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -449,9 +496,9 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: train_mlp [--strategy S] [--steps N] [--lr X] "
             "[--batch N] [--seed N]\n"
-            "                 [--data iid|noniid] [--compression C] "
+            "                 [--data iid|noniid|global] [--compression C] "
             "[--json]\n"
-            "                 [--no-forward-marks]\n"
+            "                 [--no-forward-marks] [--commit-every K]\n"
             "  S: ddp, localsgd:H, plsgd:H, dreamddp:H (each of the last "
             "three also with\n"
             "     +next: delayed averaging), adaptive\n"
@@ -461,6 +508,13 @@ static void usage(FILE *out)
             "     elements; the last, smaller layer stays dense)\n"
             "  --data iid     every worker draws from the same distribution "
             "(default)\n"
+            "  --data global  each step's global batch (--batch times the "
+            "first number of\n"
+            "                 workers) is fixed by --seed and the step, and "
+            "each worker\n"
+            "                 takes its slice: a job re-formed with fewer "
+            "workers trains on\n"
+            "                 the same examples\n"
             "  --data noniid  each worker's shard is skewed by label: the "
             "workers'\n"
             "                 shares of every label follow a Dirichlet split "
@@ -471,7 +525,12 @@ static void usage(FILE *out)
             "  --no-forward-marks  no dd_layer_forward before a layer's "
             "forward: a delayed\n"
             "                 average then lands by the layer's next "
-            "backward\n");
+            "backward\n"
+            "  --commit-every K  under DREAMDDP_ELASTIC=yes (ddrun --elastic), "
+            "commit the\n"
+            "                 model, the momentum and the step every K steps "
+            "(default 20);\n"
+            "                 a re-formed job resumes from the last commit\n");
 }
 
 static int parse(int argc, char **argv, options_t *o)
@@ -486,12 +545,13 @@ static int parse(int argc, char **argv, options_t *o)
         {"json", no_argument, 0, 'j'},
         {"no-forward-marks", no_argument, 0, 'm'},
         {"compression", required_argument, 0, 'c'},
+        {"commit-every", required_argument, 0, 'k'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static const char *const P = "train_mlp";
     int opt;
     long seed;
-    *o = (options_t){"ddp", NULL, 300, 32, 0, 50, 0.1, 0.9, 1, 0, 0};
+    *o = (options_t){"ddp", NULL, 300, 32, 0, 50, 0.1, 0.9, 1, 0, 0, 0, 20};
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (opt) {
         case 's':
@@ -519,14 +579,16 @@ static int parse(int argc, char **argv, options_t *o)
             o->seed = (unsigned)seed;
             break;
         case 'd':
-            if (strcmp(optarg, "iid") != 0 && strcmp(optarg, "noniid") != 0) {
+            if (strcmp(optarg, "iid") != 0 && strcmp(optarg, "noniid") != 0 &&
+                strcmp(optarg, "global") != 0) {
                 fprintf(stderr,
-                        "train_mlp: --data takes iid or noniid, not "
+                        "train_mlp: --data takes iid, noniid or global, not "
                         "'%s'\n",
                         optarg);
                 return -1;
             }
             o->noniid = strcmp(optarg, "noniid") == 0;
+            o->global = strcmp(optarg, "global") == 0;
             break;
         case 'j':
             o->json = 1;
@@ -536,6 +598,12 @@ static int parse(int argc, char **argv, options_t *o)
             break;
         case 'c':
             o->compression = optarg;
+            break;
+        case 'k':
+            if (dd_arg_int(P, "--commit-every", optarg, 1, INT_MAX,
+                           &o->commit_every)) {
+                return -1;
+            }
             break;
         case 'h':
             usage(stdout);
@@ -626,21 +694,50 @@ static unsigned long long params_checksum(const layer_t *L)
     return (unsigned long long)h;
 }
 
+/* The rows of a batch of n, and of the evaluation's chunks. */
+static void buffers_alloc(buffers_t *B, int n)
+{
+    int chunk = n > 256 ? n : 256;
+    for (int l = 0; l <= N_LAYERS; l++) {
+        B->act[l] = zeros((size_t)chunk * widths[l]);
+        B->delta[l] = zeros((size_t)chunk * widths[l]);
+    }
+    B->x = zeros((size_t)n * N_IN);
+    B->y = calloc((size_t)n, sizeof(int));
+}
+
 /* The steps, then the held-out accuracy and the report. */
 static int train_loop(dd_context_h ctx, const options_t *o, layer_t *L,
                       buffers_t *Bp, const float *tx, const int *ty,
-                      const teacher_t *teacherp, uint64_t *shardp,
-                      const double *keep)
+                      const teacher_t *teacherp, const double *keep)
 {
-    int rank = dd_rank(ctx), chunk = o->batch > 256 ? o->batch : 256;
-
-    if (register_model(ctx, L) != 0 ||
+    int rank = dd_rank(ctx);
+    /* The job's first size, committed: a re-formed job of fewer or more
+     * workers keeps the global batch, each worker taking its share. */
+    int32_t first_workers = dd_num_workers(ctx);
+    uint64_t start = 0, shard = o->seed * 1000003ull + (uint64_t)rank;
+    if (register_model(ctx, L) != 0 || register_state(ctx, L) != 0 ||
+        dd_elastic_state_add(ctx, "train_mlp.first_workers", &first_workers,
+                             sizeof(first_workers)) != DD_OK ||
         dd_strategy_set(ctx, o->strategy) != DD_OK ||
         (o->compression != NULL &&
          dd_compression_set(ctx, o->compression) != DD_OK) ||
-        dd_model_commit(ctx) != DD_OK) {
+        dd_model_commit(ctx) != DD_OK || dd_elastic_restore(ctx, &start)) {
         return -1;
     }
+    options_t run = *o;
+    int64_t global_batch = (int64_t)o->batch * first_workers;
+    if (o->global) {
+        run.batch =
+            (int)global_slice(global_batch, rank, dd_num_workers(ctx), NULL);
+    } else if (start > 0) {
+        /* A re-formed job: a data stream of its own from here on. */
+        shard += start * 7919ull;
+    }
+    o = &run;
+    uint64_t *shardp = &shard;
+    int chunk = o->batch > 256 ? o->batch : 256;
+    buffers_alloc(Bp, o->batch);
     double loss = 0, t_total = 0, wait = 0, test_loss, acc = 0;
     size_t synced = 0, extra = 0, wire = 0;
     drift_t drift;
@@ -649,13 +746,19 @@ static int train_loop(dd_context_h ctx, const options_t *o, layer_t *L,
         printf("%6s %8s %8s %9s %7s %9s\n", "step", "loss", "test_acc",
                "step_ms", "synced", "wait_ms");
     }
-    for (int step = 0; step < o->steps; step++) {
+    for (int step = (int)start; step < o->steps; step++) {
         dd_step_stats_t st = {.field_mask = DD_STEP_STATS_FIELD_WAIT_S |
                                             DD_STEP_STATS_FIELD_BYTES_SYNCED |
                                             DD_STEP_STATS_FIELD_LAYERS_SYNCED |
                                             DD_STEP_STATS_FIELD_EXTRA_BYTES |
                                             DD_STEP_STATS_FIELD_WIRE_BYTES};
-        draw(teacherp, shardp, o->batch, Bp->x, Bp->y, o->noniid ? keep : NULL);
+        if (o->global) {
+            draw_global(teacherp, o->seed, (uint64_t)step, global_batch, rank,
+                        dd_num_workers(ctx), Bp->x, Bp->y);
+        } else {
+            draw(teacherp, shardp, o->batch, Bp->x, Bp->y,
+                 o->noniid ? keep : NULL);
+        }
         double t0 = now_s();
         if (train_step(ctx, L, Bp, o, &loss, &st) != 0) {
             return -1;
@@ -669,6 +772,9 @@ static int train_loop(dd_context_h ctx, const options_t *o, layer_t *L,
         extra += st.extra_bytes;
         wire += st.wire_bytes;
         drift_sample(ctx, L, &drift);
+        if ((step + 1) % o->commit_every == 0 && dd_elastic_commit(ctx)) {
+            return -1;
+        }
         if (rank == 0 && !o->json &&
             ((step + 1) % o->log_every == 0 || step == 0)) {
             acc = evaluate(L, Bp->act, tx, ty, TEST_SIZE, chunk, &test_loss);
@@ -682,6 +788,7 @@ static int train_loop(dd_context_h ctx, const options_t *o, layer_t *L,
         return -1;
     }
     acc = evaluate(L, Bp->act, tx, ty, TEST_SIZE, chunk, &test_loss);
+    int ran = o->steps - (int)start > 0 ? o->steps - (int)start : 1;
     if (rank == 0 && o->json) {
         printf("{\"strategy\":\"%s\",\"data\":\"%s\",\"steps\":%d,"
                "\"workers\":%d,\"aggregators\":%d,"
@@ -690,10 +797,14 @@ static int train_loop(dd_context_h ctx, const options_t *o, layer_t *L,
                "\"extra_bytes\":%zu,\"compression\":\"%s\","
                "\"wire_bytes\":%zu,\"forward_marks\":%s,"
                "\"params_checksum\":\"%016llx\"",
-               dd_strategy_name(ctx), o->noniid ? "noniid" : "iid", o->steps,
-               dd_num_workers(ctx), dd_world_size(ctx) - dd_num_workers(ctx),
-               test_loss, acc, t_total / o->steps, wait / o->steps, synced,
-               extra, o->compression != NULL ? o->compression : "default", wire,
+               dd_strategy_name(ctx),
+               o->noniid   ? "noniid"
+               : o->global ? "global"
+                           : "iid",
+               o->steps, dd_num_workers(ctx),
+               dd_world_size(ctx) - dd_num_workers(ctx), test_loss, acc,
+               t_total / ran, wait / ran, synced, extra,
+               o->compression != NULL ? o->compression : "default", wire,
                o->no_marks ? "false" : "true", params_checksum(L));
         drift_print(&drift);
         printf("}\n");
@@ -704,8 +815,8 @@ static int train_loop(dd_context_h ctx, const options_t *o, layer_t *L,
                "wire), parameters %016llx\n",
                dd_strategy_name(ctx), o->noniid ? " (noniid data)" : "",
                dd_num_workers(ctx), o->steps, acc, test_loss,
-               t_total / o->steps * 1e3, wait / o->steps * 1e3, synced / 1e6,
-               extra / 1e6, wire / 1e6, params_checksum(L));
+               t_total / ran * 1e3, wait / ran * 1e3, synced / 1e6, extra / 1e6,
+               wire / 1e6, params_checksum(L));
     }
     return 0;
 }
@@ -716,23 +827,18 @@ static int train(dd_context_h ctx, const options_t *o, layer_t *L)
 {
     static teacher_t teacher;
     buffers_t B;
-    int rank = dd_rank(ctx), chunk = o->batch > 256 ? o->batch : 256;
-    uint64_t shard = o->seed * 1000003ull + (uint64_t)rank, held = o->seed;
+    int rank = dd_rank(ctx);
+    uint64_t held = o->seed;
     double keep[N_OUT];
 
+    memset(&B, 0, sizeof(B));
     teacher_init(&teacher, o->seed);
     noniid_init(keep, o->seed, rank, dd_num_workers(ctx));
     model_init(L, o->seed + (unsigned)rank); /* commit makes them equal */
-    for (int l = 0; l <= N_LAYERS; l++) {
-        B.act[l] = zeros((size_t)chunk * widths[l]);
-        B.delta[l] = zeros((size_t)chunk * widths[l]);
-    }
-    B.x = zeros((size_t)o->batch * N_IN);
-    B.y = calloc((size_t)o->batch, sizeof(int));
     float *tx = zeros((size_t)TEST_SIZE * N_IN);
     int *ty = calloc(TEST_SIZE, sizeof(int));
     draw(&teacher, &held, TEST_SIZE, tx, ty, NULL);
-    int rc = train_loop(ctx, o, L, &B, tx, ty, &teacher, &shard, keep);
+    int rc = train_loop(ctx, o, L, &B, tx, ty, &teacher, keep);
     buffers_free(&B);
     free(tx);
     free(ty);

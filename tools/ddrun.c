@@ -6,6 +6,7 @@
  * stops every rank when one fails, and exits with the first failing rank's
  * status. It links nothing of the library: it only starts processes.
  */
+#include "ddrun.h"
 #include "argnum.h"
 
 #include <errno.h>
@@ -25,22 +26,14 @@
 
 #define DDRUN_KILL_GRACE_S 3.0
 
-typedef struct {
-    pid_t pid;
-    int fds[2];    /* stdout, stderr pipes; -1 when closed */
-    char *part[2]; /* an unfinished line of each */
-    size_t part_len[2];
-    int done;
-    int status;
-} ddrun_rank_t;
-
-static volatile sig_atomic_t ddrun_signal;
+volatile sig_atomic_t ddrun_signal;
 
 static void ddrun_usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: ddrun -n N [--aggregators K] [--timeout S] [--] CMD "
+        "usage: ddrun -n N [--aggregators K] [--timeout S]\n"
+        "             [--elastic [--min N] [--max-restarts K]] [--] CMD "
         "[ARGS...]\n"
         "\n"
         "Starts N ranks of CMD on this machine with DREAMDDP_RANK, "
@@ -59,11 +52,25 @@ static void ddrun_usage(FILE *out)
         "(DREAMDDP_NUM_AGGREGATORS)\n"
         "  -t, --timeout S      stop every rank after S seconds (exit "
         "124)\n"
+        "  -e, --elastic        elastic workers: when a rank is lost (killed, "
+        "or frozen\n"
+        "                       while the others stop), start the ranks that "
+        "remain again\n"
+        "                       as a new generation that resumes from the "
+        "last commit\n"
+        "                       (DREAMDDP_ELASTIC=yes, "
+        "DREAMDDP_ELASTIC_DIR)\n"
+        "      --min N          elastic: stop when fewer than N workers "
+        "remain (default 1)\n"
+        "      --max-restarts K elastic: start a lost rank again, up to K "
+        "times in all, so\n"
+        "                       that the job keeps its size (default 3; 0: "
+        "go on without)\n"
         "  -V, --version        print the version and exit\n"
         "  -h, --help           this text\n");
 }
 
-static double ddrun_now(void)
+double ddrun_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -81,7 +88,7 @@ static int ddrun_parse_count(const char *s, int min, int *value_p)
 }
 
 /* A port nobody listens on now; the store on rank 0 will bind it. */
-static int ddrun_free_port(void)
+int ddrun_free_port(void)
 {
     struct sockaddr_in6 sa;
     socklen_t len = sizeof(sa);
@@ -131,10 +138,10 @@ static void ddrun_setenv_int(const char *name, int value)
 }
 
 /* In the child: the rank's environment, then exec. */
-static void ddrun_exec_rank(pid_t parent, int rank, int n, int aggregators,
-                            int port, const char *token, char **argv, int out,
-                            int err)
+static void ddrun_exec_rank(pid_t parent, int rank, const ddrun_job_t *job,
+                            int out, int err)
 {
+    int n = job->n;
     static const char *const stale[] = {
         "RANK",        "WORLD_SIZE",  "LOCAL_RANK", "LOCAL_WORLD_SIZE",
         "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK", "TORCHELASTIC_RUN_ID"};
@@ -156,24 +163,31 @@ static void ddrun_exec_rank(pid_t parent, int rank, int n, int aggregators,
     ddrun_setenv_int("DREAMDDP_LOCAL_RANK", rank);
     ddrun_setenv_int("DREAMDDP_LOCAL_SIZE", n);
     setenv("DREAMDDP_MASTER_ADDR", "127.0.0.1", 1);
-    ddrun_setenv_int("DREAMDDP_MASTER_PORT", port);
+    ddrun_setenv_int("DREAMDDP_MASTER_PORT", job->port);
     const char *token_file = getenv("DREAMDDP_JOB_TOKEN_FILE");
     if (token_file == NULL || token_file[0] == '\0') {
-        setenv("DREAMDDP_JOB_TOKEN", token, 0); /* a token the user set wins */
+        /* a token the user set wins */
+        setenv("DREAMDDP_JOB_TOKEN", job->token, 0);
     }
     /* The rank's stdout is our pipe: its progress should come line by line
      * (the library's setvbuf at dd_init), unless the user said otherwise. */
     setenv("DREAMDDP_LINE_BUFFERED", "yes", 0);
-    if (aggregators > 0) {
-        ddrun_setenv_int("DREAMDDP_NUM_AGGREGATORS", aggregators);
+    if (job->aggregators > 0) {
+        ddrun_setenv_int("DREAMDDP_NUM_AGGREGATORS", job->aggregators);
     }
-    execvp(argv[0], argv);
-    fprintf(stderr, "ddrun: cannot run %s: %s\n", argv[0], strerror(errno));
+    if (job->generation >= 0) {
+        setenv("DREAMDDP_ELASTIC", "yes", 1);
+        setenv("DREAMDDP_ELASTIC_DIR", job->elastic_dir, 1);
+        ddrun_setenv_int("DREAMDDP_ELASTIC_GENERATION", job->generation);
+        ddrun_setenv_int("DREAMDDP_ELASTIC_MIN", job->elastic_min);
+    }
+    execvp(job->argv[0], job->argv);
+    fprintf(stderr, "ddrun: cannot run %s: %s\n", job->argv[0],
+            strerror(errno));
     _exit(127);
 }
 
-static int ddrun_spawn(ddrun_rank_t *r, int rank, int n, int aggregators,
-                       int port, const char *token, char **argv)
+int ddrun_spawn(ddrun_rank_t *r, int rank, const ddrun_job_t *job)
 {
     int out[2], err[2];
 
@@ -189,8 +203,7 @@ static int ddrun_spawn(ddrun_rank_t *r, int rank, int n, int aggregators,
     pid_t parent = getpid();
     r->pid = fork();
     if (r->pid == 0) {
-        ddrun_exec_rank(parent, rank, n, aggregators, port, token, argv, out[1],
-                        err[1]);
+        ddrun_exec_rank(parent, rank, job, out[1], err[1]);
     }
     close(out[1]);
     close(err[1]);
@@ -210,8 +223,7 @@ static void ddrun_emit(FILE *stream, int rank, const char *line, size_t len)
     fflush(stream);
 }
 
-/* Reads what a rank wrote on one stream and prints the complete lines. */
-static void ddrun_pump(ddrun_rank_t *r, int rank, int which)
+void ddrun_pump(ddrun_rank_t *r, int rank, int which)
 {
     char buf[65536];
     FILE *stream = which ? stderr : stdout;
@@ -248,7 +260,7 @@ static void ddrun_pump(ddrun_rank_t *r, int rank, int which)
     r->part_len[which] = len - start;
 }
 
-static void ddrun_kill_all(ddrun_rank_t *ranks, int n, int sig)
+void ddrun_kill_all(ddrun_rank_t *ranks, int n, int sig)
 {
     for (int i = 0; i < n; i++) {
         if (!ranks[i].done && ranks[i].pid > 0) {
@@ -258,7 +270,7 @@ static void ddrun_kill_all(ddrun_rank_t *ranks, int n, int sig)
     }
 }
 
-static int ddrun_exit_code(int status)
+int ddrun_exit_code(int status)
 {
     if (WIFEXITED(status)) {
         return WEXITSTATUS(status);
@@ -349,10 +361,14 @@ int main(int argc, char **argv)
         {"nproc", required_argument, NULL, 'n'},
         {"aggregators", required_argument, NULL, 'a'},
         {"timeout", required_argument, NULL, 't'},
+        {"elastic", no_argument, NULL, 'e'},
+        {"min", required_argument, NULL, 'm'},
+        {"max-restarts", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
-    int n = -1, aggregators = 0, timeout = 0, opt;
+    int n = -1, aggregators = 0, timeout = 0, opt, elastic = 0, min = 1,
+        restarts = 3;
     char token[64];
 
     while ((opt = getopt_long(argc, argv, "+n:a:t:hV", longopts, NULL)) != -1) {
@@ -385,6 +401,19 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'e':
+            elastic = 1;
+            break;
+        case 'm':
+        case 'r':
+            if (ddrun_parse_count(optarg, opt == 'm',
+                                  opt == 'm' ? &min : &restarts)) {
+                fprintf(stderr, "ddrun: %s needs a count%s, not '%s'\n",
+                        opt == 'm' ? "--min" : "--max-restarts",
+                        opt == 'm' ? " from 1" : "", optarg);
+                return 2;
+            }
+            break;
         case 'h':
             ddrun_usage(stdout);
             return 0;
@@ -410,6 +439,13 @@ int main(int argc, char **argv)
                 aggregators, n);
         return 2;
     }
+    if (elastic && min > n - aggregators) {
+        fprintf(stderr,
+                "ddrun: --min %d is more workers than the %d the job "
+                "starts with\n",
+                min, n - aggregators);
+        return 2;
+    }
     int port = ddrun_free_port();
     if (port < 0) {
         fprintf(stderr, "ddrun: cannot find a free port: %s\n",
@@ -421,14 +457,23 @@ int main(int argc, char **argv)
     signal(SIGTERM, ddrun_on_signal);
     signal(SIGPIPE, SIG_IGN);
 
+    ddrun_job_t job = {.n = n,
+                       .aggregators = aggregators,
+                       .port = port,
+                       .token = token,
+                       .argv = argv + optind,
+                       .generation = -1,
+                       .elastic_min = min};
+    if (elastic) {
+        return ddrun_elastic(&job, min, restarts, timeout);
+    }
     ddrun_rank_t *ranks = calloc((size_t)n, sizeof(*ranks));
     if (ranks == NULL) {
         fprintf(stderr, "ddrun: out of memory\n");
         return 1;
     }
     for (int i = 0; i < n; i++) {
-        if (ddrun_spawn(&ranks[i], i, n, aggregators, port, token,
-                        argv + optind) != 0) {
+        if (ddrun_spawn(&ranks[i], i, &job) != 0) {
             fprintf(stderr, "ddrun: cannot start rank %d: %s\n", i,
                     strerror(errno));
             ddrun_kill_all(ranks, i, SIGKILL);

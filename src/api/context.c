@@ -4,6 +4,7 @@
  * failure is reported where it is detected, with the facts a user needs.
  */
 #include "api/context.h"
+#include "api/elastic.h"
 #include "api/net_agree.h"
 #include "api/watch.h"
 #include "boot/job_token.h"
@@ -572,6 +573,7 @@ static void dd_context_free(dd_context_h ctx)
 {
     int aborted = dd_abort_raised(&ctx->abort);
 
+    dd_elastic_free(ctx);
     dd_sched_destroy(ctx->sched);
     if (!aborted) {
         /* After a lost peer, the backends may still run an operation that
@@ -655,6 +657,7 @@ dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p)
         (status = dd_watch_start(ctx)) != DD_OK ||
         (status = dd_context_locality(ctx)) != DD_OK ||
         (status = dd_context_roles(ctx, role_override)) != DD_OK ||
+        (status = dd_elastic_setup(ctx)) != DD_OK ||
         (status = dd_net_setup(ctx->store, ctx->env.local_rank,
                                ctx->env.local_size, &ctx->net)) != DD_OK ||
         (status = dd_context_device(ctx)) != DD_OK ||
@@ -690,7 +693,7 @@ dd_status_t dd_finalize(dd_context_h ctx)
     dd_status_t status = dd_abort_raised(&ctx->abort)
                              ? dd_abort_error(&ctx->abort, DD_SUBSYS_CORE)
                              : dd_store_barrier(ctx->store, "finalize");
-    status = dd_watch_fault(ctx, status);
+    status = dd_elastic_fault(ctx, dd_watch_fault(ctx, status));
     /* Leaving may fail too once the store's host is gone (it exits as
      * soon as the others read the job's reason): the reason stays the
      * message. */

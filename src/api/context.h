@@ -60,6 +60,9 @@ struct dd_context {
     struct dd_sched *sched; /* layers, strategy, steps */
     dd_abort_t abort;       /* the job's fate, raised once (watch.c) */
     struct dd_watch *watch; /* NULL until the store is up */
+    /* DREAMDDP_ELASTIC=yes: the state buffers and the commit being
+     * written (elastic.c); NULL otherwise. */
+    struct dd_elastic *elastic;
 };
 
 /** Index of a rank among the workers, or -1 when it is not a worker. */

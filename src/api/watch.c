@@ -23,6 +23,7 @@
  */
 #include "api/watch.h"
 #include "api/context.h"
+#include "api/elastic.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "core/time.h"
@@ -391,7 +392,7 @@ dd_status_t dd_watch_call_end(dd_context_h ctx, dd_status_t status)
         w->waiting = 0;
         pthread_mutex_unlock(&w->lock);
     }
-    return dd_watch_fault(ctx, status);
+    return dd_elastic_fault(ctx, dd_watch_fault(ctx, status));
 }
 
 void dd_watch_left(dd_context_h ctx, uint64_t steps)

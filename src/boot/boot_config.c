@@ -62,6 +62,25 @@ static const dd_config_field_t dd_boot_fields[] = {
      "Rendezvous store: tcp (hosted by rank 0) or file:DIR on a shared "
      "directory.",
      DD_CONFIG_STRING, offsetof(dd_boot_opts_t, store), 0, 0, NULL},
+    {"DREAMDDP_ELASTIC", "no",
+     "Elastic workers: dd_elastic_commit saves the layers and the "
+     "application's state to DREAMDDP_ELASTIC_DIR, and dd_elastic_restore "
+     "resumes a re-formed job from the newest commit (ddrun --elastic sets "
+     "it, and re-forms the job when a rank is lost).",
+     DD_CONFIG_BOOL, offsetof(dd_boot_opts_t, elastic), 0, 0, NULL},
+    {"DREAMDDP_ELASTIC_DIR", NULL,
+     "Directory of the elastic commits, one file per worker; ddrun --elastic "
+     "makes a private one. Required with DREAMDDP_ELASTIC=yes.",
+     DD_CONFIG_STRING, offsetof(dd_boot_opts_t, elastic_dir), 0, 0, NULL},
+    {"DREAMDDP_ELASTIC_MIN", "1",
+     "With DREAMDDP_ELASTIC=yes, the fewest workers the job may go on with: "
+     "below it dd_init fails saying so (ddrun --elastic --min N).",
+     DD_CONFIG_INT, offsetof(dd_boot_opts_t, elastic_min), 1, INT_MAX, NULL},
+    {"DREAMDDP_ELASTIC_GENERATION", "0",
+     "The job's generation, counted up by ddrun --elastic each time it "
+     "re-forms the job; a rank of an older generation than the commit "
+     "directory's was dropped and is refused.",
+     DD_CONFIG_INT, offsetof(dd_boot_opts_t, elastic_gen), 0, INT_MAX, NULL},
 };
 
 const dd_config_table_t dd_boot_config_table = {

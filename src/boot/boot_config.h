@@ -20,6 +20,10 @@ typedef struct {
     char *job_token;      /* NULL: DREAMDDP_JOB_TOKEN_FILE, else derive */
     char *job_token_file; /* NULL: unset */
     char *store;          /* "tcp" or "file:DIR" */
+    int elastic;          /* DREAMDDP_ELASTIC */
+    char *elastic_dir;    /* NULL: unset */
+    int elastic_min;      /* workers below which the job stops */
+    int elastic_gen;      /* the job's generation (ddrun --elastic) */
 } dd_boot_opts_t;
 
 extern const dd_config_table_t dd_boot_config_table;

@@ -1,0 +1,125 @@
+#!/bin/sh
+# Elastic workers (ddrun --elastic): 4 workers train train_mlp for 300
+# steps, committing every 20; a worker is lost at step 100 and the job is
+# re-formed from the last commit:
+# - kill -9, under ddp, localsgd:4 and dreamddp:4: the survivors finish
+#   with 3 workers;
+# - kill -9 with --max-restarts 1 (dreamddp:4+next): the lost rank is
+#   started again and the job finishes with 4;
+# - SIGSTOP (dreamddp:4), woken once dropped: it is refused, naming
+#   itself, and the survivors finish with 3.
+# Each resumes at step 80 or later (at most one commit interval lost) and
+# ends within 0.01 of the same strategy's uninterrupted accuracy: with
+# --data global, a step's examples are the same however many workers share
+# them, and DREAMDDP_DETERMINISTIC=yes makes the uninterrupted run the same
+# every time. Last, --min: a job that would go on with fewer workers stops,
+# saying so.
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+export DREAMDDP_TIMEOUT_S=5 DREAMDDP_LINE_BUFFERED=yes DREAMDDP_DETERMINISTIC=yes
+TRAIN=$top_builddir/examples/train_mlp
+STEPS=300
+
+# The final accuracy on rank 0's "done:" line.
+accuracy() { sed -n 's/^0: done: .*held-out accuracy \([0-9.]*\),.*/\1/p' "$1"; }
+
+# run NAME SIGNAL STRATEGY [DDRUN ARGS]: the job, with SIGNAL sent to rank
+# 2 once rank 0 has printed step 100 (none: no fault).
+run() {
+    name=$1; sig=$2; strategy=$3; shift 3
+    out=$TMP/$name
+    timeout -s KILL 240 "$DDRUN" --elastic -n 4 "$@" -- "$TRAIN" \
+        --strategy "$strategy" --steps $STEPS --commit-every 20 --data global \
+        >"$out" 2>&1 &
+    job=$!
+    [ "$sig" = none ] && { wait $job; echo $? >"$out.rc"; return; }
+    w=0
+    while [ "$w" -lt 2400 ] && ! grep -q '^0:    100 ' "$out" 2>/dev/null; do
+        sleep 0.05; w=$((w + 1))
+    done
+    # ddrun is timeout's child; the ranks are ddrun's children.
+    ddrun=$(pgrep -P $job)
+    victim=""
+    for p in $(pgrep -P "$ddrun"); do
+        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+            grep -qx 'DREAMDDP_RANK=2'; then victim=$p; fi
+    done
+    if [ -z "$victim" ]; then
+        fail "$name: rank 2 not found"
+    else
+        kill -s "$sig" "$victim"
+    fi
+    if [ "$sig" = STOP ]; then
+        # Woken once the job went on without it.
+        w=0
+        while [ "$w" -lt 600 ] && ! grep -q "generation 1:" "$out"; do
+            sleep 0.05; w=$((w + 1))
+        done
+        kill -s CONT "$victim"
+    fi
+    wait $job
+    echo $? >"$out.rc"
+}
+
+# check NAME BASELINE WORKERS: the job ended well with WORKERS workers.
+check() {
+    out=$TMP/$1
+    rc=$(cat "$out.rc")
+    if [ "$rc" != 0 ]; then
+        fail "$1: ddrun exited $rc"; cat "$out"; return
+    fi
+    expect_grep "$out" "ddrun: generation 1: " "$1: the job was re-formed"
+    expect_grep "$out" "0: done: " "$1: finished"
+    expect_grep "$out" ", $3 workers, $STEPS steps" "$1: finished with $3 workers"
+    resumed=$(sed -n 's/.*generation 1 restores .*(step \([0-9]*\),.*/\1/p' "$out")
+    if [ -n "$resumed" ] && [ "$resumed" -ge 80 ] && [ "$resumed" -le 100 ]; then
+        pass "$1: resumed at step $resumed"
+    else
+        fail "$1: resumed at step '$resumed', expected 80 to 100"
+    fi
+    for r in $(seq 1 $(($3 - 1))); do
+        expect_grep "$out" "$r: [rank $r] dreamddp WARN boot: elastic: generation 1 of $3 workers resumes at step $resumed" "$1: rank $r resumes"
+    done
+    acc=$(accuracy "$out")
+    if [ -n "$acc" ] && awk -v a="$acc" -v b="$2" \
+        'BEGIN { d = a - b; exit !(d <= 0.01 && d >= -0.01) }'; then
+        pass "$1: accuracy $acc, uninterrupted $2"
+    else
+        fail "$1: accuracy '$acc', uninterrupted $2"
+    fi
+}
+
+for s in ddp localsgd:4 dreamddp:4 dreamddp:4+next; do
+    run "base-$s" none "$s"
+    base=$(accuracy "$TMP/base-$s")
+    if [ "$(cat "$TMP/base-$s.rc")" != 0 ] || [ -z "$base" ]; then
+        fail "$s: the uninterrupted run failed"; cat "$TMP/base-$s"; continue
+    fi
+    expect_grep "$TMP/base-$s" ", 4 workers, $STEPS steps" "$s: uninterrupted"
+    case $s in
+    dreamddp:4+next)
+        run "rejoin-$s" KILL "$s" --max-restarts 1
+        check "rejoin-$s" "$base" 4
+        expect_grep "$TMP/rejoin-$s" "ddrun: rank 2 (first started as rank 2) is started again" "rejoin: rank 2 started again"
+        ;;
+    *)
+        run "kill-$s" KILL "$s" --max-restarts 0
+        check "kill-$s" "$base" 3
+        expect_grep "$TMP/kill-$s" "ddrun: rank 2 (generation 0) was lost: killed by signal 9" "$s: ddrun names the lost rank"
+        ;;
+    esac
+    if [ "$s" = dreamddp:4 ]; then
+        run "stop-$s" STOP "$s" --max-restarts 0
+        check "stop-$s" "$base" 3
+        expect_grep "$TMP/stop-$s" "did not stop with the others: dropped from the job" "frozen: dropped"
+        expect_grep "$TMP/stop-$s" "2: train_mlp: rank 2: rank 2 of generation 0 was dropped: the job went on without it and is at generation 1" "frozen: refused once woken, naming itself"
+    fi
+done
+
+# --min: 2 workers, one lost, no restarts: the job stops.
+timeout -s KILL 120 "$DDRUN" --elastic -n 2 --min 2 --max-restarts 0 -- \
+    sh -c 'if [ "$DREAMDDP_RANK" = 1 ]; then sleep 1; kill -9 $$; fi; exec "$0" --steps 100000' "$TRAIN" \
+    >"$TMP/min" 2>&1
+rc=$?
+if [ "$rc" != 0 ]; then pass "--min: ddrun exited $rc"; else fail "--min: ddrun exited 0"; fi
+expect_grep "$TMP/min" "ddrun: 1 worker left, fewer than --min 2: the job stops" "--min: says why it stops"
+finish

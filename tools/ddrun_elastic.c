@@ -1,0 +1,364 @@
+/*
+ * ddrun --elastic: the job runs in generations. When a rank is lost
+ * (killed, or still running once the others have stopped: frozen), the
+ * ranks that remain are started again as the next generation, renumbered
+ * (workers first, then aggregators), with the lost ones started again
+ * while --max-restarts allows; each rank resumes from the newest commit
+ * in the job's directory (dd_elastic_restore). As torchrun's elastic
+ * agent does, the survivors are restarted too: a re-formed job gets new
+ * backends from new processes. A rank that stops by itself while no rank
+ * was lost is a failure of the job, which ends as without --elastic.
+ */
+#include "ddrun.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* How long the others may take to stop once one has (they learn of a lost
+ * rank within a second); a rank still running then is dropped. */
+#define DDRUN_ELASTIC_GRACE_S 5.0
+
+enum { DDRUN_RUNNING, DDRUN_EXITED, DDRUN_LOST };
+
+typedef struct {
+    ddrun_rank_t r;
+    int slot;    /* the rank it was first started as */
+    int rank;    /* in its generation */
+    int gen;     /* its generation */
+    int agg;     /* an aggregator */
+    int outcome; /* DDRUN_* */
+    int code;    /* its exit code, once exited */
+} ddrun_proc_t;
+
+typedef struct {
+    ddrun_proc_t *p;
+    size_t n, cap;
+} ddrun_procs_t;
+
+static ddrun_proc_t *ddrun_procs_add(ddrun_procs_t *t)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 16;
+        ddrun_proc_t *p = realloc(t->p, cap * sizeof(*p));
+        if (p == NULL) {
+            return NULL;
+        }
+        t->p = p;
+        t->cap = cap;
+    }
+    memset(&t->p[t->n], 0, sizeof(t->p[t->n]));
+    return &t->p[t->n++];
+}
+
+static int ddrun_write_generation(const char *dir, int gen)
+{
+    char path[4096], tmp[4120];
+    snprintf(path, sizeof(path), "%s/generation", dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL) {
+        return -1;
+    }
+    fprintf(f, "%d\n", gen);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* Relays the output of every process that still has a pipe open (those
+ * of older generations too) and reaps those that exited. */
+static void ddrun_elastic_poll(ddrun_procs_t *t, int gen)
+{
+    size_t n = t->n;
+    struct pollfd *pfds = calloc(2 * n, sizeof(*pfds));
+
+    if (pfds == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < 2 * n; i++) {
+        pfds[i] = (struct pollfd){t->p[i / 2].r.fds[i % 2], POLLIN, 0};
+    }
+    poll(pfds, (nfds_t)(2 * n), 100);
+    for (size_t i = 0; i < 2 * n; i++) {
+        if (pfds[i].fd >= 0 && pfds[i].revents) {
+            ddrun_pump(&t->p[i / 2].r, t->p[i / 2].rank, (int)(i % 2));
+        }
+    }
+    free(pfds);
+    for (size_t i = 0; i < n; i++) {
+        ddrun_proc_t *p = &t->p[i];
+        if (p->r.done || waitpid(p->r.pid, &p->r.status, WNOHANG) <= 0) {
+            continue;
+        }
+        p->r.done = 1;
+        p->code = ddrun_exit_code(p->r.status);
+        if (p->gen != gen) {
+            fprintf(stderr,
+                    "ddrun: rank %d of generation %d, dropped, exited with "
+                    "status %d\n",
+                    p->rank, p->gen, p->code);
+            continue;
+        }
+        if (WIFSIGNALED(p->r.status)) {
+            p->outcome = DDRUN_LOST;
+            fprintf(stderr,
+                    "ddrun: rank %d (generation %d) was lost: killed by "
+                    "signal %d\n",
+                    p->rank, gen, WTERMSIG(p->r.status));
+        } else {
+            p->outcome = DDRUN_EXITED;
+        }
+    }
+}
+
+/* Runs generation gen (the procs from first on) until every rank has
+ * exited, or the grace after the first failure ran out; returns -1, or
+ * ddrun's exit code for a signal or the timeout. */
+static int ddrun_elastic_run(ddrun_procs_t *t, size_t first, int gen,
+                             double deadline)
+{
+    double grace_at = 0;
+
+    for (;;) {
+        ddrun_elastic_poll(t, gen);
+        int running = 0;
+        for (size_t i = first; i < t->n; i++) {
+            ddrun_proc_t *p = &t->p[i];
+            running += p->outcome == DDRUN_RUNNING;
+            if (p->outcome == DDRUN_EXITED && p->code != 0 && grace_at == 0) {
+                grace_at = ddrun_now() + DDRUN_ELASTIC_GRACE_S;
+            }
+        }
+        if (running == 0) {
+            return -1;
+        }
+        if (ddrun_signal || (deadline > 0 && ddrun_now() > deadline)) {
+            int code = ddrun_signal ? 128 + ddrun_signal : 124;
+            fprintf(stderr, "ddrun: %s; stopping every rank\n",
+                    ddrun_signal ? "caught a signal" : "timed out (--timeout)");
+            return code;
+        }
+        if (grace_at > 0 && ddrun_now() > grace_at) {
+            for (size_t i = first; i < t->n; i++) {
+                ddrun_proc_t *p = &t->p[i];
+                if (p->outcome == DDRUN_RUNNING) {
+                    p->outcome = DDRUN_LOST;
+                    fprintf(stderr,
+                            "ddrun: rank %d (generation %d, pid %ld) did not "
+                            "stop with the others: dropped from the job\n",
+                            p->rank, gen, (long)p->r.pid);
+                }
+            }
+            return -1;
+        }
+    }
+}
+
+/* Starts the next generation's ranks: the survivors, then the lost ones
+ * again while restarts are left; workers first. Returns the number of
+ * workers, or -1. */
+static int ddrun_elastic_reform(ddrun_procs_t *t, size_t first, size_t last,
+                                ddrun_job_t *job, int *restarts_left)
+{
+    int slots[2][4096], roles[2] = {0, 0}, n = 0, gen = job->generation;
+
+    for (int agg = 0; agg < 2; agg++) {
+        for (int pass = 0; pass < 2; pass++) {
+            for (size_t i = first; i < last; i++) {
+                const ddrun_proc_t *p = &t->p[i];
+                int keep =
+                    p->agg == agg && (pass == 0 ? p->outcome == DDRUN_EXITED
+                                                : p->outcome == DDRUN_LOST &&
+                                                      *restarts_left > 0);
+                if (!keep || n >= 4096) {
+                    continue;
+                }
+                if (pass == 1) {
+                    (*restarts_left)--;
+                    fprintf(stderr,
+                            "ddrun: rank %d (first started as rank %d) is "
+                            "started again\n",
+                            p->rank, p->slot);
+                }
+                slots[agg][roles[agg]++] = p->slot;
+                n++;
+            }
+        }
+    }
+    job->n = roles[0] + roles[1];
+    job->aggregators = roles[1];
+    job->port = ddrun_free_port();
+    if (roles[0] < job->elastic_min) {
+        fprintf(stderr,
+                "ddrun: %d worker%s left, fewer than --min %d: the job "
+                "stops\n",
+                roles[0], roles[0] == 1 ? "" : "s", job->elastic_min);
+        return -1;
+    }
+    if (ddrun_write_generation(job->elastic_dir, gen) != 0 || job->port < 0) {
+        fprintf(stderr, "ddrun: cannot start generation %d: %s\n", gen,
+                strerror(errno));
+        return -1;
+    }
+    fprintf(stderr,
+            "ddrun: generation %d: %d ranks (%d workers, %d aggregators) "
+            "resume from the last commit\n",
+            gen, job->n, roles[0], roles[1]);
+    for (int rank = 0; rank < job->n; rank++) {
+        int agg = rank >= roles[0];
+        ddrun_proc_t *p = ddrun_procs_add(t);
+        if (p == NULL) {
+            return -1;
+        }
+        *p = (ddrun_proc_t){.slot = slots[agg][agg ? rank - roles[0] : rank],
+                            .rank = rank,
+                            .gen = gen,
+                            .agg = agg,
+                            .r = {.fds = {-1, -1}}};
+        if (ddrun_spawn(&p->r, rank, job) != 0) {
+            fprintf(stderr, "ddrun: cannot start rank %d: %s\n", rank,
+                    strerror(errno));
+            return -1;
+        }
+    }
+    return roles[0];
+}
+
+/* Stops what still runs (dropped ranks too), relays its last output. */
+static void ddrun_elastic_end(ddrun_procs_t *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        if (!t->p[i].r.done) {
+            ddrun_kill_all(&t->p[i].r, 1, SIGKILL);
+        }
+    }
+    double until = ddrun_now() + 2.0;
+    int open = 1;
+    while (open && ddrun_now() < until) {
+        ddrun_elastic_poll(t, -1);
+        open = 0;
+        for (size_t i = 0; i < t->n; i++) {
+            open |= !t->p[i].r.done || t->p[i].r.fds[0] >= 0 ||
+                    t->p[i].r.fds[1] >= 0;
+        }
+    }
+}
+
+/* Removes the directory ddrun made and the files in it. */
+static void ddrun_remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *ent;
+    char path[4400];
+
+    while (d != NULL && (ent = readdir(d)) != NULL) {
+        if (strcmp(ent->d_name, ".") != 0 && strcmp(ent->d_name, "..") != 0) {
+            snprintf(path, sizeof(path), "%s/%s", dir, ent->d_name);
+            unlink(path);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    if (rmdir(dir) != 0) {
+        fprintf(stderr, "ddrun: could not remove %s: %s\n", dir,
+                strerror(errno));
+    }
+}
+
+int ddrun_elastic(ddrun_job_t *job, int min_workers, int max_restarts,
+                  double timeout_s)
+{
+    char dir[4096] = "";
+    const char *user_dir = getenv("DREAMDDP_ELASTIC_DIR");
+    ddrun_procs_t t = {0};
+    int restarts_left = max_restarts, code = 1;
+    double deadline = timeout_s > 0 ? ddrun_now() + timeout_s : 0;
+
+    if (user_dir != NULL && user_dir[0] != '\0') {
+        snprintf(dir, sizeof(dir), "%s", user_dir);
+    } else {
+        const char *tmpdir = getenv("TMPDIR");
+        snprintf(dir, sizeof(dir), "%s/ddrun-elastic-XXXXXX",
+                 tmpdir != NULL && tmpdir[0] != '\0' ? tmpdir : "/tmp");
+        if (mkdtemp(dir) == NULL) {
+            fprintf(stderr, "ddrun: cannot make a commit directory %s: %s\n",
+                    dir, strerror(errno));
+            return 1;
+        }
+    }
+    job->elastic_dir = dir;
+    job->elastic_min = min_workers;
+    job->generation = 0;
+    /* Generation 0: every rank of -n, as first started. */
+    for (int rank = 0; rank < job->n; rank++) {
+        ddrun_proc_t *p = ddrun_procs_add(&t);
+        if (p == NULL) {
+            goto out;
+        }
+        *p = (ddrun_proc_t){.slot = rank,
+                            .rank = rank,
+                            .agg = rank >= job->n - job->aggregators,
+                            .r = {.fds = {-1, -1}}};
+    }
+    if (ddrun_write_generation(dir, 0) != 0) {
+        fprintf(stderr, "ddrun: cannot write %s/generation: %s\n", dir,
+                strerror(errno));
+        goto out;
+    }
+    for (int rank = 0; rank < job->n; rank++) {
+        if (ddrun_spawn(&t.p[rank].r, rank, job) != 0) {
+            fprintf(stderr, "ddrun: cannot start rank %d: %s\n", rank,
+                    strerror(errno));
+            goto out;
+        }
+    }
+    size_t first = 0;
+    for (;;) {
+        int stop = ddrun_elastic_run(&t, first, job->generation, deadline);
+        if (stop >= 0) {
+            code = stop;
+            break;
+        }
+        int lost = 0, failed = 0, failed_code = 0;
+        for (size_t i = first; i < t.n; i++) {
+            const ddrun_proc_t *p = &t.p[i];
+            lost += p->outcome == DDRUN_LOST;
+            if (p->outcome == DDRUN_EXITED && p->code != 0 && !failed) {
+                failed = 1;
+                failed_code = p->code;
+            }
+        }
+        if (!failed) {
+            code = 0; /* done (a lost aggregator was survived) */
+            break;
+        }
+        if (lost == 0) {
+            fprintf(stderr, "ddrun: a rank failed and none was lost: the job "
+                            "stops\n");
+            code = failed_code;
+            break;
+        }
+        size_t last = t.n;
+        job->generation++;
+        if (ddrun_elastic_reform(&t, first, last, job, &restarts_left) < 0) {
+            code = 1;
+            break;
+        }
+        first = last;
+    }
+out:
+    ddrun_elastic_end(&t);
+    free(t.p);
+    if (user_dir == NULL || user_dir[0] == '\0') {
+        ddrun_remove_dir(dir); /* ours: the commits and the generation */
+    }
+    return code;
+}

@@ -55,6 +55,9 @@ def parse():
     p.add_argument("--json", action="store_true", help="one JSON line")
     p.add_argument("--deterministic", action="store_true",
                    help="DreamDDP(deterministic=True): the same bits run after run")
+    p.add_argument("--commit-every", type=int, default=20, metavar="K",
+                   help="under ddrun --elastic, commit the state every K steps "
+                        "(dreamddp.torch.elastic); a re-formed job resumes there")
     return p.parse_args()
 
 
@@ -131,15 +134,27 @@ def main():
             net, o.strategy, o.deterministic)
     (xtr, ytr), (xte, yte) = data(o.seed)
     opt = make_opt(model.parameters(), lr=o.lr, momentum=0.9)
-    it = batches(xtr, ytr, rank, workers, o.batch, o.seed)
+    start, batch, seed = 0, o.batch, o.seed
+    if not o.baseline:
+        import dreamddp.torch
+        # Under ddrun --elastic: the newest commit, if the job was re-formed;
+        # the global batch stays that of the first generation's workers.
+        state = dreamddp.torch.elastic.State(model, opt, step=0, first_workers=workers)
+        if state.restore() is not None:
+            start, seed = state.step, o.seed + 7919 * state.step
+            batch = -(-o.batch * state.first_workers // workers)
+    it = batches(xtr, ytr, rank, workers, batch, seed)
     t0 = time.perf_counter()
-    for step in range(o.steps):
+    for step in range(start, o.steps):
         x, y = next(it)
         opt.zero_grad()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
-    ms = (time.perf_counter() - t0) * 1e3 / max(o.steps, 1)
+        if not o.baseline and (step + 1) % o.commit_every == 0:
+            state.step = step + 1
+            state.commit()
+    ms = (time.perf_counter() - t0) * 1e3 / max(o.steps - start, 1)
     before_eval(model)  # dreamddp: average the replicas (sync_all)
     with torch.no_grad():
         out = net(xte)

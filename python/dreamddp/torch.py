@@ -83,6 +83,7 @@ from ._torch_coll import (
     placement as _placement,
 )
 from ._torch_join import JoinState as _JoinState
+from . import _torch_elastic as elastic
 
 __all__ = [
     "DreamDDP",
@@ -92,6 +93,7 @@ __all__ = [
     "all_gather",
     "broadcast_parameters",
     "broadcast_optimizer_state",
+    "elastic",
 ]
 
 _log = logging.getLogger("dreamddp")

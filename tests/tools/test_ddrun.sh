@@ -51,6 +51,21 @@ expect_grep "$TMP/noexec" "cannot run /nonexistent/program" "an unrunnable comma
 printf 'partial' >"$TMP/partial.txt"
 "$DDRUN" -n 1 -- cat "$TMP/partial.txt" >"$TMP/partial" 2>&1
 expect_grep "$TMP/partial" "0: partial" "a last line without newline is printed"
+# --elastic: the variables, the private directory removed at the end, and
+# the bounds of --min; a rank that fails while none was lost ends the job.
+"$DDRUN" --elastic -n 2 -- sh -c 'echo "el=$DREAMDDP_ELASTIC gen=$DREAMDDP_ELASTIC_GENERATION min=$DREAMDDP_ELASTIC_MIN dir=$DREAMDDP_ELASTIC_DIR"; cat "$DREAMDDP_ELASTIC_DIR/generation"' >"$TMP/el" 2>&1
+expect_grep "$TMP/el" "1: el=yes gen=0 min=1 dir=" "--elastic sets the elastic variables"
+expect_grep "$TMP/el" "1: 0" "--elastic writes the generation"
+edir=$(sed -n 's/^0: .* dir=//p' "$TMP/el")
+[ -n "$edir" ] && [ ! -e "$edir" ] && pass "--elastic removes its directory" || fail "--elastic left '$edir'"
+"$DDRUN" --elastic --min 3 -n 2 -- true >"$TMP/elmin" 2>&1
+[ $? -eq 2 ] && pass "--min above the workers is refused" || fail "--min 3 of 2 accepted"
+expect_grep "$TMP/elmin" "--min 3 is more workers than the 2 the job starts with" "--min says why"
+"$DDRUN" --elastic -n 2 -- sh -c 'exit $((DREAMDDP_RANK + 3))' >"$TMP/elfail" 2>&1
+rc=$?
+[ $rc -eq 4 ] || [ $rc -eq 3 ] && pass "--elastic: a failure without a lost rank ends the job ($rc)" || fail "--elastic: exit $rc"
+expect_grep "$TMP/elfail" "a rank failed and none was lost: the job stops" "--elastic: says why it stops"
+
 # kill -9 of ddrun: its ranks die with it (they trained on, orphaned).
 "$DDRUN" -n 3 -- sh -c 'echo "pid $$"; exec sleep 60' >"$TMP/orphans" 2>&1 &
 ddrun_pid=$!

@@ -1,0 +1,64 @@
+#!/bin/sh
+# dreamddp.torch.elastic under ddrun --elastic: examples/torch_digits.py,
+# 4 workers, 300 steps, a commit every 20 (State.commit). Rank 2 is killed
+# once the commits have passed step 100: the job is re-formed
+# (State.restore: the model's, the optimizer's and DreamDDP's state, and
+# the step) with 3 workers under ddp, localsgd:4 and dreamddp:4, and with
+# 4 under dreamddp:4+next (--max-restarts 1: rank 2 is started again);
+# each finishes within 0.01 of the uninterrupted run's held-out accuracy.
+# Skips where the interpreter has no torch.
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+. "$top_srcdir/tests/python/torch_lib.sh"
+DIGITS=$top_srcdir/examples/torch_digits.py
+export DREAMDDP_TIMEOUT_S=5
+
+accuracy() { sed -n 's/^0: torch_digits: .*held-out accuracy \([0-9.]*\),.*/\1/p' "$1"; }
+
+# The step of a commit file (after its 8-byte magic).
+commit_step() {
+    step=$(od -An -t u8 -j 8 -N 8 "$1" 2>/dev/null | tr -d ' ')
+    echo "${step:-0}"
+}
+
+for s in ddp localsgd:4 dreamddp:4 dreamddp:4+next; do
+    n=3 restarts=0
+    [ "$s" = dreamddp:4+next ] && n=4 restarts=1
+    "$DDRUN" --elastic -n 4 --timeout 300 -- "$DDTEST_PYTHON" "$DIGITS" \
+        --strategy "$s" --deterministic >"$TMP/base" 2>&1
+    base=$(accuracy "$TMP/base")
+    if [ -z "$base" ]; then
+        fail "$s: the uninterrupted run"; cat "$TMP/base"; continue
+    fi
+    dir=$TMP/commits-$s
+    mkdir -p "$dir"
+    DREAMDDP_ELASTIC_DIR=$dir "$DDRUN" --elastic -n 4 --max-restarts $restarts \
+        --timeout 300 -- "$DDTEST_PYTHON" "$DIGITS" --strategy "$s" \
+        --deterministic >"$TMP/kill" 2>&1 &
+    job=$!
+    w=0
+    while [ "$w" -lt 2400 ] && [ "$(commit_step "$dir/torch-commit-0")" -lt 100 ] 2>/dev/null; do
+        sleep 0.05; w=$((w + 1))
+    done
+    victim=""
+    for p in $(pgrep -P $job); do
+        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+            grep -qx 'DREAMDDP_RANK=2'; then victim=$p; fi
+    done
+    [ -n "$victim" ] && kill -9 "$victim"
+    wait $job
+    rc=$?
+    if [ "$rc" != 0 ] || [ -z "$victim" ]; then
+        fail "$s: ddrun exited $rc (rank 2: '$victim')"; cat "$TMP/kill"; continue
+    fi
+    expect_grep "$TMP/kill" "ddrun: generation 1: $n ranks ($n workers, 0 aggregators)" "$s: re-formed with $n workers"
+    expect_grep "$TMP/kill" "dreamddp.torch.elastic: generation 1 of $n workers resumes at step 1" "$s: resumed from a commit"
+    expect_grep "$TMP/kill" "0: torch_digits: $s, $n workers, 300 steps" "$s: finished with $n workers"
+    acc=$(accuracy "$TMP/kill")
+    if [ -n "$acc" ] && awk -v a="$acc" -v b="$base" \
+        'BEGIN { d = a - b; exit !(d <= 0.01 && d >= -0.01) }'; then
+        pass "$s: accuracy $acc, uninterrupted $base"
+    else
+        fail "$s: accuracy '$acc', uninterrupted $base"; cat "$TMP/kill"
+    fi
+done
+finish

@@ -97,6 +97,8 @@ def run_name(r):
         name += " (finite check)"
     if r.get("deterministic") == "yes":
         name += " (deterministic)"
+    if r.get("elastic") == "yes":
+        name += " (elastic, commit every 4)"
     return name
 
 

@@ -25,7 +25,9 @@
 # sync leaves from its layer's dd_layer_ready instead of as early as the
 # parameters allow. %finite runs it with DREAMDDP_CHECK_FINITE=warn (every
 # value sent and every average landed looked at); %det with
-# DREAMDDP_DETERMINISTIC=yes.
+# DREAMDDP_DETERMINISTIC=yes; %elastic with DREAMDDP_ELASTIC=yes and
+# --commit-every 4 (each worker commits its layers every window, to a
+# directory under /tmp, removed after).
 # Results: results/train_sim.jsonl.
 . "$(dirname "$0")/lib.sh"
 out=$RESULTS/train_sim.jsonl
@@ -49,8 +51,13 @@ round() {
         launch=early
         finite=no
         det=no
+        elastic=no
         while :; do
             case $entry in
+            *%elastic)
+                elastic=yes
+                entry=${entry%\%elastic}
+                ;;
             *%det)
                 det=yes
                 entry=${entry%\%det}
@@ -106,7 +113,10 @@ round() {
         if [ "$s" = dreamddp:4 ] && [ "$1" = "$ROUNDS" ]; then
             timeline=$RESULTS/timeline_dreamddp4.%r.json
         fi
+        edir=
+        [ "$elastic" = yes ] && edir=$(mktemp -d /tmp/dd-elastic.XXXXXX)
         on_hosts $((4 + k)) 150 env DREAMDDP_TIMELINE="$timeline" \
+            DREAMDDP_ELASTIC=$elastic ${edir:+DREAMDDP_ELASTIC_DIR=$edir} \
             DREAMDDP_NUM_AGGREGATORS=$k DREAMDDP_LAYER_SPLIT=$split \
             DREAMDDP_NEXT_LAUNCH=$launch DREAMDDP_CHECK_FINITE=$finite \
             DREAMDDP_DETERMINISTIC=$det \
@@ -114,9 +124,11 @@ round() {
             "$DDBENCH" train-sim \
             --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$s" \
             --forward "$forward" --deadline "$d" $work $streams \
+            ${edir:+--commit-every 4} \
             $codec --iters "$iters" --json |
-            sed "s/^{/{\"aggregators\":$k,\"check_finite\":\"$finite\",\"deterministic\":\"$det\",\"deadline\":\"$d\",\"next_launch\":\"$launch\",\"layer_split\":\"$split\",\"fill_bubbles\":\"${fill:-default}\",${streams:+\"streams_asked\":${streams#--streams },}/" |
+            sed "s/^{/{\"aggregators\":$k,\"elastic\":\"$elastic\",\"check_finite\":\"$finite\",\"deterministic\":\"$det\",\"deadline\":\"$d\",\"next_launch\":\"$launch\",\"layer_split\":\"$split\",\"fill_bubbles\":\"${fill:-default}\",${streams:+\"streams_asked\":${streams#--streams },}/" |
             keep "$out" "$1"
+        [ -z "$edir" ] || rm -rf "$edir"
     done
 }
 

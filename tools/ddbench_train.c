@@ -44,6 +44,7 @@ typedef struct {
     const char *profile, *strategy;
     const char *compression; /* NULL: DREAMDDP_COMPRESSION */
     long iters, warmup, cols;
+    long commit_every; /* 0: no dd_elastic_commit */
     double scale, time_scale, bytes_per_s, forward;
     int check, json, step_work;
     int no_marks; /* --deadline backward: no dd_layer_forward marks */
@@ -72,6 +73,7 @@ static void ddbench_train_usage(FILE *out)
             "         [--bytes-per-second B] [--compression C] [--cols N]\n"
             "         [--forward F] [--deadline forward|backward] "
             "[--streams N]\n"
+            "         [--commit-every K]\n"
             "  S: ddp, localsgd:H, plsgd:H, dreamddp:H (each of the last "
             "three also\n"
             "     with +next: delayed averaging), adaptive, or none (no "
@@ -98,7 +100,10 @@ static void ddbench_train_usage(FILE *out)
             "(zero the\n"
             "     gradients, accumulate each layer's, an SGD step with lr 0), "
             "which the\n"
-            "     modeled time does not count; not with --check\n");
+            "     modeled time does not count; not with --check\n"
+            "  --commit-every K: dd_elastic_commit after every K-th step, "
+            "timed with it\n"
+            "     (under DREAMDDP_ELASTIC=yes; nothing otherwise)\n");
 }
 
 static void ddbench_sleep(double s)
@@ -487,6 +492,7 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
         {"deadline", required_argument, 0, 'D'},
         {"step-work", no_argument, 0, 'W'},
         {"streams", required_argument, 0, 'S'},
+        {"commit-every", required_argument, 0, 'K'},
         {"json", no_argument, 0, 'j'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -511,6 +517,10 @@ static int ddbench_train_parse(int argc, char **argv, ddbench_train_opts_t *o)
             break;
         case 'w':
             bad = dd_arg_long(P, "--warmup", optarg, 0, 100000000, &o->warmup);
+            break;
+        case 'K':
+            bad = dd_arg_long(P, "--commit-every", optarg, 1, 100000000,
+                              &o->commit_every);
             break;
         case 'x':
             bad = dd_arg_double(P, "--scale", optarg, 0, 1e3, &o->scale);
@@ -663,6 +673,14 @@ static int ddbench_loop(ddbench_sim_t *s, const ddbench_train_opts_t *o,
         }
         if (o->check && !s->none) {
             r->correct &= ddbench_verify(s, it, before, window);
+        }
+        if (o->commit_every > 0 && !s->none &&
+            (it + 1) % o->commit_every == 0 &&
+            dd_elastic_commit(s->ctx) != DD_OK) {
+            fprintf(stderr, "ddbench: rank %d: step %ld: %s\n", s->rank, it,
+                    dd_last_error());
+            free(before);
+            return -1;
         }
         if (it >= warm) {
             r->wait_s += ss.wait_s;

@@ -114,7 +114,7 @@ round() {
             timeline=$RESULTS/timeline_dreamddp4.%r.json
         fi
         edir=
-        [ "$elastic" = yes ] && edir=$(mktemp -d /tmp/dd-elastic.XXXXXX)
+        [ "$elastic" = yes ] && edir=$(mktemp -d /dev/shm/dd-elastic.XXXXXX)
         on_hosts $((4 + k)) 150 env DREAMDDP_TIMELINE="$timeline" \
             DREAMDDP_ELASTIC=$elastic ${edir:+DREAMDDP_ELASTIC_DIR=$edir} \
             DREAMDDP_NUM_AGGREGATORS=$k DREAMDDP_LAYER_SPLIT=$split \

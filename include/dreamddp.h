@@ -771,8 +771,8 @@ DD_API dd_status_t dd_step_set(dd_context_h ctx, uint64_t step);
  * Elastic workers (DREAMDDP_ELASTIC=yes; ddrun --elastic sets it), after
  * Horovod Elastic's State: the application commits its state every few
  * steps; when a rank is lost, the launcher re-forms the job with the ranks
- * that remain (and, if asked, the lost one started again), and each rank
- * of the new job resumes from the newest commit. A commit holds every
+ * that remain (and, if asked, the lost one started again), and the new
+ * job resumes from the last commits. A commit holds every
  * registered layer's parameters (host memory), the buffers added with
  * dd_elastic_state_add (optimizer state, data position) and the step
  * number. Codec residuals and delayed averages are not kept: they start
@@ -792,31 +792,35 @@ DD_API dd_status_t dd_elastic_state_add(dd_context_h ctx, const char *name,
 
 /**
  * Commits this worker's state: copies the layers' parameters, the state
- * buffers and the next step's number, and writes them to
- * DREAMDDP_ELASTIC_DIR in a background thread (a file replaced
- * atomically, so a rank killed while writing leaves the previous commit).
- * Outside a step, after dd_model_commit; with DREAMDDP_ELASTIC=no it does
- * nothing. A rank its job has dropped (frozen, then woken after the job
- * went on without it) is refused here, naming itself.
+ * buffers and the next step's number into the older of its two slots, files
+ * of DREAMDDP_ELASTIC_DIR mapped into memory (on a tmpfs such as ddrun's
+ * /dev/shm, the copy is the whole cost). The slot's header is written last,
+ * so a worker killed while copying keeps its other slot. Outside a step,
+ * after dd_model_commit, at the same step on every worker; with
+ * DREAMDDP_ELASTIC=no it does nothing. A rank its job has dropped (frozen,
+ * then woken after the job went on without it) is refused here, naming
+ * itself.
  * @return DD_OK; DD_ERR_STATE inside a step or before dd_model_commit;
  *         DD_ERR_UNSUPPORTED for a layer in device memory; DD_ERR_IO when
- *         the previous commit could not be written; DD_ERR_CANCELED for a
- *         dropped rank.
+ *         the slots cannot be made (naming the file and the room needed);
+ *         DD_ERR_CANCELED for a dropped rank.
  * One thread at a time per context.
  */
 DD_API dd_status_t dd_elastic_commit(dd_context_h ctx);
 
 /**
- * Resumes from the newest commit in DREAMDDP_ELASTIC_DIR, if any: the
- * first worker reads it (any worker's file, the highest step) and
- * broadcasts the parameters and the state buffers to every worker, and
- * the step continues from the commit's (dd_step_set). Call it after
- * dd_model_commit and before the first step; *step_p is the step to
- * resume from, 0 when there is no commit (a fresh job) or
- * DREAMDDP_ELASTIC=no.
- * @return DD_OK; DD_ERR_MISMATCH when the newest commit was made by
- *         another model or other state buffers (naming the file);
- *         DD_ERR_IO when it cannot be read; DD_ERR_STATE out of order.
+ * Resumes a re-formed job: each worker finds its own commits in
+ * DREAMDDP_ELASTIC_DIR (by DREAMDDP_ELASTIC_ID), the workers agree on the
+ * newest step that every worker with a commit holds, and the parameters
+ * become the average of those commits (kept as they are when they hold the
+ * same bits, as ddp's replicas do; tensors other than f32 and f64, and the
+ * state buffers, come from the first worker with a commit); a worker
+ * without one (a new one) takes them too. The step continues from the
+ * commit's (dd_step_set). Call it after dd_model_commit and before the
+ * first step; *step_p is the step to resume from, 0 when no worker has a
+ * commit (a fresh job) or DREAMDDP_ELASTIC=no.
+ * @return DD_OK; DD_ERR_IO when a worker cannot read its commit (every
+ *         worker fails); DD_ERR_STATE out of order.
  * Collective over the workers. One thread at a time per context.
  */
 DD_API dd_status_t dd_elastic_restore(dd_context_h ctx, uint64_t *step_p);

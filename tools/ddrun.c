@@ -180,6 +180,7 @@ static void ddrun_exec_rank(pid_t parent, int rank, const ddrun_job_t *job,
         setenv("DREAMDDP_ELASTIC_DIR", job->elastic_dir, 1);
         ddrun_setenv_int("DREAMDDP_ELASTIC_GENERATION", job->generation);
         ddrun_setenv_int("DREAMDDP_ELASTIC_MIN", job->elastic_min);
+        ddrun_setenv_int("DREAMDDP_ELASTIC_ID", job->elastic_id);
     }
     execvp(job->argv[0], job->argv);
     fprintf(stderr, "ddrun: cannot run %s: %s\n", job->argv[0],

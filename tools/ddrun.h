@@ -27,6 +27,7 @@ typedef struct {
     int generation; /* -1: not elastic */
     const char *elastic_dir;
     int elastic_min;
+    int elastic_id; /* of the rank spawned next: the rank first started as */
 } ddrun_job_t;
 
 extern volatile sig_atomic_t ddrun_signal;

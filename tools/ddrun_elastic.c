@@ -3,11 +3,11 @@
  * (killed, or still running once the others have stopped: frozen), the
  * ranks that remain are started again as the next generation, renumbered
  * (workers first, then aggregators), with the lost ones started again
- * while --max-restarts allows; each rank resumes from the newest commit
- * in the job's directory (dd_elastic_restore). As torchrun's elastic
- * agent does, the survivors are restarted too: a re-formed job gets new
- * backends from new processes. A rank that stops by itself while no rank
- * was lost is a failure of the job, which ends as without --elastic.
+ * while --max-restarts allows; each resumes from its own last commit in
+ * the job's directory, averaged with the others' (dd_elastic_restore). As
+ * torchrun's elastic agent does, the survivors are restarted too: a re-formed
+ * job gets new backends from new processes. A rank that stops by itself while
+ * no rank was lost is a failure of the job, which ends as without --elastic.
  */
 #include "ddrun.h"
 
@@ -161,9 +161,9 @@ static int ddrun_elastic_run(ddrun_procs_t *t, size_t first, int gen,
     }
 }
 
-/* Starts the next generation's ranks: the survivors, then the lost ones
- * again while restarts are left; workers first. Returns the number of
- * workers, or -1. */
+/* Starts the next generation's ranks: the survivors and the lost ones
+ * started again while restarts are left, in the order they were first
+ * started, workers first. Returns the number of workers, or -1. */
 static int ddrun_elastic_reform(ddrun_procs_t *t, size_t first, size_t last,
                                 ddrun_job_t *job, int *restarts_left)
 {
@@ -189,6 +189,17 @@ static int ddrun_elastic_reform(ddrun_procs_t *t, size_t first, size_t last,
                 }
                 slots[agg][roles[agg]++] = p->slot;
                 n++;
+            }
+        }
+    }
+    /* In the order first started: a job that gets its lost rank back has
+     * the ranks it began with. */
+    for (int agg = 0; agg < 2; agg++) {
+        for (int i = 1; i < roles[agg]; i++) {
+            for (int k = i; k > 0 && slots[agg][k - 1] > slots[agg][k]; k--) {
+                int tmp = slots[agg][k];
+                slots[agg][k] = slots[agg][k - 1];
+                slots[agg][k - 1] = tmp;
             }
         }
     }
@@ -222,6 +233,7 @@ static int ddrun_elastic_reform(ddrun_procs_t *t, size_t first, size_t last,
                             .gen = gen,
                             .agg = agg,
                             .r = {.fds = {-1, -1}}};
+        job->elastic_id = p->slot;
         if (ddrun_spawn(&p->r, rank, job) != 0) {
             fprintf(stderr, "ddrun: cannot start rank %d: %s\n", rank,
                     strerror(errno));
@@ -285,9 +297,12 @@ int ddrun_elastic(ddrun_job_t *job, int min_workers, int max_restarts,
     if (user_dir != NULL && user_dir[0] != '\0') {
         snprintf(dir, sizeof(dir), "%s", user_dir);
     } else {
+        /* Memory (a tmpfs) where there is one: a commit is then a copy. */
         const char *tmpdir = getenv("TMPDIR");
-        snprintf(dir, sizeof(dir), "%s/ddrun-elastic-XXXXXX",
-                 tmpdir != NULL && tmpdir[0] != '\0' ? tmpdir : "/tmp");
+        const char *base = access("/dev/shm", W_OK | X_OK) == 0  ? "/dev/shm"
+                           : tmpdir != NULL && tmpdir[0] != '\0' ? tmpdir
+                                                                 : "/tmp";
+        snprintf(dir, sizeof(dir), "%s/ddrun-elastic-XXXXXX", base);
         if (mkdtemp(dir) == NULL) {
             fprintf(stderr, "ddrun: cannot make a commit directory %s: %s\n",
                     dir, strerror(errno));
@@ -314,6 +329,7 @@ int ddrun_elastic(ddrun_job_t *job, int min_workers, int max_restarts,
         goto out;
     }
     for (int rank = 0; rank < job->n; rank++) {
+        job->elastic_id = rank;
         if (ddrun_spawn(&t.p[rank].r, rank, job) != 0) {
             fprintf(stderr, "ddrun: cannot start rank %d: %s\n", rank,
                     strerror(errno));

@@ -1,11 +1,15 @@
 /*
  * Elastic workers (DREAMDDP_ELASTIC=yes): the commit a re-formed job
- * resumes from. A commit is one file per worker in DREAMDDP_ELASTIC_DIR:
- * a header (the job, the generation and rank that wrote it, the next
- * step, a digest of the layer table and the state buffers), then every
- * registered layer's parameters and every state buffer, in order. The
- * copy is taken in the caller's thread and written by a thread of its
- * own, to a temporary file renamed over the last one.
+ * resumes from. Each worker keeps two slots, files of DREAMDDP_ELASTIC_DIR
+ * named after its generation and rank (commit-gG-rR.S), mapped into its
+ * memory: a header (the job, the generation and rank that wrote it, the
+ * next step, a digest of the layer table and the state buffers), then
+ * every registered layer's parameters and every state buffer, in order.
+ * A commit is one copy into the older slot: its header is cleared first
+ * and written last, so a worker killed while copying leaves the other
+ * slot as its newest commit. On a tmpfs (ddrun's default, /dev/shm) the
+ * copy is all a commit costs; the space is reserved when the slots are
+ * made, so a full file system is an error then, not a SIGBUS later.
  *
  * The launcher (ddrun --elastic) re-forms the job: it starts the ranks
  * that remain, renumbered, as a new generation, and writes the number in
@@ -15,16 +19,17 @@
 #include "api/elastic.h"
 #include "api/context.h"
 #include "core/log.h"
+#include "core/time.h"
 #include "sched/sched.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define DD_ELASTIC_MAGIC "DDCOMMIT"
@@ -52,14 +57,10 @@ typedef struct {
 struct dd_elastic {
     dd_elastic_state_t *states;
     size_t n_states, cap_states;
-    int committed; /* a commit was taken: the state list is frozen */
-    unsigned char *snap;
-    size_t snap_size;
-    pthread_t writer;
-    int writing;
-    dd_status_t write_status;
-    char write_error[PATH_MAX + 320];
-    char path[PATH_MAX];
+    int committed;          /* a commit was taken: the state list is frozen */
+    unsigned char *slot[2]; /* mapped; NULL until the first commit */
+    size_t size;            /* of each slot */
+    int next;               /* the slot the next commit goes to */
 };
 
 /* ---- the layers and buffers a commit holds ------------------------------- */
@@ -188,23 +189,7 @@ dd_status_t dd_elastic_setup(dd_context_h ctx)
         return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
                         "no memory for the elastic state");
     }
-    snprintf(ctx->elastic->path, sizeof(ctx->elastic->path),
-             "%s/" DD_ELASTIC_PREFIX "%d", ctx->boot.elastic_dir,
-             ctx->env.rank);
     return dd_elastic_dropped(ctx);
-}
-
-static dd_status_t dd_elastic_join(struct dd_elastic *e)
-{
-    if (!e->writing) {
-        return DD_OK;
-    }
-    pthread_join(e->writer, NULL);
-    e->writing = 0;
-    if (e->write_status != DD_OK) {
-        return dd_error(e->write_status, DD_SUBSYS_BOOT, "%s", e->write_error);
-    }
-    return DD_OK;
 }
 
 void dd_elastic_free(dd_context_h ctx)
@@ -214,12 +199,15 @@ void dd_elastic_free(dd_context_h ctx)
     if (e == NULL) {
         return;
     }
-    dd_elastic_join(e);
+    for (int k = 0; k < 2; k++) {
+        if (e->slot[k] != NULL) {
+            munmap(e->slot[k], e->size);
+        }
+    }
     for (size_t i = 0; i < e->n_states; i++) {
         free(e->states[i].name);
     }
     free(e->states);
-    free(e->snap);
     free(e);
     ctx->elastic = NULL;
 }
@@ -290,38 +278,45 @@ static dd_status_t dd_elastic_check_call(dd_context_h ctx, const char *what)
 
 /* ---- commit -------------------------------------------------------------- */
 
-static void *dd_elastic_write(void *arg)
+/* This worker's id: what DREAMDDP_ELASTIC_ID says (ddrun: the rank it was
+ * first started as), else its rank. */
+static int dd_elastic_id(dd_context_h ctx)
 {
-    struct dd_elastic *e = arg;
-    char tmp[PATH_MAX + 8];
-    size_t done = 0;
+    return ctx->boot.elastic_id >= 0 ? ctx->boot.elastic_id : ctx->env.rank;
+}
 
-    snprintf(tmp, sizeof(tmp), "%s.tmp", e->path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    while (fd >= 0 && done < e->snap_size) {
-        ssize_t n = write(fd, e->snap + done, e->snap_size - done);
-        if (n < 0 && errno == EINTR) {
-            continue;
+/* Makes this worker's two slots of size bytes, mapped. */
+static dd_status_t dd_elastic_slots(dd_context_h ctx, size_t size)
+{
+    struct dd_elastic *e = ctx->elastic;
+
+    for (int k = 0; k < 2; k++) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/" DD_ELASTIC_PREFIX "g%d-i%d.%d",
+                 ctx->boot.elastic_dir, ctx->boot.elastic_gen,
+                 dd_elastic_id(ctx), k);
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        int err = fd < 0 ? errno : posix_fallocate(fd, 0, (off_t)size);
+        void *map = MAP_FAILED;
+        if (err == 0) {
+            map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            err = map == MAP_FAILED ? errno : 0;
         }
-        if (n <= 0) {
-            break;
+        if (fd >= 0) {
+            close(fd);
         }
-        done += (size_t)n;
+        if (err != 0) {
+            unlink(path);
+            return dd_error(DD_ERR_IO, DD_SUBSYS_BOOT,
+                            "elastic commit: cannot make %s (%zu bytes): %s; "
+                            "set DREAMDDP_ELASTIC_DIR to a directory with "
+                            "room for two commits per worker",
+                            path, size, strerror(err));
+        }
+        e->slot[k] = map;
     }
-    int err = fd < 0 ? errno : done < e->snap_size ? (errno ? errno : EIO) : 0;
-    if (fd >= 0 && close(fd) != 0 && err == 0) {
-        err = errno;
-    }
-    if (err == 0 && rename(tmp, e->path) != 0) {
-        err = errno;
-    }
-    if (err != 0) {
-        unlink(tmp);
-        snprintf(e->write_error, sizeof(e->write_error),
-                 "elastic commit: writing %s failed: %s", tmp, strerror(err));
-        e->write_status = DD_ERR_IO;
-    }
-    return NULL;
+    e->size = size;
+    return DD_OK;
 }
 
 dd_status_t dd_elastic_commit(dd_context_h ctx)
@@ -333,20 +328,13 @@ dd_status_t dd_elastic_commit(dd_context_h ctx)
         return status;
     }
     struct dd_elastic *e = ctx->elastic;
+    size_t size;
     if ((status = dd_elastic_dropped(ctx)) != DD_OK ||
-        (status = dd_elastic_join(e)) != DD_OK ||
-        (status = dd_elastic_layout(ctx, &layout, &body)) != DD_OK) {
+        (status = dd_elastic_layout(ctx, &layout, &body)) != DD_OK ||
+        (size = sizeof(dd_elastic_header_t) + (size_t)body,
+         e->slot[0] == NULL &&
+             (status = dd_elastic_slots(ctx, size)) != DD_OK)) {
         return status;
-    }
-    size_t size = sizeof(dd_elastic_header_t) + (size_t)body;
-    if (size != e->snap_size) {
-        unsigned char *snap = realloc(e->snap, size);
-        if (snap == NULL) {
-            return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
-                            "elastic commit: no memory for %zu bytes", size);
-        }
-        e->snap = snap;
-        e->snap_size = size;
     }
     dd_elastic_header_t h = {.magic = DD_ELASTIC_MAGIC,
                              .version = DD_ELASTIC_VERSION,
@@ -357,8 +345,11 @@ dd_status_t dd_elastic_commit(dd_context_h ctx)
                              .step = ctx->sched->step,
                              .layout = layout,
                              .body = body};
-    memcpy(e->snap, &h, sizeof(h));
-    unsigned char *p = e->snap + sizeof(h);
+    unsigned char *slot = e->slot[e->next];
+    /* Not a commit until the header is back, written last. */
+    memset(slot, 0, sizeof(h));
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    unsigned char *p = slot + sizeof(h);
     size_t n;
     struct dd_layer **layers = dd_elastic_layers(ctx, &n);
     for (size_t i = 0; i < n; i++) {
@@ -375,16 +366,10 @@ dd_status_t dd_elastic_commit(dd_context_h ctx)
         memcpy(p, e->states[i].buf, e->states[i].bytes);
         p += e->states[i].bytes;
     }
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    memcpy(slot, &h, sizeof(h));
     e->committed = 1;
-    e->write_status = DD_OK;
-    if (pthread_create(&e->writer, NULL, dd_elastic_write, e) != 0) {
-        dd_elastic_write(e); /* no thread: write it here */
-        return e->write_status == DD_OK
-                   ? DD_OK
-                   : dd_error(e->write_status, DD_SUBSYS_BOOT, "%s",
-                              e->write_error);
-    }
-    e->writing = 1;
+    e->next ^= 1;
     return DD_OK;
 }
 
@@ -405,62 +390,87 @@ static int dd_elastic_read_header(dd_context_h ctx, const char *path,
     return ok ? 0 : -1;
 }
 
-/* The newest of this job's commits in the directory; 1 if there is one. */
-static int dd_elastic_newest(dd_context_h ctx, char *path, size_t size,
-                             dd_elastic_header_t *best)
+/* The generation and worker id in a slot's name (commit-gG-iI.S); -1 when
+ * the name is not a slot's. */
+static int dd_elastic_name_parse(const char *name, int *id_p)
 {
+    int gen, slot;
+    return sscanf(name, DD_ELASTIC_PREFIX "g%d-i%d.%d", &gen, id_p, &slot) == 3
+               ? gen
+               : -1;
+}
+
+typedef struct {
+    int64_t step;
+    char path[PATH_MAX];
+} dd_elastic_found_t;
+
+/* This worker's two newest commits of this model in the directory (any
+ * generation), newest first; step -1 where there is none. Removes, with
+ * the newest known, the slots of generations two or more before it. */
+static void dd_elastic_own(dd_context_h ctx, dd_elastic_found_t found[2])
+{
+    uint64_t layout, body;
+    int id = dd_elastic_id(ctx), newest_gen = -1;
     DIR *d = opendir(ctx->boot.elastic_dir);
     struct dirent *ent;
-    int found = 0;
 
+    found[0].step = found[1].step = -1;
+    if (dd_elastic_layout(ctx, &layout, &body) != DD_OK) {
+        return;
+    }
     while (d != NULL && (ent = readdir(d)) != NULL) {
-        size_t len = strlen(ent->d_name);
+        int who, gen = dd_elastic_name_parse(ent->d_name, &who);
         dd_elastic_header_t h;
-        char candidate[PATH_MAX];
-        if (strncmp(ent->d_name, DD_ELASTIC_PREFIX,
-                    strlen(DD_ELASTIC_PREFIX)) != 0 ||
-            (len > 4 && strcmp(ent->d_name + len - 4, ".tmp") == 0)) {
-            continue;
-        }
-        snprintf(candidate, sizeof(candidate), "%s/%s", ctx->boot.elastic_dir,
+        char path[PATH_MAX];
+        newest_gen = gen > newest_gen ? gen : newest_gen;
+        snprintf(path, sizeof(path), "%s/%s", ctx->boot.elastic_dir,
                  ent->d_name);
-        if (dd_elastic_read_header(ctx, candidate, &h) != 0 ||
-            (found && h.step <= best->step)) {
+        if (gen < 0 || who != id || dd_elastic_read_header(ctx, path, &h) ||
+            h.layout != layout || h.body != body) {
             continue;
         }
-        *best = h;
-        snprintf(path, size, "%s", candidate);
-        found = 1;
+        int at = (int64_t)h.step > found[0].step   ? 0
+                 : (int64_t)h.step > found[1].step ? 1
+                                                   : 2;
+        if (at == 0) {
+            found[1] = found[0];
+        }
+        if (at < 2) {
+            found[at].step = (int64_t)h.step;
+            snprintf(found[at].path, sizeof(found[at].path), "%s", path);
+        }
     }
     if (d != NULL) {
         closedir(d);
     }
-    return found;
+    /* Generations before the last two hold nothing a restore takes. */
+    d = newest_gen >= 2 ? opendir(ctx->boot.elastic_dir) : NULL;
+    while (d != NULL && (ent = readdir(d)) != NULL) {
+        int who, gen = dd_elastic_name_parse(ent->d_name, &who);
+        char path[PATH_MAX];
+        int keep = 0;
+        for (int k = 0; k < 2; k++) {
+            keep |= found[k].step >= 0 &&
+                    strcmp(ent->d_name, strrchr(found[k].path, '/') + 1) == 0;
+        }
+        if (gen >= 0 && who == id && gen < newest_gen - 1 && !keep) {
+            snprintf(path, sizeof(path), "%s/%s", ctx->boot.elastic_dir,
+                     ent->d_name);
+            unlink(path);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
 }
 
-/* The first worker: reads the newest commit into the layers and the state
- * buffers. */
-static dd_status_t dd_elastic_load(dd_context_h ctx, int *found_p,
-                                   dd_elastic_header_t *h)
+/* Reads the commit at path into the layers and the state buffers. */
+static dd_status_t dd_elastic_load(dd_context_h ctx, const char *path)
 {
-    char path[PATH_MAX];
-    uint64_t layout, body;
-    dd_status_t status = dd_elastic_layout(ctx, &layout, &body);
-
-    *found_p = status == DD_OK && dd_elastic_newest(ctx, path, sizeof(path), h);
-    if (status != DD_OK || !*found_p) {
-        return status;
-    }
-    if (h->layout != layout || h->body != body) {
-        return dd_error(DD_ERR_MISMATCH, DD_SUBSYS_BOOT,
-                        "elastic restore: %s was committed by another model "
-                        "or other state buffers (%llu bytes, this job's "
-                        "commit holds %llu); remove it to start afresh",
-                        path, (unsigned long long)h->body,
-                        (unsigned long long)body);
-    }
     FILE *f = fopen(path, "rb");
-    int ok = f != NULL && fseek(f, (long)sizeof(*h), SEEK_SET) == 0;
+    int ok =
+        f != NULL && fseek(f, (long)sizeof(dd_elastic_header_t), SEEK_SET) == 0;
     size_t n;
     struct dd_layer **layers = dd_elastic_layers(ctx, &n);
     for (size_t i = 0; ok && i < n; i++) {
@@ -483,12 +493,90 @@ static dd_status_t dd_elastic_load(dd_context_h ctx, int *found_p,
                         "elastic restore: reading %s failed: %s", path,
                         f == NULL ? strerror(err) : "the file is short");
     }
-    dd_log_warn(DD_SUBSYS_BOOT,
-                "elastic: generation %d restores %s (step %llu, committed by "
-                "rank %d of %d workers in generation %u)",
-                ctx->boot.elastic_gen, path, (unsigned long long)h->step,
-                h->rank, h->workers, h->generation);
     return DD_OK;
+}
+
+/* A digest of the layers' parameters, 8 bytes at a time. */
+static uint64_t dd_elastic_digest(dd_context_h ctx)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t n;
+    struct dd_layer **layers = dd_elastic_layers(ctx, &n);
+
+    for (size_t i = 0; i < n; i++) {
+        for (size_t t = 0; t < layers[i]->n_tensors; t++) {
+            const dd_tensor_t *x = &layers[i]->tensors[t];
+            const unsigned char *p = x->param;
+            size_t bytes = x->count * dd_dtype_size(x->dtype), k = 0;
+            for (; k + 8 <= bytes; k += 8) {
+                uint64_t w;
+                memcpy(&w, p + k, 8);
+                h = (h ^ w) * 0x100000001b3ull;
+            }
+            h = dd_elastic_fnv(h, p + k, bytes - k);
+        }
+    }
+    return h;
+}
+
+/* The average of the commits the workers that have one loaded (count of
+ * them; the others add zeros), for f32 and f64 tensors; the tensors of
+ * other types and the state buffers come from the first such worker.
+ * When the commits hold the same parameters (same), they are kept as
+ * they are: the first such worker's go to those without one. */
+static dd_status_t dd_elastic_average(dd_context_h ctx, int have, int count,
+                                      int first, int same)
+{
+    dd_status_t status = DD_OK;
+    size_t n;
+    struct dd_layer **layers = dd_elastic_layers(ctx, &n);
+
+    for (size_t i = 0; i < n && status == DD_OK; i++) {
+        for (size_t t = 0; t < layers[i]->n_tensors && status == DD_OK; t++) {
+            const dd_tensor_t *x = &layers[i]->tensors[t];
+            if (same && count == ctx->n_workers) {
+                continue;
+            }
+            if (same ||
+                (x->dtype != DD_DTYPE_F32 && x->dtype != DD_DTYPE_F64)) {
+                status = dd_broadcast(ctx, x->param, x->count, x->dtype, first,
+                                      DD_MEM_HOST);
+                continue;
+            }
+            if (!have) {
+                memset(x->param, 0, x->count * dd_dtype_size(x->dtype));
+            }
+            status = dd_allreduce(ctx, x->param, x->param, x->count, x->dtype,
+                                  DD_REDUCE_SUM, DD_MEM_HOST);
+            for (size_t k = 0; k < x->count && status == DD_OK; k++) {
+                if (x->dtype == DD_DTYPE_F32) {
+                    ((float *)x->param)[k] /= (float)count;
+                } else {
+                    ((double *)x->param)[k] /= (double)count;
+                }
+            }
+        }
+    }
+    struct dd_elastic *e = ctx->elastic;
+    for (size_t i = 0; i < e->n_states && status == DD_OK; i++) {
+        status = dd_broadcast(ctx, e->states[i].buf, e->states[i].bytes,
+                              DD_DTYPE_U8, first, DD_MEM_HOST);
+    }
+    return status;
+}
+
+/* The step to resume from: the newest that every worker with a commit
+ * has (each keeps two); -1 when none has one. The workers that do not
+ * have it are left out. */
+static int64_t dd_elastic_agree_step(const int64_t *all, int workers)
+{
+    int64_t step = -1;
+    for (int w = 0; w < workers; w++) {
+        if (all[2 * w] >= 0 && (step < 0 || all[2 * w] < step)) {
+            step = all[2 * w];
+        }
+    }
+    return step;
 }
 
 dd_status_t dd_elastic_restore(dd_context_h ctx, uint64_t *step_p)
@@ -505,59 +593,83 @@ dd_status_t dd_elastic_restore(dd_context_h ctx, uint64_t *step_p)
         return dd_error(DD_ERR_STATE, DD_SUBSYS_BOOT,
                         "dd_elastic_restore: call it before the first step");
     }
-    int root = ctx->worker_ranks[0], found = 0;
-    dd_elastic_header_t h = {0};
-    int64_t msg[3] = {0, 0, 0}; /* status, found, step */
-    if (ctx->env.rank == root) {
-        msg[0] = dd_elastic_load(ctx, &found, &h);
-        msg[1] = found;
-        msg[2] = (int64_t)h.step;
+    dd_elastic_found_t own[2];
+    int workers = ctx->n_workers;
+    int64_t mine[2], *all = malloc(sizeof(int64_t) * 2 * (size_t)workers);
+    if (all == NULL) {
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
+                        "elastic restore: no memory");
     }
-    char mine[512];
-    snprintf(mine, sizeof(mine), "%s", dd_last_error());
-    status = dd_broadcast(ctx, msg, 3, DD_DTYPE_I64, root, DD_MEM_HOST);
-    if (status != DD_OK) {
+    dd_elastic_own(ctx, own);
+    mine[0] = own[0].step;
+    mine[1] = own[1].step;
+    status = dd_allgather(ctx, mine, all, 2, DD_DTYPE_I64, DD_MEM_HOST);
+    int64_t step = status == DD_OK ? dd_elastic_agree_step(all, workers) : -1;
+    int count = 0, first = -1, have = -1;
+    for (int w = 0; w < workers && step >= 0; w++) {
+        int k = all[2 * w] == step ? 0 : all[2 * w + 1] == step ? 1 : -1;
+        if (k >= 0) {
+            count++;
+            first = first < 0 ? ctx->worker_ranks[w] : first;
+        }
+        if (ctx->worker_ranks[w] == ctx->env.rank) {
+            have = k;
+        }
+    }
+    free(all);
+    if (status != DD_OK || step < 0) {
+        return status; /* a fresh job */
+    }
+    /* Every worker takes part in the averages, whether its load failed or
+     * not: the failure is then agreed by a sum. */
+    dd_status_t loaded =
+        have >= 0 ? dd_elastic_load(ctx, own[have].path) : DD_OK;
+    char why[512];
+    snprintf(why, sizeof(why), "%s", loaded != DD_OK ? dd_last_error() : "");
+    int64_t failed = loaded != DD_OK;
+    if ((status = dd_allreduce(ctx, &failed, &failed, 1, DD_DTYPE_I64,
+                               DD_REDUCE_SUM, DD_MEM_HOST)) != DD_OK) {
         return status;
     }
-    if (msg[0] != DD_OK) {
-        return ctx->env.rank == root
-                   ? dd_error((dd_status_t)msg[0], DD_SUBSYS_BOOT, "%s", mine)
-                   : dd_error((dd_status_t)msg[0], DD_SUBSYS_BOOT,
-                              "elastic restore: the first worker (rank %d) "
-                              "could not read the newest commit: %s",
-                              root, dd_status_string((dd_status_t)msg[0]));
+    if (failed) {
+        return loaded != DD_OK
+                   ? dd_error(loaded, DD_SUBSYS_BOOT, "%s", why)
+                   : dd_error(DD_ERR_IO, DD_SUBSYS_BOOT,
+                              "elastic restore: %lld worker(s) could not "
+                              "read their commit of step %lld (their logs "
+                              "say why)",
+                              (long long)failed, (long long)step);
     }
-    if (!msg[1]) {
-        return DD_OK;
+    /* The same bits in every commit (ddp's replicas): kept, not averaged. */
+    int64_t lo = INT64_MAX, hi = INT64_MIN; /* the others' bounds */
+    if (have >= 0) {
+        lo = hi = (int64_t)dd_elastic_digest(ctx);
     }
-    size_t n;
-    struct dd_layer **layers = dd_elastic_layers(ctx, &n);
-    for (size_t i = 0; i < n && status == DD_OK; i++) {
-        for (size_t t = 0; t < layers[i]->n_tensors && status == DD_OK; t++) {
-            const dd_tensor_t *x = &layers[i]->tensors[t];
-            status = dd_broadcast(ctx, x->param, x->count, x->dtype, root,
-                                  DD_MEM_HOST);
-        }
+    if ((status = dd_allreduce(ctx, &lo, &lo, 1, DD_DTYPE_I64, DD_REDUCE_MIN,
+                               DD_MEM_HOST)) != DD_OK) {
+        return status;
     }
-    struct dd_elastic *e = ctx->elastic;
-    for (size_t i = 0; i < e->n_states && status == DD_OK; i++) {
-        status = dd_broadcast(ctx, e->states[i].buf, e->states[i].bytes,
-                              DD_DTYPE_U8, root, DD_MEM_HOST);
+    if ((status = dd_allreduce(ctx, &hi, &hi, 1, DD_DTYPE_I64, DD_REDUCE_MAX,
+                               DD_MEM_HOST)) != DD_OK ||
+        (status = dd_elastic_average(ctx, have >= 0, count, first, lo == hi)) !=
+            DD_OK ||
+        (status = dd_step_set(ctx, (uint64_t)step)) != DD_OK) {
+        return status;
     }
-    if (status == DD_OK) {
-        status = dd_step_set(ctx, (uint64_t)msg[2]);
+    char what[PATH_MAX + 256];
+    snprintf(what, sizeof(what),
+             "elastic: generation %d of %d workers resumes at step %lld, %s "
+             "%d worker(s)' commits (this worker's: %s)",
+             ctx->boot.elastic_gen, workers, (long long)step,
+             lo == hi ? "the same in" : "the average of", count,
+             have >= 0 ? own[have].path : "none");
+    dd_log_warn(DD_SUBSYS_BOOT, "%s", what);
+    if (ctx->sched->timeline != NULL) {
+        dd_timeline_instant(ctx->sched->timeline, what, "elastic",
+                            dd_time_now());
     }
-    if (status == DD_OK) {
-        if (ctx->env.rank != root) {
-            dd_log_warn(DD_SUBSYS_BOOT,
-                        "elastic: generation %d of %d workers resumes at "
-                        "step %lld from the first worker's commit",
-                        ctx->boot.elastic_gen, ctx->n_workers,
-                        (long long)msg[2]);
-        }
-        if (step_p != NULL) {
-            *step_p = (uint64_t)msg[2];
-        }
+    if (step_p != NULL) {
+        *step_p = (uint64_t)step;
     }
-    return status;
+    return DD_OK;
 }

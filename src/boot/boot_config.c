@@ -81,6 +81,12 @@ static const dd_config_field_t dd_boot_fields[] = {
      "re-forms the job; a rank of an older generation than the commit "
      "directory's was dropped and is refused.",
      DD_CONFIG_INT, offsetof(dd_boot_opts_t, elastic_gen), 0, INT_MAX, NULL},
+    {"DREAMDDP_ELASTIC_ID", NULL,
+     "This worker's name in the elastic commits, the same across "
+     "generations (ddrun --elastic: the rank it was first started as); "
+     "default its rank. Each worker resumes from its own commit, averaged "
+     "with the others'.",
+     DD_CONFIG_INT, offsetof(dd_boot_opts_t, elastic_id), 0, INT_MAX, NULL},
 };
 
 const dd_config_table_t dd_boot_config_table = {

@@ -24,6 +24,7 @@ typedef struct {
     char *elastic_dir;    /* NULL: unset */
     int elastic_min;      /* workers below which the job stops */
     int elastic_gen;      /* the job's generation (ddrun --elastic) */
+    int elastic_id;       /* -1: the rank */
 } dd_boot_opts_t;
 
 extern const dd_config_table_t dd_boot_config_table;

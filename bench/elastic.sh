@@ -3,31 +3,34 @@
 # train_mlp --steps 300 --commit-every 20 --data global on 4 workers, with
 # DREAMDDP_DETERMINISTIC=yes, uninterrupted and with rank 2 killed (kill -9)
 # once rank 0 has printed step 100: with --max-restarts 0 (3 workers
-# finish) and 1 (rank 2 started again). Per run: the held-out accuracy,
+# finish) and 1 (rank 2 started again), for each seed of SEEDS (the
+# restart for the first seed only). Per run: the held-out accuracy,
 # the workers at the end, the step the job resumed from, the seconds from
 # the fault to the new generation's rank 0 resuming from the commits, and
 # the run's seconds. ddrun starts its ranks on one host, so this runs on
 # loopback, not on the emulated cluster (under its lock all the same: the
 # machine's cores are the benchmark's). Results in results/elastic.jsonl.
-#   ROUNDS=1 STRATEGIES="ddp dreamddp:4" sh bench/elastic.sh
+#   ROUNDS=1 SEEDS="1 2" STRATEGIES="ddp dreamddp:4" sh bench/elastic.sh
 . "$(dirname "$0")/lib.sh"
 DDRUN=${DDRUN:-$builddir/tools/ddrun}
 MLP=${MLP:-$builddir/examples/train_mlp}
 STRATEGIES=${STRATEGIES:-ddp localsgd:4 dreamddp:4 dreamddp:4+next}
+SEEDS=${SEEDS:-1 2 3}
 out=$RESULTS/elastic.jsonl
 export DREAMDDP_DETERMINISTIC=yes DREAMDDP_TIMEOUT_S=5
 
 now() { date +%s.%N; }
 
-# one STRATEGY CASE: CASE is none, kill (no restart) or rejoin.
+# one STRATEGY CASE SEED: CASE is none, kill (no restart) or rejoin.
 one() {
-    s=$1 case=$2
+    s=$1 case=$2 seed=$3
     log=$(mktemp)
     restarts=0
     [ "$case" = rejoin ] && restarts=1
     t0=$(now)
     timeout -s KILL 300 "$DDRUN" --elastic -n 4 --max-restarts $restarts -- \
         "$MLP" --strategy "$s" --steps 300 --commit-every 20 --data global \
+        --seed "$seed" \
         >"$log" 2>&1 &
     job=$!
     fault=0 resumed_at=0
@@ -56,16 +59,21 @@ one() {
     step=$(sed -n 's/^0: .*elastic: generation 1 of [0-9]* workers resumes at step \([0-9]*\),.*/\1/p' "$log")
     recovered=null
     [ "$fault" = 0 ] || recovered=$(echo "$resumed_at $fault" | awk '{printf "%.3f", $1 - $2}')
-    printf '{"strategy":"%s","case":"%s","accuracy":%s,"workers":%s,"resumed_step":%s,"fault_to_restored_s":%s,"run_s":%s}\n' \
-        "$s" "$case" "${acc:-null}" "${workers:-null}" "${step:-null}" \
+    params=$(sed -n 's/^0: done: .*, parameters \([0-9a-f]*\)$/\1/p' "$log")
+    printf '{"strategy":"%s","case":"%s","seed":%s,"accuracy":%s,"params":"%s","workers":%s,"resumed_step":%s,"fault_to_restored_s":%s,"run_s":%s}\n' \
+        "$s" "$case" "$seed" "${acc:-null}" "$params" "${workers:-null}" "${step:-null}" \
         "$recovered" "$(echo "$t1 $t0" | awk '{printf "%.2f", $1 - $2}')"
     rm -f "$log"
 }
 
 round() {
+    first=${SEEDS%% *}
     for s in $STRATEGIES; do
-        for c in none kill rejoin; do
-            one "$s" "$c" | keep "$out" "$1"
+        for seed in $SEEDS; do
+            for c in none kill rejoin; do
+                [ "$c" = rejoin ] && [ "$seed" != "$first" ] && continue
+                one "$s" "$c" "$seed" | keep "$out" "$1"
+            done
         done
     done
 }

@@ -98,7 +98,7 @@ def run_name(r):
     if r.get("deterministic") == "yes":
         name += " (deterministic)"
     if r.get("elastic") == "yes":
-        name += " (elastic, commit every 4)"
+        name += f" (elastic, commit every {r.get('commit_every', 4)})"
     return name
 
 

@@ -52,11 +52,17 @@ round() {
         finite=no
         det=no
         elastic=no
+        every=4
         while :; do
             case $entry in
             *%elastic)
                 elastic=yes
                 entry=${entry%\%elastic}
+                ;;
+            *%elastic[0-9]*)
+                elastic=yes
+                every=${entry##*%elastic}
+                entry=${entry%\%elastic*}
                 ;;
             *%det)
                 det=yes
@@ -124,9 +130,9 @@ round() {
             "$DDBENCH" train-sim \
             --profile "$PROFILES/gpt2-blocks" --scale 0.25 --strategy "$s" \
             --forward "$forward" --deadline "$d" $work $streams \
-            ${edir:+--commit-every 4} \
+            ${edir:+--commit-every $every} \
             $codec --iters "$iters" --json |
-            sed "s/^{/{\"aggregators\":$k,\"elastic\":\"$elastic\",\"check_finite\":\"$finite\",\"deterministic\":\"$det\",\"deadline\":\"$d\",\"next_launch\":\"$launch\",\"layer_split\":\"$split\",\"fill_bubbles\":\"${fill:-default}\",${streams:+\"streams_asked\":${streams#--streams },}/" |
+            sed "s/^{/{\"aggregators\":$k,\"elastic\":\"$elastic\",\"commit_every\":$every,\"check_finite\":\"$finite\",\"deterministic\":\"$det\",\"deadline\":\"$d\",\"next_launch\":\"$launch\",\"layer_split\":\"$split\",\"fill_bubbles\":\"${fill:-default}\",${streams:+\"streams_asked\":${streams#--streams },}/" |
             keep "$out" "$1"
         [ -z "$edir" ] || rm -rf "$edir"
     done

@@ -141,9 +141,15 @@ def main():
         # the global batch stays that of the first generation's workers.
         state = dreamddp.torch.elastic.State(model, opt, step=0, first_workers=workers)
         if state.restore() is not None:
-            start, seed = state.step, o.seed + 7919 * state.step
-            batch = -(-o.batch * state.first_workers // workers)
+            start = state.step
+            if workers != state.first_workers:
+                # Another world: shards of its own, the same global batch.
+                seed = o.seed + 7919 * start
+                batch = -(-o.batch * state.first_workers // workers)
     it = batches(xtr, ytr, rank, workers, batch, seed)
+    if start and seed == o.seed:
+        for _ in range(start):  # the same world: where the data was
+            next(it)
     t0 = time.perf_counter()
     for step in range(start, o.steps):
         x, y = next(it)

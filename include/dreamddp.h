@@ -810,15 +810,16 @@ DD_API dd_status_t dd_elastic_commit(dd_context_h ctx);
 
 /**
  * Resumes a re-formed job: each worker finds its own commits in
- * DREAMDDP_ELASTIC_DIR (by DREAMDDP_ELASTIC_ID), the workers agree on the
- * newest step that every worker with a commit holds, and the parameters
- * become the average of those commits (kept as they are when they hold the
- * same bits, as ddp's replicas do; tensors other than f32 and f64, and the
- * state buffers, come from the first worker with a commit); a worker
- * without one (a new one) takes them too. The step continues from the
- * commit's (dd_step_set). Call it after dd_model_commit and before the
- * first step; *step_p is the step to resume from, 0 when no worker has a
- * commit (a fresh job) or DREAMDDP_ELASTIC=no.
+ * DREAMDDP_ELASTIC_DIR (by DREAMDDP_ELASTIC_ID) and the workers agree on the
+ * newest step that every worker with a commit holds (each keeps two). When
+ * every worker has one, each goes on from its own, as it would have (the
+ * same world started again goes on bit for bit). A worker without one (a
+ * new one) takes the others': their parameters where they hold the same
+ * bits (ddp), else the average of their f32 and f64 tensors; other tensors
+ * and the state buffers come from the first worker with a commit. The step
+ * continues from the commit's (dd_step_set). Call it after dd_model_commit
+ * and before the first step; *step_p is the step to resume from, 0 when no
+ * worker has a commit of this job (a fresh job) or DREAMDDP_ELASTIC=no.
  * @return DD_OK; DD_ERR_IO when a worker cannot read its commit (every
  *         worker fails); DD_ERR_STATE out of order.
  * Collective over the workers. One thread at a time per context.

@@ -21,10 +21,12 @@ import os
 # The statuses this package raises before it can ask the library for
 # names (dd_status_t values, as in dreamddp.h).
 ERR_INVALID_PARAM = -2
+ERR_INVALID_CONFIG = -3
 ERR_NOT_FOUND = -8
 ERR_MISMATCH = -9
 ERR_UNSUPPORTED = -11
 ERR_STATE = -13
+ERR_CANCELED = -16
 ERR_INTERNAL = -17
 
 # value -> name, read from the loaded library (dd_status_name) by lib().

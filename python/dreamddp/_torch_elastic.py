@@ -36,7 +36,7 @@ import struct
 import torch
 
 from . import _lib
-from ._torch_coll import broadcast, error as _error
+from ._torch_coll import allreduce, broadcast, error as _error
 
 _MAGIC = b"DDTORCH1"
 _HEADER = struct.Struct("<8sQi")  # magic, the next step, the rank that wrote it
@@ -57,6 +57,36 @@ def _directory():
                      "for the commits (ddrun --elastic makes one)",
                      "dreamddp.torch.elastic")
     return d
+
+
+def _generation():
+    return int(os.environ.get("DREAMDDP_ELASTIC_GENERATION") or 0)
+
+
+def _id():
+    """This worker's name in the commits: DREAMDDP_ELASTIC_ID (ddrun: the
+    rank it was first started as), else its rank."""
+    v = os.environ.get("DREAMDDP_ELASTIC_ID")
+    return int(v) if v else _lib_rank()
+
+
+def _lib_rank():
+    from . import context
+    return context().rank
+
+
+def _check_dropped(rank):
+    """A worker of an older generation than the directory's was dropped."""
+    try:
+        with open(os.path.join(_directory(), "generation")) as f:
+            now = int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return
+    if now > _generation():
+        raise _error(_lib.ERR_CANCELED,
+                     "rank %d of generation %d was dropped: the job went on without "
+                     "it and is at generation %d; it leaves without committing"
+                     % (rank, _generation(), now), "dreamddp.torch.elastic")
 
 
 class State:
@@ -86,58 +116,60 @@ class State:
         }
 
     def commit(self):
-        """Saves the state to DREAMDDP_ELASTIC_DIR (a file per worker,
-        replaced atomically: a worker killed while writing leaves the last
-        one). Call it between steps, at the same step on every worker."""
+        """Saves the state to DREAMDDP_ELASTIC_DIR (a file per worker and
+        generation, replaced atomically: a worker killed while writing
+        leaves the last one). Call it between steps, at the same step on
+        every worker. A worker its job went on without (frozen, then woken)
+        is refused, naming itself."""
         if not enabled():
             return
+        _check_dropped(self.model.rank)
         buf = io.BytesIO()
         steps = int(self.model.dreamddp_state_dict()["steps"])
         buf.write(_HEADER.pack(_MAGIC, steps, self.model.rank))
         torch.save(self._payload(), buf)
-        path = os.path.join(_directory(), "%s%d" % (_PREFIX, self.model.rank))
+        path = os.path.join(_directory(), "%sg%d-i%d" % (_PREFIX, _generation(), _id()))
         with open(path + ".tmp", "wb") as f:
             f.write(buf.getvalue())
         os.replace(path + ".tmp", path)
 
-    def _newest(self):
-        """The newest commit in the directory (the highest step), or None."""
-        d, best = _directory(), None
+    def _own(self):
+        """This worker's newest commit (any generation): (step, path), or
+        (-1, None)."""
+        d, best, mine = _directory(), (-1, None), "-i%d" % _id()
         for name in os.listdir(d):
-            if not name.startswith(_PREFIX) or name.endswith(".tmp"):
+            if not name.startswith(_PREFIX) or not name.endswith(mine):
                 continue
             path = os.path.join(d, name)
             with open(path, "rb") as f:
                 head = f.read(_HEADER.size)
-            if len(head) < _HEADER.size:
-                continue
-            magic, step, _ = _HEADER.unpack(head)
-            if magic == _MAGIC and (best is None or step > best[0]):
-                best = (step, path)
+            if len(head) == _HEADER.size:
+                magic, step, _ = _HEADER.unpack(head)
+                if magic == _MAGIC and step > best[0]:
+                    best = (step, path)
         return best
 
     def restore(self):
-        """Loads the newest commit on the first worker and gives it to every
-        worker (a broadcast); returns its step, or None when there is none
-        (a fresh job). Collective over the workers."""
+        """Resumes from the commits: when every worker has its own of the
+        same step (the same world started again, as torchrun's agent does),
+        each loads its own, so the run goes on as it would have; otherwise
+        the first worker's newest is given to every worker (a broadcast).
+        Returns the step, or None when there is no commit (a fresh job).
+        Collective over the workers."""
         if not enabled():
             return None
-        data = torch.zeros(0, dtype=torch.uint8)
-        n = torch.zeros(1, dtype=torch.int64)
-        if self.model.rank == 0:
-            best = self._newest()
-            if best is not None:
-                with open(best[1], "rb") as f:
-                    raw = f.read()
-                data = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
-                n[0] = data.numel()
-        broadcast(n, 0)
-        if int(n[0]) == 0:
-            return None
-        if self.model.rank != 0:
-            data = torch.zeros(int(n[0]), dtype=torch.uint8)
-        broadcast(data, 0)
-        raw = data.numpy().tobytes()
+        step, path = self._own()
+        bounds = torch.tensor([step, -step], dtype=torch.int64)
+        allreduce(bounds, op="min")
+        if int(bounds[0]) >= 0 and int(bounds[0]) == -int(bounds[1]):
+            with open(path, "rb") as f:
+                raw = f.read()
+            how = "each worker from its own commit"
+        else:
+            raw = self._from_first(path)
+            if raw is None:
+                return None
+            how = "from the first worker's commit"
         magic, step, writer = _HEADER.unpack(raw[:_HEADER.size])
         try:
             state = torch.load(io.BytesIO(raw[_HEADER.size:]), map_location="cpu",
@@ -151,11 +183,26 @@ class State:
         for k, v in state["attributes"].items():
             setattr(self, k, v)
         if self.model.rank == 0:
-            print("dreamddp.torch.elastic: generation %s of %d workers resumes at "
-                  "step %d (committed by rank %d)"
-                  % (os.environ.get("DREAMDDP_ELASTIC_GENERATION", "0"),
-                     self.model.num_workers, step, writer), flush=True)
+            print("dreamddp.torch.elastic: generation %d of %d workers resumes at "
+                  "step %d, %s" % (_generation(), self.model.num_workers, step, how),
+                  flush=True)
         return step
+
+    def _from_first(self, path):
+        """The first worker's newest commit, on every worker, or None."""
+        data = torch.zeros(0, dtype=torch.uint8)
+        n = torch.zeros(1, dtype=torch.int64)
+        if self.model.rank == 0 and path is not None:
+            with open(path, "rb") as f:
+                data = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
+            n[0] = data.numel()
+        broadcast(n, 0)
+        if int(n[0]) == 0:
+            return None
+        if self.model.rank != 0:
+            data = torch.zeros(int(n[0]), dtype=torch.uint8)
+        broadcast(data, 0)
+        return data.numpy().tobytes()
 
 
 def run(func):

@@ -534,9 +534,6 @@ static dd_status_t dd_elastic_average(dd_context_h ctx, int have, int count,
     for (size_t i = 0; i < n && status == DD_OK; i++) {
         for (size_t t = 0; t < layers[i]->n_tensors && status == DD_OK; t++) {
             const dd_tensor_t *x = &layers[i]->tensors[t];
-            if (same && count == ctx->n_workers) {
-                continue;
-            }
             if (same ||
                 (x->dtype != DD_DTYPE_F32 && x->dtype != DD_DTYPE_F64)) {
                 status = dd_broadcast(ctx, x->param, x->count, x->dtype, first,
@@ -640,28 +637,38 @@ dd_status_t dd_elastic_restore(dd_context_h ctx, uint64_t *step_p)
                               "say why)",
                               (long long)failed, (long long)step);
     }
-    /* The same bits in every commit (ddp's replicas): kept, not averaged. */
-    int64_t lo = INT64_MAX, hi = INT64_MIN; /* the others' bounds */
-    if (have >= 0) {
-        lo = hi = (int64_t)dd_elastic_digest(ctx);
+    /* Every worker has its commit (the same world started again, or fewer
+     * workers): each goes on from its own, as it would have. Otherwise a
+     * new worker takes the others': their bits where they are the same
+     * (ddp's replicas), else their average. */
+    int64_t lo = 0, hi = 0;
+    const char *how = NULL;
+    if (count < workers) {
+        lo = INT64_MAX; /* the bounds of the digests */
+        hi = INT64_MIN;
+        if (have >= 0) {
+            lo = hi = (int64_t)dd_elastic_digest(ctx);
+        }
+        if ((status = dd_allreduce(ctx, &lo, &lo, 1, DD_DTYPE_I64,
+                                   DD_REDUCE_MIN, DD_MEM_HOST)) != DD_OK ||
+            (status = dd_allreduce(ctx, &hi, &hi, 1, DD_DTYPE_I64,
+                                   DD_REDUCE_MAX, DD_MEM_HOST)) != DD_OK ||
+            (status = dd_elastic_average(ctx, have >= 0, count, first,
+                                         lo == hi)) != DD_OK) {
+            return status;
+        }
+        how = lo == hi ? "the same bits in" : "the average of";
     }
-    if ((status = dd_allreduce(ctx, &lo, &lo, 1, DD_DTYPE_I64, DD_REDUCE_MIN,
-                               DD_MEM_HOST)) != DD_OK) {
+    if ((status = dd_step_set(ctx, (uint64_t)step)) != DD_OK) {
         return status;
     }
-    if ((status = dd_allreduce(ctx, &hi, &hi, 1, DD_DTYPE_I64, DD_REDUCE_MAX,
-                               DD_MEM_HOST)) != DD_OK ||
-        (status = dd_elastic_average(ctx, have >= 0, count, first, lo == hi)) !=
-            DD_OK ||
-        (status = dd_step_set(ctx, (uint64_t)step)) != DD_OK) {
-        return status;
-    }
-    char what[PATH_MAX + 256];
+    char what[PATH_MAX + 256], from[64];
+    snprintf(from, sizeof(from), "%s %d worker(s)' commits", how, count);
     snprintf(what, sizeof(what),
              "elastic: generation %d of %d workers resumes at step %lld, %s "
-             "%d worker(s)' commits (this worker's: %s)",
+             "(this worker's: %s)",
              ctx->boot.elastic_gen, workers, (long long)step,
-             lo == hi ? "the same in" : "the average of", count,
+             count < workers ? from : "each worker from its own commit",
              have >= 0 ? own[have].path : "none");
     dd_log_warn(DD_SUBSYS_BOOT, "%s", what);
     if (ctx->sched->timeline != NULL) {

@@ -450,8 +450,12 @@ dd_status_t dd_sched_schedule_window(dd_sched_t *sched)
     int checks =
         dream && sched->planned && !dd_sched_plan_fixed(sched) &&
         dd_sched_steps_run(sched) >= (uint64_t)sched->opts.profile_steps;
+    /* A fixed plan needs no profile: a run resumed past the profiling
+     * steps (dd_step_set) takes it at once, as the run it resumes had. */
+    uint64_t profiled =
+        dd_sched_plan_fixed(sched) ? sched->step : dd_sched_steps_run(sched);
     if (dream && !sched->planned &&
-        dd_sched_steps_run(sched) >= (uint64_t)sched->opts.profile_steps) {
+        profiled >= (uint64_t)sched->opts.profile_steps) {
         status = dd_sched_first_plan(sched);
     }
     if (status == DD_OK && sched->agree.state == DD_SCHED_AGREE_READY) {

@@ -6,7 +6,11 @@
 # the step) with 3 workers under ddp, localsgd:4 and dreamddp:4, and with
 # 4 under dreamddp:4+next (--max-restarts 1: rank 2 is started again);
 # each finishes within 0.01 of the uninterrupted run's held-out accuracy.
-# Skips where the interpreter has no torch.
+# Then a restart as torchrun --max_restarts makes one, with
+# DREAMDDP_ELASTIC=yes and a commit directory of the test's: rank 1 killed
+# past step 100, both workers started again; each resumes from its own
+# commit, and the run ends with the uninterrupted run's bits. Skips where the
+# interpreter has no torch.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 . "$top_srcdir/tests/python/torch_lib.sh"
 DIGITS=$top_srcdir/examples/torch_digits.py
@@ -36,7 +40,7 @@ for s in ddp localsgd:4 dreamddp:4 dreamddp:4+next; do
         --deterministic >"$TMP/kill" 2>&1 &
     job=$!
     w=0
-    while [ "$w" -lt 2400 ] && [ "$(commit_step "$dir/torch-commit-0")" -lt 100 ] 2>/dev/null; do
+    while [ "$w" -lt 2400 ] && [ "$(commit_step "$dir/torch-commit-g0-i0")" -lt 100 ] 2>/dev/null; do
         sleep 0.05; w=$((w + 1))
     done
     victim=""
@@ -61,4 +65,62 @@ for s in ddp localsgd:4 dreamddp:4 dreamddp:4+next; do
         fail "$s: accuracy '$acc', uninterrupted $base"; cat "$TMP/kill"
     fi
 done
+
+# torchrun --max_restarts: its agent starts every worker again, with the
+# same variables. Debian's torchrun (PyTorch 1.13 on this Python) cannot
+# start workers at all, so its part is played here: two ranks with
+# torchrun's variables, rank 1 killed past step 100 (rank 0 then stops,
+# naming it), both started again as the agent would; they resume from
+# the commits in DREAMDDP_ELASTIC_DIR.
+# torchrun_job NAME PORT [ENV...]: the two ranks, in the background.
+torchrun_job() {
+    name=$1 port=$2; shift 2
+    for r in 0 1; do
+        (env "$@" RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 \
+         MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TORCHELASTIC_RUN_ID=el$port \
+         timeout -s KILL 200 "$DDTEST_PYTHON" "$DIGITS" --strategy dreamddp:4 \
+         --deterministic >"$TMP/$name.$r" 2>&1; echo $? >"$TMP/$name.$r.rc") &
+    done
+}
+torchrun_job tr-base "$(free_port_pair)"
+wait
+base=$(sed -n 's/^torch_digits: .*held-out accuracy \([0-9.]*\),.*/\1/p' "$TMP/tr-base.0")
+dir=$TMP/commits-torchrun
+mkdir -p "$dir"
+torchrun_job tr-kill "$(free_port_pair)" DREAMDDP_ELASTIC=yes \
+    DREAMDDP_ELASTIC_DIR="$dir" DDTEST_MARK=$$ TORCHELASTIC_RESTART_COUNT=0
+w=0
+while [ "$w" -lt 2400 ] && [ "$(commit_step "$dir/torch-commit-g0-i0")" -lt 100 ] 2>/dev/null; do
+    sleep 0.05; w=$((w + 1))
+done
+victim=""
+for e in /proc/[0-9]*/environ; do
+    if tr '\0' '\n' <"$e" 2>/dev/null | grep -qx "DDTEST_MARK=$$" &&
+        tr '\0' '\n' <"$e" 2>/dev/null | grep -qx 'RANK=1' &&
+        tr '\0' '\n' <"$e" 2>/dev/null | grep -qx 'TORCHELASTIC_RESTART_COUNT=0'; then
+        p=${e#/proc/}; p=${p%/environ}
+        # The interpreter, not the timeout or the subshell around it.
+        grep -q python "/proc/$p/cmdline" 2>/dev/null && victim=$p
+    fi
+done
+[ -n "$victim" ] && kill -9 "$victim"
+wait
+torchrun_job tr-again "$(free_port_pair)" DREAMDDP_ELASTIC=yes \
+    DREAMDDP_ELASTIC_DIR="$dir" TORCHELASTIC_RESTART_COUNT=1
+wait
+digest() { sed -n 's/^torch_digits: .*, parameters \([0-9a-f]*\)$/\1/p' "$1"; }
+a=$(digest "$TMP/tr-base.0") b=$(digest "$TMP/tr-again.0")
+if [ -n "$victim" ] && [ -n "$a" ] && [ "$(cat "$TMP/tr-again.0.rc")" = 0 ] &&
+    [ "$(cat "$TMP/tr-kill.0.rc")" != 0 ]; then
+    expect_grep "$TMP/tr-again.0" "dreamddp.torch.elastic: generation 0 of 2 workers resumes at step 1" "torchrun's restart: resumed past step 100"
+    expect_grep "$TMP/tr-again.0" ", each worker from its own commit" "torchrun's restart: each worker from its own commit"
+    if [ "$a" = "$b" ]; then
+        pass "torchrun's restart: the uninterrupted run's bits ($a)"
+    else
+        fail "torchrun's restart: parameters '$b', uninterrupted '$a'"
+    fi
+else
+    fail "torchrun's restart: rank 1 '$victim', uninterrupted '$a'"
+    cat "$TMP"/tr-*
+fi
 finish

@@ -1,20 +1,22 @@
 /*
  * Elastic workers (DREAMDDP_ELASTIC=yes): the commit a re-formed job
  * resumes from. Each worker keeps two slots, files of DREAMDDP_ELASTIC_DIR
- * named after its generation and rank (commit-gG-rR.S), mapped into its
- * memory: a header (the job, the generation and rank that wrote it, the
- * next step, a digest of the layer table and the state buffers), then
- * every registered layer's parameters and every state buffer, in order.
- * A commit is one copy into the older slot: its header is cleared first
- * and written last, so a worker killed while copying leaves the other
- * slot as its newest commit. On a tmpfs (ddrun's default, /dev/shm) the
+ * named after its generation and its id, the same across generations
+ * (commit-gG-iI.S), mapped into its memory: a header (the job, the generation
+ * and rank that wrote it, the next step, a digest of the layer table and the
+ * state buffers), then every registered layer's parameters and every state
+ * buffer, in order. A commit is one copy into the older slot: its header is
+ * cleared first and written last, so a worker killed while copying leaves the
+ * other slot as its newest commit. On a tmpfs (ddrun's default, /dev/shm) the
  * copy is all a commit costs; the space is reserved when the slots are
  * made, so a full file system is an error then, not a SIGBUS later.
  *
  * The launcher (ddrun --elastic) re-forms the job: it starts the ranks
  * that remain, renumbered, as a new generation, and writes the number in
  * DIR/generation first, so that a rank of an older generation (one that
- * was frozen and dropped) knows it was left behind when it wakes.
+ * was frozen and dropped) knows it was left behind when it wakes. The new
+ * generation's workers agree on a step they all hold and each goes on
+ * from its own commit; a worker without one takes the others'.
  */
 #include "api/elastic.h"
 #include "api/context.h"

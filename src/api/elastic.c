@@ -22,6 +22,7 @@
 #include "api/context.h"
 #include "core/log.h"
 #include "core/time.h"
+#include "sched/route/route.h"
 #include "sched/sched.h"
 
 #include <dirent.h>
@@ -67,15 +68,6 @@ struct dd_elastic {
 
 /* ---- the layers and buffers a commit holds ------------------------------- */
 
-static uint64_t dd_elastic_fnv(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++) {
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* The layers as registered (before any cut into parts). */
 static struct dd_layer **dd_elastic_layers(dd_context_h ctx, size_t *n_p)
 {
@@ -100,7 +92,7 @@ static dd_status_t dd_elastic_layout(dd_context_h ctx, uint64_t *digest_p,
 
     for (size_t i = 0; i < n; i++) {
         const struct dd_layer *l = layers[i];
-        h = dd_elastic_fnv(h, l->name, strlen(l->name) + 1);
+        h = dd_route_fnv(h, l->name, strlen(l->name) + 1);
         for (size_t t = 0; t < l->n_tensors; t++) {
             const dd_tensor_t *x = &l->tensors[t];
             if (x->count > 0 && x->mem_type != DD_MEM_HOST) {
@@ -110,14 +102,14 @@ static dd_status_t dd_elastic_layout(dd_context_h ctx, uint64_t *digest_p,
                                 l->name, t, dd_mem_type_name(x->mem_type));
             }
             uint64_t desc[2] = {x->count, (uint64_t)x->dtype};
-            h = dd_elastic_fnv(h, desc, sizeof(desc));
+            h = dd_route_fnv(h, desc, sizeof(desc));
             bytes += x->count * dd_dtype_size(x->dtype);
         }
     }
     for (size_t i = 0; i < e->n_states; i++) {
         uint64_t size = e->states[i].bytes;
-        h = dd_elastic_fnv(h, e->states[i].name, strlen(e->states[i].name) + 1);
-        h = dd_elastic_fnv(h, &size, sizeof(size));
+        h = dd_route_fnv(h, e->states[i].name, strlen(e->states[i].name) + 1);
+        h = dd_route_fnv(h, &size, sizeof(size));
         bytes += size;
     }
     *digest_p = h;
@@ -515,7 +507,7 @@ static uint64_t dd_elastic_digest(dd_context_h ctx)
                 memcpy(&w, p + k, 8);
                 h = (h ^ w) * 0x100000001b3ull;
             }
-            h = dd_elastic_fnv(h, p + k, bytes - k);
+            h = dd_route_fnv(h, p + k, bytes - k);
         }
     }
     return h;

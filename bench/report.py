@@ -93,8 +93,8 @@ def run_name(r):
         name += " (no bubble filling)"
     if r.get("streams_asked"):
         name += f" ({r['streams_asked']} stream{'s' if r['streams_asked'] != 1 else ''})"
-    if r.get("check_finite") == "warn":
-        name += " (finite check)"
+    if r.get("check_finite") == "no":
+        name += " (no finite check)"
     if r.get("deterministic") == "yes":
         name += " (deterministic)"
     if r.get("elastic") == "yes":

@@ -23,9 +23,10 @@
 # %fill with DREAMDDP_FILL_BUBBLES=yes, %nofill with no (default: unset).
 # %bwlaunch runs a +next entry with DREAMDDP_NEXT_LAUNCH=backward: each
 # sync leaves from its layer's dd_layer_ready instead of as early as the
-# parameters allow. %finite runs it with DREAMDDP_CHECK_FINITE=warn (every
-# value sent and every average landed looked at); %det with
-# DREAMDDP_DETERMINISTIC=yes; %elastic with DREAMDDP_ELASTIC=yes and
+# parameters allow. %nofinite runs it with DREAMDDP_CHECK_FINITE=no (by
+# default warn, the library's default, looks at what is sent and what
+# lands); %det with DREAMDDP_DETERMINISTIC=yes; %elastic with
+# DREAMDDP_ELASTIC=yes and
 # --commit-every 4 (each worker commits its layers every window, to a
 # directory under /tmp, removed after).
 # Results: results/train_sim.jsonl.
@@ -49,7 +50,7 @@ round() {
         split=auto
         fill=
         launch=early
-        finite=no
+        finite=warn
         det=no
         elastic=no
         every=4
@@ -68,9 +69,9 @@ round() {
                 det=yes
                 entry=${entry%\%det}
                 ;;
-            *%finite)
-                finite=warn
-                entry=${entry%\%finite}
+            *%nofinite)
+                finite=no
+                entry=${entry%\%nofinite}
                 ;;
             *%bwlaunch)
                 launch=backward

@@ -101,11 +101,15 @@ typedef struct {
  * dd_agg_msg_start takes the message (its id goes into every header);
  * dd_agg_test_msg moves every started message and returns DD_OK once *handle's
  * averages are in place, DD_INPROGRESS before, or the error. *busy_p: something
- * moved.
+ * moved. Unless they are NULL, *input_bad and *result_bad become 1 if a
+ * value sent, or of the average landed, is not finite (DREAMDDP_CHECK_FINITE),
+ * read in the copies the client makes anyway (the copy for survival, the
+ * landing) or else as each chunk leaves; they must outlive the message.
  */
 dd_status_t dd_agg_msg_start(dd_agg_t *agg, const dd_agg_id_t *id, void *buf,
                              size_t count, dd_dtype_t dtype,
-                             dd_mem_type_t mem_type, void **handle_p);
+                             dd_mem_type_t mem_type, int *input_bad,
+                             int *result_bad, void **handle_p);
 dd_status_t dd_agg_test_msg(dd_agg_t *agg, void *handle, int *busy_p);
 
 /**

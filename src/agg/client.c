@@ -12,6 +12,7 @@
  */
 #include "agg/wire.h"
 #include "core/log.h"
+#include "core/reduce.h"
 #include "core/status.h"
 #include "core/time.h"
 
@@ -78,6 +79,7 @@ typedef struct {
     size_t nnz, *s_index;
     float *s_value;
     size_t wire_estimate;
+    int *input_bad, *result_bad; /* dd_agg_msg_start's; NULL: not read */
 } dd_agg_msg_t;
 
 /* Messages a worker keeps after they end (survive): one worker ends a
@@ -282,6 +284,29 @@ static dd_status_t dd_agg_sparse_piece(dd_agg_flight_t *f, dd_agg_msg_t *m,
 }
 
 /* Starts chunk c of the message: homed here, or pushed and pulled. */
+/* dst = src, n values of dtype; *bad = 1 if one is not finite (NULL: not
+ * read). */
+static void dd_agg_copy_finite(void *dst, const void *src, size_t n,
+                               dd_dtype_t dtype, int *bad)
+{
+    if (bad == NULL) {
+        memcpy(dst, src, n * dd_dtype_size(dtype));
+    } else if (!dd_coll_quotient_finite(dst, src, n, dtype, 1)) {
+        *bad = 1;
+    }
+}
+
+/* Copies m's buffer into its copy for survival up to element end. */
+static void dd_agg_copy_in(dd_agg_msg_t *m, size_t end)
+{
+    size_t esize = dd_dtype_size(m->dtype);
+
+    dd_agg_copy_finite((char *)m->input + m->copied * esize,
+                       m->buf + m->copied * esize, end - m->copied, m->dtype,
+                       m->input_bad);
+    m->copied = end;
+}
+
 static dd_status_t dd_agg_launch(dd_agg_t *a, dd_agg_flight_t *f,
                                  dd_agg_msg_t *m, size_t c)
 {
@@ -297,9 +322,9 @@ static dd_status_t dd_agg_launch(dd_agg_t *a, dd_agg_flight_t *f,
     if (m->input != NULL && m->copied < off + n) {
         /* The copy a lost aggregator's chunk is redone from, made as the
          * chunk leaves: its average may land in buf before the others'. */
-        memcpy((char *)m->input + m->copied * esize, buf + m->copied * esize,
-               (off + n - m->copied) * esize);
-        m->copied = off + n;
+        dd_agg_copy_in(m, off + n);
+    } else if (m->input == NULL && m->input_bad != NULL) {
+        *m->input_bad |= !dd_values_finite(buf + off * esize, n, dtype);
     }
     const void *data = (m->input ? (char *)m->input : buf) + off * esize;
     size_t bytes = n * esize;
@@ -437,6 +462,12 @@ static dd_status_t dd_agg_poll(dd_agg_t *a, dd_agg_flight_t *f, int *done_p,
         if (f->local.done) {
             *done_p = 1;
             *busy_p = 1;
+            if (f->local.status == DD_OK && f->msg->result_bad != NULL &&
+                !dd_values_finite(buf + f->push.offset * esize, f->push.count,
+                                  f->msg->dtype)) {
+                /* This worker's own home wrote the average in place. */
+                *f->msg->result_bad = 1;
+            }
             return f->local.status == DD_OK
                        ? DD_OK
                        : dd_agg_chunk_error(a, f, f->local.status,
@@ -481,7 +512,8 @@ static dd_status_t dd_agg_poll(dd_agg_t *a, dd_agg_flight_t *f, int *done_p,
         if (f->msg->sparse) {
             return dd_agg_land_sparse(a, f);
         }
-        memcpy(buf + f->push.offset * esize, f->staging, f->push.count * esize);
+        dd_agg_copy_finite(buf + f->push.offset * esize, f->staging,
+                           f->push.count, f->msg->dtype, f->msg->result_bad);
     }
     return DD_OK;
 }
@@ -666,10 +698,7 @@ static dd_status_t dd_agg_round_begin(dd_agg_t *a)
         m->next = m->done = 0;
         if (m->input != NULL && m->copied < m->count) {
             /* Never launched, so never landed: still the input in buf. */
-            size_t esize = dd_dtype_size(m->dtype);
-            memcpy((char *)m->input + m->copied * esize,
-                   m->buf + m->copied * esize, (m->count - m->copied) * esize);
-            m->copied = m->count;
+            dd_agg_copy_in(m, m->count);
         }
     }
     memcpy(row, &head, sizeof(head));
@@ -1185,7 +1214,8 @@ static void dd_agg_msg_queue(dd_agg_t *a, dd_agg_msg_t *m)
 
 dd_status_t dd_agg_msg_start(dd_agg_t *a, const dd_agg_id_t *id, void *buf,
                              size_t count, dd_dtype_t dtype,
-                             dd_mem_type_t mem_type, void **handle_p)
+                             dd_mem_type_t mem_type, int *input_bad,
+                             int *result_bad, void **handle_p)
 {
     size_t esize = dd_dtype_size(dtype);
     dd_agg_msg_t *m = NULL;
@@ -1217,7 +1247,9 @@ dd_status_t dd_agg_msg_start(dd_agg_t *a, const dd_agg_id_t *id, void *buf,
                         .dtype = dtype,
                         .per = per,
                         .n_chunks = (count + per - 1) / per,
-                        .input = input};
+                        .input = input,
+                        .input_bad = input_bad,
+                        .result_bad = result_bad};
     dd_agg_msg_queue(a, m);
     *handle_p = m;
     return DD_OK;
@@ -1317,6 +1349,7 @@ static void dd_agg_msg_release(dd_agg_t *a, dd_agg_msg_t *m)
         }
     }
     a->n_queued = j;
+    m->input_bad = m->result_bad = NULL; /* the job's, which ends here */
     dd_agg_bury(a, m->pieces, m->pinned);
     free(m->pair_off);
     m->pieces = NULL;

@@ -5,6 +5,7 @@
  * same bits otherwise). No I/O here.
  */
 #include "agg/wire.h"
+#include "core/dtype.h"
 #include "core/half.h"
 
 #include <string.h>
@@ -16,8 +17,7 @@ size_t dd_agg_acc_bytes(dd_dtype_t dtype, size_t count)
 
 int dd_agg_dtype_ok(dd_dtype_t dtype)
 {
-    return dtype == DD_DTYPE_F32 || dtype == DD_DTYPE_F64 ||
-           dtype == DD_DTYPE_F16 || dtype == DD_DTYPE_BF16;
+    return dd_dtype_is_float(dtype);
 }
 
 void dd_agg_add(void *acc, const void *src, size_t n, dd_dtype_t dtype,

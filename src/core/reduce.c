@@ -136,10 +136,8 @@ void dd_coll_divide(void *buf, size_t count, dd_dtype_t dtype, int divisor)
 {
     switch (dtype) {
     case DD_DTYPE_F32:
-        DD_COLL_DIVIDE_LOOP(float, float);
-        break;
     case DD_DTYPE_F64:
-        DD_COLL_DIVIDE_LOOP(double, double);
+        (void)dd_coll_quotient_finite(buf, buf, count, dtype, divisor);
         break;
     case DD_DTYPE_F16:
     case DD_DTYPE_BF16:
@@ -205,6 +203,80 @@ int dd_values_finite(const void *buf, size_t count, dd_dtype_t dtype)
     case DD_DTYPE_BF16:
         DD_ANY_ALL_SET(uint16_t, buf, count, (uint16_t)0x7f80u);
     default:
+        return 1;
+    }
+}
+
+/* dst = src / d for n values of float type F (bits U), 16 bytes at a
+ * time, returning whether every quotient's exponent bits fall short of
+ * mask (each is rounded as a scalar division would be). */
+#define DD_DIVIDE_FINITE(F, U, dst, src, n, d, mask)                           \
+    do {                                                                       \
+        typedef F fvec_ __attribute__((vector_size(16)));                      \
+        typedef U uvec_ __attribute__((vector_size(16)));                      \
+        enum { per_ = 16 / sizeof(F) };                                        \
+        unsigned char *o_ = (unsigned char *)(dst);                            \
+        const unsigned char *p_ = (const unsigned char *)(src);                \
+        fvec_ d_;                                                              \
+        uvec_ m_, acc_ = {0};                                                  \
+        size_t i_ = 0;                                                         \
+        for (int k_ = 0; k_ < per_; k_++) {                                    \
+            d_[k_] = (F)(d);                                                   \
+            m_[k_] = (mask);                                                   \
+        }                                                                      \
+        for (; i_ + per_ <= (n); i_ += per_) {                                 \
+            fvec_ v_;                                                          \
+            uvec_ u_;                                                          \
+            memcpy(&v_, p_ + i_ * sizeof(F), 16);                              \
+            if ((d) != 1) {                                                    \
+                v_ /= d_;                                                      \
+            }                                                                  \
+            memcpy(o_ + i_ * sizeof(F), &v_, 16);                              \
+            memcpy(&u_, &v_, 16);                                              \
+            acc_ |= (uvec_)((u_ & m_) == m_);                                  \
+        }                                                                      \
+        unsigned bad_ = 0;                                                     \
+        for (int k_ = 0; k_ < per_; k_++) {                                    \
+            bad_ |= acc_[k_] != 0;                                             \
+        }                                                                      \
+        for (; i_ < (n); i_++) {                                               \
+            F v_;                                                              \
+            U u_;                                                              \
+            memcpy(&v_, p_ + i_ * sizeof(F), sizeof(F));                       \
+            if ((d) != 1) {                                                    \
+                v_ /= (F)(d);                                                  \
+            }                                                                  \
+            memcpy(o_ + i_ * sizeof(F), &v_, sizeof(F));                       \
+            memcpy(&u_, &v_, sizeof(F));                                       \
+            bad_ |= (u_ & (mask)) == (mask);                                   \
+        }                                                                      \
+        return !bad_;                                                          \
+    } while (0)
+
+int dd_coll_quotient_finite(void *dst, const void *src, size_t count,
+                            dd_dtype_t dtype, double divisor)
+{
+    switch (dtype) {
+    case DD_DTYPE_F32:
+        DD_DIVIDE_FINITE(float, uint32_t, dst, src, count, divisor,
+                         0x7f800000u);
+    case DD_DTYPE_F64:
+        DD_DIVIDE_FINITE(double, uint64_t, dst, src, count, divisor,
+                         0x7ff0000000000000ull);
+    case DD_DTYPE_F16:
+    case DD_DTYPE_BF16:
+        if (dst != src) {
+            memmove(dst, src, count * dd_coll_dtype_size(dtype));
+        }
+        if (divisor != 1) {
+            dd_half_divide(dtype, dst, count, (float)divisor);
+        }
+        return dd_values_finite(dst, count, dtype);
+    default:
+        if (dst != src) {
+            memmove(dst, src, count * dd_coll_dtype_size(dtype));
+        }
+        dd_coll_divide(dst, count, dtype, (int)divisor);
         return 1;
     }
 }

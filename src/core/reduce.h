@@ -26,6 +26,15 @@ void dd_coll_reduce(void *dst, const void *src, size_t count, dd_dtype_t dtype,
 void dd_coll_divide(void *buf, size_t count, dd_dtype_t dtype, int divisor);
 
 /**
+ * dst = src / divisor, and whether every quotient is finite (so every value
+ * was), in one pass: for the workers that divide before they sum. dst and
+ * src may be the same buffer but must not otherwise overlap; a float
+ * type's divisor need not be whole. Integer types are always finite.
+ */
+int dd_coll_quotient_finite(void *dst, const void *src, size_t count,
+                            dd_dtype_t dtype, double divisor);
+
+/**
  * Whether every one of count elements is finite (no NaN, no infinity):
  * the exponent bits of each float, tested without a branch so that it
  * runs at memory speed. Integer types are always finite.

@@ -2,12 +2,17 @@
  * DREAMDDP_CHECK_FINITE: a sync whose average holds NaN or Inf is said,
  * once per layer per window, naming the layers, the step and the workers
  * whose own values were not finite (warn), or fails the call
- * that drained it with DD_ERR_NUMERIC (error). The engine reads the values
- * as they leave and the average as it lands (engine.c, on its own thread,
- * overlapped with the wire); here, on the application's thread, the
- * workers say through the store which of them sent non-finite values, each
- * publishing its own flag and reading the others' for at most a second,
- * so that no worker waits on another's progress. Host float buffers only.
+ * that drained it with DD_ERR_NUMERIC (error). On the workers' allreduce
+ * the check rides on passes made anyway: each worker divides its values
+ * before the sum and counts itself beside the collective's digest if any
+ * was not finite, and a sum of divided terms is finite exactly when every
+ * term was (route/coll.c; a codec reads its encoding, route/encode.c);
+ * elsewhere the engine reads the values as they leave and the average as
+ * it lands (engine.c, on its own thread). Here, on the application's
+ * thread, the workers say through the store which of them sent non-finite
+ * values, each publishing its own flag and reading the others' for at most
+ * a second, so that no worker waits on another's progress. Host float
+ * buffers only.
  */
 #include "core/log.h"
 #include "core/time.h"

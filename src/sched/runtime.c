@@ -5,6 +5,7 @@
  * must agree across workers depend only on the step number, the layer table
  * and values every worker holds identically.
  */
+#include "core/dtype.h"
 #include "core/log.h"
 #include "core/time.h"
 #include "sched/sched.h"
@@ -137,9 +138,7 @@ static dd_sync_job_t *dd_sched_new_job(dd_sched_t *sched, dd_dtype_t dtype,
         job->dtype = dtype;
         job->mem_type = mem_type;
         job->check_finite = sched->opts.check_finite != DD_CHECK_FINITE_NO &&
-                            mem_type == DD_MEM_HOST &&
-                            (dtype == DD_DTYPE_F32 || dtype == DD_DTYPE_F64 ||
-                             dtype == DD_DTYPE_F16 || dtype == DD_DTYPE_BF16);
+                            mem_type == DD_MEM_HOST && dd_dtype_is_float(dtype);
     }
     return job;
 }

@@ -125,12 +125,14 @@ static const dd_config_field_t dd_sched_fields[] = {
      "Write every plan the run puts in force to this file (worker rank 0; "
      "%r becomes the rank), for DREAMDDP_PLAN.",
      DD_CONFIG_STRING, offsetof(dd_sched_opts_t, plan_save), 0, 0, NULL},
-    {"DREAMDDP_CHECK_FINITE", "no",
+    {"DREAMDDP_CHECK_FINITE", "warn",
      "A sync whose average holds NaN or Inf (host float buffers): warn, "
      "said once per layer per window naming the step and the workers whose "
      "values were not finite; error, the call that drained it fails with "
-     "DD_ERR_NUMERIC; no, not looked at (it reads every value sent and "
-     "every average: 1 to 9 % of an iteration on the train simulator).",
+     "DD_ERR_NUMERIC; no, not looked at. On the workers' allreduce it "
+     "rides on the division each worker makes before the sum; through the "
+     "aggregators or the hierarchical route it reads every value sent and "
+     "every average.",
      DD_CONFIG_ENUM, offsetof(dd_sched_opts_t, check_finite), 0, 0,
      dd_check_finite_names},
     {"DREAMDDP_AGG_LOSS", "survive",

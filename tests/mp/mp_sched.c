@@ -602,7 +602,8 @@ static int unused(dd_context_h ctx, layer_t *L, const char *strategy,
 
 /* mp_sched nan STRATEGY: 6 steps; at step 2 worker rank 2 puts a NaN in
  * layer 3; at step 4 every worker puts 3e38 in layer 4 (finite, but four
- * of them overflow f32 when summed). Prints what each dd_step_end said. */
+ * of them overflow f32 when summed before they are divided). Prints what
+ * each dd_step_end said, and layer 4's first value after step 4. */
 static int nan_steps(dd_context_h ctx, layer_t *L, const char *strategy)
 {
     int grads = strcmp(strategy, "ddp") == 0;
@@ -629,6 +630,10 @@ static int nan_steps(dd_context_h ctx, layer_t *L, const char *strategy)
                st != DD_OK ? dd_last_error() : "");
         if (st != DD_OK) {
             return 0;
+        }
+        if (s == 4) {
+            printf("mp_sched: rank %d: nan: step 4: layer 4 holds %g\n", rank,
+                   (double)((float *)(grads ? L[4].grad : L[4].param))[0]);
         }
     }
     return 0;

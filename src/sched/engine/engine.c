@@ -202,11 +202,18 @@ static void dd_engine_unpack(dd_engine_t *e, dd_sync_job_t *job, int i)
     }
 }
 
+static const dd_sync_pipe_t *dd_engine_pipe(const dd_engine_t *e,
+                                            const dd_sync_job_t *job)
+{
+    return job->pipe != NULL ? job->pipe : &e->route;
+}
+
 /* DREAMDDP_CHECK_FINITE: whether the average holds NaN or Inf, read where
  * it landed (a fused job's staging slot i, else its one buffer). */
 static void dd_engine_check_result(dd_engine_t *e, dd_sync_job_t *job, int i)
 {
-    if (!job->check_finite || job->n_items == 0) {
+    if (!job->check_finite || job->n_items == 0 ||
+        dd_engine_pipe(e, job)->checks_finite) {
         return;
     }
     if (dd_engine_fused(job)) {
@@ -280,12 +287,6 @@ static void dd_engine_finish(dd_engine_t *e, dd_sync_job_t *job)
     pthread_cond_broadcast(&e->cond);
 }
 
-static const dd_sync_pipe_t *dd_engine_pipe(const dd_engine_t *e,
-                                            const dd_sync_job_t *job)
-{
-    return job->pipe != NULL ? job->pipe : &e->route;
-}
-
 /* Starts a job through the pipe, in staging slot i. */
 static void dd_engine_pipe_start(dd_engine_t *e, dd_sync_job_t *job, int i)
 {
@@ -302,11 +303,12 @@ static void dd_engine_pipe_start(dd_engine_t *e, dd_sync_job_t *job, int i)
     if (job->status == DD_OK) {
         job->status = dd_engine_pack(e, job, i, &buf, &count);
     }
-    if (job->status == DD_OK && job->check_finite && buf != NULL) {
+    const dd_sync_pipe_t *pipe = dd_engine_pipe(e, job);
+    if (job->status == DD_OK && job->check_finite && buf != NULL &&
+        !pipe->checks_finite) {
         job->input_bad = !dd_values_finite(buf, count, job->dtype);
     }
     if (job->status == DD_OK) {
-        const dd_sync_pipe_t *pipe = dd_engine_pipe(e, job);
         job->status = pipe->start(pipe->arg, job, buf, count, &job->handle);
     }
     if (job->status != DD_OK) {

@@ -53,6 +53,10 @@ typedef struct {
     dd_status_t (*test)(void *arg, void *handle, int *busy_p);
     int depth;
     void *arg;
+    /* DREAMDDP_CHECK_FINITE: the pipe sets a job's input_bad and result_bad
+     * itself, in passes it makes anyway; otherwise the engine reads the
+     * values before start and the average after. */
+    int checks_finite;
 } dd_sync_pipe_t;
 
 #define DD_ENGINE_DEPTH 2
@@ -158,9 +162,10 @@ typedef struct dd_sync_job {
     struct dd_device_event *ready_event;
     int device;
     double staging_s;
-    /* DREAMDDP_CHECK_FINITE (finite.c): the engine looks at the values as
-     * they leave (input_bad: this worker's were not all finite) and at the
-     * average as it lands (result_bad). Host float buffers only. */
+    /* DREAMDDP_CHECK_FINITE (finite.c): whether this worker's values were
+     * all finite as they left (input_bad) and the average as it landed
+     * (result_bad), set by the pipe or the engine (checks_finite). Host
+     * float buffers only. */
     int check_finite, input_bad, result_bad;
 } dd_sync_job_t;
 

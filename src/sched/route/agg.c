@@ -20,6 +20,8 @@ static dd_status_t dd_route_agg_start(void *arg, dd_sync_job_t *job, void *buf,
 
     dd_route_agg_id(job, &id);
     return dd_agg_msg_start(r->agg, &id, buf, count, job->dtype, job->mem_type,
+                            job->check_finite ? &job->input_bad : NULL,
+                            job->check_finite ? &job->result_bad : NULL,
                             handle_p);
 }
 
@@ -36,7 +38,8 @@ dd_status_t dd_route_agg_open(dd_route_agg_t *r, const dd_agg_env_t *env)
     r->pipe = (dd_sync_pipe_t){.start = dd_route_agg_start,
                                .test = dd_route_agg_test,
                                .depth = DD_ENGINE_DEPTH,
-                               .arg = r};
+                               .arg = r,
+                               .checks_finite = 1};
     return dd_agg_create(env, &r->agg);
 }
 

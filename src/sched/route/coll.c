@@ -7,6 +7,7 @@
 #include "sched/route/coll.h"
 #include "core/log.h"
 #include "core/ranks.h"
+#include "core/reduce.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,12 +43,18 @@
  */
 #define DD_SEQ_BITS 32
 
+/* After the digest's bits, one more sum: the workers whose values were not
+ * all finite (DREAMDDP_CHECK_FINITE), so that every worker knows whether a
+ * sum of divided terms is finite without reading it. */
+#define DD_DIGEST_FLOATS (2 * DD_SEQ_BITS + 1)
+
 typedef struct {
     dd_backends_op_t op;
     int phase; /* -1: the digest waits, 0: the digest, 1: the collective */
     uint64_t seq;
-    float digest[2 * DD_SEQ_BITS];
+    float digest[DD_DIGEST_FLOATS];
     dd_sched_coll_t data;
+    dd_sync_job_t *job;
     char what[200];
 } dd_sched_coll_req_t;
 
@@ -127,6 +134,7 @@ static void dd_sched_coll_digest(dd_sched_coll_req_t *req,
         req->digest[j] = (float)((h >> j) & 1);
         req->digest[DD_SEQ_BITS + j] = 1.0f - req->digest[j];
     }
+    req->digest[2 * DD_SEQ_BITS] = job->check_finite && job->input_bad;
 }
 
 /* The workers' digests disagree: names who ran what, from the store. */
@@ -189,13 +197,35 @@ static int dd_sched_coll_agreed(const dd_route_coll_t *r,
     return 1;
 }
 
+/* A sum that landed: divided as asked, and (DREAMDDP_CHECK_FINITE)
+ * whether it is finite: read in that pass, known from the digest's count
+ * for divided terms, or read. */
+static void dd_sched_coll_landed(dd_sched_coll_req_t *req)
+{
+    dd_sync_job_t *job = req->job;
+    const dd_backend_args_t *a = &req->data.args;
+    int finite = 1;
+
+    if (req->data.divide_after != 0) {
+        finite = dd_coll_quotient_finite(a->recvbuf, a->recvbuf, a->count,
+                                         a->dtype, req->data.divide_after);
+    }
+    if (!job->check_finite || req->data.coll != DD_COLL_ALLREDUCE) {
+        return;
+    }
+    job->result_bad = req->data.divide_after != 0 ? !finite
+                      : req->data.divided
+                          ? req->digest[2 * DD_SEQ_BITS] > 0.0f
+                          : !dd_values_finite(a->recvbuf, a->count, a->dtype);
+}
+
 /* Posts a waiting digest unless another is on the wire. */
 static dd_status_t dd_sched_coll_post_digest(dd_route_coll_t *r,
                                              dd_sched_coll_req_t *req)
 {
     dd_backend_args_t args = {.sendbuf = req->digest,
                               .recvbuf = req->digest,
-                              .count = 2 * DD_SEQ_BITS,
+                              .count = DD_DIGEST_FLOATS,
                               .dtype = DD_DTYPE_F32,
                               .op = DD_REDUCE_SUM,
                               .mem_type = DD_MEM_HOST};
@@ -223,7 +253,12 @@ static dd_status_t dd_sched_coll_begin(dd_route_coll_t *r, dd_sync_job_t *job,
                         "no memory to start a collective");
     }
     req->data = *c;
+    req->job = job;
     req->seq = r->seq++;
+    if (job->check_finite && !c->divided && c->coll == DD_COLL_ALLREDUCE) {
+        job->input_bad =
+            !dd_values_finite(c->args.sendbuf, c->args.count, c->args.dtype);
+    }
     dd_sched_coll_what(r->env, job, c, is_op, req->what, sizeof(req->what));
     dd_sched_coll_digest(req, job);
     req->phase = -1;
@@ -247,7 +282,24 @@ static dd_status_t dd_sched_coll_start(void *arg, dd_sync_job_t *job, void *buf,
                                     .dtype = job->dtype,
                                     .op = DD_REDUCE_AVG,
                                     .mem_type = job->mem_type}};
+    int n = r->env->job->n_workers, pow2 = 1;
 
+    while (pow2 < n) {
+        pow2 *= 2;
+    }
+    if (job->op == NULL && job->mem_type == DD_MEM_HOST && n > 1 &&
+        dd_dtype_is_float(job->dtype) && (pow2 == n || job->check_finite)) {
+        /* Each worker scales its values by 1/pow2 (exactly) and the
+         * collective sums: no partial sum overflows where the average
+         * fits, and the finite check rides on the scaling's pass. The sum
+         * is then divided by n/pow2 (also exact), which gives the bits of
+         * sum/n, or kept as it is when n is pow2. */
+        int finite = dd_coll_quotient_finite(buf, buf, count, job->dtype, pow2);
+        job->input_bad = job->check_finite && !finite;
+        avg.args.op = DD_REDUCE_SUM;
+        avg.divided = 1;
+        avg.divide_after = pow2 == n ? 0 : (double)n / pow2;
+    }
     return dd_sched_coll_begin(
         r, job, job->op != NULL ? (const dd_sched_coll_t *)job->op : &avg,
         job->op != NULL, handle_p);
@@ -276,6 +328,9 @@ static dd_status_t dd_sched_coll_test(void *arg, void *handle, int *busy_p)
     }
     if (status != DD_INPROGRESS && req->phase == 0) {
         r->digesting--;
+    }
+    if (status == DD_OK && req->phase == 1) {
+        dd_sched_coll_landed(req);
     }
     if (status == DD_OK && req->phase == 0) {
         if (!dd_sched_coll_agreed(r, req)) {
@@ -319,7 +374,8 @@ void dd_route_coll_init(dd_route_coll_t *r, const dd_route_env_t *env)
     r->avg = (dd_sync_pipe_t){.start = dd_sched_coll_start,
                               .test = dd_sched_coll_test,
                               .depth = DD_ENGINE_DEPTH,
-                              .arg = r};
+                              .arg = r,
+                              .checks_finite = 1};
     r->bcast = (dd_sync_pipe_t){.start = dd_sched_bcast_start,
                                 .test = dd_sched_coll_test,
                                 .depth = 1,

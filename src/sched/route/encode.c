@@ -26,6 +26,7 @@
  */
 #include "sched/route/encode.h"
 #include "core/log.h"
+#include "core/reduce.h"
 #include "sched/route/agg.h"
 
 #include <stdio.h>
@@ -169,11 +170,13 @@ static dd_status_t dd_sched_codec_encode(const dd_sync_job_t *job,
                     "no memory for the change since the last sync, to encode");
             }
             delta = d;
-            for (size_t i = 0; i < it->count; i++) {
-                delta[i] = it->ref != NULL ? in[i] - it->ref[i] : in[i];
-                if (divisor != 1) {
-                    delta[i] /= (float)divisor;
-                }
+            for (size_t i = 0; it->ref != NULL && i < it->count; i++) {
+                delta[i] = in[i] - it->ref[i];
+            }
+            if (divisor != 1) {
+                (void)dd_coll_quotient_finite(delta,
+                                              it->ref != NULL ? delta : in,
+                                              it->count, DD_DTYPE_F32, divisor);
             }
             in = delta;
         }
@@ -306,7 +309,8 @@ static const dd_sync_pipe_t *dd_sched_codec_route(dd_route_encode_t *r,
                                            .count = op->count,
                                            .dtype = job->codec->wire_dtype,
                                            .op = DD_REDUCE_SUM,
-                                           .mem_type = DD_MEM_HOST}};
+                                           .mem_type = DD_MEM_HOST},
+                                  .divided = 1};
             op->wire_job.op = &op->coll;
         }
         return r->inner;
@@ -416,9 +420,20 @@ static dd_status_t dd_sched_codec_start(void *arg, dd_sync_job_t *job,
         !job->codec->gather && r->agg == NULL && r->env->job->n_workers > 1;
     op->rescale = !job->codec->gather && r->agg != NULL &&
                   job->codec->wire_dtype == DD_DTYPE_BF16;
+    if (job->check_finite && job->codec->gather) {
+        job->input_bad = !dd_values_finite(buf, count, DD_DTYPE_F32);
+    }
     dd_status_t status = dd_sched_codec_encode(
         job, buf, op->wire,
         op->divided || op->rescale ? r->env->job->n_workers : 1);
+    if (status == DD_OK && job->check_finite && !job->codec->gather &&
+        (op->divided || !r->inner->checks_finite)) {
+        /* What leaves is the encoding: a value it cannot hold is not
+         * finite either. Divided, the workers' allreduce takes this; the
+         * aggregators' route reads it in the copy it makes. */
+        job->input_bad =
+            !dd_values_finite(op->wire, count, job->codec->wire_dtype);
+    }
     if (status == DD_OK && op->sparse) {
         status = dd_sched_codec_sparse_start(r, op);
     } else if (status == DD_OK) {
@@ -449,6 +464,17 @@ static dd_status_t dd_sched_codec_test(void *arg, void *handle, int *busy_p)
     if (status == DD_OK) {
         status = dd_sched_codec_decode(r, op);
     }
+    if (status == DD_OK && op->job->check_finite) {
+        /* The host route said whether the encodings and their sum were
+         * finite; else the decoded average is read. */
+        if (!op->sparse && !op->job->codec->gather && r->inner->checks_finite) {
+            op->job->input_bad |= op->wire_job.input_bad;
+            op->job->result_bad = op->wire_job.result_bad;
+        } else {
+            op->job->result_bad =
+                !dd_values_finite(op->buf, op->count, DD_DTYPE_F32);
+        }
+    }
     if (status == DD_OK && op->sparse) {
         op->job->wire_bytes = op->wire_done;
     }
@@ -467,9 +493,11 @@ void dd_route_encode_init(dd_route_encode_t *r, const dd_route_env_t *env,
     r->pipe = (dd_sync_pipe_t){.start = dd_sched_codec_start,
                                .test = dd_sched_codec_test,
                                .depth = inner->depth,
-                               .arg = r};
+                               .arg = r,
+                               .checks_finite = 1};
     r->gather = (dd_sync_pipe_t){.start = dd_sched_codec_start,
                                  .test = dd_sched_codec_test,
                                  .depth = coll->depth,
-                                 .arg = r};
+                                 .arg = r,
+                                 .checks_finite = 1};
 }

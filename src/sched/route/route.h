@@ -37,6 +37,13 @@ typedef struct {
     dd_backend_args_t args; /* root as a worker index */
     int device;             /* device memory: its ordinal; -1: the device of the
                                process's device layers (0 without any) */
+    /* An allreduce of terms each worker divided by at least the number of
+     * workers, its own checked (the job's input_bad): no partial sum
+     * overflows, so the sum is finite exactly when every worker's terms
+     * were. divide_after: what the sum is divided by as it lands (0:
+     * nothing), the landed average checked in that pass. */
+    int divided;
+    double divide_after;
 } dd_sched_coll_t;
 
 /** The name of layer index i ("?" when out of range). */

@@ -393,6 +393,13 @@ static void ddbench_plan_print(const dd_profile_t *p, const dd_plan_t *plan,
     }
     printf("# dreamddp schedule, H = %u, %zu layers (backward order)\n", h,
            p->num_layers);
+    dd_plan_input_t in = {p->num_layers, p->bp_s, p->comm_s};
+    size_t k = dd_plan_groups(&in);
+    if (k < p->num_layers) {
+        printf("# planned as %zu groups of consecutive layers (over %d "
+               "layers are too many to plan one by one)\n",
+               k, DD_PLAN_EXACT_LAYERS);
+    }
     printf("%-40s %10s %10s  %-12s %s\n", "layer", "bp_ms", "comm_ms", "slot",
            "slot+next");
     for (size_t l = p->num_layers; l-- > 0;) {

@@ -4,6 +4,7 @@
  * replicas equal and starts the engine.
  */
 #include "core/log.h"
+#include "sched/route/route.h"
 #include "sched/sched.h"
 
 #include <stddef.h>
@@ -112,6 +113,7 @@ void dd_sched_destroy(dd_sched_t *sched)
         free(sched->layers[i]);
     }
     free(sched->layers);
+    free(sched->name_slot);
     pthread_mutex_destroy(&sched->ready_lock);
     free(sched);
 }
@@ -135,6 +137,45 @@ static dd_tensor_t dd_tensor_masked(const dd_tensor_t *x)
     return t;
 }
 
+/* The slot of name in the name index: the one holding it, or the empty
+ * one where it would go. */
+static size_t dd_layer_name_slot(const dd_sched_t *sched, const char *name)
+{
+    size_t mask = sched->name_cap - 1;
+    size_t i = (size_t)dd_route_fnv(0xcbf29ce484222325ull, name, strlen(name));
+
+    for (i &= mask; sched->name_slot[i] != 0; i = (i + 1) & mask) {
+        if (strcmp(sched->layers[sched->name_slot[i] - 1]->name, name) == 0) {
+            break;
+        }
+    }
+    return i;
+}
+
+/* Indexes layer n_layers - 1 by name, the index grown to keep it at most
+ * half full; DD_ERR_NO_MEMORY. */
+static dd_status_t dd_layer_name_add(dd_sched_t *sched)
+{
+    if (2 * sched->n_layers > sched->name_cap) {
+        size_t cap = sched->name_cap ? 2 * sched->name_cap : 64;
+        size_t *slot = calloc(cap, sizeof(*slot));
+        if (slot == NULL) {
+            return DD_ERR_NO_MEMORY;
+        }
+        free(sched->name_slot);
+        sched->name_slot = slot;
+        sched->name_cap = cap;
+        for (size_t l = 0; l + 1 < sched->n_layers; l++) {
+            sched
+                ->name_slot[dd_layer_name_slot(sched, sched->layers[l]->name)] =
+                l + 1;
+        }
+    }
+    sched->name_slot[dd_layer_name_slot(
+        sched, sched->layers[sched->n_layers - 1]->name)] = sched->n_layers;
+    return DD_OK;
+}
+
 static dd_status_t dd_layer_check(dd_sched_t *sched, const char *name,
                                   const dd_tensor_t *tensors, size_t n)
 {
@@ -144,13 +185,11 @@ static dd_status_t dd_layer_check(dd_sched_t *sched, const char *name,
                         "dd_layer_register: a layer name must be 1 to 200 "
                         "characters without blanks");
     }
-    for (size_t i = 0; i < sched->n_layers; i++) {
-        if (strcmp(sched->layers[i]->name, name) == 0) {
-            return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
-                            "dd_layer_register: layer '%s' is registered "
-                            "twice",
-                            name);
-        }
+    if (sched->name_cap > 0 &&
+        sched->name_slot[dd_layer_name_slot(sched, name)] != 0) {
+        return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                        "dd_layer_register: layer '%s' is registered twice",
+                        name);
     }
     if (tensors == NULL || n == 0) {
         return dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
@@ -255,6 +294,14 @@ dd_status_t dd_sched_layer_register(dd_sched_t *sched, const char *name,
         }
     }
     sched->layers[sched->n_layers++] = layer;
+    if (dd_layer_name_add(sched) != DD_OK) {
+        sched->n_layers--;
+        free(layer->tensors);
+        free(layer->name);
+        free(layer);
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                        "no memory for the layer table");
+    }
     if (layer_p != NULL) {
         *layer_p = layer;
     }

@@ -263,13 +263,21 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v,
     free(sched->hold);
     sched->hold = hold;
     dd_sched_install(sched, &input, plan);
+    char groups[160] = "";
+    size_t k = dd_plan_groups(&input);
+    if (given == NULL && k < input.num_layers) {
+        snprintf(groups, sizeof(groups),
+                 "; as %zu groups of consecutive layers, over %d layers "
+                 "being too many to plan one by one",
+                 k, DD_PLAN_EXACT_LAYERS);
+    }
     dd_plan_free(sched->trial.extras);
     sched->trial.extras = NULL;
     sched->trial.state =
         dd_plan_num_extra(plan) > 0 ? DD_SCHED_TRIAL_WITH : DD_SCHED_TRIAL_NONE;
     dd_log_info(
         DD_SUBSYS_SCHED,
-        "%s at step %llu (%s, %s): backward %.1f ms, sync %.1f ms "
+        "%s at step %llu (%s, %s%s): backward %.1f ms, sync %.1f ms "
         "per window pass, modeled %.1f ms per iteration, %zu extra "
         "syncs",
         sched->planned ? "re-planned" : "planned",
@@ -279,7 +287,7 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v,
         : dd_sched_plan_fixed(sched) ? "from the layers' sizes and "
                                        "the fixed rate model"
                                      : "from measured times",
-        sched->plan_bp_total * 1e3, sched->plan_comm_total * 1e3,
+        groups, sched->plan_bp_total * 1e3, sched->plan_comm_total * 1e3,
         dd_sched_iter_s(sched, &input, plan) * 1e3, dd_plan_num_extra(plan));
     dd_sched_plan_save(sched, plan);
     sched->planned = 1;

@@ -101,6 +101,9 @@ typedef struct dd_sched {
     pthread_mutex_t ready_lock;
     struct dd_layer **layers;
     size_t n_layers, cap_layers;
+    /* The layers by name (layer.c): open addressing, index + 1 per slot
+     * (0: empty), name_cap a power of two at least twice n_layers. */
+    size_t *name_slot, name_cap;
     /* The layers as registered, once dd_model_commit cut some into parts
      * (split.c): sched->layers then holds the parts; NULL until then. */
     struct dd_layer **handles;

@@ -64,7 +64,7 @@ double dd_plan_pos(double x)
     return x > 0.0 ? x : 0.0;
 }
 
-static int dd_plan_time_ok(double t)
+int dd_plan_time_ok(double t)
 {
     return isfinite(t) && t >= 0.0;
 }

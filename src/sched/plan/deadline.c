@@ -8,6 +8,7 @@
  * deadline at the end of the same iteration it is the model of plan.h
  * (plus forward time). Pure, as plan.c: no I/O, no clocks, no globals.
  */
+#include "sched/plan/model.h"
 #include "sched/plan/plan.h"
 
 #include <math.h>
@@ -350,11 +351,11 @@ static void dd_plan_dl_keep(dd_plan_dl_t *m, dd_plan_t *cand,
     }
 }
 
-dd_status_t dd_plan_dreamddp_delayed(const dd_plan_input_t *input,
-                                     unsigned window,
-                                     const dd_plan_params_t *params,
-                                     const dd_plan_delay_t *delay,
-                                     dd_plan_t **plan_p)
+dd_status_t dd_plan_dreamddp_delayed_exact(const dd_plan_input_t *input,
+                                           unsigned window,
+                                           const dd_plan_params_t *params,
+                                           const dd_plan_delay_t *delay,
+                                           dd_plan_t **plan_p)
 {
     dd_plan_dl_t m;
     dd_plan_t *best_plan = NULL, *cand = NULL;

@@ -68,6 +68,19 @@ dd_status_t dd_plan_model_of(dd_plan_model_t *m, const dd_plan_input_t *input,
  * caller built against fewer fields keeps working. */
 void dd_plan_params_merge(const dd_plan_params_t *given, dd_plan_params_t *out);
 double dd_plan_pos(double x);
+/* Whether t is a time: finite and not negative. */
+int dd_plan_time_ok(double t);
+/* dd_plan_dreamddp and dd_plan_dreamddp_delayed on every layer, however
+ * many (group.c plans groups of them above DD_PLAN_EXACT_LAYERS). */
+dd_status_t dd_plan_dreamddp_exact(const dd_plan_input_t *input,
+                                   unsigned window,
+                                   const dd_plan_params_t *params,
+                                   dd_plan_t **plan_p);
+dd_status_t dd_plan_dreamddp_delayed_exact(const dd_plan_input_t *input,
+                                           unsigned window,
+                                           const dd_plan_params_t *params,
+                                           const dd_plan_delay_t *delay,
+                                           dd_plan_t **plan_p);
 /* The exposed wait of one iteration that syncs the layers marked in row. */
 double dd_plan_row_wait(const dd_plan_model_t *m, const unsigned char *row);
 /* Sum of the waits of H rows, in iteration order. */

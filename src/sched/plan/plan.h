@@ -143,11 +143,26 @@ dd_status_t dd_plan_contiguous(const dd_plan_input_t *input, unsigned window,
  * within params->search_rounds and params->search_work. Then, when asked,
  * bubble filling. Never worse than dd_plan_contiguous; deterministic for
  * given input and params. Time: O(H n^2) for the DP plus the two budgets
- * (about 0.1 s for n = 125, H = 10 with the defaults).
+ * (about 0.1 s for n = 125, H = 10 with the defaults). Above
+ * DD_PLAN_EXACT_LAYERS layers it plans groups of consecutive layers
+ * (dd_plan_groups), each layer syncing where its group does.
  *
  * @param params  search effort, or NULL for the defaults.
  * @return as dd_plan_contiguous.
  */
+/** The most layers the planners plan one by one. */
+#define DD_PLAN_EXACT_LAYERS 1000
+
+/**
+ * The number of units dd_plan_dreamddp and dd_plan_dreamddp_delayed plan
+ * input in: its layers, or above DD_PLAN_EXACT_LAYERS the groups of
+ * consecutive layers they plan instead (at most about
+ * DD_PLAN_EXACT_LAYERS, each about an equal share of the model's time and
+ * of its layer count; a layer that is a big share of the time is a group
+ * of its own).
+ */
+size_t dd_plan_groups(const dd_plan_input_t *input);
+
 dd_status_t dd_plan_dreamddp(const dd_plan_input_t *input, unsigned window,
                              const dd_plan_params_t *params,
                              dd_plan_t **plan_p);

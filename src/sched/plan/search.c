@@ -402,8 +402,10 @@ static dd_status_t dd_plan_search(const dd_plan_model_t *m,
     return status;
 }
 
-dd_status_t dd_plan_dreamddp(const dd_plan_input_t *input, unsigned window,
-                             const dd_plan_params_t *params, dd_plan_t **plan_p)
+dd_status_t dd_plan_dreamddp_exact(const dd_plan_input_t *input,
+                                   unsigned window,
+                                   const dd_plan_params_t *params,
+                                   dd_plan_t **plan_p)
 {
     dd_plan_model_t m;
     dd_plan_params_t p;

@@ -357,6 +357,32 @@ static void test_layer_shape_and_layout(void **state)
     dd_finalize(ctx);
 }
 
+/* A name registered twice is refused, however many layers came between
+ * (the name index grows as they come). */
+static void test_layer_name_twice(void **state)
+{
+    float w[4] = {0};
+    dd_context_h ctx = NULL;
+    dd_tensor_t t = {.param = w, .count = 4};
+    char name[32];
+
+    (void)state;
+    assert_int_equal(dd_init(NULL, &ctx), DD_OK);
+    for (int l = 0; l < 300; l++) {
+        snprintf(name, sizeof(name), "l%d", l);
+        assert_int_equal(dd_layer_register(ctx, name, &t, 1, NULL), DD_OK);
+    }
+    for (int l = 0; l < 300; l += 37) {
+        snprintf(name, sizeof(name), "l%d", l);
+        assert_int_equal(dd_layer_register(ctx, name, &t, 1, NULL),
+                         DD_ERR_INVALID_PARAM);
+        assert_non_null(strstr(dd_last_error(), "is registered twice"));
+    }
+    assert_int_equal(dd_layer_register(ctx, "l300", &t, 1, NULL), DD_OK);
+    assert_int_equal(dd_num_layers(ctx), 301);
+    dd_finalize(ctx);
+}
+
 /* A context with the layer table of test_layer_split, committed under
  * strategy: "emb" (a 100 x 768 matrix and a vector of 1000, f32) and
  * "bias" (10 elements). */
@@ -657,6 +683,7 @@ int main(void)
         cmocka_unit_test_setup(test_init_sets_no_backend_variable, clean_env),
         cmocka_unit_test_setup(test_nccl_sets_its_own, clean_env),
         cmocka_unit_test_setup(test_layer_shape_and_layout, clean_env),
+        cmocka_unit_test_setup(test_layer_name_twice, clean_env),
         cmocka_unit_test_setup(test_layer_split, clean_env),
         cmocka_unit_test_setup(test_layer_split_auto, clean_env),
         cmocka_unit_test_setup(test_step_stats_mask, clean_env),

@@ -446,6 +446,53 @@ static void test_planner_large_without_exact(void **state)
     }
 }
 
+/* Above DD_PLAN_EXACT_LAYERS layers the planner plans groups of
+ * consecutive layers: at most about DD_PLAN_EXACT_LAYERS of them, each
+ * layer where its group is, every layer synced, and the modeled time
+ * within 2 % of the contiguous optimum over every layer one by one (the
+ * DP, still fast at this size). A negative time in one layer is refused
+ * even where its group's sum would not be. */
+static void test_planner_groups_many_layers(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    double *bp = malloc(N * sizeof(*bp)), *comm = malloc(N * sizeof(*comm));
+    dd_plan_input_t input = {N, bp, comm};
+    uint64_t rng = 7;
+
+    assert_non_null(bp);
+    assert_non_null(comm);
+    for (size_t i = 0; i < N; i++) {
+        bp[i] = 1e-4 * unit_random(&rng);
+        comm[i] = (i % 500 == 0 ? 0.2 : 1e-3) * unit_random(&rng);
+    }
+    size_t k = dd_plan_groups(&input);
+    assert_true(k > DD_PLAN_EXACT_LAYERS / 2 && k <= DD_PLAN_EXACT_LAYERS + 1);
+    dd_plan_input_t small = {DD_PLAN_EXACT_LAYERS, bp, comm};
+    assert_int_equal(dd_plan_groups(&small), DD_PLAN_EXACT_LAYERS);
+    for (unsigned H = 2; H <= 8; H *= 2) {
+        dd_plan_t *dp, *plan;
+        assert_int_equal(dd_plan_contiguous(&input, H, &dp), DD_OK);
+        assert_int_equal(dd_plan_dreamddp(&input, H, NULL, &plan), DD_OK);
+        assert_every_layer_synced(plan);
+        size_t runs = 1;
+        for (size_t i = 1; i < N; i++) {
+            runs += plan->slot[i] != plan->slot[i - 1];
+        }
+        assert_true(runs <= k);
+        assert_true(cost_of(&input, plan) <= 1.02 * cost_of(&input, dp));
+        dd_plan_free(dp);
+        dd_plan_free(plan);
+    }
+    dd_plan_t *plan = NULL;
+    bp[1234] = -1e-6; /* its neighbours' times would outweigh it */
+    assert_int_equal(dd_plan_dreamddp(&input, 4, NULL, &plan),
+                     DD_ERR_INVALID_PARAM);
+    assert_null(plan);
+    free(bp);
+    free(comm);
+}
+
 /* Whether some single move or swap of slots lowers the cost of plan. */
 static int improvable(const dd_plan_input_t *input, dd_plan_t *plan)
 {
@@ -699,6 +746,7 @@ int main(void)
         cmocka_unit_test(test_dp_is_contiguous_optimum),
         cmocka_unit_test(test_planner_properties),
         cmocka_unit_test(test_planner_large_without_exact),
+        cmocka_unit_test(test_planner_groups_many_layers),
         cmocka_unit_test(test_local_search_reaches_local_optimum),
         cmocka_unit_test(test_planner_deterministic),
         cmocka_unit_test(test_fusion_follows_the_model),

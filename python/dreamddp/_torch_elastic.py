@@ -116,11 +116,12 @@ class State:
         }
 
     def commit(self):
-        """Saves the state to DREAMDDP_ELASTIC_DIR (a file per worker and
-        generation, replaced atomically: a worker killed while writing
-        leaves the last one). Call it between steps, at the same step on
-        every worker. A worker its job went on without (frozen, then woken)
-        is refused, naming itself."""
+        """Saves the state to DREAMDDP_ELASTIC_DIR (two files per worker and
+        generation, the older one replaced atomically: a worker killed while
+        writing leaves the others, and a worker killed between the others'
+        commit and its own still holds the step before). Call it between
+        steps, at the same step on every worker. A worker its job went on
+        without (frozen, then woken) is refused, naming itself."""
         if not enabled():
             return
         _check_dropped(self.model.rank)
@@ -128,26 +129,29 @@ class State:
         steps = int(self.model.dreamddp_state_dict()["steps"])
         buf.write(_HEADER.pack(_MAGIC, steps, self.model.rank))
         torch.save(self._payload(), buf)
-        path = os.path.join(_directory(), "%sg%d-i%d" % (_PREFIX, _generation(), _id()))
+        base = os.path.join(_directory(), "%sg%d-i%d." % (_PREFIX, _generation(), _id()))
+        held = dict((p, st) for st, p in self._own() if p.startswith(base))
+        path = min((base + "0", base + "1"), key=lambda p: held.get(p, -1))
         with open(path + ".tmp", "wb") as f:
             f.write(buf.getvalue())
         os.replace(path + ".tmp", path)
 
     def _own(self):
-        """This worker's newest commit (any generation): (step, path), or
-        (-1, None)."""
-        d, best, mine = _directory(), (-1, None), "-i%d" % _id()
+        """This worker's commits (any generation), newest first, as
+        (step, path)."""
+        d, held, mine = _directory(), [], "-i%d." % _id()
         for name in os.listdir(d):
-            if not name.startswith(_PREFIX) or not name.endswith(mine):
+            if (not name.startswith(_PREFIX) or mine not in name or
+                    name.rsplit(".", 1)[-1] not in ("0", "1")):
                 continue
             path = os.path.join(d, name)
             with open(path, "rb") as f:
                 head = f.read(_HEADER.size)
             if len(head) == _HEADER.size:
                 magic, step, _ = _HEADER.unpack(head)
-                if magic == _MAGIC and step > best[0]:
-                    best = (step, path)
-        return best
+                if magic == _MAGIC:
+                    held.append((step, path))
+        return sorted(held, reverse=True)
 
     def restore(self):
         """Resumes from the commits: when every worker has its own of the
@@ -158,11 +162,16 @@ class State:
         Collective over the workers."""
         if not enabled():
             return None
-        step, path = self._own()
-        bounds = torch.tensor([step, -step], dtype=torch.int64)
-        allreduce(bounds, op="min")
-        if int(bounds[0]) >= 0 and int(bounds[0]) == -int(bounds[1]):
-            with open(path, "rb") as f:
+        held = self._own()
+        newest, path = held[0] if held else (-1, None)
+        # The newest step every worker reached, and whether each holds it.
+        common = torch.tensor([newest], dtype=torch.int64)
+        allreduce(common, op="min")
+        mine = dict(held).get(int(common[0]))
+        have = torch.tensor([1 if mine is not None else 0], dtype=torch.int64)
+        allreduce(have, op="min")
+        if int(common[0]) >= 0 and int(have[0]) == 1:
+            with open(mine, "rb") as f:
                 raw = f.read()
             how = "each worker from its own commit"
         else:

@@ -19,9 +19,14 @@ export DREAMDDP_TIMEOUT_S=5
 accuracy() { sed -n 's/^0: torch_digits: .*held-out accuracy \([0-9.]*\),.*/\1/p' "$1"; }
 
 # The step of a commit file (after its 8-byte magic).
+# The newest step of a worker's two commit files PREFIX.0 and PREFIX.1.
 commit_step() {
-    step=$(od -An -t u8 -j 8 -N 8 "$1" 2>/dev/null | tr -d ' ')
-    echo "${step:-0}"
+    best=0
+    for f in "$1.0" "$1.1"; do
+        step=$(od -An -t u8 -j 8 -N 8 "$f" 2>/dev/null | tr -d ' ')
+        [ "${step:-0}" -gt "$best" ] && best=$step
+    done
+    echo "$best"
 }
 
 for s in ddp localsgd:4 dreamddp:4 dreamddp:4+next; do

@@ -80,10 +80,17 @@ static dd_status_t dd_plan_group_expand(const dd_plan_t *gp,
     return DD_OK;
 }
 
+/* Whether input is planned by groups (dd_plan_grouped checks its times
+ * layer by layer; the exact planner checks the rest). */
+static int dd_plan_by_groups(const dd_plan_input_t *input)
+{
+    return input != NULL && input->num_layers > DD_PLAN_EXACT_LAYERS &&
+           input->bp_s != NULL && input->comm_s != NULL;
+}
+
 size_t dd_plan_groups(const dd_plan_input_t *input)
 {
-    if (input == NULL || input->num_layers <= DD_PLAN_EXACT_LAYERS ||
-        input->bp_s == NULL || input->comm_s == NULL) {
+    if (!dd_plan_by_groups(input)) {
         return input != NULL ? input->num_layers : 0;
     }
     size_t *group = malloc(input->num_layers * sizeof(*group));
@@ -157,15 +164,6 @@ static dd_status_t dd_plan_grouped(const dd_plan_input_t *input,
     free(land);
     free(group);
     return status;
-}
-
-/* Whether input is planned by groups (its checks are the exact
- * planner's, which sees the groups' sums: a negative or non-finite time
- * still makes one of them so). */
-static int dd_plan_by_groups(const dd_plan_input_t *input)
-{
-    return input != NULL && input->num_layers > DD_PLAN_EXACT_LAYERS &&
-           input->bp_s != NULL && input->comm_s != NULL;
 }
 
 dd_status_t dd_plan_dreamddp(const dd_plan_input_t *input, unsigned window,

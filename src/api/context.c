@@ -459,7 +459,9 @@ static dd_status_t dd_context_backends(dd_context_h ctx)
         .ifname = ctx->net.name[0] != '\0' ? ctx->net.name : NULL,
         .rdma = dd_topo_choice_rdma(&ctx->net),
         .rdma_port = ctx->net.rdma_port,
-        .streams = ctx->net.streams};
+        .streams = ctx->net.streams,
+        .needs_p2p = ctx->n_workers < ctx->env.world_size,
+        .device_memory = ctx->device != NULL};
     return dd_backends_load(&ctx->backends_env, &ctx->backends);
 }
 

@@ -267,6 +267,47 @@ static dd_status_t dd_backends_open(dd_backends_t *b)
     return status;
 }
 
+/*
+ * Drops the backends this job would start for nothing: one whose
+ * collectives are the shared algorithms over its send and recv (UCX)
+ * serves a job with no aggregators and no device memory only where no
+ * backend with collectives of its own (Gloo) opened, and starting it costs
+ * an endpoint wired up to every peer (128 ranks on one host: 5 s of the
+ * 11 it took to start). One named in DREAMDDP_BACKENDS is kept.
+ */
+static void dd_backends_drop_unneeded(dd_backends_t *b)
+{
+    const dd_backends_env_t *env = &b->env;
+    const char *native = NULL;
+    int kept = 0;
+
+    for (int i = 0; i < b->n && native == NULL; i++) {
+        const dd_backend_ops_t *ops = b->slot[i].ops;
+        if ((ops->caps & DD_BACKEND_CAP_NATIVE_COLL) &&
+            (ops->mem_types & DD_BACKEND_MEM(DD_MEM_HOST))) {
+            native = b->slot[i].name;
+        }
+    }
+    if (native == NULL || env->needs_p2p || env->device_memory) {
+        return;
+    }
+    for (int i = 0; i < b->n; i++) {
+        dd_backend_slot_t *s = &b->slot[i];
+        if (s->explicit_request ||
+            (s->ops->caps & DD_BACKEND_CAP_NATIVE_COLL)) {
+            b->slot[kept++] = *s;
+            continue;
+        }
+        dd_log_info(DD_SUBSYS_BACKEND,
+                    "backend %s is not started: this job has no aggregators "
+                    "and no device memory, and %s's collectives serve it "
+                    "(DREAMDDP_BACKENDS naming %s starts it)",
+                    s->name, native, s->name);
+        dlclose(s->dl);
+    }
+    b->n = kept;
+}
+
 dd_status_t dd_backends_probe(const dd_backend_opts_t *opts,
                               dd_backend_probe_t *out, int max, int *n_p)
 {
@@ -590,6 +631,9 @@ dd_status_t dd_backends_load(const dd_backends_env_t *env,
     }
     if (status == DD_OK) {
         status = dd_backends_open(b);
+    }
+    if (status == DD_OK) {
+        dd_backends_drop_unneeded(b);
     }
     status = dd_backends_agree(env, b, status);
     if (status == DD_OK) {

@@ -34,6 +34,12 @@ typedef struct {
      * choice); the job uses the least any rank asks for, at most
      * DD_BACKEND_MAX_STREAMS. */
     int streams;
+    /* What the job needs beyond collectives on host memory: send and
+     * recv (it has aggregators), device memory (a device module is
+     * loaded). Without either, a backend whose collectives are not its own
+     * is not started where one whose are opened. */
+    int needs_p2p;
+    int device_memory;
 } dd_backends_env_t;
 
 /** One loaded, initialized backend. */

@@ -625,13 +625,18 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
         l->stats.period = l->period;
     }
     sched->committed = 1;
+    char network[96] = "";
+    if (sched->alpha_s > 0) {
+        snprintf(network, sizeof(network), ", network %.1f us + %.3f ns/byte",
+                 sched->alpha_s * 1e6, sched->beta_s * 1e9);
+    }
     dd_log_info(DD_SUBSYS_SCHED,
                 "committed %zu layers, strategy %s, route %s, compression "
-                "%s, network %.1f us + %.3f ns/byte",
+                "%s%s",
                 sched->n_layers, sched->strategy_name, sched->routes.name,
                 sched->comp.spec != NULL ? sched->comp.spec
                                          : sched->opts.compression,
-                sched->alpha_s * 1e6, sched->beta_s * 1e9);
+                network);
     return DD_OK;
 }
 

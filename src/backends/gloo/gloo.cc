@@ -3,8 +3,8 @@
  * table's extern "C" entry points catch every exception and turn it into a
  * dd_status_t (Gloo's timeouts into DD_ERR_TIMED_OUT). Gloo's collectives
  * block, so they run on the module's threads and requests wait for them
- * there. Rendezvous goes through dd's store (a
- * gloo::rendezvous::Store adapter over the services), and the TCP device's
+ * there. Each context connects its pairs when first used, their
+ * addresses exchanged through dd's store (dd_gloo_mesh), and the TCP device's
  * iface attribute is the user's GLOO_SOCKET_IFNAME, else the topology's
  * interface (services->ifname); without either the device binds the host
  * name's address (loopback when every rank is on this host). It never
@@ -60,12 +60,14 @@ extern "C" {
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/store.h>
+#include <gloo/context.h>
 #include <gloo/transport/pair.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -116,68 +118,246 @@ const size_t dd_gloo_control_bytes = 64 * 1024;
 /* The stream a collective on the control lane names: its own context. */
 const int dd_gloo_control = -1;
 
-/* Gloo's store, over dd's: the keys land under the module's prefix. */
-class dd_gloo_store : public gloo::rendezvous::Store
+/* Which rank each peer address Gloo may name in an error belongs to
+ * ("[ip]:port", without Gloo's sequence number), one per pair connected. */
+struct dd_gloo_peer_names {
+    std::mutex mutex;
+    std::vector<std::pair<std::string, int>> list;
+};
+
+/*
+ * A Gloo context whose pairs are connected when first used, as PyTorch's
+ * lazy init does with newer Gloo: a full mesh binds a port for each of
+ * its world - 1 pairs on every rank (this Gloo listens on a port per
+ * pair), and 128 ranks on one host, two contexts each, ran out of
+ * ephemeral ports, and took seconds to connect the 8,128 pairs of each.
+ * Each operation names the peers its algorithm talks to before it runs
+ * (the ring's two neighbours, bcube's and the broadcast tree's partners, a
+ * send's or recv's peer: every relation symmetric, so the peer names this
+ * rank in the same operation); a pair not connected yet is created, its
+ * address published under "p/ME/PEER", the peer's read from
+ * "p/PEER/ME", and connected. Peers are connected in increasing rank
+ * order, so no two ranks wait for each other (the lowest rank of any
+ * cycle would wait on a lower one). A thread that needs a pair another
+ * thread is connecting waits for it.
+ */
+class dd_gloo_mesh : public gloo::Context
 {
   public:
-    /* prefix keeps the keys of one stream's context from another's. */
-    dd_gloo_store(const dd_backend_services_t *svc, std::string prefix)
-        : svc_(svc), prefix_(std::move(prefix))
+    dd_gloo_mesh(const dd_backend_services_t *svc, std::string prefix,
+                 std::shared_ptr<gloo::transport::Device> device,
+                 std::chrono::milliseconds timeout, dd_gloo_peer_names *names)
+        : gloo::Context(svc->rank, svc->world_size), svc_(svc),
+          prefix_(std::move(prefix)), names_(names),
+          state_((size_t)svc->world_size, dd_gloo_pair_none),
+          pending_((size_t)svc->world_size)
     {
+        device_ = std::move(device);
+        setTimeout(timeout);
+        transportContext_ = device_->createContext(rank, size);
+        transportContext_->setTimeout(timeout);
     }
 
-    void set(const std::string &key, const std::vector<char> &data) override
+    /* Connects every peer in peers not connected yet (see the class);
+     * forever: the wait for a peer's address has no timeout (a send's or
+     * recv's: the peer may post its first long after, and the caller's
+     * own timeout ends it). */
+    void connect(std::vector<int> peers, bool forever = false)
     {
-        std::string k = prefix_ + key;
-        check(svc_->store_set(svc_->arg, k.c_str(), data.data(), data.size()),
-              k);
-    }
-
-    std::vector<char> get(const std::string &key) override
-    {
-        void *value;
-        size_t len;
-        std::string k = prefix_ + key;
-        check(svc_->store_get(svc_->arg, k.c_str(), &value, &len), k);
-        std::vector<char> out((char *)value, (char *)value + len);
-        free(value);
-        return out;
-    }
-
-    void wait(const std::vector<std::string> &keys) override
-    {
-        wait(keys,
-             std::chrono::milliseconds((long long)(svc_->timeout_s * 1e3)));
-    }
-
-    void wait(const std::vector<std::string> &keys,
-              const std::chrono::milliseconds &timeout) override
-    {
-        std::vector<std::string> full;
-        std::vector<const char *> k;
-        for (const auto &key : keys) {
-            full.push_back(prefix_ + key);
+        std::vector<int> mine;
+        std::sort(peers.begin(), peers.end());
+        peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            for (int p : peers) {
+                if (p == rank || state_[(size_t)p] != dd_gloo_pair_none) {
+                    continue;
+                }
+                auto &pair = transportContext_->createPair(p);
+                auto bytes = pair->address().bytes();
+                std::string key = pair_key(rank, p);
+                dd_status_t status = svc_->store_set(
+                    svc_->arg, key.c_str(), bytes.data(), bytes.size());
+                if (status != DD_OK) {
+                    throw gloo::IoException("store key " + key + ": status " +
+                                            std::to_string((int)status));
+                }
+                state_[(size_t)p] = dd_gloo_pair_connecting;
+                mine.push_back(p);
+            }
         }
-        for (const auto &key : full) {
-            k.push_back(key.c_str());
+        for (int p : mine) {
+            connect_one(p, forever);
         }
-        check(svc_->store_wait(svc_->arg, k.data(), (int)k.size(),
-                               (double)timeout.count() / 1e3),
-              full.empty() ? std::string() : full[0]);
+        std::unique_lock<std::mutex> lock(mutex_);
+        for (int p : peers) {
+            cond_.wait(lock, [this, p] {
+                return p == rank ||
+                       state_[(size_t)p] != dd_gloo_pair_connecting;
+            });
+            if (p != rank && state_[(size_t)p] == dd_gloo_pair_failed) {
+                throw gloo::IoException("connecting to rank " +
+                                        std::to_string(p) + " failed before");
+            }
+        }
+    }
+
+    /*
+     * Runs op, a send's or recv's post to peer, now if the pair is
+     * connected, else once it is, after the posts before it: Gloo matches
+     * a recv to the sends of its slot in the order they were posted, so
+     * the order must be the callers' (posted from the waiters, two pushes
+     * of one tag crossed, and an aggregator rejected the second as a
+     * duplicate). The post's waiter calls connect.
+     */
+    void post(int peer, std::function<void()> op)
+    {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (state_[(size_t)peer] != dd_gloo_pair_connected) {
+                pending_[(size_t)peer].push_back(std::move(op));
+                return;
+            }
+        }
+        op();
+    }
+
+    /* Ends the waits for a peer's address (finalize); posts not made are
+     * dropped with their requests. */
+    void stop()
+    {
+        stopping_ = true;
     }
 
   private:
-    static void check(dd_status_t status, const std::string &key)
+    enum {
+        dd_gloo_pair_none,
+        dd_gloo_pair_connecting,
+        dd_gloo_pair_connected,
+        dd_gloo_pair_failed
+    };
+
+    std::string pair_key(int from, int to) const
     {
-        if (status != DD_OK) {
-            throw gloo::IoException("store key " + key + ": status " +
-                                    std::to_string((int)status));
+        return prefix_ + "p/" + std::to_string(from) + "/" + std::to_string(to);
+    }
+
+    /* Waits for peer p's address, in short waits so that finalize ends
+     * it, and connects; the state says how it went. */
+    void connect_one(int p, bool forever)
+    {
+        int state = dd_gloo_pair_failed;
+        try {
+            std::string key = pair_key(p, rank);
+            const char *keys[1] = {key.c_str()};
+            auto deadline = std::chrono::steady_clock::now() + getTimeout();
+            dd_status_t status;
+            while ((status = svc_->store_wait(svc_->arg, keys, 1, 0.1)) ==
+                   DD_ERR_TIMED_OUT) {
+                if (stopping_) {
+                    throw gloo::IoException("finalized while waiting for "
+                                            "rank " +
+                                            std::to_string(p));
+                }
+                if (!forever && std::chrono::steady_clock::now() > deadline) {
+                    throw gloo::IoException("Timed out waiting for rank " +
+                                            std::to_string(p) +
+                                            " to connect (DREAMDDP_TIMEOUT_S)");
+                }
+            }
+            void *value = nullptr;
+            size_t len = 0;
+            if (status == DD_OK) {
+                status = svc_->store_get(svc_->arg, key.c_str(), &value, &len);
+            }
+            if (status != DD_OK) {
+                throw gloo::IoException("store key " + key + ": status " +
+                                        std::to_string((int)status));
+            }
+            std::vector<char> bytes((char *)value, (char *)value + len);
+            free(value);
+            std::string name = gloo::transport::tcp::Address(bytes).str();
+            {
+                std::lock_guard<std::mutex> lock(names_->mutex);
+                names_->list.emplace_back(name.substr(0, name.find('$')), p);
+            }
+            transportContext_->getPair(p)->connect(bytes);
+            state = dd_gloo_pair_connected;
+        } catch (...) {
+            finish(p, state);
+            throw;
         }
+        finish(p, state);
+    }
+
+    /* The connection's end: the posts that waited for it go out, in their
+     * order (an error of one shows in its wait, as the pair's). */
+    void finish(int p, int state)
+    {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            auto &ops = pending_[(size_t)p];
+            for (auto &op : ops) {
+                try {
+                    if (state == dd_gloo_pair_connected) {
+                        op();
+                    }
+                } catch (...) {
+                }
+            }
+            ops.clear();
+            state_[(size_t)p] = state;
+        }
+        cond_.notify_all();
     }
 
     const dd_backend_services_t *svc_;
     std::string prefix_;
+    dd_gloo_peer_names *names_;
+    std::mutex mutex_;
+    std::condition_variable cond_;
+    std::vector<int> state_;
+    std::vector<std::deque<std::function<void()>>> pending_;
+    std::atomic<bool> stopping_{false};
 };
+
+/* The peers of a ring: the ranks either side. */
+std::vector<int> dd_gloo_ring_peers(int rank, int size)
+{
+    return {(rank + 1) % size, (rank + size - 1) % size};
+}
+
+/* The peers of bcube with base 2 over a power-of-two world: the ranks
+ * that differ from this one in one bit. */
+std::vector<int> dd_gloo_bcube_peers(int rank, int size)
+{
+    std::vector<int> peers;
+    for (int d = 1; d < size; d <<= 1) {
+        peers.push_back(rank ^ d);
+    }
+    return peers;
+}
+
+/* The peers of Gloo's binomial broadcast from root (gloo/broadcast.cc). */
+std::vector<int> dd_gloo_tree_peers(int rank, int size, int root)
+{
+    std::vector<int> peers;
+    size_t vsize = (size_t)size;
+    size_t vrank = ((size_t)rank + vsize - (size_t)root) % vsize;
+    size_t dim = 0;
+    while (((size_t)1 << dim) < vsize) {
+        dim++;
+    }
+    size_t mask = ((size_t)1 << dim) - 1;
+    for (size_t i = 0; i < dim; i++) {
+        mask ^= (size_t)1 << i;
+        size_t vpeer = vrank ^ ((size_t)1 << i);
+        if ((vrank & mask) == 0 && vpeer < vsize) {
+            peers.push_back((int)((vpeer + (size_t)root) % vsize));
+        }
+    }
+    return peers;
+}
 
 /* Gloo's errors as statuses: its messages are all we have. */
 dd_status_t dd_gloo_translate(const std::string &what, bool io)
@@ -215,14 +395,14 @@ struct dd_backend {
     /* One device and one context per stream; [0] is the one p2p and
      * errors' addresses know first. */
     std::vector<std::shared_ptr<gloo::transport::Device>> devices;
-    std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts;
+    std::vector<std::shared_ptr<dd_gloo_mesh>> contexts;
     /* The control lane's device and context (see the top). */
     std::shared_ptr<gloo::transport::Device> control_device;
-    std::shared_ptr<gloo::rendezvous::Context> control_context;
+    std::shared_ptr<dd_gloo_mesh> control_context;
     std::chrono::milliseconds timeout{0};
-    /* Each peer's address as Gloo writes it in its errors ("[ip]:port"),
-     * by rank, so that an error names the rank too. */
-    std::vector<std::string> peer_addr;
+    /* The peers' addresses as Gloo writes them in its errors, so that an
+     * error names the rank too. */
+    dd_gloo_peer_names peer_names;
     uint32_t coll_seq = 0;
     std::mutex mutex;
     std::condition_variable cond;
@@ -430,8 +610,7 @@ gloo::AllreduceOptions::Func dd_gloo_func(dd_dtype_t dtype, dd_reduce_op_t op)
 }
 
 /* Stream s's context, or the control lane's. */
-std::shared_ptr<gloo::rendezvous::Context>
-dd_gloo_context(const dd_backend_t *b, int s)
+std::shared_ptr<dd_gloo_mesh> dd_gloo_context(const dd_backend_t *b, int s)
 {
     return s == dd_gloo_control ? b->control_context : b->contexts[(size_t)s];
 }
@@ -447,9 +626,11 @@ void dd_gloo_allreduce_typed(dd_backend_t *b, int stream, const void *in,
                              void *buf, size_t count, dd_dtype_t dtype,
                              dd_reduce_op_t op, uint32_t tag)
 {
-    gloo::AllreduceOptions opts(dd_gloo_context(b, stream));
+    auto context = dd_gloo_context(b, stream);
+    gloo::AllreduceOptions opts(context);
     int world = b->svc->world_size;
-    bool pow2 = (world & (world - 1)) == 0;
+    bool bcube =
+        (world & (world - 1)) == 0 && count * sizeof(T) <= dd_gloo_small_bytes;
 
     if (in != buf) {
         opts.setInput((T *)const_cast<void *>(in), count);
@@ -458,9 +639,10 @@ void dd_gloo_allreduce_typed(dd_backend_t *b, int stream, const void *in,
     opts.setReduceFunction(dd_gloo_func(dtype, op));
     opts.setTag(tag);
     opts.setTimeout(b->timeout);
-    opts.setAlgorithm(pow2 && count * sizeof(T) <= dd_gloo_small_bytes
-                          ? gloo::AllreduceOptions::Algorithm::BCUBE
-                          : gloo::AllreduceOptions::Algorithm::RING);
+    opts.setAlgorithm(bcube ? gloo::AllreduceOptions::Algorithm::BCUBE
+                            : gloo::AllreduceOptions::Algorithm::RING);
+    context->connect(bcube ? dd_gloo_bcube_peers(context->rank, world)
+                           : dd_gloo_ring_peers(context->rank, world));
     gloo::allreduce(opts);
 }
 
@@ -626,62 +808,17 @@ dd_status_t dd_gloo_guard(const dd_backend_services_t *svc, const char *what,
     }
 }
 
-/*
- * The address each peer's end of its pair with this rank has, as Gloo
- * prints a pair's peer in its errors: each rank publishes its own end of
- * every pair ("RANK ADDRESS" lines, without Gloo's sequence numbers) and
- * reads the others'. Best effort: an address not learned only leaves the
- * rank out of a message.
- */
-void dd_gloo_learn_peers(dd_backend_t *b)
-{
-    const dd_backend_services_t *svc = b->svc;
-    char key[64];
-    std::string mine;
-
-    b->peer_addr.assign((size_t)svc->world_size, std::string());
-    for (int r = 0; r < svc->world_size; r++) {
-        if (r != svc->rank) {
-            std::string a = b->contexts[0]->getPair(r)->address().str();
-            mine += std::to_string(r) + " " + a.substr(0, a.find('$')) + "\n";
-        }
-    }
-    snprintf(key, sizeof(key), "peer_addr/%d", svc->rank);
-    if (svc->world_size < 2 ||
-        svc->store_set(svc->arg, key, mine.data(), mine.size()) != DD_OK) {
-        return;
-    }
-    std::string me = std::to_string(svc->rank) + " ";
-    for (int r = 0; r < svc->world_size; r++) {
-        void *value;
-        size_t len;
-        snprintf(key, sizeof(key), "peer_addr/%d", r);
-        if (r == svc->rank ||
-            svc->store_get(svc->arg, key, &value, &len) != DD_OK) {
-            continue;
-        }
-        std::string text((const char *)value, len);
-        free(value);
-        size_t at =
-            text.rfind("\n" + me) != std::string::npos
-                ? text.rfind("\n" + me) + 1
-                : (text.compare(0, me.size(), me) == 0 ? 0 : text.size());
-        if (at < text.size()) {
-            size_t end = text.find('\n', at);
-            b->peer_addr[(size_t)r] =
-                text.substr(at + me.size(), end - at - me.size());
-        }
-    }
-}
-
 /* Gloo names a failed peer by its address: the rank goes beside it. */
-std::string dd_gloo_name_peers(const dd_backend_t *b, std::string message)
+std::string dd_gloo_name_peers(dd_backend_t *b, std::string message)
 {
-    for (size_t r = 0; r < b->peer_addr.size(); r++) {
-        const std::string &addr = b->peer_addr[r];
+    std::lock_guard<std::mutex> lock(b->peer_names.mutex);
+    for (const auto &entry : b->peer_names.list) {
+        const std::string &addr = entry.first;
         size_t at = addr.empty() ? std::string::npos : message.find(addr);
-        if (at != std::string::npos) {
-            message.insert(at + addr.size(), " (rank " + std::to_string(r) +
+        if (at != std::string::npos &&
+            message.compare(at + addr.size(), 7, " (rank ") != 0) {
+            message.insert(at + addr.size(), " (rank " +
+                                                 std::to_string(entry.second) +
                                                  " of the communicator)");
         }
     }
@@ -689,19 +826,15 @@ std::string dd_gloo_name_peers(const dd_backend_t *b, std::string message)
 }
 
 /* A context over a TCP device of its own (*device_p), its keys under
- * prefix in the store. */
-std::shared_ptr<gloo::rendezvous::Context>
-dd_gloo_connect(const dd_backend_t *b, const gloo::transport::tcp::attr &attr,
+ * prefix in the store; its pairs connect when first used. */
+std::shared_ptr<dd_gloo_mesh>
+dd_gloo_connect(dd_backend_t *b, const gloo::transport::tcp::attr &attr,
                 const std::string &prefix,
                 std::shared_ptr<gloo::transport::Device> *device_p)
 {
-    dd_gloo_store store(b->svc, prefix);
     *device_p = gloo::transport::tcp::CreateDevice(attr);
-    auto context = std::make_shared<gloo::rendezvous::Context>(
-        b->svc->rank, b->svc->world_size);
-    context->setTimeout(b->timeout);
-    context->connectFullMesh(store, *device_p);
-    return context;
+    return std::make_shared<dd_gloo_mesh>(b->svc, prefix, *device_p, b->timeout,
+                                          &b->peer_names);
 }
 
 } // namespace
@@ -732,7 +865,6 @@ static dd_status_t dd_gloo_init(const dd_backend_services_t *svc,
         }
         b->control_context =
             dd_gloo_connect(b.get(), attr, "c/", &b->control_device);
-        dd_gloo_learn_peers(b.get());
         for (int t = 0; t < dd_gloo_threads; t++) {
             b->threads.emplace_back(dd_gloo_thread, b.get(), false);
         }
@@ -755,6 +887,12 @@ static void dd_gloo_finalize(dd_backend_t *b)
         b->stopping = true;
         for (auto *req : b->p2p_open) {
             dd_gloo_abort_wait(req);
+        }
+        for (auto &context : b->contexts) {
+            context->stop();
+        }
+        if (b->control_context) {
+            b->control_context->stop();
         }
     }
     b->cond.notify_all();
@@ -858,15 +996,18 @@ static dd_status_t dd_gloo_broadcast(dd_backend_t *b,
             if (bytes == 0 || b->svc->world_size == 1) {
                 return;
             }
-            dd_gloo_stripe(
-                b, whole, bytes, 1, [&](int s, size_t off, size_t n) {
-                    gloo::BroadcastOptions opts(dd_gloo_context(b, s));
-                    opts.setOutput((uint8_t *)a.recvbuf + off, n);
-                    opts.setRoot(a.root);
-                    opts.setTag(tag);
-                    opts.setTimeout(b->timeout);
-                    gloo::broadcast(opts);
-                });
+            dd_gloo_stripe(b, whole, bytes, 1,
+                           [&](int s, size_t off, size_t n) {
+                               auto context = dd_gloo_context(b, s);
+                               gloo::BroadcastOptions opts(context);
+                               opts.setOutput((uint8_t *)a.recvbuf + off, n);
+                               opts.setRoot(a.root);
+                               opts.setTag(tag);
+                               opts.setTimeout(b->timeout);
+                               context->connect(dd_gloo_tree_peers(
+                                   context->rank, context->size, a.root));
+                               gloo::broadcast(opts);
+                           });
         };
         return dd_gloo_enqueue(b, req, req_p);
     });
@@ -882,12 +1023,14 @@ static void dd_gloo_allgather_slice(dd_backend_t *b, int stream,
     size_t world = (size_t)b->svc->world_size;
     std::vector<uint8_t> tmp(n == bytes ? 0 : n * world);
     uint8_t *out = n == bytes ? (uint8_t *)a.recvbuf : tmp.data();
-    gloo::AllgatherOptions opts(dd_gloo_context(b, stream));
+    auto context = dd_gloo_context(b, stream);
+    gloo::AllgatherOptions opts(context);
 
     opts.setInput((uint8_t *)a.sendbuf + off, n);
     opts.setOutput(out, n * world);
     opts.setTag(tag);
     opts.setTimeout(b->timeout);
+    context->connect(dd_gloo_ring_peers(context->rank, context->size));
     gloo::allgather(opts);
     for (size_t r = 0; n != bytes && r < world; r++) {
         memcpy((uint8_t *)a.recvbuf + r * bytes + off, out + r * n, n);
@@ -950,23 +1093,29 @@ static dd_status_t dd_gloo_p2p(dd_backend_t *b, const dd_backend_args_t *args,
         std::unique_ptr<dd_backend_request> req(new dd_backend_request);
         size_t bytes = args->count * dd_coll_dtype_size(args->dtype);
         void *ptr = send ? const_cast<void *>(args->sendbuf) : args->recvbuf;
-        size_t stream = (size_t)(args->tag % b->contexts.size());
-        req->buffer = b->contexts[stream]->createUnboundBuffer(ptr, bytes);
+        auto context = b->contexts[(size_t)(args->tag % b->contexts.size())];
+        req->buffer = context->createUnboundBuffer(ptr, bytes);
         req->send = send;
         uint64_t slot = dd_gloo_p2p_slot | args->tag;
         auto *buffer = req->buffer.get();
-        req->fn = [buffer, send]() {
+        int peer = args->peer;
+        /* The pair connects on the waiter: a post that waited for its
+         * peer to connect would hold its caller. */
+        req->fn = [context, buffer, send, peer]() {
+            context->connect({peer}, true);
             if (!(send ? buffer->waitSend(dd_gloo_p2p_forever)
                        : buffer->waitRecv(dd_gloo_p2p_forever))) {
                 throw dd_gloo_canceled();
             }
         };
         dd_gloo_waiter_reserve(b);
-        if (send) {
-            buffer->send(args->peer, slot);
-        } else {
-            buffer->recv(args->peer, slot);
-        }
+        context->post(peer, [buffer, send, peer, slot]() {
+            if (send) {
+                buffer->send(peer, slot);
+            } else {
+                buffer->recv(peer, slot);
+            }
+        });
         {
             std::lock_guard<std::mutex> lock(b->mutex);
             b->p2p_queue.push_back(req.get());

@@ -43,6 +43,11 @@ struct dd_watch {
     int acked;    /* dd/abort/seen/RANK is set */
     int lingered; /* rank 0 waited for the others to read the reason */
     double period_s;
+    /* The longest time between this rank's beats lately (it decays by a
+     * tenth a beat), and the figure of it the store holds (dd/hbgap/RANK,
+     * in ms; 0: none yet). The watch thread's alone. */
+    double last_beat_t, gap_s;
+    int64_t gap_ms_published;
     /* The calls every worker makes in the same order (dd_watch_call_begin),
      * made so far; the one in progress (its index + 1, 0: none), since
      * when, and what it is. Under lock. */
@@ -243,6 +248,36 @@ static void dd_watch_aggregators(dd_context_h ctx)
     }
 }
 
+/* How late this rank's beats come: the longest time between two lately,
+ * published when it moved by a quarter (a census gives a rank that beat
+ * late that much longer before it calls it frozen). */
+static dd_status_t dd_watch_gap(dd_context_h ctx)
+{
+    dd_watch_t *w = ctx->watch;
+    double now = dd_time_now();
+    char key[64];
+
+    if (w->last_beat_t > 0) {
+        double gap = now - w->last_beat_t;
+        w->gap_s = gap > 0.9 * w->gap_s ? gap : 0.9 * w->gap_s;
+    }
+    w->last_beat_t = now;
+    int64_t ms = (int64_t)(w->gap_s * 1e3);
+    if (w->gap_s < 2 * w->period_s && w->gap_ms_published == 0) {
+        return DD_OK; /* on time: the census's own allowance covers it */
+    }
+    if (ms * 4 < w->gap_ms_published * 5 && ms * 4 > w->gap_ms_published * 3) {
+        return DD_OK;
+    }
+    snprintf(key, sizeof(key), "dd/hbgap/%d", ctx->env.rank);
+    dd_status_t status =
+        dd_store_add(ctx->store, key, ms - w->gap_ms_published, NULL);
+    if (status == DD_OK) {
+        w->gap_ms_published = ms;
+    }
+    return status;
+}
+
 /* One beat: the heartbeat, then the abort key. */
 static int dd_watch_beat(dd_context_h ctx)
 {
@@ -251,6 +286,9 @@ static int dd_watch_beat(dd_context_h ctx)
 
     snprintf(key, sizeof(key), "dd/hb/%d", ctx->env.rank);
     dd_status_t status = dd_store_add(ctx->store, key, 1, NULL);
+    if (status == DD_OK) {
+        status = dd_watch_gap(ctx);
+    }
     if (status == DD_OK) {
         status = dd_store_check(ctx->store, DD_STORE_ABORT_KEY, &exists);
     }
@@ -468,26 +506,70 @@ static void dd_watch_nap(dd_context_h ctx, double s)
     }
 }
 
-/* The ranks whose heartbeat stood still over 2 periods, as "rank 3" or
- * "ranks 3, 5", into out ("" when every rank beats). */
-static dd_status_t dd_watch_census(dd_context_h ctx, char *out, size_t size)
+/* The ranks whose heartbeat stood still, as "rank 3" or "ranks 3, 5",
+ * into out ("" when every rank beats), and for how long (*still_s).
+ * Still means over 2 periods, or over twice the longest gap between its
+ * beats the rank published lately (a loaded host's ranks beat late: 128
+ * ranks starting on 2 cores were called frozen after 1 s), plus a period;
+ * at most the timeout. */
+static dd_status_t dd_watch_census(dd_context_h ctx, char *out, size_t size,
+                                   double *still_s)
 {
     int world = ctx->env.world_size, n = 0;
-    int64_t *before = calloc((size_t)world * 2, sizeof(int64_t));
+    double period = dd_watch_period(ctx->core.timeout_s);
+    int64_t *before = calloc((size_t)world * 3, sizeof(int64_t));
+    int64_t *after = before + world, *gap_ms = before + 2 * world;
+    char key[64];
     dd_status_t status = before != NULL ? DD_OK : DD_ERR_NO_MEMORY;
 
     out[0] = '\0';
     if (status == DD_OK) {
         status = dd_watch_read_beats(ctx, before);
     }
+    double t0 = dd_time_now(), wait = 2 * period;
     if (status == DD_OK) {
-        dd_watch_nap(ctx, 2 * dd_watch_period(ctx->core.timeout_s));
-        status = dd_watch_read_beats(ctx, before + world);
+        dd_watch_nap(ctx, wait);
+        status = dd_watch_read_beats(ctx, after);
     }
+    /* The still ones' allowances: the longest sets the census's length. */
+    for (int r = 0; status == DD_OK && r < world; r++) {
+        gap_ms[r] = 0;
+        if (r == ctx->env.rank || after[r] != before[r]) {
+            continue;
+        }
+        snprintf(key, sizeof(key), "dd/hbgap/%d", r);
+        status = dd_store_add(ctx->store, key, 0, &gap_ms[r]);
+        double allow = 2 * (double)gap_ms[r] / 1e3 + period;
+        if (status == DD_OK && allow > wait) {
+            wait = allow;
+        }
+    }
+    if (wait > ctx->core.timeout_s) {
+        wait = ctx->core.timeout_s;
+    }
+    while (status == DD_OK && dd_time_now() - t0 < wait &&
+           !dd_abort_raised(&ctx->abort)) {
+        int still = 0;
+        dd_watch_nap(ctx, period);
+        for (int r = 0; status == DD_OK && r < world; r++) {
+            double allow = 2 * (double)gap_ms[r] / 1e3 + period;
+            if (r == ctx->env.rank || after[r] != before[r] ||
+                dd_time_now() - t0 >= (allow > 2 * period ? allow : 0)) {
+                continue;
+            }
+            snprintf(key, sizeof(key), "dd/hb/%d", r);
+            status = dd_store_add(ctx->store, key, 0, &after[r]);
+            still += after[r] == before[r];
+        }
+        if (still == 0) {
+            break; /* every late one beat, or its allowance ran out */
+        }
+    }
+    *still_s = dd_time_now() - t0;
     for (int r = 0; status == DD_OK && r < world; r++) {
         char bye[64];
         int left = 0;
-        if (r == ctx->env.rank || before[world + r] != before[r]) {
+        if (r == ctx->env.rank || after[r] != before[r]) {
             continue;
         }
         snprintf(bye, sizeof(bye), DD_STORE_BYE_KEY "%d", r);
@@ -604,7 +686,8 @@ dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status)
         dd_last_error_set(seen);
         return status;
     }
-    dd_status_t census = dd_watch_census(ctx, silent, sizeof(silent));
+    double still_s = 0;
+    dd_status_t census = dd_watch_census(ctx, silent, sizeof(silent), &still_s);
     if (dd_abort_raised(&ctx->abort)) {
         return dd_watch_reason(ctx);
     }
@@ -616,8 +699,7 @@ dd_status_t dd_watch_fault(dd_context_h ctx, dd_status_t status)
         snprintf(why, sizeof(why),
                  "%s stopped answering (no heartbeat for %.1f s: frozen or "
                  "stopped); rank %d saw: %s",
-                 silent, 2 * dd_watch_period(ctx->core.timeout_s),
-                 ctx->env.rank, seen);
+                 silent, still_s, ctx->env.rank, seen);
     } else {
         snprintf(why, sizeof(why),
                  "rank %d failed (every rank still answers): %s", ctx->env.rank,

@@ -3,7 +3,7 @@
 scripts' JSON-lines results. Medians over rounds; ratios first, the
 absolute times beside them. Reads only; stdlib only.
 
-usage: report.py coll|train|sync|plan|frontend|accuracy|drift_cost|ttl RESULTS.jsonl
+usage: report.py coll|train|sync|plan|frontend|accuracy|drift_cost|ttl|startup|scale RESULTS.jsonl
        report.py train-dat RESULTS.jsonl      (gnuplot: time per iteration)
        report.py ttl-dat RESULTS.jsonl        (gnuplot: val loss against time)
        report.py timeline-dat TRACE.json H    (gnuplot: one window's syncs)
@@ -488,11 +488,82 @@ def ttl_dat(path):
         print("\n")
 
 
+def startup(path):
+    meta, rows = load(path)
+    dd = median_by([r for r in rows if r["system"] == "dreamddp"], lambda r: r["ranks"], "first_step_s")
+    pt = median_by([r for r in rows if r["system"] == "torch"], lambda r: r["ranks"], "first_step_s")
+    fds = median_by([r for r in rows if r["system"] == "dreamddp"], lambda r: r["ranks"], "store_rank_fds")
+    rss = median_by([r for r in rows if r["system"] == "dreamddp"], lambda r: r["ranks"], "store_rank_rss_kb")
+    print(f"Launch to first step on loopback, {meta.get('cores')} cores, {meta.get('date')}; "
+          f"medians of {meta.get('rounds')} interleaved rounds.\n")
+    print("| ranks | dreamddp s | PyTorch s | dreamddp ÷ PyTorch | rank 0 fds | rank 0 RSS MB |")
+    print("|---|---|---|---|---|---|")
+    for n in sorted(set(dd) | set(pt)):
+        a = dd.get(n, (None, 0))[0]
+        b = pt.get(n, (None, 0))[0]
+        f = fds.get(n, (None, 0))[0]
+        m = rss.get(n, (None, 0))[0]
+        print(f"| {n} | {fmt(a, '.2f')} | {fmt(b, '.2f')} | "
+              f"{fmt(a / b if a and b else None, '.2f')} | {fmt(f, '.0f')} | "
+              f"{fmt(m / 1024 if m else None, '.1f')} |")
+
+
+def scale(path):
+    """bench/scale.sh: per world size, ours against PyTorch's."""
+    meta, rows = load(path)
+    def name(r):
+        if r.get("op"):
+            return f"coll {r['op']} {r['bytes']} B"
+        return run_name(r)
+    by_n = {}
+    for r in rows:
+        by_n.setdefault(r["workers"], []).append(r)
+    print(f"Train simulator, gpt2-blocks at scale {rows[0]['scale'] if rows else '?'}."
+          f" Machine: {meta.get('cores')} cores, netcluster at {meta.get('rate')} (tbf-shaped veth),"
+          f" {meta.get('date')}; medians of {meta.get('rounds')} interleaved rounds."
+          " Exposed = s/iter minus the compute-only run of the same code (ours: none;"
+          " PyTorch: torch_sim.py compute). TCP floor: bench/tcpfloor.c moving a ring"
+          " allreduce's bytes of the model with bare TCP, against 2(n-1)/n·M/B.\n")
+    print("| workers | run | s/iter | exposed s/iter | exposed ÷ PyTorch Local SGD's |"
+          " s/iter ÷ PyTorch DDP | runs |")
+    print("|---|---|---|---|---|---|---|")
+    rate = rate_bytes(meta.get("rate", ""))
+    notes = []
+    for n in sorted(by_n):
+        t = median_by([r for r in by_n[n] if "mean_iter_s" in r], name, "mean_iter_s")
+        comp = t.get("torch-compute", (None,))[0]
+        none = t.get("none", (None,))[0]
+        tl = t.get("torch-localsgd:4", (None,))[0]
+        tddp = t.get("torch-ddp", (None,))[0]
+        texp = tl - comp if tl and comp else None
+        order = ["torch-compute", "torch-ddp", "torch-localsgd:4", "none", "ddp", "dreamddp:4"]
+        for k in sorted(t, key=lambda k: (order.index(k) if k in order else 99, k)):
+            v, c = t[k]
+            base = comp if k.startswith("torch-") else none
+            exp = v - base if base is not None else None
+            print(f"| {n} | {k} | {v:.3f} | {fmt(exp)} | "
+                  f"{fmt(exp / texp if exp is not None and texp and not k.startswith('torch-compute') and k != 'none' else None)} | "
+                  f"{fmt(v / tddp if tddp else None)} | {c} |")
+        fl = median_by([r for r in by_n[n] if r.get("anchor") == "tcp-floor"], lambda r: 0, "time_s")
+        if fl and rate:
+            b = [r["bytes"] for r in by_n[n] if r.get("anchor") == "tcp-floor"][0]
+            ring = 2 * (n - 1) / n * b / rate
+            notes.append(f"{n} workers: TCP floor {fl[0][0]:.3f} s for {b / 1e6:.1f} MB,"
+                         f" ring limit {ring:.3f} s (floor ÷ limit {fl[0][0] / ring:.2f})")
+        cs = median_by([r for r in by_n[n] if r.get("op")], name, "time_s")
+        for k, (v, c) in sorted(cs.items()):
+            notes.append(f"{n} workers: {k}: {v * 1e3:.2f} ms")
+    print()
+    for line in notes:
+        print("- " + line)
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     fns = {"coll": coll, "train": train, "sync": sync, "plan": plan, "train-dat": train_dat,
            "frontend": frontend, "accuracy": accuracy, "drift_cost": drift_cost,
-           "ttl": ttl, "ttl-dat": ttl_dat}
+           "ttl": ttl, "ttl-dat": ttl_dat, "startup": startup,
+           "scale": scale}
     if cmd in fns and len(sys.argv) == 3:
         fns[cmd](sys.argv[2])
     elif cmd == "timeline-dat" and len(sys.argv) == 4:

@@ -33,6 +33,7 @@
 
 #include <dreamddp/introspect.h>
 
+#include <dirent.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -621,9 +622,42 @@ static long ddbench_warmup(ddbench_sim_t *s, const ddbench_train_opts_t *o)
 
 typedef struct {
     double mean_iter_s, wait_s, modeled_s;
+    /* When the first step began, on the wall clock (seconds since the
+     * epoch): a launcher's start time subtracted gives the job's setup. */
+    double first_step_at;
+    double commit_s; /* dd_model_commit's time on this rank */
+    /* This process's open descriptors and resident memory then (rank 0
+     * hosts the store): -1 where /proc does not say. */
+    long fds_at_first_step, rss_kb_at_first_step;
     size_t bytes_per_iter, wire_per_iter;
     int correct;
 } ddbench_result_t;
+
+/* This process's open descriptors and resident kilobytes, from /proc. */
+static void ddbench_proc_usage(long *fds, long *rss_kb)
+{
+    char line[256];
+    DIR *dir = opendir("/proc/self/fd");
+    FILE *f = fopen("/proc/self/status", "r");
+
+    *fds = *rss_kb = -1;
+    if (dir != NULL) {
+        *fds = 0;
+        for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+            *fds += e->d_name[0] != '.';
+        }
+        *fds -= 1; /* the directory's own */
+        closedir(dir);
+    }
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "VmRSS: %ld", rss_kb) == 1) {
+            break;
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+}
 
 static int ddbench_loop(ddbench_sim_t *s, const ddbench_train_opts_t *o,
                         ddbench_result_t *r)
@@ -656,6 +690,12 @@ static int ddbench_loop(ddbench_sim_t *s, const ddbench_train_opts_t *o,
         }
         if (it == warm) {
             t0 = dd_time_now();
+        }
+        if (it == 0) {
+            struct timespec now;
+            clock_gettime(CLOCK_REALTIME, &now);
+            r->first_step_at = (double)now.tv_sec + now.tv_nsec * 1e-9;
+            ddbench_proc_usage(&r->fds_at_first_step, &r->rss_kb_at_first_step);
         }
         for (size_t l = 0; o->check && !s->none && l < s->n; l++) {
             dd_layer_stats(s->ctx, s->layer[l], &st);
@@ -737,6 +777,14 @@ static void ddbench_train_json(const ddbench_sim_t *s,
     dd_json_int(&w, o->streams);
     dd_json_key(&w, "iters");
     dd_json_int(&w, o->iters);
+    dd_json_key(&w, "first_step_at");
+    dd_json_fixed(&w, r->first_step_at, 3);
+    dd_json_key(&w, "commit_s");
+    dd_json_fixed(&w, r->commit_s, 4);
+    dd_json_key(&w, "fds_at_first_step");
+    dd_json_int(&w, r->fds_at_first_step);
+    dd_json_key(&w, "rss_kb_at_first_step");
+    dd_json_int(&w, r->rss_kb_at_first_step);
     dd_json_key(&w, "mean_iter_s");
     dd_json_fixed(&w, r->mean_iter_s, 6);
     dd_json_key(&w, "modeled_iter_s");
@@ -820,14 +868,17 @@ static int ddbench_train_run(ddbench_sim_t *s, const ddbench_train_opts_t *o)
     if (s->none && ddbench_register(s, o) != 0) {
         return 1;
     }
+    double t_commit = 0;
     if (!s->none &&
         (dd_strategy_set(s->ctx, o->strategy) != DD_OK ||
          (o->compression != NULL &&
           dd_compression_set(s->ctx, o->compression) != DD_OK) ||
-         ddbench_register(s, o) != 0 || dd_model_commit(s->ctx) != DD_OK)) {
+         ddbench_register(s, o) != 0 ||
+         (t_commit = dd_time_now(), dd_model_commit(s->ctx)) != DD_OK)) {
         fprintf(stderr, "ddbench: rank %d: %s\n", s->rank, dd_last_error());
         return 1;
     }
+    r.commit_s = s->none ? 0 : dd_time_now() - t_commit;
     s->delay = !s->none && s->ctx->sched->strategy.delay;
     if (ddbench_loop(s, o, &r) != 0) {
         return 1;

@@ -635,6 +635,8 @@ static const ddbench_cmd_t ddbench_cmds[] = {
      "time one codec's encode and decode on one core, and its ratio"},
     {"plan", ddbench_plan_main,
      "plan a profile's syncs and model every strategy's time per iteration"},
+    {"scale", ddbench_scale_main,
+     "model every strategy and route at 8 to 1,024 GPUs from a profile"},
     {"sync", ddbench_sync_main,
      "sync one layer through the context's route (aggregators serve)"},
     {"timeline", ddbench_timeline_main,

@@ -27,6 +27,9 @@ int ddbench_codec_main(int argc, char **argv);
 /** ddbench plan PROFILE_DIR [--H N] [--json] */
 int ddbench_plan_main(int argc, char **argv);
 
+/** ddbench scale PROFILE_DIR [--gpus LIST] ... */
+int ddbench_scale_main(int argc, char **argv);
+
 /** ddbench sync --bytes SIZE ... */
 int ddbench_sync_main(int argc, char **argv);
 

@@ -1,0 +1,64 @@
+#!/bin/sh
+# ddbench scale: one layer of 1,000,000 parameters (4 MB) and 10 ms of
+# backward, 4 GPUs one a node at 1 Gbit/s (125 MB/s), 1 ms a step. With one
+# layer nothing overlaps, so ddp's iteration is backward plus the sync:
+#   ring:         0.010 + 2(4-1) x 0.001 + 2(4-1)/4 x 4 MB / 125 MB/s = 0.064
+#   aggregators:  with 4 of them (k >= nodes) 0.010 + 2 x 0.001 + 4 MB /
+#                 125 MB/s = 0.044; with 1, BytePS's share 2n(n-1)/(n^2 +
+#                 kn - 2k) = 24/18 of it: 0.010 + 0.002 + 0.04267 = 0.05467
+# and it picks the aggregators, saying why; bad options fail naming them.
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+
+BENCH="$top_builddir/tools/ddbench"
+P=$TMP/one
+mkdir -p "$P"
+echo '{"w": 0.010}' >"$P/bp_one.json"
+echo '{"w": 1000000}' >"$P/sizes_one.json"
+
+scale() {
+    "$BENCH" scale "$P" --gpus 4 --per-node 1 --inter 1gbit --intra 1gbit \
+        --inter-latency 0.001 "$@"
+}
+
+if scale --aggregators 4 --json >"$TMP/k4" 2>&1; then
+    expect_grep "$TMP/k4" '"ring":{"ddp":0.064000' "ring: 0.064 s"
+    expect_grep "$TMP/k4" '"aggregators":{"ddp":0.044000' "4 aggregators: 0.044 s"
+    expect_grep "$TMP/k4" '"pick":{"ddp":"aggregators"' "picks the aggregators"
+else
+    fail "ddbench scale --aggregators 4"; sed 's/^/    /' "$TMP/k4"
+fi
+if scale --aggregators 1 --json >"$TMP/k1" 2>&1; then
+    expect_grep "$TMP/k1" '"aggregators":{"ddp":0.054667' "1 aggregator: 0.05467 s"
+else
+    fail "ddbench scale --aggregators 1"; sed 's/^/    /' "$TMP/k1"
+fi
+# The fewest tried within 5 % of the best: 2 (0.04900) is not, 4 is.
+if scale --aggregators 1,2,4 >"$TMP/text" 2>&1; then
+    expect_grep "$TMP/text" "ddp picks aggregators with 4 aggregators: 0.69x the ring's time" \
+        "the text names the route, the count and the ratio"
+else
+    fail "ddbench scale --aggregators 1,2,4"; sed 's/^/    /' "$TMP/text"
+fi
+# One node: every route is the ring within it.
+if scale --per-node 8 --json >"$TMP/node" 2>&1; then
+    expect_grep "$TMP/node" '"pick":{"ddp":"ring"' "one node: the ring"
+else
+    fail "ddbench scale --per-node 8"; sed 's/^/    /' "$TMP/node"
+fi
+
+# bad DIR ARGS...: fails, saying $BAD.
+bad() {
+    d=$1; shift
+    if "$BENCH" scale "$d" "$@" >"$TMP/bad" 2>&1; then
+        fail "ddbench scale ${d##*/} $* was accepted"
+    else
+        expect_grep "$TMP/bad" "$BAD" "ddbench scale ${d##*/} $* fails naming it"
+    fi
+}
+BAD="--inter takes a rate such as 100gbit, 250mbit or bytes per second, not 'fast'" bad "$P" --inter fast
+BAD="--gpus" bad "$P" --gpus 0
+mkdir -p "$TMP/nosizes"
+echo '{"w": 0.010}' >"$TMP/nosizes/bp_one.json"
+echo '{"w": 0.020}' >"$TMP/nosizes/comm_one.json"
+BAD="has no sizes_*.json: the model needs each layer's size" bad "$TMP/nosizes"
+finish

@@ -3,6 +3,7 @@
  * which checks that every worker registered the same table, makes the
  * replicas equal and starts the engine.
  */
+#include "core/dtype.h"
 #include "core/log.h"
 #include "sched/route/route.h"
 #include "sched/sched.h"
@@ -529,30 +530,126 @@ static dd_status_t dd_sched_check_buffers(dd_sched_t *sched)
 }
 
 /* Every replica starts from the first worker's parameters. */
-static dd_status_t dd_sched_broadcast_params(dd_sched_t *sched)
+/* Host tensors smaller than this are broadcast together, packed in order
+ * into one message of at most this many bytes: a collective per tensor
+ * took 3.6 s to commit 10,000 tiny layers on 4 ranks of one host. */
+#define DD_SCHED_BCAST_BYTES ((size_t)4 << 20)
+
+/* A broadcast from worker rank 0 of count elements of dtype at buf. */
+static dd_status_t dd_sched_bcast(dd_sched_t *sched, void *buf, size_t count,
+                                  dd_dtype_t dtype, dd_mem_type_t mem_type,
+                                  int device)
 {
-    for (size_t i = 0; i < sched->n_layers; i++) {
-        struct dd_layer *l = sched->layers[i];
-        for (size_t t = 0; t < l->n_tensors; t++) {
-            const dd_tensor_t *x = &l->tensors[t];
-            dd_sched_coll_t bcast = {.coll = DD_COLL_BROADCAST,
-                                     .args = {.sendbuf = x->param,
-                                              .recvbuf = x->param,
-                                              .count = x->count,
-                                              .dtype = x->dtype,
-                                              .root = 0,
-                                              .mem_type = x->mem_type},
-                                     .device = x->device};
-            dd_status_t status = dd_sched_collective(sched, &bcast);
-            if (status != DD_OK) {
-                return dd_error(status, DD_SUBSYS_SCHED,
-                                "dd_model_commit: broadcasting layer '%s' "
-                                "failed: %s",
-                                l->name, dd_status_string(status));
-            }
-        }
+    dd_sched_coll_t bcast = {.coll = DD_COLL_BROADCAST,
+                             .args = {.sendbuf = buf,
+                                      .recvbuf = buf,
+                                      .count = count,
+                                      .dtype = dtype,
+                                      .root = 0,
+                                      .mem_type = mem_type},
+                             .device = device};
+    return dd_sched_collective(sched, &bcast);
+}
+
+/* The batch of host tensors [from, to) of the flat list, packed, sent
+ * and unpacked. */
+typedef struct {
+    const dd_tensor_t **x;
+    const char **layer; /* each tensor's layer's name */
+    size_t n;
+} dd_sched_bcast_list_t;
+
+static dd_status_t dd_sched_bcast_batch(dd_sched_t *sched,
+                                        const dd_sched_bcast_list_t *list,
+                                        size_t from, size_t to,
+                                        unsigned char *buf)
+{
+    size_t off = 0;
+    dd_status_t status;
+
+    if (from == to) {
+        return DD_OK;
+    }
+    for (size_t i = from; i < to; i++) {
+        size_t b = list->x[i]->count * dd_coll_dtype_size(list->x[i]->dtype);
+        memcpy(buf + off, list->x[i]->param, b);
+        off += b;
+    }
+    status = dd_sched_bcast(sched, buf, off, DD_DTYPE_U8, DD_MEM_HOST, -1);
+    if (status != DD_OK) {
+        return dd_error(status, DD_SUBSYS_SCHED,
+                        "dd_model_commit: broadcasting layers '%s' to '%s' "
+                        "failed: %s",
+                        list->layer[from], list->layer[to - 1],
+                        dd_status_string(status));
+    }
+    off = 0;
+    for (size_t i = from; i < to; i++) {
+        size_t b = list->x[i]->count * dd_coll_dtype_size(list->x[i]->dtype);
+        memcpy(list->x[i]->param, buf + off, b);
+        off += b;
     }
     return DD_OK;
+}
+
+/* Worker rank 0's parameters to every worker, in the agreed layer order:
+ * every rank cuts the same batches, since the layer table is agreed. */
+static dd_status_t dd_sched_broadcast_params(dd_sched_t *sched)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < sched->n_layers; i++) {
+        total += sched->layers[i]->n_tensors;
+    }
+    dd_sched_bcast_list_t list = {
+        .x = malloc((total ? total : 1) * sizeof(*list.x)),
+        .layer = malloc((total ? total : 1) * sizeof(*list.layer))};
+    unsigned char *buf = malloc(DD_SCHED_BCAST_BYTES);
+    dd_status_t status = DD_OK;
+
+    if (list.x == NULL || list.layer == NULL || buf == NULL) {
+        status = dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                          "dd_model_commit: no memory for the parameters' "
+                          "broadcast");
+    }
+    for (size_t i = 0; status == DD_OK && i < sched->n_layers; i++) {
+        for (size_t t = 0; t < sched->layers[i]->n_tensors; t++) {
+            list.x[list.n] = &sched->layers[i]->tensors[t];
+            list.layer[list.n++] = sched->layers[i]->name;
+        }
+    }
+    size_t from = 0, bytes = 0;
+    for (size_t i = 0; status == DD_OK && i < list.n; i++) {
+        const dd_tensor_t *x = list.x[i];
+        size_t b = x->count * dd_coll_dtype_size(x->dtype);
+        if (x->mem_type == DD_MEM_HOST && b < DD_SCHED_BCAST_BYTES) {
+            if (bytes + b > DD_SCHED_BCAST_BYTES) {
+                status = dd_sched_bcast_batch(sched, &list, from, i, buf);
+                from = i;
+                bytes = 0;
+            }
+            bytes += b;
+            continue;
+        }
+        /* Large or device memory: alone, after the batch before it. */
+        status = dd_sched_bcast_batch(sched, &list, from, i, buf);
+        if (status == DD_OK &&
+            (status = dd_sched_bcast(sched, x->param, x->count, x->dtype,
+                                     x->mem_type, x->device)) != DD_OK) {
+            status = dd_error(status, DD_SUBSYS_SCHED,
+                              "dd_model_commit: broadcasting layer '%s' "
+                              "failed: %s",
+                              list.layer[i], dd_status_string(status));
+        }
+        from = i + 1;
+        bytes = 0;
+    }
+    if (status == DD_OK) {
+        status = dd_sched_bcast_batch(sched, &list, from, list.n, buf);
+    }
+    free(buf);
+    free(list.x);
+    free(list.layer);
+    return status;
 }
 
 _Static_assert(DD_ENGINE_MAX_CHANNELS == DD_PLAN_MAX_CHANNELS,

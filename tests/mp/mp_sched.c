@@ -178,7 +178,21 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
     steps -= leaves;
     CHECK(from_env || dd_strategy_set(ctx, strategy) == DD_OK, "%s",
           dd_last_error());
+    /* Each rank starts from its own parameters; the commit gives every
+     * rank rank 0's (the layers go in one message of mixed dtypes). */
+    for (int l = 0; l < N_LAYERS; l++) {
+        fill(&L[l], l, -1, 0);
+    }
     CHECK(dd_model_commit(ctx) == DD_OK, "commit: %s", dd_last_error());
+    for (int l = 0; l < N_LAYERS; l++) {
+        for (size_t i = 0; i < sizes[l]; i++) {
+            double got = L[l].dtype == DD_DTYPE_F32 ? ((float *)L[l].param)[i]
+                                                    : ((double *)L[l].param)[i];
+            CHECK(got == value(0, l, -1, i),
+                  "after commit, layer %d element %zu is %g, rank 0's %g", l, i,
+                  got, value(0, l, -1, i));
+        }
+    }
     for (int l = 0; l < N_LAYERS; l++) {
         window_start[l] = 0;
     }

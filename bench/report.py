@@ -522,15 +522,17 @@ def scale(path):
           f" Machine: {meta.get('cores')} cores, netcluster at {meta.get('rate')} (tbf-shaped veth),"
           f" {meta.get('date')}; medians of {meta.get('rounds')} interleaved rounds."
           " Exposed = s/iter minus the compute-only run of the same code (ours: none;"
-          " PyTorch: torch_sim.py compute). TCP floor: bench/tcpfloor.c moving a ring"
-          " allreduce's bytes of the model with bare TCP, against 2(n-1)/n·M/B.\n")
+          " PyTorch: torch_sim.py compute). TCP floor: bench/tcpfloor.c moving the bytes"
+          " of the model's sync with bare TCP, against 2n(n-1)M/((n²+kn-2k)B) (k = 0:"
+          " a ring's 2(n-1)/n·M/B).\n")
     print("| workers | run | s/iter | exposed s/iter | exposed ÷ PyTorch Local SGD's |"
           " s/iter ÷ PyTorch DDP | runs |")
     print("|---|---|---|---|---|---|---|")
     rate = rate_bytes(meta.get("rate", ""))
     notes = []
     for n in sorted(by_n):
-        t = median_by([r for r in by_n[n] if "mean_iter_s" in r], name, "mean_iter_s")
+        t = median_by([r for r in by_n[n] if "mean_iter_s" in r and not r.get("model")],
+                      name, "mean_iter_s")
         comp = t.get("torch-compute", (None,))[0]
         none = t.get("none", (None,))[0]
         tl = t.get("torch-localsgd:4", (None,))[0]
@@ -544,12 +546,26 @@ def scale(path):
             print(f"| {n} | {k} | {v:.3f} | {fmt(exp)} | "
                   f"{fmt(exp / texp if exp is not None and texp and not k.startswith('torch-compute') and k != 'none' else None)} | "
                   f"{fmt(v / tddp if tddp else None)} | {c} |")
-        fl = median_by([r for r in by_n[n] if r.get("anchor") == "tcp-floor"], lambda r: 0, "time_s")
-        if fl and rate:
+        fl = median_by([r for r in by_n[n] if r.get("anchor") == "tcp-floor"],
+                       lambda r: r.get("aggregators", 0), "time_s")
+        for k, (ft, _) in sorted(fl.items()):
+            if not rate:
+                break
             b = [r["bytes"] for r in by_n[n] if r.get("anchor") == "tcp-floor"][0]
-            ring = 2 * (n - 1) / n * b / rate
-            notes.append(f"{n} workers: TCP floor {fl[0][0]:.3f} s for {b / 1e6:.1f} MB,"
-                         f" ring limit {ring:.3f} s (floor ÷ limit {fl[0][0] / ring:.2f})")
+            share = 1.0 if k >= n else 2 * n * (n - 1) / (n * n + k * n - 2 * k)
+            lim = share * b / rate
+            what = f"{n} + {k} aggregators, their pushes and pulls" if k else "a ring's bytes"
+            notes.append(f"{n} workers: TCP floor ({what}) {ft:.3f} s for {b / 1e6:.1f} MB,"
+                         f" limit {lim:.3f} s (floor ÷ limit {ft / lim:.2f})")
+        for mrow in [r for r in by_n[n] if r.get("model")]:
+            k = mrow["measured_aggregators"]
+            route = mrow["aggregators" if k else "ring"]
+            for strat in ("ddp", "dreamddp:4"):
+                key = strat + (f" @{k} aggregators" if k else "")
+                if key in t:
+                    notes.append(f"{n} workers: {key}: measured {t[key][0]:.3f} s/iter,"
+                                 f" ddbench scale {route[strat]:.3f} (measured ÷ modeled"
+                                 f" {t[key][0] / route[strat]:.2f})")
         cs = median_by([r for r in by_n[n] if r.get("op")], name, "time_s")
         for k, (v, c) in sorted(cs.items()):
             notes.append(f"{n} workers: {k}: {v * 1e3:.2f} ms")

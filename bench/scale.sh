@@ -1,0 +1,122 @@
+#!/bin/sh
+# bench/scale.sh: the train simulator past four hosts. At 4, 8 and 16
+# workers (SIZES), on netcluster at RATE, gpt2-blocks at SCALE:
+# - the TCP floor: bench/tcpfloor.c moving a ring allreduce's bytes of the
+#   model among the workers with bare TCP, against 2(n-1)/n·M/B, which
+#   shows whether the 2 cores carry every host's link at this rate;
+# - PyTorch: torch_sim.py compute, ddp and localsgd:4;
+# - dreamddp: train-sim none, ddp and dreamddp:4, and at 8 and 16 workers
+#   ddp and dreamddp:4 with half as many aggregators on hosts of their own;
+# - the collectives the runtime adds beside the syncs, timed alone: the
+#   workers' agreement (an allgather of one 61-double row per worker, once
+#   every DREAMDDP_REPLAN_WINDOWS windows under dreamddp, and the drift
+#   monitor's per window) and a 64-byte allreduce (a digest's or a
+#   deadline's size), over ddbench coll.
+# Interleaved over $ROUNDS rounds, each size in its own netcluster session
+# of n + n/2 hosts. FLOOR_ONLY=1 runs the TCP floors alone (to choose
+# RATE). Results: results/scale.jsonl; then the table.
+. "$(dirname "$0")/lib.sh"
+out=$RESULTS/scale.jsonl
+SIZES=${SIZES:-4 8 16}
+SCALE=${SCALE:-0.05}
+ITERS=${ITERS:-8}
+floor=${TMPDIR:-/tmp}/dd-tcpfloor.$$
+trap 'rm -f "$floor"' EXIT
+${CC:-cc} -O2 -pthread -o "$floor" "$here/tcpfloor.c"
+# The model's bytes at SCALE: what one ddp iteration averages.
+bytes=$(python3 -c "
+import json, sys
+d = json.load(open('$PROFILES/gpt2-blocks/sizes_gpt2-blocks.json'))
+print(sum(int(v * $SCALE) for v in d.values()) * 4)")
+
+tag() { sed "s/^{/{\"workers\":$1,\"aggregators\":$2,\"scale\":$SCALE,/"; }
+
+# tcp_floor N ROUND [K]: bare TCP moving the model's bytes as N workers
+# and K aggregators would (tcpfloor.c; K = 0: a ring's bytes).
+tcp_floor() {
+    n=$1 r=$2 k=${3:-0}
+    addrs=
+    i=0
+    while [ $i -lt $((n + k)) ]; do
+        addrs="$addrs $("$NC" addr $i)"
+        i=$((i + 1))
+    done
+    on_hosts $((n + k)) 60 sh -c "exec \"$floor\" \$RANK $n $k $bytes $addrs" |
+        awk -v b="$bytes" '$1 == "tcpfloor" && $5 > t { t = $5 }
+            END { if (t) printf "{\"anchor\":\"tcp-floor\",\"bytes\":%d,\"time_s\":%s}\n", b, t }' |
+        tag "$n" "$k" | keep "$out" "$r"
+}
+
+size_round() {
+    n=$1 r=$2
+    tcp_floor "$n" "$r"
+    [ "$n" -lt 8 ] || tcp_floor "$n" "$r" $((n / 2))
+    [ "${FLOOR_ONLY:-0}" = 0 ] || return 0
+    for m in compute ddp localsgd:4; do
+        on_hosts "$n" 300 env SCALE="$SCALE" "$TORCH_PYTHON" \
+            "$ANCHORS/torch_sim.py" "$m" "$ITERS" | tag "$n" 0 | keep "$out" "$r"
+    done
+    entries="none@0 ddp@0 dreamddp:4@0"
+    [ "$n" -lt 8 ] || entries="$entries ddp@$((n / 2)) dreamddp:4@$((n / 2))"
+    for e in $entries; do
+        s=${e%@*} k=${e#*@}
+        on_hosts $((n + k)) 300 env DREAMDDP_NUM_AGGREGATORS="$k" \
+            "$DDBENCH" train-sim --profile "$PROFILES/gpt2-blocks" \
+            --scale "$SCALE" --strategy "$s" --iters "$ITERS" --json |
+            tag "$n" "$k" | keep "$out" "$r"
+    done
+    for c in "allgather $((n * 61 * 8))" "allreduce 64"; do
+        set -- $c
+        on_hosts "$n" 120 "$DDBENCH" coll --op "$1" --bytes "$2" \
+            --iters 50 --warmup 5 --json | tag "$n" 0 | keep "$out" "$r"
+    done
+}
+
+# The model (ddbench scale) at every point measured: one worker a node,
+# MODEL_LATENCY a step's latency, and as the NIC's rate what bare TCP
+# achieved (the TCP floor: RATE less TCP's, the shaper's and the shared
+# cores' cost): for the ring, moving a ring's bytes among the fewest
+# workers measured (a ring has two connections a host at every size); with
+# aggregators, moving their pushes and pulls at that size (many to many,
+# as they do). MODEL_ONLY=1 redoes this alone on the results there are.
+model() {
+    sed -i '/"model":true/d' "$out"
+    for n in $SIZES; do
+        for k in 0 $((n / 2)); do
+            [ "$k" = 0 ] || [ "$n" -ge 8 ] || continue
+            inter=$(python3 - "$out" "$n" "$k" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"tcp-floor"' in l]
+n, k = int(sys.argv[2]), int(sys.argv[3])
+if k == 0:
+    n = min(r["workers"] for r in rows if r["aggregators"] == 0)
+t = statistics.median(r["time_s"] for r in rows
+                      if r["workers"] == n and r["aggregators"] == k)
+share = 1.0 if k >= n else 2 * n * (n - 1) / (n * n + k * n - 2 * k)
+print(share * rows[0]["bytes"] / t)
+PY
+)
+            "$DDBENCH" scale "$PROFILES/gpt2-blocks" --gpus "$n" --per-node 1 \
+                --inter "$inter" --intra "$inter" \
+                --inter-latency "${MODEL_LATENCY:-50e-6}" \
+                --aggregators $((k > 0 ? k : 1)) --scale "$SCALE" --json |
+                sed "s/^{/{\"model\":true,\"workers\":$n,\"measured_aggregators\":$k,/" >>"$out"
+        done
+    done
+}
+
+if [ "${MODEL_ONLY:-0}" = 0 ]; then
+    max=0
+    for n in $SIZES; do [ "$n" -le "$max" ] || max=$n; done
+    start_results "$out" $((max + max / 2))
+    r=1
+    while [ $r -le "$ROUNDS" ]; do
+        for n in $SIZES; do
+            echo "bench: round $r of $ROUNDS, $n workers" >&2
+            cluster $((n + n / 2)) size_round "$n" "$r"
+        done
+        r=$((r + 1))
+    done
+fi
+[ "${FLOOR_ONLY:-0}" != 0 ] || model
+python3 "$here/report.py" scale "$out"

@@ -8,10 +8,11 @@
 # - dreamddp: train-sim none, ddp and dreamddp:4, and at 8 and 16 workers
 #   ddp and dreamddp:4 with half as many aggregators on hosts of their own;
 # - the collectives the runtime adds beside the syncs, timed alone: the
-#   workers' agreement (an allgather of one 61-double row per worker, once
-#   every DREAMDDP_REPLAN_WINDOWS windows under dreamddp, and the drift
-#   monitor's per window) and a 64-byte allreduce (a digest's or a
-#   deadline's size), over ddbench coll.
+#   workers' agreement at its largest (an allgather of 61 doubles a worker
+#   for gpt2-blocks' 15 layers: the drift monitor's 15 every window, with
+#   the times' 46 every DREAMDDP_REPLAN_WINDOWS windows under dreamddp)
+#   and a 64-byte allreduce (a digest's or a deadline's size), over
+#   ddbench coll.
 # Interleaved over $ROUNDS rounds, each size in its own netcluster session
 # of n + n/2 hosts. FLOOR_ONLY=1 runs the TCP floors alone (to choose
 # RATE). Results: results/scale.jsonl; then the table.

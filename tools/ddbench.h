@@ -6,6 +6,7 @@
 
 #include "argnum.h"
 #include "core/time.h"
+#include "sched/plan/plan.h"
 
 #include <dreamddp.h>
 
@@ -26,6 +27,18 @@ int ddbench_codec_main(int argc, char **argv);
 
 /** ddbench plan PROFILE_DIR [--H N] [--json] */
 int ddbench_plan_main(int argc, char **argv);
+
+/** The seconds per iteration of the plan make(num_layers, h) under the
+ *  planner's cost model (ssgd, plsgd, flsgd: the baselines). */
+dd_status_t ddbench_plan_cost(const dd_plan_input_t *in,
+                              dd_status_t (*make)(size_t, unsigned,
+                                                  dd_plan_t **),
+                              unsigned h, double *iter_s);
+
+/** BytePS's optimum as a share of M/B: the bytes each of n workers moves
+ *  each way with k aggregators, 2n(n-1) / (n^2 + kn - 2k), per byte of
+ *  the model (1 once k >= n; k = 0: the ring's 2(n-1)/n). */
+double ddbench_byteps_share(double n, double k);
 
 /** ddbench scale PROFILE_DIR [--gpus LIST] ... */
 int ddbench_scale_main(int argc, char **argv);

@@ -119,10 +119,10 @@ typedef struct {
     int launch_early;
 } ddbench_plan_opts_t;
 
-static dd_status_t ddbench_plan_cost(const dd_plan_input_t *in,
-                                     dd_status_t (*make)(size_t, unsigned,
-                                                         dd_plan_t **),
-                                     unsigned h, double *iter_s)
+dd_status_t ddbench_plan_cost(const dd_plan_input_t *in,
+                              dd_status_t (*make)(size_t, unsigned,
+                                                  dd_plan_t **),
+                              unsigned h, double *iter_s)
 {
     dd_plan_t *plan;
     dd_plan_cost_t cost;
@@ -456,18 +456,23 @@ static int ddbench_plan_ratio(const char *s, double *ratio)
     return 0;
 }
 
+double ddbench_byteps_share(double n, double k)
+{
+    return k >= n ? 1.0 : 2 * n * (n - 1) / (n * n + k * n - 2 * k);
+}
+
 /* Sync times from the sizes: BytePS's split between k aggregators and the
  * n workers' own summation, as the effective rate of one byte's sync. */
 static dd_status_t ddbench_plan_comm(dd_profile_t *p,
                                      const ddbench_plan_opts_t *o)
 {
-    double n = (double)o->workers, k = (double)o->aggregators;
     if (o->workers < 2) {
         fprintf(stderr, "ddbench plan: --workers must be at least 2 with "
                         "--bandwidth\n");
         return DD_ERR_INVALID_PARAM;
     }
-    double rate = o->bandwidth * (n * n + k * n - 2 * k) / (2 * n * (n - 1));
+    double rate = o->bandwidth / ddbench_byteps_share((double)o->workers,
+                                                      (double)o->aggregators);
     return dd_profile_comm_from_sizes(p, 0.0, rate / o->ratio);
 }
 

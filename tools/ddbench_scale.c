@@ -181,14 +181,9 @@ static double ddbench_scale_sync(const ddbench_scale_opts_t *o,
     case DDBENCH_ROUTE_HIER:
         return ddbench_scale_intra(o, g, m) + 2 * (nodes - 1) * o->inter_lat_s +
                2 * (nodes - 1) / nodes * m / o->inter;
-    default: {
-        double kk = (double)k;
-        double share = kk >= nodes ? 1.0
-                                   : 2 * nodes * (nodes - 1) /
-                                         (nodes * nodes + kk * nodes - 2 * kk);
+    default:
         return ddbench_scale_intra(o, g, m) + 2 * o->inter_lat_s +
-               share * m / o->inter;
-    }
+               ddbench_byteps_share(nodes, (double)k) * m / o->inter;
     }
 }
 
@@ -203,26 +198,14 @@ static dd_status_t ddbench_scale_strategies(const dd_profile_t *p,
     dd_plan_t *plan = NULL;
     dd_status_t status;
 
-    if ((status = dd_plan_ssgd(p->num_layers, 1, &plan)) != DD_OK ||
-        (status = dd_plan_cost(&in, plan, &cost)) != DD_OK) {
-        dd_plan_free(plan);
-        return status;
-    }
-    out[DDBENCH_DDP] = cost.iter_s;
-    dd_plan_free(plan);
-    plan = NULL;
-    if ((status = dd_plan_flsgd_cost(&in, h, &cost)) != DD_OK) {
+    if ((status = ddbench_plan_cost(&in, dd_plan_ssgd, 1, &out[DDBENCH_DDP])) !=
+            DD_OK ||
+        (status = ddbench_plan_cost(&in, dd_plan_plsgd, h,
+                                    &out[DDBENCH_PLSGD])) != DD_OK ||
+        (status = dd_plan_flsgd_cost(&in, h, &cost)) != DD_OK) {
         return status;
     }
     out[DDBENCH_LOCALSGD] = cost.iter_s;
-    if ((status = dd_plan_plsgd(p->num_layers, h, &plan)) != DD_OK ||
-        (status = dd_plan_cost(&in, plan, &cost)) != DD_OK) {
-        dd_plan_free(plan);
-        return status;
-    }
-    out[DDBENCH_PLSGD] = cost.iter_s;
-    dd_plan_free(plan);
-    plan = NULL;
     if ((status = dd_plan_dreamddp(&in, h, NULL, &plan)) != DD_OK ||
         (status = dd_plan_cost(&in, plan, &cost)) != DD_OK) {
         dd_plan_free(plan);
@@ -359,12 +342,8 @@ static void ddbench_scale_why(const ddbench_scale_opts_t *o, long n_gpus,
                  "tried within 5 %% of the best) each NIC moves %.2f of the "
                  "bytes each way instead of 2(n-1)/n = %.2f",
                  row->iter_s[r][s] / ring, row->k[s], row->k[s] == 1 ? "" : "s",
-                 row->k[s] >= nodes
-                     ? 1.0
-                     : 2.0 * (double)nodes * (double)(nodes - 1) /
-                           (double)(nodes * nodes + row->k[s] * nodes -
-                                    2 * row->k[s]),
-                 2.0 * (double)(nodes - 1) / (double)nodes);
+                 ddbench_byteps_share((double)nodes, (double)row->k[s]),
+                 ddbench_byteps_share((double)nodes, 0));
     }
 }
 

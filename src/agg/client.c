@@ -535,9 +535,23 @@ static void dd_agg_pending_homes(dd_agg_t *a, char *buf, size_t size)
     }
 }
 
+/* Frees p, or keeps it until the client is freed when pinned. */
+static void dd_agg_bury(dd_agg_t *a, void *p, int pinned);
+
+/* Cancels every chunk in flight. A result's receive canceled once its data
+ * began to arrive still lands (UCP cannot cancel a matched receive; Gloo's
+ * pair keeps a posted one): its staging is kept until the client is freed
+ * and the flight's next chunk lands in a new one, never under late bytes
+ * or in memory freed by growing it. */
 static void dd_agg_abandon(dd_agg_t *a)
 {
     for (int i = 0; i < DD_AGG_WINDOW; i++) {
+        dd_agg_flight_t *f = &a->flight[i];
+        if (f->req[3] != NULL && f->staging != NULL) {
+            dd_agg_bury(a, f->staging, 1);
+            f->staging = NULL;
+            f->staging_size = 0;
+        }
         for (int j = 0; j < 4; j++) {
             dd_agg_cancel(&a->t, a->flight[i].req[j]);
             a->flight[i].req[j] = NULL;
@@ -597,9 +611,6 @@ static void *dd_agg_copy_buffer(dd_agg_t *a, size_t bytes)
     *size = bytes;
     return size + 1;
 }
-
-/* Frees p, or keeps it until the client is freed when pinned. */
-static void dd_agg_bury(dd_agg_t *a, void *p, int pinned);
 
 /* A message's copy is done with: a spare for the next, unless pinned. */
 static void dd_agg_copy_done(dd_agg_t *a, void *p, int pinned)

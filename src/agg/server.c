@@ -63,6 +63,8 @@ struct dd_agg_server {
     dd_agg_local_t *locals[DD_AGG_WINDOW];
     int byes;
     uint64_t floor; /* chunks numbered below it were abandoned (RESET) */
+    void **grave;   /* inbox buffers an abandoned receive may still fill */
+    int n_grave;
     dd_status_t failed;
     char why[DD_AGG_WHY];
 };
@@ -582,6 +584,27 @@ dd_status_t dd_agg_server_progress(dd_agg_server_t *s, int *busy_p)
     return s->failed;
 }
 
+/* A receive canceled once its data began to arrive still lands (UCP
+ * cannot cancel a matched receive; Gloo's pair keeps a posted one), so
+ * the inbox takes a new buffer and the old one is kept until the server
+ * is freed: the late bytes never reach the next push's data. */
+static void dd_agg_inbox_renew(dd_agg_server_t *s, dd_agg_inbox_t *in)
+{
+    void *fresh = malloc(s->cap);
+    void **grave = realloc(s->grave, (s->n_grave + 1) * sizeof(void *));
+    if (grave != NULL) {
+        s->grave = grave;
+    }
+    if (fresh == NULL || grave == NULL) {
+        free(fresh);
+        dd_agg_fail(s, DD_ERR_NO_MEMORY,
+                    "no memory for a %zu-byte inbox after a reset", s->cap);
+        return;
+    }
+    s->grave[s->n_grave++] = in->data;
+    in->data = fresh;
+}
+
 void dd_agg_server_reset(dd_agg_server_t *s, uint64_t floor)
 {
     if (floor <= s->floor) {
@@ -607,6 +630,7 @@ void dd_agg_server_reset(dd_agg_server_t *s, uint64_t floor)
             if (in->state == IN_DATA) {
                 dd_agg_cancel(s->t, in->req);
                 in->req = NULL;
+                dd_agg_inbox_renew(s, in);
             }
             in->state = IN_FREE;
         }
@@ -683,6 +707,10 @@ void dd_agg_server_destroy(dd_agg_server_t *s)
         free(s->slot[i].acc);
         free(s->slot[i].result);
     }
+    for (int i = 0; i < s->n_grave; i++) {
+        free(s->grave[i]);
+    }
+    free(s->grave);
     free(s->inbox);
     free(s->last_seq);
     free(s->has_pushed);

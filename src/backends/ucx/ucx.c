@@ -43,6 +43,9 @@
  * millisecond, not a core. */
 #define DD_UCX_IDLE_MAX_S 0.001
 
+/* The longest a cancel waits for a receive UCP had already matched. */
+#define DD_UCX_CANCEL_WAIT_S 1.0
+
 typedef struct {
     dd_backend_t *backend;
     int rank;
@@ -780,11 +783,24 @@ static void dd_ucx_cancel(dd_backend_t *b, dd_backend_request_t *req)
         free(req);
         return;
     }
-    /* The callback frees it once UCP lets go: a receive at the next
-     * progress, a send when it completes or its endpoint closes. */
-    req->abandoned = 1;
     ucp_request_cancel(b->worker, req->ucp);
-    ucp_worker_progress(b->worker);
+    /* A receive UCP has matched is not canceled: its data still lands
+     * (a rendezvous in progress completes; a put writes from the peer's
+     * side). It is waited for, a live peer's soon and a lost one's at its
+     * endpoint's error, so the caller may reuse or free the buffer; only
+     * past DD_UCX_CANCEL_WAIT_S is it left to land. */
+    double deadline = dd_time_now() + (req->is_send ? 0 : DD_UCX_CANCEL_WAIT_S);
+    do {
+        dd_ucx_idle(b, deadline);
+    } while (!req->done && dd_time_now() < deadline);
+    if (req->done) {
+        ucp_request_free(req->ucp);
+        free(req);
+        return;
+    }
+    /* The callback frees it once UCP lets go: a send when it completes or
+     * its endpoint closes. */
+    req->abandoned = 1;
 }
 
 static void dd_ucx_progress(dd_backend_t *b)

@@ -11,7 +11,8 @@ coll_require() {
 }
 
 # coll_matrix NAME: every operation, dtype, reduction and size on 1 to 5
-# ranks, plus one f32 sum allreduce of 16 Mi + 1 elements from 2 ranks up.
+# ranks, plus one f32 sum allreduce of 16 Mi + 1 elements from 2 ranks up,
+# then small sizes on 8 ranks.
 coll_matrix() {
     for n in 1 2 3 4 5; do
         large=""
@@ -23,6 +24,14 @@ coll_matrix() {
             fail "$1: collectives on $n ranks"; cat "$TMP/$1.$n"
         fi
     done
+    # 8 ranks, small: a power of two past 4, where an allgather of up to
+    # 64 KiB takes log2 8 rounds of recursive doubling.
+    if DREAMDDP_BACKENDS=$1 DREAMDDP_TIMEOUT_S=30 "$DDRUN" -n 8 --timeout 150 -- \
+        "$MP" --sizes 1,61,1000 --dtypes f64,f16 --ops sum,avg >"$TMP/$1.8" 2>&1; then
+        expect_grep "$TMP/$1.8" "mp_coll: $1: " "$1: small collectives correct on 8 ranks"
+    else
+        fail "$1: small collectives on 8 ranks"; cat "$TMP/$1.8"
+    fi
 }
 
 # coll_failures NAME: a rank that posts another count, dtype or op, and a

@@ -88,6 +88,9 @@ namespace
 /* Slots of send and recv: above every prefix Gloo's collectives use. */
 const uint64_t dd_gloo_p2p_slot = 0xddull << 56;
 
+/* Slots of the recursive doubling allgather (round in bits 32 to 39). */
+const uint64_t dd_gloo_rd_slot = 0xdcull << 56;
+
 /* Each slice of a striped collective carries at least this many bytes:
  * below it, the cost of a slice's own start (a round of handshakes per
  * ring step) outweighs a second connection's bandwidth. */
@@ -1013,6 +1016,35 @@ static dd_status_t dd_gloo_broadcast(dd_backend_t *b,
     });
 }
 
+/*
+ * Recursive doubling allgather of n bytes a rank into out, this rank's
+ * block already in place, for a power-of-two world: round i swaps the 2^i
+ * blocks each side holds with the rank that differs in bit i, so log2 N
+ * rounds where Gloo's ring takes N - 1. A small allgather (the workers'
+ * agreement) costs a latency a round, so this is what keeps it from
+ * growing with the world.
+ */
+static void dd_gloo_allgather_rd(dd_backend_t *b, int stream, uint8_t *out,
+                                 size_t n, uint32_t tag)
+{
+    auto context = dd_gloo_context(b, stream);
+    int rank = context->rank, world = context->size;
+
+    context->connect(dd_gloo_bcube_peers(rank, world));
+    auto buffer = context->createUnboundBuffer(out, n * (size_t)world);
+    for (int mask = 1, round = 0; mask < world; mask <<= 1, round++) {
+        int peer = rank ^ mask;
+        uint64_t slot = dd_gloo_rd_slot | ((uint64_t)round << 32) | tag;
+        buffer->recv(peer, slot, (size_t)(peer & ~(mask - 1)) * n,
+                     (size_t)mask * n);
+        buffer->send(peer, slot, (size_t)(rank & ~(mask - 1)) * n,
+                     (size_t)mask * n);
+        if (!buffer->waitRecv(b->timeout) || !buffer->waitSend(b->timeout)) {
+            throw dd_gloo_canceled();
+        }
+    }
+}
+
 /* Bytes [off, off + n) of every rank's contribution of bytes, gathered on
  * stream: in place when it is the whole, else through a scratch buffer,
  * since the slice's place in the output is one piece per rank. */
@@ -1021,6 +1053,16 @@ static void dd_gloo_allgather_slice(dd_backend_t *b, int stream,
                                     size_t off, size_t n, uint32_t tag)
 {
     size_t world = (size_t)b->svc->world_size;
+    if (n == bytes && (world & (world - 1)) == 0 &&
+        n * world <= dd_gloo_small_bytes) {
+        uint8_t *out = (uint8_t *)a.recvbuf;
+        size_t mine = (size_t)b->svc->rank * n;
+        if (out + mine != a.sendbuf) {
+            memmove(out + mine, a.sendbuf, n);
+        }
+        dd_gloo_allgather_rd(b, stream, out, n, tag);
+        return;
+    }
     std::vector<uint8_t> tmp(n == bytes ? 0 : n * world);
     uint8_t *out = n == bytes ? (uint8_t *)a.recvbuf : tmp.data();
     auto context = dd_gloo_context(b, stream);

@@ -799,7 +799,7 @@ static void dd_ucx_cancel(dd_backend_t *b, dd_backend_request_t *req)
         return;
     }
     /* The callback frees it once UCP lets go: a send when it completes or
-     * its endpoint closes. */
+     * its endpoint closes, a receive past the bound when it lands. */
     req->abandoned = 1;
 }
 

@@ -70,7 +70,6 @@ struct dd_backend_request {
     dd_coll_req_t *coll; /* a collective, or NULL for a message */
     void *ucp;           /* UCP's request, NULL once released */
     int done;
-    int abandoned; /* canceled: the callback frees it */
     int is_send;
     int peer;
     size_t expect; /* bytes */
@@ -116,15 +115,11 @@ static void dd_ucx_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
                 peer->rank, ucs_status_string(status));
 }
 
-/* Completion of a message; a canceled one is freed here. */
+/* Completion of a message. */
 static void dd_ucx_complete(void *request, dd_backend_request_t *req,
                             ucs_status_t status, size_t length)
 {
-    if (req->abandoned) {
-        ucp_request_free(request);
-        free(req);
-        return;
-    }
+    (void)request;
     req->done = 1;
     req->ucs = status;
     req->length = length;
@@ -793,14 +788,11 @@ static void dd_ucx_cancel(dd_backend_t *b, dd_backend_request_t *req)
     do {
         dd_ucx_idle(b, deadline);
     } while (!req->done && dd_time_now() < deadline);
-    if (req->done) {
-        ucp_request_free(req->ucp);
-        free(req);
-        return;
-    }
-    /* The callback frees it once UCP lets go: a send when it completes or
-     * its endpoint closes, a receive past the bound when it lands. */
-    req->abandoned = 1;
+    /* Ended or not, UCP's request is released: one still going on (a
+     * send, or a receive past the bound) goes on with no callback, so its
+     * wrapper is freed here, not leaked when the peer never answers. */
+    ucp_request_free(req->ucp);
+    free(req);
 }
 
 static void dd_ucx_progress(dd_backend_t *b)

@@ -1,6 +1,7 @@
 /*
  * ddbench scale PROFILE_DIR [--gpus LIST] [--per-node G] [--inter RATE]
- * [--intra RATE] [--aggregators LIST] [--H N] [--json]: a model of the job
+ * [--intra RATE] [--aggregators LIST] [--agg-latency S] [--H N] [--json]:
+ * a model of the job
  * at 8 to 1,024 GPUs, from the planner's own cost model.
  *
  * For each world size N (G GPUs a node, nodes = N / G), each route gives
@@ -15,7 +16,11 @@
  *   aggregators   the same within each node, then the nodes' pushes and
  *                 pulls through k CPU aggregators sharing the sum with the
  *                 nodes, BytePS's optimum 2n(n-1) M / ((n^2 + kn - 2k) B)
- *                 for n nodes (M / B once k >= n), and 2 steps of latency.
+ *                 for n nodes (M / B once k >= n), and a round trip's
+ *                 fixed cost: 2 steps of latency, or --agg-latency (as a
+ *                 small sync through the aggregators measures it: the
+ *                 push, the wait for the slowest worker's chunk, the sum
+ *                 and the pull, which a loaded host stretches).
  * Those times, as each layer's comm time beside the profile's backward
  * times, go through the planner's cost model (plan.h: ddp as S-SGD with
  * every layer's sync launched after its backward, full Local SGD, uniform
@@ -65,6 +70,7 @@ typedef struct {
     long per_node;
     double inter, intra;             /* bytes per second */
     double inter_lat_s, intra_lat_s; /* a step's latency */
+    double agg_lat_s; /* a push and pull's fixed cost; < 0: 2 steps */
     long aggs[DDBENCH_SCALE_MAX_SIZES];
     int n_aggs; /* 0: the nodes' count over 8, 4, 2 and 1 */
     long h;
@@ -83,7 +89,8 @@ static void ddbench_scale_usage(FILE *out)
     fprintf(out,
             "usage: ddbench scale PROFILE_DIR [--gpus LIST] [--per-node G]\n"
             "         [--inter RATE] [--intra RATE] [--aggregators LIST]\n"
-            "         [--H N] [--scale X] [--time-scale T] [--json]\n"
+            "         [--agg-latency S] [--H N] [--scale X] [--time-scale T]\n"
+            "         [--json]\n"
             "  --gpus LIST         world sizes (default 8,64,256,1024)\n"
             "  --per-node G        GPUs a node (default 8)\n"
             "  --inter RATE        a node's NIC: 100gbit, 400gbit, 250mbit "
@@ -92,6 +99,9 @@ static void ddbench_scale_usage(FILE *out)
             "  --intra RATE        within a node (default 2400gbit: NVLink)\n"
             "  --inter-latency S   a step across nodes (default 20e-6)\n"
             "  --intra-latency S   a step within a node (default 5e-6)\n"
+            "  --agg-latency S     a push and pull's fixed cost beside its "
+            "bytes (default\n"
+            "                      two steps across nodes)\n"
             "  --aggregators LIST  counts to try (default: the nodes' count "
             "/ 8, / 4,\n"
             "                      / 2 and itself)\n"
@@ -182,7 +192,8 @@ static double ddbench_scale_sync(const ddbench_scale_opts_t *o,
         return ddbench_scale_intra(o, g, m) + 2 * (nodes - 1) * o->inter_lat_s +
                2 * (nodes - 1) / nodes * m / o->inter;
     default:
-        return ddbench_scale_intra(o, g, m) + 2 * o->inter_lat_s +
+        return ddbench_scale_intra(o, g, m) +
+               (o->agg_lat_s >= 0 ? o->agg_lat_s : 2 * o->inter_lat_s) +
                ddbench_byteps_share(nodes, (double)k) * m / o->inter;
     }
 }
@@ -403,6 +414,8 @@ static void ddbench_scale_json(const ddbench_scale_opts_t *o, long n_gpus,
     dd_json_double(&w, o->inter);
     dd_json_key(&w, "intra_Bps");
     dd_json_double(&w, o->intra);
+    dd_json_key(&w, "agg_latency_s");
+    dd_json_double(&w, o->agg_lat_s >= 0 ? o->agg_lat_s : 2 * o->inter_lat_s);
     dd_json_key(&w, "scale");
     dd_json_double(&w, o->scale);
     dd_json_key(&w, "compute_s");
@@ -448,6 +461,7 @@ int ddbench_scale_main(int argc, char **argv)
         {"intra", required_argument, 0, 'I'},
         {"inter-latency", required_argument, 0, 'l'},
         {"intra-latency", required_argument, 0, 'L'},
+        {"agg-latency", required_argument, 0, 'a'},
         {"aggregators", required_argument, 0, 'k'},
         {"H", required_argument, 0, 'H'},
         {"scale", required_argument, 0, 's'},
@@ -462,6 +476,7 @@ int ddbench_scale_main(int argc, char **argv)
                               .intra = 2400e9 / 8,
                               .inter_lat_s = 20e-6,
                               .intra_lat_s = 5e-6,
+                              .agg_lat_s = -1,
                               .h = 4,
                               .scale = 1,
                               .time_scale = 1};
@@ -490,6 +505,10 @@ int ddbench_scale_main(int argc, char **argv)
         case 'L':
             bad = dd_arg_double(P, "--intra-latency", optarg, 0, 1,
                                 &o.intra_lat_s);
+            break;
+        case 'a':
+            bad =
+                dd_arg_double(P, "--agg-latency", optarg, 0, 10, &o.agg_lat_s);
             break;
         case 'k':
             bad = ddbench_scale_list("--aggregators", optarg, 1, o.aggs,

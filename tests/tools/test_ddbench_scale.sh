@@ -6,7 +6,8 @@
 #   aggregators:  with 4 of them (k >= nodes) 0.010 + 2 x 0.001 + 4 MB /
 #                 125 MB/s = 0.044; with 1, BytePS's share 2n(n-1)/(n^2 +
 #                 kn - 2k) = 24/18 of it: 0.010 + 0.002 + 0.04267 = 0.05467
-# and it picks the aggregators, saying why; bad options fail naming them.
+# and it picks the aggregators, saying why; --agg-latency replaces the
+# aggregators' 2 steps; bad options fail naming them.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
 BENCH="$top_builddir/tools/ddbench"
@@ -31,6 +32,14 @@ if scale --aggregators 1 --json >"$TMP/k1" 2>&1; then
     expect_grep "$TMP/k1" '"aggregators":{"ddp":0.054667' "1 aggregator: 0.05467 s"
 else
     fail "ddbench scale --aggregators 1"; sed 's/^/    /' "$TMP/k1"
+fi
+# A measured round trip through the aggregators instead of 2 steps:
+# 0.010 + 0.005 + 0.032 = 0.047 with 4 of them; the ring keeps its steps.
+if scale --aggregators 4 --agg-latency 0.005 --json >"$TMP/lat" 2>&1; then
+    expect_grep "$TMP/lat" '"aggregators":{"ddp":0.047000' "--agg-latency 0.005: 0.047 s"
+    expect_grep "$TMP/lat" '"ring":{"ddp":0.064000' "--agg-latency leaves the ring"
+else
+    fail "ddbench scale --agg-latency 0.005"; sed 's/^/    /' "$TMP/lat"
 fi
 # The fewest tried within 5 % of the best: 2 (0.04900) is not, 4 is.
 if scale --aggregators 1,2,4 >"$TMP/text" 2>&1; then
@@ -57,6 +66,7 @@ bad() {
 }
 BAD="--inter takes a rate such as 100gbit, 250mbit or bytes per second, not 'fast'" bad "$P" --inter fast
 BAD="--gpus" bad "$P" --gpus 0
+BAD="--agg-latency" bad "$P" --agg-latency -1
 mkdir -p "$TMP/nosizes"
 echo '{"w": 0.010}' >"$TMP/nosizes/bp_one.json"
 echo '{"w": 0.020}' >"$TMP/nosizes/comm_one.json"

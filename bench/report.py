@@ -566,6 +566,11 @@ def scale(path):
                     notes.append(f"{n} workers: {key}: measured {t[key][0]:.3f} s/iter,"
                                  f" ddbench scale {route[strat]:.3f} (measured ÷ modeled"
                                  f" {t[key][0] / route[strat]:.2f})")
+        al = median_by([r for r in by_n[n] if r.get("route") == "aggregate"],
+                       lambda r: r["aggregators"], "time_s")
+        for k, (v, c) in sorted(al.items()):
+            notes.append(f"{n} workers: a 4 KB sync through {k} aggregators (the model's"
+                         f" --agg-latency): {v * 1e3:.2f} ms")
         cs = median_by([r for r in by_n[n] if r.get("op")], name, "time_s")
         for k, (v, c) in sorted(cs.items()):
             notes.append(f"{n} workers: {k}: {v * 1e3:.2f} ms")

@@ -12,7 +12,9 @@
 #   for gpt2-blocks' 15 layers: the drift monitor's 15 every window, with
 #   the times' 46 every DREAMDDP_REPLAN_WINDOWS windows under dreamddp)
 #   and a 64-byte allreduce (a digest's or a deadline's size), over
-#   ddbench coll.
+#   ddbench coll;
+# - with aggregators, a 4 KB sync through them (ddbench sync): the round
+#   trip's fixed cost, which the model takes as its --agg-latency.
 # Interleaved over $ROUNDS rounds, each size in its own netcluster session
 # of n + n/2 hosts. FLOOR_ONLY=1 runs the TCP floors alone (to choose
 # RATE). Results: results/scale.jsonl; then the table.
@@ -66,6 +68,11 @@ size_round() {
             --scale "$SCALE" --strategy "$s" --iters "$ITERS" --json |
             tag "$n" "$k" | keep "$out" "$r"
     done
+    if [ "$n" -ge 8 ]; then
+        on_hosts $((n + n / 2)) 120 env DREAMDDP_NUM_AGGREGATORS=$((n / 2)) \
+            "$DDBENCH" sync --bytes 4096 --iters 30 --json |
+            tag "$n" $((n / 2)) | keep "$out" "$r"
+    fi
     for c in "allgather $((n * 61 * 8))" "allreduce 64"; do
         set -- $c
         on_hosts "$n" 120 "$DDBENCH" coll --op "$1" --bytes "$2" \
@@ -79,7 +86,9 @@ size_round() {
 # cores' cost): for the ring, moving a ring's bytes among the fewest
 # workers measured (a ring has two connections a host at every size); with
 # aggregators, moving their pushes and pulls at that size (many to many,
-# as they do). MODEL_ONLY=1 redoes this alone on the results there are.
+# as they do), and as the aggregators' fixed cost a layer's the 4 KB
+# sync's time through them at that size. MODEL_ONLY=1 redoes this alone on
+# the results there are.
 model() {
     sed -i '/"model":true/d' "$out"
     for n in $SIZES; do
@@ -97,10 +106,19 @@ share = 1.0 if k >= n else 2 * n * (n - 1) / (n * n + k * n - 2 * k)
 print(share * rows[0]["bytes"] / t)
 PY
 )
+            lat=$(python3 - "$out" "$n" "$k" <<'PY'
+import json, statistics, sys
+n, k = int(sys.argv[2]), int(sys.argv[3])
+rows = [json.loads(l) for l in open(sys.argv[1])]
+t = [r["time_s"] for r in rows if r.get("route") == "aggregate"
+     and r.get("bytes") == 4096 and r["workers"] == n and r["aggregators"] == k]
+print("--agg-latency %g" % statistics.median(t) if t else "")
+PY
+)
             "$DDBENCH" scale "$PROFILES/gpt2-blocks" --gpus "$n" --per-node 1 \
                 --inter "$inter" --intra "$inter" \
                 --inter-latency "${MODEL_LATENCY:-50e-6}" \
-                --aggregators $((k > 0 ? k : 1)) --scale "$SCALE" --json |
+                --aggregators $((k > 0 ? k : 1)) $lat --scale "$SCALE" --json |
                 sed "s/^{/{\"model\":true,\"workers\":$n,\"measured_aggregators\":$k,/" >>"$out"
         done
     done

@@ -17,10 +17,13 @@
  *                 pulls through k CPU aggregators sharing the sum with the
  *                 nodes, BytePS's optimum 2n(n-1) M / ((n^2 + kn - 2k) B)
  *                 for n nodes (M / B once k >= n), and a round trip's
- *                 fixed cost: 2 steps of latency, or --agg-latency (as a
- *                 small sync through the aggregators measures it: the
- *                 push, the wait for the slowest worker's chunk, the sum
- *                 and the pull, which a loaded host stretches).
+ *                 fixed cost: 2 steps of latency, or the share of
+ *                 --agg-latency S that a sync holds the wire for, S /
+ *                 DD_ENGINE_DEPTH: S is a small sync's time through the
+ *                 aggregators alone (the push, the wait for the slowest
+ *                 worker's chunk, the sum and the pull, which a loaded
+ *                 host stretches), and the engine keeps DD_ENGINE_DEPTH
+ *                 syncs in flight, so one's round trip overlaps another's.
  * Those times, as each layer's comm time beside the profile's backward
  * times, go through the planner's cost model (plan.h: ddp as S-SGD with
  * every layer's sync launched after its backward, full Local SGD, uniform
@@ -36,6 +39,7 @@
 #include "core/json_write.h"
 #include "ddbench.h"
 #include "profile_read.h"
+#include "sched/engine/engine.h"
 #include "sched/plan/plan.h"
 
 #include <getopt.h>
@@ -70,7 +74,7 @@ typedef struct {
     long per_node;
     double inter, intra;             /* bytes per second */
     double inter_lat_s, intra_lat_s; /* a step's latency */
-    double agg_lat_s; /* a push and pull's fixed cost; < 0: 2 steps */
+    double agg_lat_s; /* a small sync's time through them; < 0: none */
     long aggs[DDBENCH_SCALE_MAX_SIZES];
     int n_aggs; /* 0: the nodes' count over 8, 4, 2 and 1 */
     long h;
@@ -99,9 +103,13 @@ static void ddbench_scale_usage(FILE *out)
             "  --intra RATE        within a node (default 2400gbit: NVLink)\n"
             "  --inter-latency S   a step across nodes (default 20e-6)\n"
             "  --intra-latency S   a step within a node (default 5e-6)\n"
-            "  --agg-latency S     a push and pull's fixed cost beside its "
-            "bytes (default\n"
-            "                      two steps across nodes)\n"
+            "  --agg-latency S     a small sync's time through the "
+            "aggregators; each sync\n"
+            "                      holds the wire for S / %d of it beside "
+            "its bytes, the\n"
+            "                      engine keeping %d in flight (default: "
+            "two steps across\n"
+            "                      nodes)\n"
             "  --aggregators LIST  counts to try (default: the nodes' count "
             "/ 8, / 4,\n"
             "                      / 2 and itself)\n"
@@ -109,7 +117,8 @@ static void ddbench_scale_usage(FILE *out)
             "dreamddp (default 4)\n"
             "  --scale X           layer sizes times X (default 1)\n"
             "  --time-scale T      backward times times T (default 1)\n"
-            "  --json              one JSON line per world size\n");
+            "  --json              one JSON line per world size\n",
+            DD_ENGINE_DEPTH, DD_ENGINE_DEPTH);
 }
 
 /* "100gbit", "250mbit", "1.5gbit" or bytes per second. */
@@ -171,6 +180,13 @@ static double ddbench_scale_intra(const ddbench_scale_opts_t *o, double g,
                  : 0;
 }
 
+/* What a sync through the aggregators costs beside its bytes. */
+static double ddbench_scale_agg_fixed(const ddbench_scale_opts_t *o)
+{
+    return o->agg_lat_s >= 0 ? o->agg_lat_s / DD_ENGINE_DEPTH
+                             : 2 * o->inter_lat_s;
+}
+
 /* One sync of m bytes over route among n_gpus (k aggregators). */
 static double ddbench_scale_sync(const ddbench_scale_opts_t *o,
                                  ddbench_route_t route, long n_gpus, long k,
@@ -192,8 +208,7 @@ static double ddbench_scale_sync(const ddbench_scale_opts_t *o,
         return ddbench_scale_intra(o, g, m) + 2 * (nodes - 1) * o->inter_lat_s +
                2 * (nodes - 1) / nodes * m / o->inter;
     default:
-        return ddbench_scale_intra(o, g, m) +
-               (o->agg_lat_s >= 0 ? o->agg_lat_s : 2 * o->inter_lat_s) +
+        return ddbench_scale_intra(o, g, m) + ddbench_scale_agg_fixed(o) +
                ddbench_byteps_share(nodes, (double)k) * m / o->inter;
     }
 }
@@ -414,8 +429,8 @@ static void ddbench_scale_json(const ddbench_scale_opts_t *o, long n_gpus,
     dd_json_double(&w, o->inter);
     dd_json_key(&w, "intra_Bps");
     dd_json_double(&w, o->intra);
-    dd_json_key(&w, "agg_latency_s");
-    dd_json_double(&w, o->agg_lat_s >= 0 ? o->agg_lat_s : 2 * o->inter_lat_s);
+    dd_json_key(&w, "agg_fixed_s");
+    dd_json_double(&w, ddbench_scale_agg_fixed(o));
     dd_json_key(&w, "scale");
     dd_json_double(&w, o->scale);
     dd_json_key(&w, "compute_s");

@@ -86,7 +86,7 @@ size_round() {
 # cores' cost): for the ring, moving a ring's bytes among the fewest
 # workers measured (a ring has two connections a host at every size); with
 # aggregators, moving their pushes and pulls at that size (many to many,
-# as they do), and as the aggregators' fixed cost a layer's the 4 KB
+# as they do); for the aggregators' round trip (--agg-latency), the 4 KB
 # sync's time through them at that size. MODEL_ONLY=1 redoes this alone on
 # the results there are.
 model() {

@@ -1,8 +1,7 @@
 /*
  * ddbench scale PROFILE_DIR [--gpus LIST] [--per-node G] [--inter RATE]
  * [--intra RATE] [--aggregators LIST] [--agg-latency S] [--H N] [--json]:
- * a model of the job
- * at 8 to 1,024 GPUs, from the planner's own cost model.
+ * a model of the job at 8 to 1,024 GPUs, from the planner's own cost model.
  *
  * For each world size N (G GPUs a node, nodes = N / G), each route gives
  * a layer of M bytes a sync time:

@@ -6,8 +6,8 @@
 #   aggregators:  with 4 of them (k >= nodes) 0.010 + 2 x 0.001 + 4 MB /
 #                 125 MB/s = 0.044; with 1, BytePS's share 2n(n-1)/(n^2 +
 #                 kn - 2k) = 24/18 of it: 0.010 + 0.002 + 0.04267 = 0.05467
-# and it picks the aggregators, saying why; --agg-latency replaces the
-# aggregators' 2 steps; bad options fail naming them.
+# and it picks the aggregators, saying why; --agg-latency S replaces the
+# aggregators' 2 steps with S / 2; bad options fail naming them.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
 BENCH="$top_builddir/tools/ddbench"

@@ -94,31 +94,26 @@ model() {
     for n in $SIZES; do
         for k in 0 $((n / 2)); do
             [ "$k" = 0 ] || [ "$n" -ge 8 ] || continue
-            inter=$(python3 - "$out" "$n" "$k" <<'PY'
+            rate=$(python3 - "$out" "$n" "$k" <<'PY'
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if '"tcp-floor"' in l]
-n, k = int(sys.argv[2]), int(sys.argv[3])
-if k == 0:
-    n = min(r["workers"] for r in rows if r["aggregators"] == 0)
-t = statistics.median(r["time_s"] for r in rows
-                      if r["workers"] == n and r["aggregators"] == k)
-share = 1.0 if k >= n else 2 * n * (n - 1) / (n * n + k * n - 2 * k)
-print(share * rows[0]["bytes"] / t)
-PY
-)
-            lat=$(python3 - "$out" "$n" "$k" <<'PY'
-import json, statistics, sys
-n, k = int(sys.argv[2]), int(sys.argv[3])
 rows = [json.loads(l) for l in open(sys.argv[1])]
-t = [r["time_s"] for r in rows if r.get("route") == "aggregate"
-     and r.get("bytes") == 4096 and r["workers"] == n and r["aggregators"] == k]
-print("--agg-latency %g" % statistics.median(t) if t else "")
+n, k = int(sys.argv[2]), int(sys.argv[3])
+floors = [r for r in rows if r.get("anchor") == "tcp-floor"]
+fn = min(r["workers"] for r in floors if r["aggregators"] == 0) if k == 0 else n
+t = statistics.median(r["time_s"] for r in floors
+                      if r["workers"] == fn and r["aggregators"] == k)
+share = 1.0 if k >= fn else 2 * fn * (fn - 1) / (fn * fn + k * fn - 2 * k)
+inter = share * floors[0]["bytes"] / t
+lat = [r["time_s"] for r in rows if r.get("route") == "aggregate"
+       and r.get("bytes") == 4096 and r["workers"] == n and r["aggregators"] == k]
+print("--inter %r --intra %r" % (inter, inter) +
+      (" --agg-latency %g" % statistics.median(lat) if lat else ""))
 PY
 )
             "$DDBENCH" scale "$PROFILES/gpt2-blocks" --gpus "$n" --per-node 1 \
-                --inter "$inter" --intra "$inter" \
+                $rate \
                 --inter-latency "${MODEL_LATENCY:-50e-6}" \
-                --aggregators $((k > 0 ? k : 1)) $lat --scale "$SCALE" --json |
+                --aggregators $((k > 0 ? k : 1)) --scale "$SCALE" --json |
                 sed "s/^{/{\"model\":true,\"workers\":$n,\"measured_aggregators\":$k,/" >>"$out"
         done
     done

@@ -116,10 +116,9 @@ static void dd_ucx_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 }
 
 /* Completion of a message. */
-static void dd_ucx_complete(void *request, dd_backend_request_t *req,
-                            ucs_status_t status, size_t length)
+static void dd_ucx_complete(dd_backend_request_t *req, ucs_status_t status,
+                            size_t length)
 {
-    (void)request;
     req->done = 1;
     req->ucs = status;
     req->length = length;
@@ -128,14 +127,15 @@ static void dd_ucx_complete(void *request, dd_backend_request_t *req,
 static void dd_ucx_send_cb(void *request, ucs_status_t status, void *user_data)
 {
     dd_backend_request_t *req = user_data;
-    dd_ucx_complete(request, req, status, req->expect);
+    (void)request;
+    dd_ucx_complete(req, status, req->expect);
 }
 
 static void dd_ucx_recv_cb(void *request, ucs_status_t status,
                            const ucp_tag_recv_info_t *info, void *user_data)
 {
-    dd_ucx_complete(request, user_data, status,
-                    status == UCS_OK ? info->length : 0);
+    (void)request;
+    dd_ucx_complete(user_data, status, status == UCS_OK ? info->length : 0);
 }
 
 static dd_status_t dd_ucx_query(char *why, size_t size)

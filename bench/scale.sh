@@ -17,12 +17,14 @@
 #   trip's fixed cost, which the model takes as its --agg-latency.
 # Interleaved over $ROUNDS rounds, each size in its own netcluster session
 # of n + n/2 hosts. FLOOR_ONLY=1 runs the TCP floors alone (to choose
-# RATE). Results: results/scale.jsonl; then the table.
+# RATE); WITH_AGG=0 leaves out the runs with aggregators. Results:
+# results/scale.jsonl; then the table.
 . "$(dirname "$0")/lib.sh"
 out=$RESULTS/scale.jsonl
 SIZES=${SIZES:-4 8 16}
 SCALE=${SCALE:-0.05}
 ITERS=${ITERS:-8}
+WITH_AGG=${WITH_AGG:-1}
 floor=${TMPDIR:-/tmp}/dd-tcpfloor.$$
 trap 'rm -f "$floor"' EXIT
 ${CC:-cc} -O2 -pthread -o "$floor" "$here/tcpfloor.c"
@@ -53,14 +55,14 @@ tcp_floor() {
 size_round() {
     n=$1 r=$2
     tcp_floor "$n" "$r"
-    [ "$n" -lt 8 ] || tcp_floor "$n" "$r" $((n / 2))
+    [ "$n" -lt 8 ] || [ "$WITH_AGG" = 0 ] || tcp_floor "$n" "$r" $((n / 2))
     [ "${FLOOR_ONLY:-0}" = 0 ] || return 0
     for m in compute ddp localsgd:4; do
         on_hosts "$n" 300 env SCALE="$SCALE" "$TORCH_PYTHON" \
             "$ANCHORS/torch_sim.py" "$m" "$ITERS" | tag "$n" 0 | keep "$out" "$r"
     done
     entries="none@0 ddp@0 dreamddp:4@0"
-    [ "$n" -lt 8 ] || entries="$entries ddp@$((n / 2)) dreamddp:4@$((n / 2))"
+    [ "$n" -lt 8 ] || [ "$WITH_AGG" = 0 ] || entries="$entries ddp@$((n / 2)) dreamddp:4@$((n / 2))"
     for e in $entries; do
         s=${e%@*} k=${e#*@}
         on_hosts $((n + k)) 300 env DREAMDDP_NUM_AGGREGATORS="$k" \
@@ -68,7 +70,7 @@ size_round() {
             --scale "$SCALE" --strategy "$s" --iters "$ITERS" --json |
             tag "$n" "$k" | keep "$out" "$r"
     done
-    if [ "$n" -ge 8 ]; then
+    if [ "$n" -ge 8 ] && [ "$WITH_AGG" != 0 ]; then
         on_hosts $((n + n / 2)) 120 env DREAMDDP_NUM_AGGREGATORS=$((n / 2)) \
             "$DDBENCH" sync --bytes 4096 --iters 30 --json |
             tag "$n" $((n / 2)) | keep "$out" "$r"
@@ -93,7 +95,7 @@ model() {
     sed -i '/"model":true/d' "$out"
     for n in $SIZES; do
         for k in 0 $((n / 2)); do
-            [ "$k" = 0 ] || [ "$n" -ge 8 ] || continue
+            [ "$k" = 0 ] || { [ "$n" -ge 8 ] && [ "$WITH_AGG" != 0 ]; } || continue
             rate=$(python3 - "$out" "$n" "$k" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

@@ -18,9 +18,9 @@
 # Interleaved over $ROUNDS rounds, each size in its own netcluster session
 # of n + n/2 hosts. FLOOR_ONLY=1 runs the TCP floors alone (to choose
 # RATE); WITH_AGG=0 leaves out the runs with aggregators. Results:
-# results/scale.jsonl; then the table.
+# results/scale.jsonl (OUT=FILE: elsewhere); then the table.
 . "$(dirname "$0")/lib.sh"
-out=$RESULTS/scale.jsonl
+out=${OUT:-$RESULTS/scale.jsonl}
 SIZES=${SIZES:-4 8 16}
 SCALE=${SCALE:-0.05}
 ITERS=${ITERS:-8}

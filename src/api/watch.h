@@ -9,8 +9,10 @@
 
 typedef struct dd_watch dd_watch_t;
 
-/** Seconds between two beats for a job's DREAMDDP_TIMEOUT_S. */
-double dd_watch_period(double timeout_s);
+/** Seconds between two beats for a job's DREAMDDP_TIMEOUT_S and size: a
+ * twelfth of the timeout, 20 ms to 0.5 s, longer past 32 ranks so that
+ * the store serves at most 64 beats a second (never past a twelfth). */
+double dd_watch_period(double timeout_s, int world_size);
 
 /** Starts the watch thread, once the store is up; the store's waits and
  * the job (dd_job_t::abort) then watch ctx->abort. */

@@ -13,6 +13,8 @@
 #include <dreamddp.h>
 #include <dreamddp/introspect.h>
 
+#include "api/watch.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -670,6 +672,22 @@ static void test_layer_ready_threads(void **state)
     assert_int_equal(dd_finalize(ctx), DD_OK);
 }
 
+/* The watch's period: a twelfth of the timeout within 20 ms and 0.5 s up
+ * to 32 ranks; past them as long as keeps the store at 64 beats a second,
+ * but never past a twelfth of the timeout. */
+static void test_watch_period(void **state)
+{
+    (void)state;
+    assert_float_equal(dd_watch_period(300, 4), 0.5, 1e-12);
+    assert_float_equal(dd_watch_period(300, 32), 0.5, 1e-12);
+    assert_float_equal(dd_watch_period(300, 128), 2.0, 1e-12);
+    assert_float_equal(dd_watch_period(300, 1024), 16.0, 1e-12);
+    assert_float_equal(dd_watch_period(6, 128), 0.5, 1e-12);
+    assert_float_equal(dd_watch_period(12, 128), 1.0, 1e-12);
+    assert_float_equal(dd_watch_period(1.2, 2), 0.1, 1e-12);
+    assert_float_equal(dd_watch_period(0.06, 1024), 0.02, 1e-12);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -689,6 +707,7 @@ int main(void)
         cmocka_unit_test_setup(test_step_stats_mask, clean_env),
         cmocka_unit_test_setup(test_layer_stats_mask, clean_env),
         cmocka_unit_test_setup(test_layer_ready_threads, clean_env),
+        cmocka_unit_test(test_watch_period),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

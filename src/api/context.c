@@ -595,10 +595,9 @@ static void dd_context_free(dd_context_h ctx)
     if (ctx->server != NULL) {
         /* After an abort the others have read why (dd_watch_linger); a
          * frozen rank would never leave. */
-        dd_store_server_stop(
-            ctx->server, aborted ? 0.25 * dd_watch_period(ctx->core.timeout_s,
-                                                          ctx->env.world_size)
-                                 : ctx->core.timeout_s);
+        dd_store_server_stop(ctx->server, aborted
+                                              ? 0.25 * dd_watch_ctx_period(ctx)
+                                              : ctx->core.timeout_s);
     }
     dd_abort_destroy(&ctx->abort);
     free(ctx->roles);

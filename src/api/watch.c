@@ -5,11 +5,11 @@
  * - A thread per rank beats a heartbeat counter in the store (dd/hb/RANK)
  *   and looks for the job's abort key (DD_STORE_ABORT_KEY) every period
  *   (a twelfth of the timeout, 20 ms to 0.5 s, longer past 32 ranks:
- *   dd_watch_period; two small requests). When
- *   the key appears, it raises the reason in the rank's dd_abort_t, which
- *   every wait of the library checks: the progress engine, the
- *   aggregators' loops, the store's waits. A store that stops answering
- *   is rank 0 lost, since rank 0 hosts it.
+ *   dd_watch_period; two small requests). When the key appears, it
+ *   raises the reason in the rank's dd_abort_t, which every wait of the
+ *   library checks: the progress engine, the aggregators' loops, the
+ *   store's waits. A store that stops answering is rank 0 lost, since
+ *   rank 0 hosts it.
  * - The store's server publishes the key itself when a rank's connection
  *   closes before its goodbye (a killed process): no collective needs to
  *   be waiting on that rank for the others to learn it.
@@ -69,19 +69,34 @@ struct dd_watch {
 /* The beats a second the store (rank 0) serves at most, whatever the
  * world's size: past 32 ranks, every rank beats less often than every 0.5
  * s. At 0.5 s rank 0 spent 2.4 ms of CPU a second more than the others
- * at 16 ranks and 31 to 34 at 128; 12 to 14 at 128 with this (ddbench
- * train-sim none on loopback, bench/NOTES.md). */
+ * at 16 ranks and 31 to 34 at 128; at 128, 18 to 20 with 1.25 s (the
+ * default, DREAMDDP_AGG_LOSS=survive's bound) and 11 to 14 with 2 s
+ * (ddbench train-sim none on loopback, bench/NOTES.md). */
 #define DD_WATCH_BEATS_PER_S 64.0
 
-double dd_watch_period(double timeout_s, int world_size)
+double dd_watch_period(double timeout_s, int world_size, double lost_after_s)
 {
     double most = timeout_s / 12;
     double p = most < 0.02 ? 0.02 : most > 0.5 ? 0.5 : most;
     /* Never past a twelfth of the timeout, which bounds how late a rank
-     * learns of an abort and how long a census takes. */
+     * learns of an abort and how long a census takes, nor past a quarter
+     * of the stillness that loses an aggregator: a worker sees its beats
+     * move at least every 2 periods. */
+    if (lost_after_s > 0 && lost_after_s / 4 < most) {
+        most = lost_after_s / 4;
+    }
     double load = world_size / DD_WATCH_BEATS_PER_S;
     double q = load < most ? load : most;
     return q > p ? q : p;
+}
+
+double dd_watch_ctx_period(dd_context_h ctx)
+{
+    const dd_sched_opts_t *o = &ctx->sched_opts;
+
+    return dd_watch_period(
+        ctx->core.timeout_s, ctx->env.world_size,
+        o->agg_loss == DD_AGG_LOSS_SURVIVE ? o->agg_lost_after_s : 0);
 }
 
 /* The store no longer answers: rank 0, which hosts it, is gone or frozen
@@ -367,7 +382,7 @@ dd_status_t dd_watch_start(dd_context_h ctx)
                         "no memory for the watch");
     }
     w->ctx = ctx;
-    w->period_s = dd_watch_period(ctx->core.timeout_s, ctx->env.world_size);
+    w->period_s = dd_watch_ctx_period(ctx);
     w->left_calls = malloc(2 * (size_t)ctx->env.world_size * sizeof(int64_t));
     if (w->left_calls == NULL) {
         free(w);
@@ -529,7 +544,7 @@ static dd_status_t dd_watch_census(dd_context_h ctx, char *out, size_t size,
                                    double *still_s)
 {
     int world = ctx->env.world_size, n = 0;
-    double period = dd_watch_period(ctx->core.timeout_s, ctx->env.world_size);
+    double period = dd_watch_ctx_period(ctx);
     int64_t *before = calloc((size_t)world * 3, sizeof(int64_t));
     int64_t *after = before + world, *gap_ms = before + 2 * world;
     char key[64];
@@ -625,10 +640,9 @@ static void dd_watch_publish(dd_context_h ctx, const char *why)
     void *value;
     size_t len;
     if (!dd_abort_raised(&ctx->abort) &&
-        dd_store_get_within(
-            ctx->store, DD_STORE_ABORT_KEY,
-            4 * dd_watch_period(ctx->core.timeout_s, ctx->env.world_size),
-            &value, &len) == DD_OK) {
+        dd_store_get_within(ctx->store, DD_STORE_ABORT_KEY,
+                            4 * dd_watch_ctx_period(ctx), &value,
+                            &len) == DD_OK) {
         char text[sizeof(ctx->abort.why)];
         snprintf(text, sizeof(text), "%.*s", (int)len, (char *)value);
         free(value);
@@ -746,7 +760,7 @@ void dd_watch_linger(dd_context_h ctx)
     }
     ctx->watch->lingered = 1;
     int world = ctx->env.world_size;
-    double period = dd_watch_period(ctx->core.timeout_s, ctx->env.world_size);
+    double period = dd_watch_ctx_period(ctx);
     double deadline = dd_time_now() + ctx->core.timeout_s;
     char *named = calloc((size_t)world, 1);
 

@@ -11,8 +11,13 @@ typedef struct dd_watch dd_watch_t;
 
 /** Seconds between two beats for a job's DREAMDDP_TIMEOUT_S and size: a
  * twelfth of the timeout, 20 ms to 0.5 s, longer past 32 ranks so that
- * the store serves at most 64 beats a second (never past a twelfth). */
-double dd_watch_period(double timeout_s, int world_size);
+ * the store serves at most 64 beats a second, but never past a twelfth of
+ * the timeout nor, lost_after_s > 0, past a quarter of it (the stillness
+ * that loses an aggregator under DREAMDDP_AGG_LOSS=survive). */
+double dd_watch_period(double timeout_s, int world_size, double lost_after_s);
+
+/** The period of ctx's job: its timeout, size and aggregator loss. */
+double dd_watch_ctx_period(dd_context_h ctx);
 
 /** Starts the watch thread, once the store is up; the store's waits and
  * the job (dd_job_t::abort) then watch ctx->abort. */

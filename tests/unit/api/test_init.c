@@ -674,18 +674,25 @@ static void test_layer_ready_threads(void **state)
 
 /* The watch's period: a twelfth of the timeout within 20 ms and 0.5 s up
  * to 32 ranks; past them as long as keeps the store at 64 beats a second,
- * but never past a twelfth of the timeout. */
+ * but never past a twelfth of the timeout or a quarter of the aggregators'
+ * lost-after. */
 static void test_watch_period(void **state)
 {
     (void)state;
-    assert_float_equal(dd_watch_period(300, 4), 0.5, 1e-12);
-    assert_float_equal(dd_watch_period(300, 32), 0.5, 1e-12);
-    assert_float_equal(dd_watch_period(300, 128), 2.0, 1e-12);
-    assert_float_equal(dd_watch_period(300, 1024), 16.0, 1e-12);
-    assert_float_equal(dd_watch_period(6, 128), 0.5, 1e-12);
-    assert_float_equal(dd_watch_period(12, 128), 1.0, 1e-12);
-    assert_float_equal(dd_watch_period(1.2, 2), 0.1, 1e-12);
-    assert_float_equal(dd_watch_period(0.06, 1024), 0.02, 1e-12);
+    assert_float_equal(dd_watch_period(300, 4, 0), 0.5, 1e-12);
+    assert_float_equal(dd_watch_period(300, 32, 0), 0.5, 1e-12);
+    assert_float_equal(dd_watch_period(300, 128, 0), 2.0, 1e-12);
+    assert_float_equal(dd_watch_period(300, 1024, 0), 16.0, 1e-12);
+    assert_float_equal(dd_watch_period(6, 128, 0), 0.5, 1e-12);
+    assert_float_equal(dd_watch_period(12, 128, 0), 1.0, 1e-12);
+    assert_float_equal(dd_watch_period(1.2, 2, 0), 0.1, 1e-12);
+    assert_float_equal(dd_watch_period(0.06, 1024, 0), 0.02, 1e-12);
+    /* Under DREAMDDP_AGG_LOSS=survive: at most a quarter of
+     * DREAMDDP_AGG_LOST_AFTER_S, but never below what 32 ranks get. */
+    assert_float_equal(dd_watch_period(300, 128, 5), 1.25, 1e-12);
+    assert_float_equal(dd_watch_period(300, 64, 5), 1.0, 1e-12);
+    assert_float_equal(dd_watch_period(300, 128, 1), 0.5, 1e-12);
+    assert_float_equal(dd_watch_period(300, 4, 5), 0.5, 1e-12);
 }
 
 int main(void)

@@ -44,7 +44,7 @@ fault() {
     limit=$(echo "$T * 1.5" | bc)
     # A sanitizer build's rank takes longer to exit (the leak check, slow
     # unwinding): stop-worker's took 4.7 to 4.9 s there beside another
-    # test, the abort itself within the 1.5 x.
+    # test.
     if grep -aq __asan_init "$MP" "$(dirname "$MP")/.libs/$(basename "$MP")" 2>/dev/null; then
         limit=$(echo "$T * 2" | bc)
     fi

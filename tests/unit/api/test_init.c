@@ -678,21 +678,32 @@ static void test_layer_ready_threads(void **state)
  * lost-after. */
 static void test_watch_period(void **state)
 {
+    static const struct {
+        double timeout_s;
+        int world;
+        double lost_after_s, period_s;
+    } cases[] = {
+        {300, 4, 0, 0.5},
+        {300, 32, 0, 0.5},
+        {300, 128, 0, 2.0},
+        {300, 1024, 0, 16.0},
+        {6, 128, 0, 0.5},
+        {12, 128, 0, 1.0},
+        {1.2, 2, 0, 0.1},
+        {0.06, 1024, 0, 0.02},
+        /* Under DREAMDDP_AGG_LOSS=survive: at most a quarter of
+         * DREAMDDP_AGG_LOST_AFTER_S, but never below what 32 ranks get. */
+        {300, 128, 5, 1.25},
+        {300, 64, 5, 1.0},
+        {300, 128, 1, 0.5},
+        {300, 4, 5, 0.5},
+    };
     (void)state;
-    assert_float_equal(dd_watch_period(300, 4, 0), 0.5, 1e-12);
-    assert_float_equal(dd_watch_period(300, 32, 0), 0.5, 1e-12);
-    assert_float_equal(dd_watch_period(300, 128, 0), 2.0, 1e-12);
-    assert_float_equal(dd_watch_period(300, 1024, 0), 16.0, 1e-12);
-    assert_float_equal(dd_watch_period(6, 128, 0), 0.5, 1e-12);
-    assert_float_equal(dd_watch_period(12, 128, 0), 1.0, 1e-12);
-    assert_float_equal(dd_watch_period(1.2, 2, 0), 0.1, 1e-12);
-    assert_float_equal(dd_watch_period(0.06, 1024, 0), 0.02, 1e-12);
-    /* Under DREAMDDP_AGG_LOSS=survive: at most a quarter of
-     * DREAMDDP_AGG_LOST_AFTER_S, but never below what 32 ranks get. */
-    assert_float_equal(dd_watch_period(300, 128, 5), 1.25, 1e-12);
-    assert_float_equal(dd_watch_period(300, 64, 5), 1.0, 1e-12);
-    assert_float_equal(dd_watch_period(300, 128, 1), 0.5, 1e-12);
-    assert_float_equal(dd_watch_period(300, 4, 5), 0.5, 1e-12);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_float_equal(dd_watch_period(cases[i].timeout_s, cases[i].world,
+                                           cases[i].lost_after_s),
+                           cases[i].period_s, 1e-12);
+    }
 }
 
 int main(void)

@@ -1,13 +1,16 @@
 /*
- * The clock agreement of dd_model_commit: NTP-style ping-pongs over the
- * store between rank 0 and every other worker, each estimated by
- * core/clock.c. Rank 0 answers the workers one after another, so a
- * worker's first rounds may wait for the others; its later rounds run back
- * to back, and the shortest round trip is the one kept. Over the TCP store
- * on loopback a round is four store messages (tens of microseconds); the
- * whole agreement takes a few milliseconds. It must not read the clock
- * anywhere but dd_clock_realtime_us, so that DREAMDDP_TEST_CLOCK_SKEW_US
- * reaches every read.
+ * The clock agreement of dd_model_commit: NTP-style rounds between each
+ * worker and rank 0's clock, each estimated by core/clock.c, the shortest
+ * round trip kept. Over the TCP store, rank 0's store server answers: a
+ * round is one request (DD_STORE_OP_TIME), every worker's at once, and
+ * rank 0 does nothing. Rank 0 used to answer the workers' pings over the
+ * store one worker after another, four store messages a round: at 128
+ * ranks on one 2-core host that took about 5 s of dd_model_commit
+ * (bench/NOTES.md). The file store has no server, so there rank 0 still
+ * answers each worker in turn. It must not read the clock anywhere but
+ * dd_clock_realtime_us, so that DREAMDDP_TEST_CLOCK_SKEW_US reaches every
+ * read (rank 0's reaches its store server through
+ * dd_store_server_params_t).
  */
 #include "api/clock_agree.h"
 #include "core/clock.h"
@@ -42,7 +45,24 @@ static dd_status_t dd_clock_answer(dd_context_h ctx, int worker)
     return DD_OK;
 }
 
-/* Another worker: the rounds with rank 0. */
+/* Another worker: the rounds with rank 0's store server. */
+static dd_status_t dd_clock_ask_server(dd_context_h ctx,
+                                       dd_clock_sample_t *samples)
+{
+    double skew = ctx->sched_opts.clock_skew_us;
+
+    for (int k = 0; k < DD_CLOCK_ROUNDS; k++) {
+        samples[k].send_us = dd_clock_realtime_us(skew);
+        dd_status_t status = dd_store_clock(ctx->store, &samples[k].peer_us);
+        samples[k].recv_us = dd_clock_realtime_us(skew);
+        if (status != DD_OK) {
+            return status;
+        }
+    }
+    return DD_OK;
+}
+
+/* Another worker: the rounds with rank 0 over keys of the store. */
 static dd_status_t dd_clock_ask(dd_context_h ctx, dd_clock_sample_t *samples)
 {
     double skew = ctx->sched_opts.clock_skew_us;
@@ -85,12 +105,16 @@ dd_status_t dd_clock_agree(dd_context_h ctx, double *offset_us_p,
     double offset = 0, uncertainty = 0;
     dd_status_t status = DD_OK;
 
+    /* Every rank has the same kind of store, so all take the same way. */
+    int served = ctx->store->ops->clock != NULL;
+
     if (ctx->env.rank == 0) {
-        for (int i = 1; i < ctx->n_workers && status == DD_OK; i++) {
+        for (int i = 1; !served && i < ctx->n_workers && status == DD_OK; i++) {
             status = dd_clock_answer(ctx, ctx->worker_ranks[i]);
         }
     } else {
-        status = dd_clock_ask(ctx, samples);
+        status = served ? dd_clock_ask_server(ctx, samples)
+                        : dd_clock_ask(ctx, samples);
         if (status == DD_OK &&
             dd_clock_offset_estimate(samples, DD_CLOCK_ROUNDS, &offset,
                                      &uncertainty) != 0) {

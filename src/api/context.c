@@ -178,7 +178,9 @@ static dd_status_t dd_context_store_pmix(dd_context_h ctx)
                                            .port = port,
                                            .token_hash = token,
                                            .world_size = env->world_size,
-                                           .login_s = login_s};
+                                           .login_s = login_s,
+                                           .clock_skew_us =
+                                               ctx->sched_opts.clock_skew_us};
         status = dd_store_server_start(&params, &ctx->server);
         if (status != DD_OK) {
             return status;
@@ -250,14 +252,15 @@ static dd_status_t dd_context_store_tcp(dd_context_h ctx)
         /* Only where the other ranks look: rank 0's address, which is a
          * loopback address for a job on one host. */
         double login_s = ctx->core.timeout_s < 10 ? ctx->core.timeout_s : 10;
-        dd_store_server_params_t params = {.addr = addr,
-                                           .one_host = env->local_size >= 0 &&
-                                                       env->local_size ==
-                                                           env->world_size,
-                                           .port = port,
-                                           .token_hash = token,
-                                           .world_size = env->world_size,
-                                           .login_s = login_s};
+        dd_store_server_params_t params = {
+            .addr = addr,
+            .one_host =
+                env->local_size >= 0 && env->local_size == env->world_size,
+            .port = port,
+            .token_hash = token,
+            .world_size = env->world_size,
+            .login_s = login_s,
+            .clock_skew_us = ctx->sched_opts.clock_skew_us};
         status = dd_store_server_start(&params, &ctx->server);
         if (status != DD_OK) {
             return status;

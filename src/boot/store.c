@@ -83,6 +83,14 @@ dd_status_t dd_store_delete(dd_store_t *s, const char *key, int *deleted_p)
     return status;
 }
 
+dd_status_t dd_store_clock(dd_store_t *s, double *us_p)
+{
+    if (s->ops->clock == NULL) {
+        return DD_ERR_UNSUPPORTED;
+    }
+    return s->ops->clock(s, us_p);
+}
+
 /*
  * The waits, in slices: the watcher's heartbeat gets the connection
  * between two, and a job aborted meanwhile ends the wait with its reason

@@ -31,6 +31,9 @@ typedef struct {
                        int64_t *value_p);
     dd_status_t (*del)(dd_store_t *store, const char *key, int *deleted_p);
     void (*close)(dd_store_t *store);
+    /* The server's wall clock in microseconds; NULL where no server
+     * answers (the file store). */
+    dd_status_t (*clock)(dd_store_t *store, double *us_p);
 } dd_store_ops_t;
 
 struct dd_store {
@@ -116,6 +119,13 @@ dd_status_t dd_store_add(dd_store_t *s, const char *key, int64_t delta,
                          int64_t *value_p);
 dd_status_t dd_store_delete(dd_store_t *s, const char *key, int *deleted_p);
 
+/**
+ * The store's server's wall clock (rank 0's, where it hosts the server),
+ * in microseconds, read when the request arrives: what a rank's clock is
+ * compared with. DD_ERR_UNSUPPORTED for a store without a server.
+ */
+dd_status_t dd_store_clock(dd_store_t *s, double *us_p);
+
 /** Whether key exists now (no waiting). */
 dd_status_t dd_store_check(dd_store_t *s, const char *key, int *exists_p);
 
@@ -168,6 +178,9 @@ typedef struct {
     int world_size;
     /** A client that has not logged in by then is dropped; <= 0: 10 s. */
     double login_s;
+    /** Added to the wall clock it answers with (rank 0's
+     *  DREAMDDP_TEST_CLOCK_SKEW_US). */
+    double clock_skew_us;
 } dd_store_server_params_t;
 
 /* Limits on clients that have not logged in: what keeps an outsider from

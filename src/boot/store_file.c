@@ -242,9 +242,9 @@ static void dd_file_close(dd_store_t *s)
     free(s);
 }
 
-static const dd_store_ops_t dd_store_file_ops = {dd_file_set,  dd_file_get,
-                                                 dd_file_wait, dd_file_add,
-                                                 dd_file_del,  dd_file_close};
+static const dd_store_ops_t dd_store_file_ops = {
+    dd_file_set, dd_file_get,   dd_file_wait, dd_file_add,
+    dd_file_del, dd_file_close, NULL};
 
 dd_status_t dd_store_file_open(const char *dir, uint64_t token_name, int rank,
                                int world_size, double timeout_s,

@@ -13,7 +13,7 @@
 
 #define DD_STORE_MAGIC 0x44445354u /* "DDST" */
 /* 2: the login is a challenge and an HMAC, the secret never travels. */
-#define DD_STORE_VERSION 2
+#define DD_STORE_VERSION 3
 #define DD_STORE_MAX_FRAME (64u << 20)
 #define DD_STORE_MAX_KEY 1024
 
@@ -22,12 +22,13 @@ enum {
      * code, reason, challenge (DD_STORE_NONCE bytes); then PROOF,
      * DD_STORE_PROOF_LABEL's HMAC (dd_store_proof) -> code, reason. */
     DD_STORE_OP_HELLO = 1,
-    DD_STORE_OP_SET,  /* key, value */
-    DD_STORE_OP_GET,  /* timeout_ms u32, key -> value */
-    DD_STORE_OP_WAIT, /* timeout_ms u32, n u16, keys -> (n bytes) */
-    DD_STORE_OP_ADD,  /* key, delta i64 -> i64 */
-    DD_STORE_OP_DEL,  /* key -> u8 deleted */
-    DD_STORE_OP_PROOF /* HMAC (32 bytes) -> code, reason */
+    DD_STORE_OP_SET,   /* key, value */
+    DD_STORE_OP_GET,   /* timeout_ms u32, key -> value */
+    DD_STORE_OP_WAIT,  /* timeout_ms u32, n u16, keys -> (n bytes) */
+    DD_STORE_OP_ADD,   /* key, delta i64 -> i64 */
+    DD_STORE_OP_DEL,   /* key -> u8 deleted */
+    DD_STORE_OP_PROOF, /* HMAC (32 bytes) -> code, reason */
+    DD_STORE_OP_TIME   /* -> the server's wall clock, us (f64's bits, u64) */
 };
 
 #define DD_STORE_NONCE 32

@@ -3,10 +3,10 @@
  * the clients. poll() went over every client's socket at every wakeup, so
  * a request cost rank 0 more CPU the more ranks there were: the watch's
  * beats at 128 ranks about 64 us each, against 39 with epoll, as at 16
- * ranks (bench/NOTES.md). Requests that must wait (get, wait) are parked on their
- * client and answered when a set or add makes them ready, or with a timeout
- * reply at their deadline. A client that fails the handshake is refused and
- * closed. Until it has logged in, a client is an outsider: it may send one
+ * ranks (bench/NOTES.md). Requests that must wait (get, wait) are parked on
+ * their client and answered when a set or add makes them ready, or with a
+ * timeout reply at their deadline. A client that fails the handshake is refused
+ * and closed. Until it has logged in, a client is an outsider: it may send one
  * small frame, must do so by its login deadline, and only so many may wait at
  * once; the server never waits for one when it stops.
  * Must not block on any one client: reads are non-blocking; replies are sent
@@ -15,6 +15,7 @@
 #include "boot/sock.h"
 #include "boot/store.h"
 #include "boot/store_proto.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/time.h"
 
@@ -68,6 +69,7 @@ struct dd_store_server {
     dd_server_client_t *clients;
     int n_clients, cap_clients;
     double login_s;
+    double clock_skew_us;
     int refused_warned; /* the connection limit was logged */
     dd_server_entry_t *buckets[DD_SERVER_BUCKETS];
     volatile int stopping;
@@ -437,6 +439,18 @@ static int dd_server_request(dd_store_server_t *srv, dd_server_client_t *c,
         }
         dd_server_reply_u8(c, (uint8_t)dd_server_remove(srv, key));
         return 0;
+    case DD_STORE_OP_TIME: {
+        double now = dd_clock_realtime_us(srv->clock_skew_us);
+        uint64_t bits;
+        dd_store_buf_t b = {0};
+        memcpy(&bits, &now, sizeof(bits));
+        dd_store_buf_begin(&b);
+        dd_store_buf_u8(&b, DD_STORE_REPLY_OK);
+        dd_store_buf_u64(&b, bits);
+        dd_server_reply(c, &b);
+        dd_store_buf_free(&b);
+        return 0;
+    }
     }
     return -1;
 }
@@ -854,6 +868,7 @@ dd_status_t dd_store_server_start(const dd_store_server_params_t *params,
     srv->token = params->token_hash;
     srv->world_size = params->world_size;
     srv->login_s = params->login_s > 0 ? params->login_s : DD_SERVER_LOGIN_S;
+    srv->clock_skew_us = params->clock_skew_us;
     srv->listen_fd =
         dd_server_listen(params->addr, params->one_host, params->port,
                          &srv->port, bound, sizeof(bound));

@@ -264,6 +264,29 @@ static dd_status_t dd_tcp_del(dd_store_t *s, const char *key, int *deleted_p)
     return status;
 }
 
+static dd_status_t dd_tcp_clock(dd_store_t *s, double *us_p)
+{
+    dd_store_tcp_t *t = (dd_store_tcp_t *)s;
+    uint8_t *body;
+    size_t blen;
+
+    dd_tcp_begin(t, DD_STORE_OP_TIME);
+    dd_status_t status = dd_tcp_roundtrip(t, 0.0, &body, &blen);
+    if (status != DD_OK) {
+        return dd_tcp_end(t, status);
+    }
+    dd_store_cursor_t cur = {body, blen, 0};
+    uint8_t code = dd_store_get_u8(&cur);
+    uint64_t bits = dd_store_get_u64(&cur);
+    if (cur.failed || code != DD_STORE_REPLY_OK) {
+        status = dd_tcp_bad_reply(t);
+    } else {
+        memcpy(us_p, &bits, sizeof(*us_p));
+    }
+    free(body);
+    return dd_tcp_end(t, status);
+}
+
 static void dd_tcp_close(dd_store_t *s)
 {
     dd_store_tcp_t *t = (dd_store_tcp_t *)s;
@@ -275,7 +298,8 @@ static void dd_tcp_close(dd_store_t *s)
 }
 
 static const dd_store_ops_t dd_store_tcp_ops = {
-    dd_tcp_set, dd_tcp_get, dd_tcp_wait, dd_tcp_add, dd_tcp_del, dd_tcp_close};
+    dd_tcp_set, dd_tcp_get,   dd_tcp_wait, dd_tcp_add,
+    dd_tcp_del, dd_tcp_close, dd_tcp_clock};
 
 /* One step of the login: the request in t->out, the reply's code and
  * reason checked (a refusal becomes the server's reason); the rest of the

@@ -456,22 +456,16 @@ static dd_status_t dd_sched_compare_tables(dd_sched_t *sched, char **tables)
                     ref, ranks, first, ref, wa, worst, wb);
 }
 
-dd_status_t dd_sched_check_tables(dd_sched_t *sched)
+/* The first worker's check: every worker's table read and compared. */
+static dd_status_t dd_sched_gather_compare_tables(dd_sched_t *sched)
 {
-    const dd_job_t *job = sched->env.job;
-    int world = job->world_size;
-    char key[64];
-    char *mine = dd_sched_table_text(sched);
+    int world = sched->env.job->world_size;
     char **tables = calloc((size_t)world, sizeof(char *));
-    dd_status_t status = DD_ERR_NO_MEMORY;
+    dd_status_t status = tables != NULL
+                             ? dd_sched_gather_tables(sched, tables)
+                             : dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                                        "no memory for %d layer tables", world);
 
-    if (mine != NULL && tables != NULL) {
-        snprintf(key, sizeof(key), "dd/layers/%d", job->rank);
-        status = dd_store_set(job->store, key, mine, strlen(mine));
-    }
-    if (status == DD_OK) {
-        status = dd_sched_gather_tables(sched, tables);
-    }
     if (status == DD_OK) {
         status = dd_sched_compare_tables(sched, tables);
     }
@@ -479,8 +473,28 @@ dd_status_t dd_sched_check_tables(dd_sched_t *sched)
         free(tables[r]);
     }
     free(tables);
-    free(mine);
     return status;
+}
+
+dd_status_t dd_sched_check_tables(dd_sched_t *sched)
+{
+    const dd_job_t *job = sched->env.job;
+    char key[64];
+    char *mine = dd_sched_table_text(sched);
+    dd_status_t status = mine != NULL
+                             ? DD_OK
+                             : dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                                        "no memory for the layer table");
+
+    if (status == DD_OK) {
+        snprintf(key, sizeof(key), "dd/layers/%d", job->rank);
+        status = dd_store_set(job->store, key, mine, strlen(mine));
+    }
+    free(mine);
+    return status != DD_OK
+               ? status
+               : dd_sched_first_verdict(sched, "layers", "layer tables",
+                                        dd_sched_gather_compare_tables);
 }
 
 /*

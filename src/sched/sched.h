@@ -177,6 +177,16 @@ dd_status_t dd_sched_check_tables(dd_sched_t *sched);
 /* settings.c: the settings that shape the wire, the same on every worker;
  * a difference fails every worker alike, naming the variables and ranks. */
 dd_status_t dd_sched_check_settings(dd_sched_t *sched);
+/* settings.c: check run on the first worker alone, after every worker has
+ * published what it checks under its own key; its verdict (DD_OK, or the
+ * status and message of its error) is what every other worker returns,
+ * under the store's key "dd/verdict/NAME"; what names the values checked
+ * in the message of a verdict that does not come. A check that reads every
+ * worker's key on every worker costs the store world^2 requests (128 ranks:
+ * 16,384 a check). */
+dd_status_t dd_sched_first_verdict(dd_sched_t *sched, const char *name,
+                                   const char *what,
+                                   dd_status_t (*check)(dd_sched_t *sched));
 
 /* Every field of the output structs that this library fills. */
 #define DD_SCHED_STEP_STATS_FIELDS                                             \

@@ -134,19 +134,64 @@ static const char *const dd_sched_setting_names[] = {
     "DREAMDDP_LAYER_SPLIT",        "DREAMDDP_NEXT_LAUNCH",
 };
 
-dd_status_t dd_sched_check_settings(dd_sched_t *sched)
+dd_status_t dd_sched_first_verdict(dd_sched_t *sched, const char *name,
+                                   const char *what,
+                                   dd_status_t (*check)(dd_sched_t *sched))
+{
+    const dd_job_t *job = sched->env.job;
+    int first = job->worker_ranks[0];
+    char key[64], *text = NULL;
+    size_t len = 0;
+
+    snprintf(key, sizeof(key), "dd/verdict/%s", name);
+    if (job->rank == first) {
+        dd_status_t status = check(sched);
+        char verdict[2100];
+        int n = snprintf(verdict, sizeof(verdict), "%d\n%s", (int)status,
+                         status == DD_OK ? "" : dd_last_error());
+        dd_status_t published = dd_store_set(
+            job->store, key, verdict,
+            n < (int)sizeof(verdict) ? (size_t)n : sizeof(verdict) - 1);
+        return status != DD_OK ? status : published;
+    }
+    dd_status_t status = dd_store_get(job->store, key, (void **)&text, &len);
+    if (status == DD_ERR_TIMED_OUT) {
+        return dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_SCHED,
+                        "dd_model_commit: the first worker (rank %d) gave no "
+                        "verdict on the workers' %s within %.0f s "
+                        "(DREAMDDP_TIMEOUT_S)",
+                        first, what, job->timeout_s);
+    }
+    if (status != DD_OK) {
+        return status;
+    }
+    /* The store's values are not terminated: the code ends at the line. */
+    char *msg = memchr(text, '\n', len);
+    int code = msg != NULL ? atoi(text) : 1;
+    if (code > 0) {
+        free(text);
+        return dd_error(DD_ERR_MESSAGE, DD_SUBSYS_SCHED,
+                        "dd_model_commit: the first worker's verdict on the "
+                        "workers' %s is malformed",
+                        what);
+    }
+    if (code != DD_OK) {
+        status = dd_error((dd_status_t)code, DD_SUBSYS_SCHED, "%.*s",
+                          (int)(len - (size_t)(msg + 1 - text)), msg + 1);
+    }
+    free(text);
+    return status;
+}
+
+/* The first worker's check: every worker's settings read and compared. */
+static dd_status_t dd_sched_compare_settings(dd_sched_t *sched)
 {
     const dd_job_t *job = sched->env.job;
     int world = job->world_size;
-    char key[64], mine[DD_SETTINGS_SIZE], msg[2048] = "";
+    char key[64], msg[2048] = "";
     char **texts = calloc((size_t)world, sizeof(char *));
     dd_status_t status = texts != NULL ? DD_OK : DD_ERR_NO_MEMORY;
 
-    dd_sched_settings_text(sched, mine, sizeof(mine));
-    snprintf(key, sizeof(key), "dd/settings/%d", job->rank);
-    if (status == DD_OK) {
-        status = dd_store_set(job->store, key, mine, strlen(mine));
-    }
     for (int r = 0; status == DD_OK && r < world; r++) {
         if (job->roles[r] != DD_ROLE_WORKER) {
             continue;
@@ -189,4 +234,18 @@ dd_status_t dd_sched_check_settings(dd_sched_t *sched)
     }
     free(texts);
     return status;
+}
+
+dd_status_t dd_sched_check_settings(dd_sched_t *sched)
+{
+    const dd_job_t *job = sched->env.job;
+    char key[64], mine[DD_SETTINGS_SIZE];
+
+    dd_sched_settings_text(sched, mine, sizeof(mine));
+    snprintf(key, sizeof(key), "dd/settings/%d", job->rank);
+    dd_status_t status = dd_store_set(job->store, key, mine, strlen(mine));
+    return status != DD_OK
+               ? status
+               : dd_sched_first_verdict(sched, "settings", "settings",
+                                        dd_sched_compare_settings);
 }

@@ -9,6 +9,7 @@
 
 #include "boot/sock.h"
 #include "boot/store_proto.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "store_cases.h"
 
@@ -104,6 +105,33 @@ static void test_token_values(void **state)
     assert_null(s);
     assert_int_equal(
         dd_store_tcp_connect("127.0.0.1", port, login, 1, 2, 2.0, &s), DD_OK);
+    dd_store_close(s);
+    dd_store_server_stop(srv, 1.0);
+}
+
+/* The server answers with its wall clock plus the skew it was given; a
+ * store without a server says it has none. */
+static void test_server_clock(void **state)
+{
+    dd_store_server_params_t params = {.addr = "127.0.0.1",
+                                       .token_hash = TOKEN,
+                                       .world_size = 2,
+                                       .login_s = 1.0,
+                                       .clock_skew_us = -7e9};
+    dd_store_server_t *srv = NULL;
+    dd_store_t *s = NULL;
+    double us = 0;
+
+    (void)state;
+    assert_int_equal(dd_store_server_start(&params, &srv), DD_OK);
+    assert_int_equal(dd_store_tcp_connect("127.0.0.1",
+                                          dd_store_server_port(srv), TOKEN, 1,
+                                          2, 2.0, &s),
+                     DD_OK);
+    double before = dd_clock_realtime_us(0);
+    assert_int_equal(dd_store_clock(s, &us), DD_OK);
+    double after = dd_clock_realtime_us(0);
+    assert_true(us >= before - 7e9 && us <= after - 7e9);
     dd_store_close(s);
     dd_store_server_stop(srv, 1.0);
 }
@@ -463,6 +491,7 @@ int main(void)
         STORE_CASES,
         STORE_CASE(test_wrong_token_refused),
         STORE_CASE(test_token_values),
+        STORE_CASE(test_server_clock),
         STORE_CASE(test_login_is_a_challenge),
         STORE_CASE(test_world_mismatch_and_duplicate_rank),
         STORE_CASE(test_unreachable_master_names_address),

@@ -46,6 +46,9 @@ static void test_tokens_keep_jobs_apart(void **state)
     assert_int_equal(dd_store_set(a, "k", "v", 1), DD_OK);
     assert_int_equal(dd_store_check(b, "k", &exists), DD_OK);
     assert_false(exists);
+    /* No server answers with a clock: dd_clock_agree pings rank 0. */
+    double us = 0;
+    assert_int_equal(dd_store_clock(a, &us), DD_ERR_UNSUPPORTED);
     dd_store_close(a);
     dd_store_close(b);
 }

@@ -327,16 +327,22 @@ dd_status_t dd_store_barrier(dd_store_t *s, const char *name)
     return status;
 }
 
-dd_status_t dd_store_allgather(dd_store_t *s, const char *name,
-                               const void *mine, size_t len, void *all)
+/*
+ * Rank 0's part of an allgather: every rank's value, which the gather has
+ * seen set, read and laid end to end as its length (8 bytes,
+ * little-endian) and its bytes under all_key, so that each other rank
+ * makes one request instead of one per rank (128 ranks: 16,384 requests
+ * on rank 0's store an allgather, four or five in dd_init). The last
+ * one's is deleted: every rank has read it, since every rank has entered
+ * this one.
+ */
+static dd_status_t dd_store_allgather_publish(dd_store_t *s, char **keys,
+                                              const char *all_key)
 {
-    char **keys = dd_store_rank_keys(s, "allgather", name, s->barrier_gen++);
-    dd_status_t status;
+    uint8_t *blob = NULL;
+    size_t used = 0;
+    dd_status_t status = DD_OK;
 
-    if (keys == NULL) {
-        return DD_ERR_NO_MEMORY; /* dd_store_rank_keys reported it */
-    }
-    status = dd_store_gather_keys(s, "allgather", name, keys, mine, len, NULL);
     for (int r = 0; status == DD_OK && r < s->world_size; r++) {
         void *value;
         size_t vlen;
@@ -344,15 +350,95 @@ dd_status_t dd_store_allgather(dd_store_t *s, const char *name,
         if (status != DD_OK) {
             break;
         }
-        if (vlen != len) {
-            status = dd_error(DD_ERR_MISMATCH, DD_SUBSYS_BOOT,
-                              "allgather '%s': rank %d contributed %zu bytes "
-                              "but rank %d expects %zu",
-                              name, r, vlen, s->rank, len);
+        uint8_t *grown = realloc(blob, used + 8 + vlen);
+        if (grown == NULL) {
+            status = dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
+                              "store: no memory to gather %s", all_key);
         } else {
-            memcpy((char *)all + (size_t)r * len, value, len);
+            blob = grown;
+            for (int i = 0; i < 8; i++) {
+                blob[used + (size_t)i] = (uint8_t)((uint64_t)vlen >> (8 * i));
+            }
+            memcpy(blob + used + 8, value, vlen);
+            used += 8 + vlen;
         }
         free(value);
+    }
+    if (status == DD_OK) {
+        status = dd_store_set(s, all_key, blob, used);
+    }
+    free(blob);
+    if (status == DD_OK) {
+        if (s->last_all[0] != '\0') {
+            dd_store_delete(s, s->last_all, NULL);
+        }
+        snprintf(s->last_all, sizeof(s->last_all), "%s", all_key);
+    }
+    return status;
+}
+
+/* Each rank's value of len bytes out of rank 0's gathered blob into all. */
+static dd_status_t dd_store_allgather_unpack(const dd_store_t *s,
+                                             const char *name,
+                                             const uint8_t *blob, size_t blen,
+                                             size_t len, void *all)
+{
+    size_t o = 0;
+
+    for (int r = 0; r < s->world_size; r++) {
+        uint64_t vlen = 0;
+        if (blen - o < 8) {
+            return dd_error(DD_ERR_MESSAGE, DD_SUBSYS_BOOT,
+                            "allgather '%s': rank 0's gathered values end "
+                            "before rank %d's",
+                            name, r);
+        }
+        for (int i = 0; i < 8; i++) {
+            vlen |= (uint64_t)blob[o + (size_t)i] << (8 * i);
+        }
+        o += 8;
+        if (vlen > blen - o) {
+            return dd_error(DD_ERR_MESSAGE, DD_SUBSYS_BOOT,
+                            "allgather '%s': rank 0's gathered values end "
+                            "inside rank %d's",
+                            name, r);
+        }
+        if (vlen != len) {
+            return dd_error(DD_ERR_MISMATCH, DD_SUBSYS_BOOT,
+                            "allgather '%s': rank %d contributed %llu bytes "
+                            "but rank %d expects %zu",
+                            name, r, (unsigned long long)vlen, s->rank, len);
+        }
+        memcpy((char *)all + (size_t)r * len, blob + o, len);
+        o += len;
+    }
+    return DD_OK;
+}
+
+dd_status_t dd_store_allgather(dd_store_t *s, const char *name,
+                               const void *mine, size_t len, void *all)
+{
+    unsigned gen = s->barrier_gen++;
+    char **keys = dd_store_rank_keys(s, "allgather", name, gen);
+    char all_key[512];
+    dd_status_t status;
+
+    if (keys == NULL) {
+        return DD_ERR_NO_MEMORY; /* dd_store_rank_keys reported it */
+    }
+    snprintf(all_key, sizeof(all_key), "dd/allgather/%s/%u/all", name, gen);
+    status = dd_store_gather_keys(s, "allgather", name, keys, mine, len, NULL);
+    if (status == DD_OK && s->rank == 0) {
+        status = dd_store_allgather_publish(s, keys, all_key);
+    }
+    if (status == DD_OK) {
+        void *blob;
+        size_t blen;
+        status = dd_store_get(s, all_key, &blob, &blen);
+        if (status == DD_OK) {
+            status = dd_store_allgather_unpack(s, name, blob, blen, len, all);
+            free(blob);
+        }
     }
     if (status == DD_OK) {
         dd_store_forget(s, keys[s->rank]);

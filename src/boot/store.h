@@ -44,6 +44,7 @@ struct dd_store {
     char where[300];      /* "tcp://10.0.0.1:29500", for messages */
     unsigned barrier_gen; /* barriers and allgathers done so far */
     char last_key[512];   /* this rank's key of the last one */
+    char last_all[512];   /* rank 0: the last allgather's gathered key */
     /* The job's fate, set by src/api once it watches: a wait ends with
      * its reason as soon as it is raised. NULL: not watched. */
     dd_abort_t *abort;

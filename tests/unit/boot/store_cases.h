@@ -182,6 +182,32 @@ static void case_allgather_size_mismatch(void **state)
     dd_store_close(s0);
 }
 
+/* Rank 1 reads rank 0's gathered values: one that ends early is refused,
+ * and a length that is not its own names the rank. */
+static void case_allgather_gathered_checked(void **state)
+{
+    dd_store_t *s1 = open_store(1, 2, 2.0);
+    char all[8];
+    /* Rank 0's 4 bytes, then half of rank 1's length. */
+    const char cut[] = {4, 0, 0, 0, 0, 0, 0, 0, 'a', 'b', 'c', 'd', 4, 0};
+    const char odd[] = {3, 0, 0, 0, 0, 0, 0, 0,   'a', 'b', 'c', 4,
+                        0, 0, 0, 0, 0, 0, 0, 'w', 'x', 'y', 'z'};
+
+    assert_int_equal(dd_store_set(s1, "dd/allgather/x/0/0", "abcd", 4), DD_OK);
+    assert_int_equal(dd_store_set(s1, "dd/allgather/x/0/all", cut, sizeof(cut)),
+                     DD_OK);
+    assert_int_equal(dd_store_allgather(s1, "x", "wxyz", 4, all),
+                     DD_ERR_MESSAGE);
+    assert_non_null(strstr(dd_last_error(), "end before rank 1's"));
+    assert_int_equal(dd_store_set(s1, "dd/allgather/x/1/0", "abc", 3), DD_OK);
+    assert_int_equal(dd_store_set(s1, "dd/allgather/x/1/all", odd, sizeof(odd)),
+                     DD_OK);
+    assert_int_equal(dd_store_allgather(s1, "x", "wxyz", 4, all),
+                     DD_ERR_MISMATCH);
+    assert_non_null(strstr(dd_last_error(), "rank 0 contributed 3 bytes"));
+    dd_store_close(s1);
+}
+
 /* Each case gets a fresh store from the program's setup and teardown. */
 #define STORE_CASE(f)                                                          \
     cmocka_unit_test_setup_teardown(f, store_setup, store_teardown)
@@ -190,6 +216,7 @@ static void case_allgather_size_mismatch(void **state)
         STORE_CASE(case_get_times_out),                                        \
         STORE_CASE(case_ranks_barrier_allgather_add),                          \
         STORE_CASE(case_barrier_names_missing_ranks),                          \
-        STORE_CASE(case_allgather_size_mismatch)
+        STORE_CASE(case_allgather_size_mismatch),                              \
+        STORE_CASE(case_allgather_gathered_checked)
 
 #endif

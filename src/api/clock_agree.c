@@ -5,12 +5,12 @@
  * round is one request (DD_STORE_OP_TIME), every worker's at once, and
  * rank 0 does nothing. Rank 0 used to answer the workers' pings over the
  * store one worker after another, four store messages a round: at 128
- * ranks on one 2-core host that took about 5 s of dd_model_commit
- * (bench/NOTES.md). The file store has no server, so there rank 0 still
- * answers each worker in turn. It must not read the clock anywhere but
- * dd_clock_realtime_us, so that DREAMDDP_TEST_CLOCK_SKEW_US reaches every
- * read (rank 0's reaches its store server through
- * dd_store_server_params_t).
+ * ranks on one 2-core host the last worker was done 0.6 s after the
+ * commit began, now 0.3 to 0.4 s (bench/NOTES.md). The file store has no
+ * server, so there rank 0 still answers each worker in turn. It must not
+ * read the clock anywhere but dd_clock_realtime_us, so that
+ * DREAMDDP_TEST_CLOCK_SKEW_US reaches every read (rank 0's reaches its
+ * store server through dd_store_server_params_t).
  */
 #include "api/clock_agree.h"
 #include "core/clock.h"

@@ -190,7 +190,10 @@ static dd_status_t dd_sched_compare_settings(dd_sched_t *sched)
     int world = job->world_size;
     char key[64], msg[2048] = "";
     char **texts = calloc((size_t)world, sizeof(char *));
-    dd_status_t status = texts != NULL ? DD_OK : DD_ERR_NO_MEMORY;
+    dd_status_t status =
+        texts != NULL ? DD_OK
+                      : dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                                 "no memory for %d ranks' settings", world);
 
     for (int r = 0; status == DD_OK && r < world; r++) {
         if (job->roles[r] != DD_ROLE_WORKER) {
@@ -214,7 +217,10 @@ static dd_status_t dd_sched_compare_settings(dd_sched_t *sched)
                 texts[r][len] = '\0';
             }
             free(text);
-            status = texts[r] != NULL ? DD_OK : DD_ERR_NO_MEMORY;
+            status = texts[r] != NULL
+                         ? DD_OK
+                         : dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_SCHED,
+                                    "no memory for rank %d's settings", r);
         }
     }
     size_t n_names =

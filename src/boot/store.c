@@ -435,7 +435,12 @@ dd_status_t dd_store_allgather(dd_store_t *s, const char *name,
         void *blob;
         size_t blen;
         status = dd_store_get(s, all_key, &blob, &blen);
-        if (status == DD_OK) {
+        if (status == DD_ERR_TIMED_OUT) {
+            status = dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_BOOT,
+                              "allgather '%s': rank 0 did not publish every "
+                              "rank's values within %.0f s",
+                              name, s->timeout_s);
+        } else if (status == DD_OK) {
             status = dd_store_allgather_unpack(s, name, blob, blen, len, all);
             free(blob);
         }

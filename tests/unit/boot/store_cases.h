@@ -205,6 +205,11 @@ static void case_allgather_gathered_checked(void **state)
     assert_int_equal(dd_store_allgather(s1, "x", "wxyz", 4, all),
                      DD_ERR_MISMATCH);
     assert_non_null(strstr(dd_last_error(), "rank 0 contributed 3 bytes"));
+    /* Every rank's value there, and rank 0's list never comes. */
+    assert_int_equal(dd_store_set(s1, "dd/allgather/x/2/0", "abcd", 4), DD_OK);
+    assert_int_equal(dd_store_allgather(s1, "x", "wxyz", 4, all),
+                     DD_ERR_TIMED_OUT);
+    assert_non_null(strstr(dd_last_error(), "rank 0 did not publish"));
     dd_store_close(s1);
 }
 

@@ -182,34 +182,42 @@ static void case_allgather_size_mismatch(void **state)
     dd_store_close(s0);
 }
 
-/* Rank 1 reads rank 0's gathered values: one that ends early is refused,
- * and a length that is not its own names the rank. */
+/* Rank 1's allgather number gen of 4 bytes, rank 0's value and (when
+ * list is not NULL) rank 0's gathered list set by hand: the status, and
+ * the last error holding text. */
+static void gathered_case(dd_store_t *s1, int gen, const char *value0,
+                          const char *list, size_t list_len, dd_status_t expect,
+                          const char *text)
+{
+    char key[64], all[8];
+
+    snprintf(key, sizeof(key), "dd/allgather/x/%d/0", gen);
+    assert_int_equal(dd_store_set(s1, key, value0, strlen(value0)), DD_OK);
+    snprintf(key, sizeof(key), "dd/allgather/x/%d/all", gen);
+    if (list != NULL) {
+        assert_int_equal(dd_store_set(s1, key, list, list_len), DD_OK);
+    }
+    assert_int_equal(dd_store_allgather(s1, "x", "wxyz", 4, all), expect);
+    assert_non_null(strstr(dd_last_error(), text));
+}
+
+/* Rank 1 reads rank 0's gathered values: one that ends early is refused, a
+ * length that is not its own names the rank, and a list that never comes
+ * is named. */
 static void case_allgather_gathered_checked(void **state)
 {
     dd_store_t *s1 = open_store(1, 2, 2.0);
-    char all[8];
     /* Rank 0's 4 bytes, then half of rank 1's length. */
     const char cut[] = {4, 0, 0, 0, 0, 0, 0, 0, 'a', 'b', 'c', 'd', 4, 0};
     const char odd[] = {3, 0, 0, 0, 0, 0, 0, 0,   'a', 'b', 'c', 4,
                         0, 0, 0, 0, 0, 0, 0, 'w', 'x', 'y', 'z'};
 
-    assert_int_equal(dd_store_set(s1, "dd/allgather/x/0/0", "abcd", 4), DD_OK);
-    assert_int_equal(dd_store_set(s1, "dd/allgather/x/0/all", cut, sizeof(cut)),
-                     DD_OK);
-    assert_int_equal(dd_store_allgather(s1, "x", "wxyz", 4, all),
-                     DD_ERR_MESSAGE);
-    assert_non_null(strstr(dd_last_error(), "end before rank 1's"));
-    assert_int_equal(dd_store_set(s1, "dd/allgather/x/1/0", "abc", 3), DD_OK);
-    assert_int_equal(dd_store_set(s1, "dd/allgather/x/1/all", odd, sizeof(odd)),
-                     DD_OK);
-    assert_int_equal(dd_store_allgather(s1, "x", "wxyz", 4, all),
-                     DD_ERR_MISMATCH);
-    assert_non_null(strstr(dd_last_error(), "rank 0 contributed 3 bytes"));
-    /* Every rank's value there, and rank 0's list never comes. */
-    assert_int_equal(dd_store_set(s1, "dd/allgather/x/2/0", "abcd", 4), DD_OK);
-    assert_int_equal(dd_store_allgather(s1, "x", "wxyz", 4, all),
-                     DD_ERR_TIMED_OUT);
-    assert_non_null(strstr(dd_last_error(), "rank 0 did not publish"));
+    gathered_case(s1, 0, "abcd", cut, sizeof(cut), DD_ERR_MESSAGE,
+                  "end before rank 1's");
+    gathered_case(s1, 1, "abc", odd, sizeof(odd), DD_ERR_MISMATCH,
+                  "rank 0 contributed 3 bytes");
+    gathered_case(s1, 2, "abcd", NULL, 0, DD_ERR_TIMED_OUT,
+                  "rank 0 did not publish");
     dd_store_close(s1);
 }
 

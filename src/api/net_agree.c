@@ -10,8 +10,10 @@
 #include "api/net_agree.h"
 #include "core/log.h"
 #include "topo/addrs.h"
+#include "topo/probe.h"
 #include "topo/topo_config.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,12 +250,12 @@ out_free:
 }
 
 static dd_status_t dd_net_setup_local(const dd_topo_opts_t *opts,
-                                      int local_rank, int local_size,
-                                      dd_topo_t **topo_p,
+                                      dd_topo_share_t *share, int local_rank,
+                                      int local_size, dd_topo_t **topo_p,
                                       dd_topo_cand_t **cands_p,
                                       dd_topo_choice_t *choice)
 {
-    dd_status_t status = dd_topo_probe(opts, topo_p);
+    dd_status_t status = dd_topo_probe_shared(opts, share, topo_p);
 
     if (status != DD_OK) {
         return status;
@@ -270,6 +272,69 @@ static dd_status_t dd_net_setup_local(const dd_topo_opts_t *opts,
                           choice);
 }
 
+/* The store key of what hwloc said of this host: its identity and this
+ * process's CPUs (hwloc leaves out those a process may not use, so ranks
+ * bound to different CPUs do not share). */
+static void dd_net_hwloc_key(char *key, size_t size)
+{
+    char host[320];
+    cpu_set_t set;
+    size_t o;
+
+    dd_net_host_id(host, sizeof(host));
+    o = (size_t)snprintf(key, size, "dd/topo/hwloc/%s/", host);
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+        snprintf(key + o, size - o, "any");
+        return;
+    }
+    const unsigned char *bytes = (const unsigned char *)&set;
+    size_t n = sizeof(set);
+    while (n > 1 && bytes[n - 1] == 0) {
+        n--;
+    }
+    for (size_t i = 0; i < n && o + 3 < size; i++) {
+        o += (size_t)snprintf(key + o, size - o, "%02x", bytes[i]);
+    }
+}
+
+/*
+ * Which rank of this host starts hwloc and reads the PCI tree: the first
+ * to ask (a counter in the store) probes and publishes what hwloc said
+ * (src/topo/hwfacts.c's text), or an empty value when it could not; the
+ * others read that text, or probe for themselves when it is empty. At 128
+ * ranks on 2 cores this took the network step of dd_init from 3 s to
+ * 0.1 s. Not for a lone rank, nor where the probe reads files
+ * (DREAMDDP_SYSFS_ROOT, _TOPO_FILE, _TOPO_DUMP_FILE). Returns whether
+ * this rank publishes.
+ */
+static int dd_net_hwloc_share(dd_store_t *store, const dd_topo_opts_t *opts,
+                              int local_size, const char *key,
+                              dd_topo_share_t *share, void **got_p)
+{
+    char count_key[528];
+    int64_t n = 0;
+    size_t len = 0;
+
+    if (local_size < 2 || opts->sysfs_root != NULL || opts->topo_file != NULL ||
+        opts->dump_file != NULL || !dd_topo_hwloc_built()) {
+        return 0;
+    }
+    snprintf(count_key, sizeof(count_key), "%s/n", key);
+    if (dd_store_add(store, count_key, 1, &n) != DD_OK) {
+        return 0; /* this rank probes; the store's error shows next */
+    }
+    if (n == 1) {
+        share->want_out = 1;
+        return 1;
+    }
+    if (dd_store_get(store, key, got_p, &len) == DD_OK && len > 0) {
+        share->in = *got_p;
+        share->in_len = len;
+    }
+    return 0;
+}
+
 dd_status_t dd_net_setup(dd_store_t *store, int local_rank, int local_size,
                          dd_topo_choice_t *choice_p)
 {
@@ -277,6 +342,9 @@ dd_status_t dd_net_setup(dd_store_t *store, int local_rank, int local_size,
     dd_topo_t *topo = NULL;
     dd_topo_cand_t *cands = NULL;
     dd_topo_choice_t choice;
+    dd_topo_share_t share = {0};
+    void *got = NULL;
+    char key[512];
     dd_status_t status =
         dd_config_load(&dd_topo_config_table, &opts, dd_config_getenv, NULL);
 
@@ -284,10 +352,19 @@ dd_status_t dd_net_setup(dd_store_t *store, int local_rank, int local_size,
         return status;
     }
     memset(&choice, 0, sizeof(choice));
-    dd_status_t local = dd_net_setup_local(&opts, local_rank, local_size, &topo,
-                                           &cands, &choice);
-    status =
-        dd_net_agree(store, topo, &opts, cands, local, local_size, &choice);
+    dd_net_hwloc_key(key, sizeof(key));
+    int publish =
+        dd_net_hwloc_share(store, &opts, local_size, key, &share, &got);
+    dd_status_t local = dd_net_setup_local(&opts, &share, local_rank,
+                                           local_size, &topo, &cands, &choice);
+    if (publish) {
+        status = dd_store_set(store, key, share.out != NULL ? share.out : "",
+                              share.out != NULL ? share.out_len : 0);
+    }
+    if (status == DD_OK) {
+        status =
+            dd_net_agree(store, topo, &opts, cands, local, local_size, &choice);
+    }
     if (status == DD_OK) {
         dd_log_info(DD_SUBSYS_TOPO,
                     "network interface %s (%s), %d stream%s: %s", choice.name,
@@ -295,6 +372,8 @@ dd_status_t dd_net_setup(dd_store_t *store, int local_rank, int local_size,
                     choice.streams == 1 ? "" : "s", choice.reason);
         *choice_p = choice;
     }
+    free(share.out);
+    free(got);
     free(cands);
     dd_topo_free(topo);
     dd_config_release(&dd_topo_config_table, &opts);

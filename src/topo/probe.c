@@ -47,11 +47,16 @@ static dd_status_t dd_topo_probe_sysfs(const char *root, dd_topo_t *topo)
 
 /* Says, for people, what the probe could see. */
 static void dd_topo_describe_source(const dd_topo_opts_t *opts, int use_hwloc,
-                                    dd_topo_t *topo)
+                                    int shared, dd_topo_t *topo)
 {
     const char *root = opts->sysfs_root;
 
-    if (topo->offline) {
+    if (shared) {
+        snprintf(topo->source, sizeof(topo->source),
+                 "hwloc (read by another rank on this host) and sysfs "
+                 "under %s",
+                 root ? root : "/");
+    } else if (topo->offline) {
         snprintf(topo->source, sizeof(topo->source),
                  "hwloc XML %s (offline: link states, speeds and addresses "
                  "unknown)",
@@ -85,6 +90,50 @@ static int dd_topo_nic_cmp(const void *a, const void *b)
 
 dd_status_t dd_topo_probe(const dd_topo_opts_t *opts, dd_topo_t **topo_p)
 {
+    return dd_topo_probe_shared(opts, NULL, topo_p);
+}
+
+/* hwloc's facts from share->in, else from hwloc here; applied to topo,
+ * and written to share->out when asked. */
+static dd_status_t dd_topo_probe_hwloc(const dd_topo_opts_t *opts,
+                                       dd_topo_share_t *share, int given,
+                                       dd_topo_t *topo)
+{
+    dd_topo_hwfacts_t f;
+    dd_status_t status = DD_ERR_MESSAGE;
+
+    if (given) {
+        status = dd_topo_hwfacts_decode(share->in, share->in_len, &f);
+        share->used_in = status == DD_OK;
+        if (status != DD_OK) {
+            dd_log_info(DD_SUBSYS_TOPO,
+                        "another rank on this host published a topology that "
+                        "does not read (%zu bytes); probing here",
+                        share->in_len);
+        }
+    }
+    if (status != DD_OK) {
+        status = dd_topo_hwloc_facts(opts, &f);
+    }
+    if (status != DD_OK) {
+        return status;
+    }
+    if (share != NULL && share->want_out) {
+        share->out = dd_topo_hwfacts_encode(&f, &share->out_len);
+    }
+    status = dd_topo_hwfacts_apply(&f, topo);
+    dd_topo_hwfacts_release(&f);
+    if (status == DD_OK && share != NULL && share->want_out &&
+        share->out == NULL) {
+        status = dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_TOPO,
+                          "no memory for this host's topology text");
+    }
+    return status;
+}
+
+dd_status_t dd_topo_probe_shared(const dd_topo_opts_t *opts,
+                                 dd_topo_share_t *share, dd_topo_t **topo_p)
+{
     const char *root = opts->sysfs_root ? opts->sysfs_root : "";
     dd_status_t status = DD_OK;
     dd_topo_t *topo = calloc(1, sizeof(*topo));
@@ -100,11 +149,13 @@ dd_status_t dd_topo_probe(const dd_topo_opts_t *opts, dd_topo_t **topo_p)
     if (status == DD_OK && !topo->offline) {
         status = dd_topo_addrs_fill(opts->sysfs_root, topo);
     }
-    int use_hwloc = dd_topo_hwloc_built() &&
-                    (opts->topo_file != NULL || opts->sysfs_root == NULL);
+    int given = share != NULL && share->in != NULL && opts->topo_file == NULL;
+    int use_hwloc =
+        given || (dd_topo_hwloc_built() &&
+                  (opts->topo_file != NULL || opts->sysfs_root == NULL));
     if (status == DD_OK &&
         (use_hwloc || opts->topo_file != NULL || opts->dump_file != NULL)) {
-        status = dd_topo_hwloc_probe(opts, topo);
+        status = dd_topo_probe_hwloc(opts, share, given, topo);
     }
     if (status != DD_OK) {
         dd_topo_free(topo);
@@ -114,7 +165,7 @@ dd_status_t dd_topo_probe(const dd_topo_opts_t *opts, dd_topo_t **topo_p)
         qsort(topo->nics, (size_t)topo->n_nics, sizeof(*topo->nics),
               dd_topo_nic_cmp);
     }
-    dd_topo_describe_source(opts, use_hwloc, topo);
+    dd_topo_describe_source(opts, use_hwloc, given && share->used_in, topo);
     *topo_p = topo;
     return DD_OK;
 }

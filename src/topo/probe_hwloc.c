@@ -2,9 +2,8 @@
  * Probing through hwloc (2.x, and 3.0): packages, NUMA nodes, cores, the PCI
  * tree, network and OpenFabrics OS devices, NVIDIA GPUs. It reads this
  * machine or an XML file and may write this machine's XML. It only records
- * what hwloc says; kinds and speeds come from sysfs unless offline, and a
- * speed neither gives is estimated from the PCI ids and link
- * (nicspeed.c).
+ * what hwloc says, as facts (hwfacts.c applies them to a topology, and
+ * passes them between the ranks of a host).
  */
 #include "core/log.h"
 #include "topo/probe.h"
@@ -29,7 +28,6 @@ int dd_topo_hwloc_built(void)
 #endif
 
 #define DD_PCI_VENDOR_NVIDIA 0x10de
-#define DD_PCI_CLASS_INFINIBAND 0x0207
 
 static void dd_topo_hwloc_busid(char *buf, unsigned domain, unsigned bus,
                                 unsigned dev, unsigned func)
@@ -73,49 +71,53 @@ static void dd_topo_hwloc_loc(hwloc_topology_t t, hwloc_obj_t pci,
     }
 }
 
-static dd_status_t dd_topo_hwloc_gpus(hwloc_topology_t t, dd_topo_t *topo)
+/* A PCI device's facts: ids, link, location. */
+static void dd_topo_hwloc_pcidev(hwloc_topology_t t, hwloc_obj_t pci,
+                                 dd_topo_hwdev_t *d)
 {
-    int n = 0;
+    d->vendor = pci->attr->pcidev.vendor_id;
+    d->device = pci->attr->pcidev.device_id;
+    d->class_id = pci->attr->pcidev.class_id;
+    d->link_gbytes_s = pci->attr->pcidev.linkspeed;
+    dd_topo_hwloc_loc(t, pci, &d->loc);
+}
 
-    for (hwloc_obj_t o = hwloc_get_next_pcidev(t, NULL); o != NULL;
-         o = hwloc_get_next_pcidev(t, o)) {
-        n += o->attr->pcidev.vendor_id == DD_PCI_VENDOR_NVIDIA &&
-             (o->attr->pcidev.class_id >> 8) == 0x03;
+/* Appends a zeroed device to f; NULL when out of memory. */
+static dd_topo_hwdev_t *dd_topo_hwloc_add(dd_topo_hwfacts_t *f)
+{
+    if (f->n % 16 == 0) {
+        dd_topo_hwdev_t *grown =
+            realloc(f->devs, sizeof(*grown) * (size_t)(f->n + 16));
+        if (grown == NULL) {
+            dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_TOPO,
+                     "no memory for the devices hwloc lists");
+            return NULL;
+        }
+        f->devs = grown;
     }
-    dd_topo_gpu_t *gpus = calloc((size_t)(n ? n : 1), sizeof(*gpus));
-    if (gpus == NULL) {
-        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_TOPO,
-                        "no memory for the %d GPUs hwloc lists", n);
-    }
-    n = 0;
-    /* hwloc lists PCI devices in bus order: the CUDA PCI_BUS_ID order. */
+    dd_topo_hwdev_t *d = &f->devs[f->n++];
+    memset(d, 0, sizeof(*d));
+    return d;
+}
+
+/* NVIDIA display controllers, in bus order (hwloc lists PCI devices in
+ * bus order: the CUDA PCI_BUS_ID order). */
+static dd_status_t dd_topo_hwloc_gpus(hwloc_topology_t t, dd_topo_hwfacts_t *f)
+{
     for (hwloc_obj_t o = hwloc_get_next_pcidev(t, NULL); o != NULL;
          o = hwloc_get_next_pcidev(t, o)) {
         if (o->attr->pcidev.vendor_id != DD_PCI_VENDOR_NVIDIA ||
             (o->attr->pcidev.class_id >> 8) != 0x03) {
             continue;
         }
-        gpus[n].index = n;
-        snprintf(gpus[n].model, sizeof(gpus[n].model), "10de:%04x",
-                 o->attr->pcidev.device_id);
-        dd_topo_hwloc_loc(t, o, &gpus[n].loc);
-        n++;
-    }
-    free(topo->gpus);
-    topo->gpus = gpus;
-    topo->n_gpus = n;
-    return DD_OK;
-}
-
-static dd_topo_nic_t *dd_topo_hwloc_find(dd_topo_t *topo, const char *name,
-                                         int rdma)
-{
-    for (int i = 0; i < topo->n_nics; i++) {
-        if (strcmp(rdma ? topo->nics[i].rdma : topo->nics[i].name, name) == 0) {
-            return &topo->nics[i];
+        dd_topo_hwdev_t *d = dd_topo_hwloc_add(f);
+        if (d == NULL) {
+            return DD_ERR_NO_MEMORY;
         }
+        d->what = DD_TOPO_HWDEV_GPU;
+        dd_topo_hwloc_pcidev(t, o, d);
     }
-    return NULL;
+    return DD_OK;
 }
 
 /* The OpenFabrics device beside a netdev under the same PCI function. */
@@ -130,27 +132,8 @@ static hwloc_obj_t dd_topo_hwloc_sibling_rdma(hwloc_obj_t pci)
     return NULL;
 }
 
-/* What an offline XML says of a NIC: InfiniBand by PCI class, RoCE when an
- * Ethernet function has an RDMA device; state and speed unknown. */
-static void dd_topo_hwloc_offline_nic(hwloc_obj_t pci, dd_topo_nic_t *nic)
-{
-    hwloc_obj_t rdma = dd_topo_hwloc_sibling_rdma(pci);
-
-    if (rdma != NULL) {
-        snprintf(nic->rdma, sizeof(nic->rdma), "%s", rdma->name);
-        nic->rdma_port = 1;
-    }
-    if (pci->attr->pcidev.class_id == DD_PCI_CLASS_INFINIBAND) {
-        nic->kind = DD_TOPO_KIND_INFINIBAND;
-    } else {
-        nic->kind = rdma != NULL ? DD_TOPO_KIND_ROCE : DD_TOPO_KIND_ETHERNET;
-    }
-    snprintf(nic->state, sizeof(nic->state), "unknown");
-    nic->speed_mbps = DD_TOPO_DEFAULT_SPEED_MBPS;
-    nic->loc.numa = -1;
-}
-
-static dd_status_t dd_topo_hwloc_nics(hwloc_topology_t t, dd_topo_t *topo)
+/* Network and OpenFabrics OS devices on a PCI function. */
+static dd_status_t dd_topo_hwloc_nics(hwloc_topology_t t, dd_topo_hwfacts_t *f)
 {
     for (hwloc_obj_t o = hwloc_get_next_osdev(t, NULL); o != NULL;
          o = hwloc_get_next_osdev(t, o)) {
@@ -162,20 +145,17 @@ static dd_status_t dd_topo_hwloc_nics(hwloc_topology_t t, dd_topo_t *topo)
             pci->type != HWLOC_OBJ_PCI_DEVICE) {
             continue;
         }
-        dd_topo_nic_t *nic = dd_topo_hwloc_find(topo, o->name, is_rdma);
-        if (nic == NULL && is_net && topo->offline) {
-            nic = dd_topo_add_nic(topo, o->name);
-            if (nic == NULL) {
-                return DD_ERR_NO_MEMORY; /* dd_topo_add_nic reported it */
-            }
-            dd_topo_hwloc_offline_nic(pci, nic);
+        dd_topo_hwdev_t *d = dd_topo_hwloc_add(f);
+        if (d == NULL) {
+            return DD_ERR_NO_MEMORY;
         }
-        if (nic != NULL) {
-            dd_topo_hwloc_loc(t, pci, &nic->loc);
-            dd_topo_nic_estimate(nic, pci->attr->pcidev.vendor_id,
-                                 pci->attr->pcidev.device_id,
-                                 pci->attr->pcidev.linkspeed);
+        d->what = is_rdma ? DD_TOPO_HWDEV_RDMA : DD_TOPO_HWDEV_NET;
+        snprintf(d->name, sizeof(d->name), "%s", o->name);
+        hwloc_obj_t rdma = is_net ? dd_topo_hwloc_sibling_rdma(pci) : NULL;
+        if (rdma != NULL && rdma->name != NULL) {
+            snprintf(d->rdma, sizeof(d->rdma), "%s", rdma->name);
         }
+        dd_topo_hwloc_pcidev(t, pci, d);
     }
     return DD_OK;
 }
@@ -211,11 +191,13 @@ static dd_status_t dd_topo_hwloc_load(const dd_topo_opts_t *opts,
     return DD_OK;
 }
 
-dd_status_t dd_topo_hwloc_probe(const dd_topo_opts_t *opts, dd_topo_t *topo)
+dd_status_t dd_topo_hwloc_facts(const dd_topo_opts_t *opts,
+                                dd_topo_hwfacts_t *f)
 {
     hwloc_topology_t t = NULL;
     dd_status_t status = dd_topo_hwloc_load(opts, &t);
 
+    memset(f, 0, sizeof(*f));
     if (status != DD_OK) {
         return status;
     }
@@ -226,17 +208,19 @@ dd_status_t dd_topo_hwloc_probe(const dd_topo_opts_t *opts, dd_topo_t *topo)
                           opts->dump_file);
         goto out_destroy;
     }
-    topo->packages = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE);
-    topo->numa_nodes = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
-    topo->cores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
-    topo->pus = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU);
-    topo->hwloc = 1;
-    status = dd_topo_hwloc_gpus(t, topo);
+    f->packages = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE);
+    f->numa_nodes = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
+    f->cores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
+    f->pus = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU);
+    status = dd_topo_hwloc_gpus(t, f);
     if (status == DD_OK) {
-        status = dd_topo_hwloc_nics(t, topo);
+        status = dd_topo_hwloc_nics(t, f);
     }
 out_destroy:
     hwloc_topology_destroy(t);
+    if (status != DD_OK) {
+        dd_topo_hwfacts_release(f);
+    }
     return status;
 }
 
@@ -247,9 +231,10 @@ int dd_topo_hwloc_built(void)
     return 0;
 }
 
-dd_status_t dd_topo_hwloc_probe(const dd_topo_opts_t *opts, dd_topo_t *topo)
+dd_status_t dd_topo_hwloc_facts(const dd_topo_opts_t *opts,
+                                dd_topo_hwfacts_t *f)
 {
-    (void)topo;
+    memset(f, 0, sizeof(*f));
     if (opts->topo_file != NULL || opts->dump_file != NULL) {
         return dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_TOPO,
                         "%s needs hwloc, and this build has none (configure "

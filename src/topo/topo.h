@@ -98,6 +98,30 @@ typedef struct {
  */
 dd_status_t dd_topo_probe(const dd_topo_opts_t *opts, dd_topo_t **topo_p);
 
+/*
+ * What hwloc says of this machine passed between the ranks of one host, so
+ * that one of them starts hwloc and reads the PCI tree and the others read
+ * its text (128 ranks each doing so cost seconds of a 2-core host's
+ * startup): in, when set, is used instead of hwloc here (a text that is
+ * not hwfacts.c's is logged and hwloc used here instead; used_in says
+ * whether it was used); want_out asks for the text of what hwloc said, in
+ * out (malloc'd, NUL-terminated, out_len bytes with the NUL; NULL when
+ * hwloc was not used). sysfs and the addresses are read here either way.
+ */
+typedef struct {
+    const char *in;
+    size_t in_len;
+    int used_in;
+    int want_out;
+    char *out;
+    size_t out_len;
+} dd_topo_share_t;
+
+/* dd_topo_probe, with hwloc's part shared as share says (NULL: as
+ * dd_topo_probe). */
+dd_status_t dd_topo_probe_shared(const dd_topo_opts_t *opts,
+                                 dd_topo_share_t *share, dd_topo_t **topo_p);
+
 void dd_topo_free(dd_topo_t *topo);
 
 /* "InfiniBand", "RoCE", "Ethernet", "Wi-Fi", "other", "virtual",

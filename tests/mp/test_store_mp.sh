@@ -18,6 +18,25 @@ else
     fail "roles with aggregators"; cat "$TMP/agg"
 fi
 
+# One rank of a host reads hwloc; the others read what it published.
+if "$top_builddir/tools/ddtopo" 2>&1 | grep -q "^topology: hwloc"; then
+    if DREAMDDP_LOG_LEVEL=info "$DDRUN" -n 4 --timeout 60 -- "$MP" \
+        >"$TMP/topo" 2>&1; then
+        probed=$(grep -c "topology from hwloc and sysfs (this machine)" "$TMP/topo")
+        shared=$(grep -c "topology from hwloc (read by another rank on this host)" "$TMP/topo")
+        if [ "$probed" -eq 1 ] && [ "$shared" -eq 3 ]; then
+            pass "4 ranks: 1 probes hwloc, 3 read its topology"
+        else
+            fail "hwloc probed by $probed ranks, read by $shared"
+            grep "topology from" "$TMP/topo"
+        fi
+    else
+        fail "4 ranks sharing the topology"; cat "$TMP/topo"
+    fi
+else
+    echo "skip: this build has no hwloc (the topology is not shared)"
+fi
+
 mkdir "$TMP/shared"
 if DREAMDDP_STORE=file:$TMP/shared "$DDRUN" -n 3 --timeout 60 -- "$MP" >"$TMP/file" 2>&1; then
     expect_grep "$TMP/file" "mp_store: 3 ranks agreed on 20 rounds" "file store, 3 ranks"

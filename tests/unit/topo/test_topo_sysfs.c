@@ -213,6 +213,98 @@ static void test_probe_hwloc_xml(void **state)
     topo_opts_release(&opts);
 }
 
+static void assert_same_loc(const dd_topo_loc_t *a, const dd_topo_loc_t *b)
+{
+    assert_string_equal(a->pci, b->pci);
+    assert_int_equal(a->numa, b->numa);
+    assert_int_equal(a->n_bridges, b->n_bridges);
+    for (int i = 0; i < a->n_bridges; i++) {
+        assert_string_equal(a->bridges[i], b->bridges[i]);
+    }
+}
+
+/* Whether two probes of the dgx fixture agree on what hwloc gave. */
+static void assert_same_hwloc(const dd_topo_t *a, const dd_topo_t *b)
+{
+    assert_int_equal(a->packages, b->packages);
+    assert_int_equal(a->numa_nodes, b->numa_nodes);
+    assert_int_equal(a->cores, b->cores);
+    assert_int_equal(a->pus, b->pus);
+    assert_int_equal(a->n_gpus, b->n_gpus);
+    for (int g = 0; g < a->n_gpus; g++) {
+        assert_string_equal(a->gpus[g].model, b->gpus[g].model);
+        assert_same_loc(&a->gpus[g].loc, &b->gpus[g].loc);
+    }
+    assert_int_equal(a->n_nics, b->n_nics);
+    for (int i = 0; i < a->n_nics; i++) {
+        assert_string_equal(a->nics[i].name, b->nics[i].name);
+        assert_same_loc(&a->nics[i].loc, &b->nics[i].loc);
+        assert_int_equal(a->nics[i].speed_mbps, b->nics[i].speed_mbps);
+        assert_string_equal(a->nics[i].speed_source, b->nics[i].speed_source);
+    }
+}
+
+/* One rank of a host reads hwloc and writes what it said as text; another
+ * reads the text instead of hwloc and ends with the same topology. A
+ * text that does not read is refused, and hwloc used there instead. */
+static void test_probe_shared(void **state)
+{
+    dd_topo_opts_t opts;
+    dd_topo_t *direct, *shared, *fallback;
+    dd_topo_share_t out = {.want_out = 1};
+
+    if (!dd_topo_hwloc_built()) {
+        skip();
+    }
+    topo_opts(&opts, "dgx", 1, NULL);
+    assert_int_equal(dd_topo_probe_shared(&opts, &out, &direct), DD_OK);
+    assert_non_null(out.out);
+    assert_int_equal(out.out_len, strlen(out.out) + 1);
+    assert_non_null(strstr(out.out, "dev rdma mlx5_3 - 15b3"));
+    free(opts.topo_file);
+    opts.topo_file = NULL;
+
+    dd_topo_share_t in = {.in = out.out, .in_len = out.out_len};
+    assert_int_equal(dd_topo_probe_shared(&opts, &in, &shared), DD_OK);
+    assert_true(in.used_in);
+    assert_true(shared->hwloc);
+    assert_non_null(strstr(shared->source, "read by another rank"));
+    assert_same_hwloc(direct, shared);
+    assert_int_equal(topo_nic(shared, "ib3")->loc.n_bridges, 3);
+    assert_string_equal(shared->gpus[3].loc.pci, "0000:44:00.0");
+
+    /* Cut inside a device's line: refused, this machine probed. */
+    dd_topo_share_t cut = {.in = out.out, .in_len = out.out_len / 2};
+    assert_int_equal(dd_topo_probe_shared(&opts, &cut, &fallback), DD_OK);
+    assert_false(cut.used_in);
+    assert_null(strstr(fallback->source, "another rank"));
+    dd_topo_free(fallback);
+
+    dd_topo_hwfacts_t f;
+    assert_int_equal(
+        dd_topo_hwfacts_decode("dd-hwloc-facts 2\ncpus 1 1 1 1\n", 30, &f),
+        DD_ERR_MESSAGE);
+    const char *odd = "dd-hwloc-facts 1\ncpus 1 1 2 2\n"
+                      "dev nic eth0 - 8086 1572 200 0 0 0000:01:00.0 -\n";
+    assert_int_equal(dd_topo_hwfacts_decode(odd, strlen(odd) + 1, &f),
+                     DD_ERR_MESSAGE);
+    const char *one = "dd-hwloc-facts 1\ncpus 1 1 2 2\n"
+                      "dev net eth0 - 8086 1572 200 7.88 0 0000:01:00.0 "
+                      "0000:00:01.0\nend 1\n";
+    assert_int_equal(dd_topo_hwfacts_decode(one, strlen(one) + 1, &f), DD_OK);
+    assert_int_equal(f.n, 1);
+    assert_int_equal(f.cores, 2);
+    assert_int_equal(f.devs[0].vendor, 0x8086);
+    assert_string_equal(f.devs[0].loc.bridges[0], "0000:00:01.0");
+    assert_string_equal(f.devs[0].rdma, "");
+    dd_topo_hwfacts_release(&f);
+
+    dd_topo_free(shared);
+    dd_topo_free(direct);
+    free(out.out);
+    topo_opts_release(&opts);
+}
+
 static void test_probe_offline_and_dump(void **state)
 {
     dd_topo_opts_t opts;
@@ -298,6 +390,7 @@ int main(void)
         cmocka_unit_test(test_gpus_and_cpus),
         cmocka_unit_test(test_addr_parse_and_subnet),
         cmocka_unit_test(test_probe_sysfs_only),
+        cmocka_unit_test(test_probe_shared),
         cmocka_unit_test(test_probe_hwloc_xml),
         cmocka_unit_test(test_probe_offline_and_dump),
         cmocka_unit_test(test_probe_errors),

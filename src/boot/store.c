@@ -378,6 +378,51 @@ static dd_status_t dd_store_allgather_publish(dd_store_t *s, char **keys,
 }
 
 /* Each rank's value of len bytes out of rank 0's gathered blob into all. */
+static uint64_t dd_store_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+
+    for (int i = 0; i < 8; i++) {
+        v |= (uint64_t)p[i] << (8 * i);
+    }
+    return v;
+}
+
+static void dd_store_put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) {
+        p[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+/*
+ * A rank's value in an allgather: the length it contributed (8 bytes,
+ * little-endian), then its bytes without the zeros that end them, which
+ * the reader puts back (the records dd_init gathers are fixed-size
+ * buffers, mostly zeros: an interface list is 4 KB, 128 of them were
+ * 512 KB for each of 128 ranks to read).
+ */
+static uint8_t *dd_store_allgather_value(const void *mine, size_t len,
+                                         size_t *vlen_p)
+{
+    size_t used = len;
+
+    while (used > 0 && ((const uint8_t *)mine)[used - 1] == 0) {
+        used--;
+    }
+    uint8_t *v = malloc(8 + used);
+    if (v == NULL) {
+        dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
+                 "store: no memory for an allgather's value (%zu bytes)", len);
+        return NULL;
+    }
+    dd_store_put_le64(v, len);
+    memcpy(v + 8, mine, used);
+    *vlen_p = 8 + used;
+    return v;
+}
+
+/* Rank 0's gathered values, checked, into all (len bytes a rank). */
 static dd_status_t dd_store_allgather_unpack(const dd_store_t *s,
                                              const char *name,
                                              const uint8_t *blob, size_t blen,
@@ -386,31 +431,38 @@ static dd_status_t dd_store_allgather_unpack(const dd_store_t *s,
     size_t o = 0;
 
     for (int r = 0; r < s->world_size; r++) {
-        uint64_t vlen = 0;
         if (blen - o < 8) {
             return dd_error(DD_ERR_MESSAGE, DD_SUBSYS_BOOT,
                             "allgather '%s': rank 0's gathered values end "
                             "before rank %d's",
                             name, r);
         }
-        for (int i = 0; i < 8; i++) {
-            vlen |= (uint64_t)blob[o + (size_t)i] << (8 * i);
-        }
+        uint64_t vlen = dd_store_le64(blob + o);
         o += 8;
-        if (vlen > blen - o) {
+        if (vlen > blen - o || vlen < 8) {
             return dd_error(DD_ERR_MESSAGE, DD_SUBSYS_BOOT,
                             "allgather '%s': rank 0's gathered values end "
                             "inside rank %d's",
                             name, r);
         }
-        if (vlen != len) {
+        uint64_t declared = dd_store_le64(blob + o);
+        if (declared != len) {
             return dd_error(DD_ERR_MISMATCH, DD_SUBSYS_BOOT,
                             "allgather '%s': rank %d contributed %llu bytes "
                             "but rank %d expects %zu",
-                            name, r, (unsigned long long)vlen, s->rank, len);
+                            name, r, (unsigned long long)declared, s->rank,
+                            len);
         }
-        memcpy((char *)all + (size_t)r * len, blob + o, len);
-        o += len;
+        if (vlen - 8 > len) {
+            return dd_error(DD_ERR_MESSAGE, DD_SUBSYS_BOOT,
+                            "allgather '%s': rank %d's value holds %llu "
+                            "bytes, more than the %zu it contributed",
+                            name, r, (unsigned long long)(vlen - 8), len);
+        }
+        char *dst = (char *)all + (size_t)r * len;
+        memcpy(dst, blob + o + 8, (size_t)vlen - 8);
+        memset(dst + (vlen - 8), 0, len - (size_t)(vlen - 8));
+        o += (size_t)vlen;
     }
     return DD_OK;
 }
@@ -427,7 +479,12 @@ dd_status_t dd_store_allgather(dd_store_t *s, const char *name,
         return DD_ERR_NO_MEMORY; /* dd_store_rank_keys reported it */
     }
     snprintf(all_key, sizeof(all_key), "dd/allgather/%s/%u/all", name, gen);
-    status = dd_store_gather_keys(s, "allgather", name, keys, mine, len, NULL);
+    size_t vlen = 0;
+    uint8_t *value = dd_store_allgather_value(mine, len, &vlen);
+    status = value == NULL ? DD_ERR_NO_MEMORY
+                           : dd_store_gather_keys(s, "allgather", name, keys,
+                                                  value, vlen, NULL);
+    free(value);
     if (status == DD_OK && s->rank == 0) {
         status = dd_store_allgather_publish(s, keys, all_key);
     }

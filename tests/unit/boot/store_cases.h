@@ -173,8 +173,11 @@ static void case_allgather_size_mismatch(void **state)
     dd_store_t *s1 = open_store(1, 2, 2.0);
     char all[16];
 
-    /* Rank 1 contributes 3 bytes where rank 0 expects 4. */
-    assert_int_equal(dd_store_set(s1, "dd/allgather/x/0/1", "abc", 3), DD_OK);
+    /* Rank 1 contributes 3 bytes where rank 0 expects 4 (its value: the
+     * length, then the bytes). */
+    const char abc[] = {3, 0, 0, 0, 0, 0, 0, 0, 'a', 'b', 'c'};
+    assert_int_equal(dd_store_set(s1, "dd/allgather/x/0/1", abc, sizeof(abc)),
+                     DD_OK);
     assert_int_equal(dd_store_allgather(s0, "x", "abcd", 4, all),
                      DD_ERR_MISMATCH);
     assert_non_null(strstr(dd_last_error(), "rank 1 contributed 3 bytes"));
@@ -207,16 +210,29 @@ static void gathered_case(dd_store_t *s1, int gen, const char *value0,
 static void case_allgather_gathered_checked(void **state)
 {
     dd_store_t *s1 = open_store(1, 2, 2.0);
-    /* Rank 0's 4 bytes, then half of rank 1's length. */
-    const char cut[] = {4, 0, 0, 0, 0, 0, 0, 0, 'a', 'b', 'c', 'd', 4, 0};
-    const char odd[] = {3, 0, 0, 0, 0, 0, 0, 0,   'a', 'b', 'c', 4,
-                        0, 0, 0, 0, 0, 0, 0, 'w', 'x', 'y', 'z'};
+    /* Each rank's value is the length it contributed, then its bytes
+     * without the zeros that end them; rank 0's gathered list holds each
+     * value after its own length. Rank 0's 4 bytes, then half of rank 1's
+     * length: */
+    const char cut[] = {12, 0, 0, 0, 0, 0, 0, 0,   4,   0,   0,   0,  0,
+                        0,  0, 0, 0, 0, 0, 0, 'a', 'b', 'c', 'd', 12, 0};
+    /* Rank 0 contributed 3 bytes: */
+    const char odd[] = {11, 0, 0, 0,   0,   0,   0,  0, 3, 0,   0,   0,   0,
+                        0,  0, 0, 'a', 'b', 'c', 12, 0, 0, 0,   0,   0,   0,
+                        0,  4, 0, 0,   0,   0,   0,  0, 0, 'w', 'x', 'y', 'z'};
+    /* Rank 0's value holds 5 bytes of a 4-byte contribution: */
+    const char over[] = {13, 0, 0, 0, 0,   0,   0,   0,   4,   0,   0,
+                         0,  0, 0, 0, 0,   'a', 'b', 'c', 'd', 'e', 12,
+                         0,  0, 0, 0, 0,   0,   0,   4,   0,   0,   0,
+                         0,  0, 0, 0, 'w', 'x', 'y', 'z'};
 
     gathered_case(s1, 0, "abcd", cut, sizeof(cut), DD_ERR_MESSAGE,
                   "end before rank 1's");
     gathered_case(s1, 1, "abc", odd, sizeof(odd), DD_ERR_MISMATCH,
                   "rank 0 contributed 3 bytes");
-    gathered_case(s1, 2, "abcd", NULL, 0, DD_ERR_TIMED_OUT,
+    gathered_case(s1, 2, "abcd", over, sizeof(over), DD_ERR_MESSAGE,
+                  "holds 5 bytes, more than the 4");
+    gathered_case(s1, 3, "abcd", NULL, 0, DD_ERR_TIMED_OUT,
                   "rank 0 did not publish");
     dd_store_close(s1);
 }

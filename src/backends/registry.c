@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DD_BACKENDS_MAX 16
 #define DD_BACKEND_NAME_MAX 32
@@ -211,9 +212,34 @@ static dd_status_t dd_backends_filter(dd_backends_t *b,
     return DD_OK;
 }
 
+/*
+ * What the registry knows of the modules this project ships before it opens
+ * them, so that a job does not load what it cannot or will not use (128
+ * ranks on 2 cores: 15 ms of loading a rank, 1 s of startup): NCCL's
+ * module links NCCL and the CUDA runtime, which run only with NVIDIA's
+ * driver (the device module looks for it the same way); UCX's collectives
+ * are the shared algorithms over its send and recv (see
+ * dd_backends_drop_unneeded). Opening still decides; a module named in
+ * DREAMDDP_BACKENDS is opened whatever this says.
+ */
+enum { DD_BACKEND_NEEDS_NVIDIA = 1, DD_BACKEND_P2P_ONLY = 2 };
+
+static unsigned dd_backend_traits(const char *name)
+{
+    return strcmp(name, "nccl") == 0  ? DD_BACKEND_NEEDS_NVIDIA
+           : strcmp(name, "ucx") == 0 ? DD_BACKEND_P2P_ONLY
+                                      : 0;
+}
+
 /* Opens one module and asks whether it can run here; why says why not. */
 static int dd_backend_open(dd_backend_slot_t *s, char *why, size_t size)
 {
+    if ((dd_backend_traits(s->name) & DD_BACKEND_NEEDS_NVIDIA) &&
+        !s->explicit_request && access("/dev/nvidiactl", F_OK) != 0 &&
+        access("/proc/driver/nvidia/version", F_OK) != 0) {
+        snprintf(why, size, "no NVIDIA driver (no /dev/nvidiactl)");
+        return 0;
+    }
     s->dl = dlopen(s->path, RTLD_NOW | RTLD_LOCAL);
     if (s->dl == NULL) {
         snprintf(why, size, "%s", dlerror());
@@ -238,29 +264,73 @@ static int dd_backend_open(dd_backend_slot_t *s, char *why, size_t size)
     return 0;
 }
 
-/* Opens every module; one explicitly requested that cannot run is an
- * error, others are dropped. */
+/* The first module open (open NULL: every module) whose own collectives
+ * run on host memory, or NULL. */
+static const char *dd_backends_native(const dd_backends_t *b, const int *open)
+{
+    for (int i = 0; i < b->n; i++) {
+        const dd_backend_ops_t *ops = b->slot[i].ops;
+        if ((open == NULL || open[i]) &&
+            (ops->caps & DD_BACKEND_CAP_NATIVE_COLL) &&
+            (ops->mem_types & DD_BACKEND_MEM(DD_MEM_HOST))) {
+            return b->slot[i].name;
+        }
+    }
+    return NULL;
+}
+
+static void dd_backends_log_idle(const char *name, const char *native)
+{
+    dd_log_info(DD_SUBSYS_BACKEND,
+                "backend %s is not started: this job has no aggregators "
+                "and no device memory, and %s's collectives serve it "
+                "(DREAMDDP_BACKENDS naming %s starts it)",
+                name, native, name);
+}
+
+/*
+ * Opens every module, those with collectives of their own first: a
+ * module with only send and recv (dd_backend_traits) is not opened where
+ * one of those serves a job with no aggregators and no device memory. One
+ * explicitly requested that cannot run is an error, others are dropped.
+ */
 static dd_status_t dd_backends_open(dd_backends_t *b)
 {
     char why[512];
-    int kept = 0;
+    int open[DD_BACKENDS_MAX] = {0}, kept = 0;
     dd_status_t status = DD_OK;
 
-    for (int i = 0; i < b->n; i++) {
-        dd_backend_slot_t *s = &b->slot[i];
-        why[0] = '\0';
-        if (dd_backend_open(s, why, sizeof(why))) {
-            b->slot[kept++] = *s;
-            continue;
+    for (int pass = 0; pass < 2; pass++) {
+        const char *native = pass == 1 ? dd_backends_native(b, open) : NULL;
+        int idle = native != NULL && !b->env.needs_p2p && !b->env.device_memory;
+        for (int i = 0; i < b->n; i++) {
+            dd_backend_slot_t *s = &b->slot[i];
+            int later = (dd_backend_traits(s->name) & DD_BACKEND_P2P_ONLY) &&
+                        !s->explicit_request;
+            if (later != pass) {
+                continue;
+            }
+            if (later && idle) {
+                dd_backends_log_idle(s->name, native);
+                continue;
+            }
+            why[0] = '\0';
+            if (dd_backend_open(s, why, sizeof(why))) {
+                open[i] = 1;
+            } else if (s->explicit_request && status == DD_OK) {
+                status = dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
+                                  "backend %s (DREAMDDP_BACKENDS) is "
+                                  "unavailable: %s",
+                                  s->name, why);
+            } else {
+                dd_log_info(DD_SUBSYS_BACKEND, "backend %s is unavailable: %s",
+                            s->name, why);
+            }
         }
-        if (s->explicit_request && status == DD_OK) {
-            status =
-                dd_error(DD_ERR_UNSUPPORTED, DD_SUBSYS_BACKEND,
-                         "backend %s (DREAMDDP_BACKENDS) is unavailable: %s",
-                         s->name, why);
-        } else {
-            dd_log_info(DD_SUBSYS_BACKEND, "backend %s is unavailable: %s",
-                        s->name, why);
+    }
+    for (int i = 0; i < b->n; i++) {
+        if (open[i]) {
+            b->slot[kept++] = b->slot[i];
         }
     }
     b->n = kept;
@@ -278,16 +348,9 @@ static dd_status_t dd_backends_open(dd_backends_t *b)
 static void dd_backends_drop_unneeded(dd_backends_t *b)
 {
     const dd_backends_env_t *env = &b->env;
-    const char *native = NULL;
+    const char *native = dd_backends_native(b, NULL);
     int kept = 0;
 
-    for (int i = 0; i < b->n && native == NULL; i++) {
-        const dd_backend_ops_t *ops = b->slot[i].ops;
-        if ((ops->caps & DD_BACKEND_CAP_NATIVE_COLL) &&
-            (ops->mem_types & DD_BACKEND_MEM(DD_MEM_HOST))) {
-            native = b->slot[i].name;
-        }
-    }
     if (native == NULL || env->needs_p2p || env->device_memory) {
         return;
     }
@@ -298,11 +361,7 @@ static void dd_backends_drop_unneeded(dd_backends_t *b)
             b->slot[kept++] = *s;
             continue;
         }
-        dd_log_info(DD_SUBSYS_BACKEND,
-                    "backend %s is not started: this job has no aggregators "
-                    "and no device memory, and %s's collectives serve it "
-                    "(DREAMDDP_BACKENDS naming %s starts it)",
-                    s->name, native, s->name);
+        dd_backends_log_idle(s->name, native);
         dlclose(s->dl);
     }
     b->n = kept;

@@ -3,11 +3,12 @@
 # ranks on this host's loopback, beside PyTorch's setup at the same sizes.
 #
 # dreamddp: `ddrun -n N -- ddbench train-sim` (gpt2-blocks at scale 0.001,
-# 0.5 MB, no compute), from the launcher's start to rank 0's first step
-# (dd_init: the store's connections, roles, topology, backends; then the
-# layer-table and settings agreement and the parameter broadcast of
-# dd_model_commit), with rank 0's open descriptors and resident memory
-# then (rank 0 hosts the store).
+# 0.5 MB, no compute), from the launcher's start to the moment the last
+# rank returns from dd_model_commit, ready for its first step (dd_init: the
+# store's connections, roles, topology, backends; then the layer-table and
+# settings agreement and the parameter broadcast of dd_model_commit), with
+# rank 0's open descriptors and resident memory at its first step (rank 0
+# hosts the store).
 # PyTorch: bench/startup_torch.py on N processes, from the moment every one
 # has imported torch to DistributedDataParallel's constructor returning
 # (TCPStore, init_process_group with gloo, the parameters' broadcast);
@@ -36,7 +37,7 @@ for line in sys.stdin:
     if "{" in line:
         d = json.loads(line[line.index("{"):])
         print(json.dumps({"system": "dreamddp", "ranks": n,
-                          "first_step_s": round(d["first_step_at"] - t0, 3),
+                          "first_step_s": round(d["ready_at"] - t0, 3),
                           "store_rank_fds": d["fds_at_first_step"],
                           "store_rank_rss_kb": d["rss_kb_at_first_step"]}))
 ' "$t0" "$n" | keep "$out" "$r"

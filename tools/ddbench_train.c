@@ -625,6 +625,10 @@ typedef struct {
     /* When the first step began, on the wall clock (seconds since the
      * epoch): a launcher's start time subtracted gives the job's setup. */
     double first_step_at;
+    /* When the last worker returned from dd_model_commit, on the wall
+     * clock: the moment every worker may start its first step (the ranks
+     * of a job whose setup is compared share a clock: one host). */
+    double ready_at;
     double commit_s; /* dd_model_commit's time on this rank */
     /* This process's open descriptors and resident memory then (rank 0
      * hosts the store): -1 where /proc does not say. */
@@ -779,6 +783,8 @@ static void ddbench_train_json(const ddbench_sim_t *s,
     dd_json_int(&w, o->iters);
     dd_json_key(&w, "first_step_at");
     dd_json_fixed(&w, r->first_step_at, 3);
+    dd_json_key(&w, "ready_at");
+    dd_json_fixed(&w, r->ready_at, 3);
     dd_json_key(&w, "commit_s");
     dd_json_fixed(&w, r->commit_s, 4);
     dd_json_key(&w, "fds_at_first_step");
@@ -879,8 +885,18 @@ static int ddbench_train_run(ddbench_sim_t *s, const ddbench_train_opts_t *o)
         return 1;
     }
     r.commit_s = s->none ? 0 : dd_time_now() - t_commit;
+    struct timespec ready;
+    clock_gettime(CLOCK_REALTIME, &ready);
+    r.ready_at = (double)ready.tv_sec + ready.tv_nsec * 1e-9;
     s->delay = !s->none && s->ctx->sched->strategy.delay;
     if (ddbench_loop(s, o, &r) != 0) {
+        return 1;
+    }
+    /* The latest worker's, once the timed steps are over. */
+    if (!s->none &&
+        dd_allreduce(s->ctx, &r.ready_at, &r.ready_at, 1, DD_DTYPE_F64,
+                     DD_REDUCE_MAX, DD_MEM_HOST) != DD_OK) {
+        fprintf(stderr, "ddbench: rank %d: %s\n", s->rank, dd_last_error());
         return 1;
     }
     if (s->none) {

@@ -30,7 +30,7 @@ extern "C" {
  * Version of this ABI. The core refuses a module whose table carries
  * another version. Bump it on any change to the structs or slots below.
  */
-#define DD_BACKEND_ABI_VERSION 4u
+#define DD_BACKEND_ABI_VERSION 5u
 
 /** Name of the function every module exports (dd_backend_entry_fn_t). */
 #define DD_BACKEND_ENTRY "dd_backend_ops_get"
@@ -112,6 +112,13 @@ typedef struct dd_backend_services {
      * as the calling thread's dd_last_error(). Returns status.
      */
     dd_status_t (*error)(void *arg, dd_status_t status, const char *message);
+    /**
+     * Says that an operation completed (test() would now say so): a module
+     * with DD_BACKEND_CAP_NOTIFY calls it for each one, from any thread,
+     * once the operation's state shows it; the core then tests it at once
+     * instead of on its next timer.
+     */
+    void (*completed)(void *arg);
 } dd_backend_services_t;
 
 /**
@@ -144,7 +151,10 @@ enum {
     /** cancel() stops an operation in flight, not only a finished one. */
     DD_BACKEND_CAP_CANCEL = 1u << 2,
     /** f16 and bf16 are reduced natively (on the device). */
-    DD_BACKEND_CAP_NATIVE_HALF = 1u << 3
+    DD_BACKEND_CAP_NATIVE_HALF = 1u << 3,
+    /** dd_backend_services_t::completed is called as each operation
+     *  completes, so the core need not test it on a timer. */
+    DD_BACKEND_CAP_NOTIFY = 1u << 4
 };
 
 /**

@@ -8,6 +8,7 @@
  */
 #include "backends/registry.h"
 #include "boot/store.h"
+#include "core/bell.h"
 #include "core/log.h"
 
 #include <dirent.h>
@@ -557,6 +558,12 @@ static dd_status_t dd_backend_svc_error(void *arg, dd_status_t status,
     return dd_error(status, DD_SUBSYS_BACKEND, "%s: %s", a->name, message);
 }
 
+static void dd_backend_svc_completed(void *arg)
+{
+    (void)arg;
+    dd_bell_ring();
+}
+
 /* A module instance's view: the job (group NULL), or a group of ranks in
  * which this process is rank `rank` of `size`. */
 static void dd_backend_services_fill(const dd_backends_env_t *env,
@@ -594,6 +601,7 @@ static void dd_backend_services_fill(const dd_backends_env_t *env,
     svc->store_wait = dd_backend_svc_wait;
     svc->log = dd_backend_svc_log;
     svc->error = dd_backend_svc_error;
+    svc->completed = dd_backend_svc_completed;
 }
 
 /* One info line per memory type: which backend each operation takes for a

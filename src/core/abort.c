@@ -2,6 +2,7 @@
  * The job's fate (abort.h): a flag and the first reason. Must do no I/O.
  */
 #include "core/abort.h"
+#include "core/bell.h"
 
 #include <stdio.h>
 
@@ -28,6 +29,9 @@ int dd_abort_raise(dd_abort_t *a, const char *why)
         won = 1;
     }
     pthread_mutex_unlock(&a->lock);
+    if (won) {
+        dd_bell_ring(); /* a progress engine waiting for a ring stops */
+    }
     return won;
 }
 

@@ -459,6 +459,7 @@ static void dd_gloo_finished(dd_backend_t *b, dd_backend_request *req)
         delete req;
     }
     b->cond.notify_all();
+    b->svc->completed(b->svc->arg); /* DD_BACKEND_CAP_NOTIFY */
 }
 
 /* A lane's thread: takes its queue in order. */
@@ -1258,7 +1259,7 @@ static const dd_backend_ops_t dd_gloo_ops = {
     DD_BACKEND_ABI_VERSION,
     "gloo",
     DD_BACKEND_MEM(DD_MEM_HOST),
-    DD_BACKEND_CAP_NATIVE_COLL | DD_BACKEND_CAP_ASYNC,
+    DD_BACKEND_CAP_NATIVE_COLL | DD_BACKEND_CAP_ASYNC | DD_BACKEND_CAP_NOTIFY,
     dd_gloo_query,
     dd_gloo_init,
     dd_gloo_finalize,

@@ -9,6 +9,7 @@
  * the runtime's business.
  */
 #include "sched/engine/engine.h"
+#include "core/bell.h"
 #include "core/log.h"
 #include "core/reduce.h"
 #include "core/status.h"
@@ -451,10 +452,11 @@ static void dd_engine_share_end(dd_engine_t *e, dd_sync_job_t *const *fly,
 }
 
 /* Tests every job in flight once, ending those that the abort or the
- * timeout ends; returns whether anything moved, and *poll_p whether a job
- * still in flight asked to be tested again soon (DD_SYNC_POLL). */
+ * timeout ends; returns whether anything moved, *poll_p whether a job
+ * still in flight asked to be tested again soon (DD_SYNC_POLL), and
+ * *loud_p whether one will not ring the doorbell (DD_SYNC_NOTIFY). */
 static int dd_engine_test_all(dd_engine_t *e, dd_sync_job_t *const *fly,
-                              const int *slot, int n, int *poll_p)
+                              const int *slot, int n, int *poll_p, int *loud_p)
 {
     int aborted = dd_abort_raised(e->abort), busy = 0;
     double now = dd_time_now();
@@ -491,9 +493,12 @@ static int dd_engine_test_all(dd_engine_t *e, dd_sync_job_t *const *fly,
         }
         const dd_sync_pipe_t *pipe = dd_engine_pipe(e, job);
         dd_status_t status = pipe->test(pipe->arg, job->handle, &moved);
-        busy |= (moved & ~DD_SYNC_POLL) != 0;
+        busy |= (moved & ~(DD_SYNC_POLL | DD_SYNC_NOTIFY)) != 0;
         if (status == DD_INPROGRESS && (moved & DD_SYNC_POLL)) {
             *poll_p = 1;
+        }
+        if (status == DD_INPROGRESS && !(moved & DD_SYNC_NOTIFY)) {
+            *loud_p = 1;
         }
         if (status != DD_INPROGRESS) {
             job->status = status;
@@ -543,7 +548,7 @@ static void *dd_engine_main(void *arg)
     dd_engine_t *e = arg;
     dd_sync_job_t *fly[DD_ENGINE_MAX_FLY];
     int slot[DD_ENGINE_MAX_FLY];
-    int n = 0, poll = 0;
+    int n = 0, poll = 0, loud = 0;
     double nap = 20e-6, tick = dd_time_now();
 
     pthread_mutex_lock(&e->lock);
@@ -577,7 +582,9 @@ static void *dd_engine_main(void *arg)
             dd_engine_share(e, fly, n, &tick);
         }
         poll = 0;
-        busy |= dd_engine_test_all(e, fly, slot, n, &poll);
+        loud = 0;
+        uint64_t rung = dd_bell_count(); /* a ring from now on wakes it */
+        busy |= dd_engine_test_all(e, fly, slot, n, &poll, &loud);
         if (e->channels > 1) {
             dd_engine_share_end(e, fly, n, tick);
         }
@@ -589,9 +596,13 @@ static void *dd_engine_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&e->lock);
-        usleep((useconds_t)(nap * 1e6));
-        double most = poll ? DD_POLL_NAP_S : DD_IDLE_NAP_S;
-        nap = nap * 2 < most ? nap * 2 : most;
+        if (poll || loud) {
+            dd_bell_wait(rung, nap);
+            double most = poll ? DD_POLL_NAP_S : DD_IDLE_NAP_S;
+            nap = nap * 2 < most ? nap * 2 : most;
+        } else {
+            dd_bell_wait(rung, DD_NOTIFY_NAP_S);
+        }
         pthread_mutex_lock(&e->lock);
     }
     pthread_mutex_unlock(&e->lock);
@@ -681,6 +692,7 @@ void dd_engine_submit(dd_engine_t *e, dd_sync_job_t *job)
     e->pending += !job->deferred;
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
+    dd_bell_ring(); /* the thread may be waiting for a ring */
 }
 
 dd_status_t dd_engine_drain(dd_engine_t *e, double timeout_s,
@@ -754,6 +766,7 @@ void dd_engine_stop(dd_engine_t *e)
     e->stopping = 1;
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
+    dd_bell_ring();
     pthread_join(e->thread, NULL);
     dd_sync_job_free_list(e->done);
     dd_sync_job_free_list(e->queue);

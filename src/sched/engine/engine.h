@@ -41,7 +41,9 @@ struct dd_codec_state;
  * DD_BACKEND_CAP_ASYNC, such as UCX, progresses in test): the engine then
  * naps at most DD_POLL_NAP_S between tests instead of backing off to
  * DD_IDLE_NAP_S, which suits backends whose own threads move the data
- * (Gloo, NCCL) and leaves them the cores. The aggregators' client and
+ * (Gloo, NCCL) and leaves them the cores; one whose threads ring the
+ * doorbell as its operations complete (Gloo: DD_SYNC_NOTIFY) is tested
+ * when it rings. The aggregators' client and
  * servers keep their long naps: their window of chunks in flight hides a
  * nap, and on hosts that share cores, polling at DD_POLL_NAP_S took cores
  * from the others (4 aggregators, fp16: 0.31-0.34 s per iteration before,
@@ -75,10 +77,21 @@ typedef struct {
  * anything moved. */
 #define DD_SYNC_POLL (1 << 30)
 
+/* The bit of a test's *busy_p that says the job's operation rings the
+ * doorbell when it completes (its backend has DD_BACKEND_CAP_NOTIFY, and
+ * nothing else of the job waits for a test: core/bell.h). A pipe that
+ * tests several things for a job sets it only where each of them would
+ * ring. */
+#define DD_SYNC_NOTIFY (1 << 29)
+
 /* The longest nap between tests with nothing moving: while some operation
- * asks for DD_SYNC_POLL, and otherwise. Naps start at 20 us and double. */
+ * asks for DD_SYNC_POLL, and otherwise. Naps start at 20 us and double,
+ * and end at a ring of the doorbell. While every job in flight says
+ * DD_SYNC_NOTIFY, the engine waits for a ring, DD_NOTIFY_NAP_S at most
+ * (what a ring should have said but did not is seen that late). */
 #define DD_POLL_NAP_S 50e-6
 #define DD_IDLE_NAP_S 1e-3
+#define DD_NOTIFY_NAP_S 20e-3
 
 typedef struct {
     void *buf;

@@ -326,6 +326,10 @@ static dd_status_t dd_sched_coll_test(void *arg, void *handle, int *busy_p)
         !(req->op.ref.ops->caps & DD_BACKEND_CAP_ASYNC)) {
         *busy_p |= DD_SYNC_POLL; /* it moves only when tested */
     }
+    if (status == DD_INPROGRESS &&
+        (req->op.ref.ops->caps & DD_BACKEND_CAP_NOTIFY)) {
+        *busy_p |= DD_SYNC_NOTIFY; /* its completion rings */
+    }
     if (status != DD_INPROGRESS && req->phase == 0) {
         r->digesting--;
     }

@@ -660,7 +660,7 @@ static dd_status_t dd_hier_step(dd_hier_op_t *t, int *busy_p)
         return dd_hier_net_start(t);
     case DD_HIER_NET:
         status = t->r->staging->test(t->r->staging->arg, t->net, &moved);
-        *busy_p |= moved;
+        *busy_p |= moved & ~DD_SYNC_NOTIFY; /* its other steps may not ring */
         if (status != DD_OK) {
             t->net = status == DD_INPROGRESS ? t->net : NULL;
             return status;

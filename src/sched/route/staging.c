@@ -367,7 +367,7 @@ static dd_status_t dd_staging_slot(dd_staging_op_t *t, int i, int *busy_p)
     case DD_SLOT_NET: {
         int moved = 0;
         status = t->inner->test(t->inner->arg, slot->inner, &moved);
-        *busy_p |= moved;
+        *busy_p |= moved & ~DD_SYNC_NOTIFY; /* the other slots may not ring */
         if (status != DD_OK) {
             return status == DD_INPROGRESS ? DD_OK : status;
         }

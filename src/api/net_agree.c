@@ -14,6 +14,7 @@
 #include "topo/topo_config.h"
 
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,18 +157,19 @@ static int dd_net_if_reaches_all(const dd_net_peer_t *peers, int world, int me,
 }
 
 /* "rank 0 on h|ns has eth0 10.0.0.0/24, lo -; rank 1 ..." */
-static void dd_net_peers_text(const dd_net_peer_t *peers, int world, char *buf,
-                              size_t size)
+static void dd_net_peers_text(const dd_net_peer_t *peers, int world,
+                              const int *ranks, char *buf, size_t size)
 {
     size_t o = 0;
 
     for (int r = 0; r < world && o < size; r++) {
         if (r == 8 && world > 9) {
-            snprintf(buf + o, size - o, "; and %d more ranks", world - r);
+            snprintf(buf + o, size - o, "; and %d more", world - r);
             return;
         }
         o += (size_t)snprintf(buf + o, size - o, "%srank %d on %s has",
-                              r ? "; " : "", r, peers[r].host);
+                              r ? "; " : "", ranks != NULL ? ranks[r] : r,
+                              peers[r].host);
         for (int j = 0; j < peers[r].n && o < size; j++) {
             const dd_net_peer_if_t *pif = &peers[r].ifs[j];
             o += (size_t)snprintf(buf + o, size - o, "%s %s %s", j ? "," : "",
@@ -180,8 +182,8 @@ static void dd_net_peers_text(const dd_net_peer_t *peers, int world, char *buf,
     }
 }
 
-dd_status_t dd_net_agree_pick(const dd_net_peer_t *peers, int world, int me,
-                              int *pick_p)
+dd_status_t dd_net_agree_pick(const dd_net_peer_t *peers, int world,
+                              const int *ranks, int me, int *pick_p)
 {
     char text[2048];
 
@@ -190,7 +192,7 @@ dd_status_t dd_net_agree_pick(const dd_net_peer_t *peers, int world, int me,
             return dd_error(DD_ERR_NOT_FOUND, DD_SUBSYS_TOPO,
                             "rank %d could not choose a network interface: "
                             "%s",
-                            r, peers[r].error);
+                            ranks != NULL ? ranks[r] : r, peers[r].error);
         }
     }
     for (int i = 0; i < peers[me].n; i++) {
@@ -199,11 +201,63 @@ dd_status_t dd_net_agree_pick(const dd_net_peer_t *peers, int world, int me,
             return DD_OK;
         }
     }
-    dd_net_peers_text(peers, world, text, sizeof(text));
+    dd_net_peers_text(peers, world, ranks, text, sizeof(text));
     return dd_error(DD_ERR_NOT_FOUND, DD_SUBSYS_TOPO,
                     "no network interface of rank %d shares a subnet with "
                     "every other host: %s",
-                    me, text);
+                    ranks != NULL ? ranks[me] : me, text);
+}
+
+/* A record's hash, to find its twins quickly. */
+static uint64_t dd_net_record_hash(const char *rec)
+{
+    uint64_t h = 1469598103934665603ULL;
+
+    for (size_t i = 0; i < DD_NET_RECORD_SIZE && rec[i] != '\0'; i++) {
+        h = (h ^ (unsigned char)rec[i]) * 1099511628211ULL;
+    }
+    return h;
+}
+
+/*
+ * Every rank's record, decoded once for each different one (the ranks of
+ * a host mostly publish the same list: 128 of them decoded by each of 128
+ * ranks were 4 ms of a rank's start): peers[u] is the u-th different
+ * record, first published by ranks[u]; *me_p is this rank's.
+ */
+static dd_status_t dd_net_decode_all(const char *all, int world, int me,
+                                     dd_net_peer_t *peers, int *ranks,
+                                     uint64_t *hashes, int *n_p, int *me_p)
+{
+    int n = 0;
+
+    for (int r = 0; r < world; r++) {
+        const char *rec = all + (size_t)r * DD_NET_RECORD_SIZE;
+        uint64_t h = dd_net_record_hash(rec);
+        int u = 0;
+        while (u < n &&
+               (hashes[u] != h ||
+                strncmp(rec, all + (size_t)ranks[u] * DD_NET_RECORD_SIZE,
+                        DD_NET_RECORD_SIZE) != 0)) {
+            u++;
+        }
+        if (u == n) {
+            if (dd_net_peer_decode(rec, DD_NET_RECORD_SIZE, &peers[n]) !=
+                DD_OK) {
+                return dd_error(DD_ERR_MESSAGE, DD_SUBSYS_TOPO,
+                                "rank %d published a malformed interface "
+                                "list",
+                                r);
+            }
+            hashes[n] = h;
+            ranks[n++] = r;
+        }
+        if (r == me) {
+            *me_p = u;
+        }
+    }
+    *n_p = n;
+    return DD_OK;
 }
 
 dd_status_t dd_net_agree(dd_store_t *store, const dd_topo_t *topo,
@@ -211,13 +265,16 @@ dd_status_t dd_net_agree(dd_store_t *store, const dd_topo_t *topo,
                          const dd_topo_cand_t *cands, dd_status_t local_status,
                          int local_size, dd_topo_choice_t *choice)
 {
-    int world = store->world_size, me = store->rank, pick = 0;
+    int world = store->world_size, me = store->rank, pick = 0, n = 0,
+        mine_u = 0;
     char host[320], mine[DD_NET_RECORD_SIZE];
     char *all = malloc((size_t)world * DD_NET_RECORD_SIZE);
     dd_net_peer_t *peers = calloc((size_t)world, sizeof(*peers));
+    int *ranks = malloc((size_t)world * sizeof(int));
+    uint64_t *hashes = malloc((size_t)world * sizeof(uint64_t));
     dd_status_t status = DD_ERR_NO_MEMORY;
 
-    if (all == NULL || peers == NULL) {
+    if (all == NULL || peers == NULL || ranks == NULL || hashes == NULL) {
         goto out_free;
     }
     dd_net_host_id(host, sizeof(host));
@@ -225,25 +282,22 @@ dd_status_t dd_net_agree(dd_store_t *store, const dd_topo_t *topo,
                        local_status == DD_OK ? NULL : dd_last_error(), mine,
                        sizeof(mine));
     status = dd_store_allgather(store, "topo", mine, sizeof(mine), all);
-    for (int r = 0; r < world && status == DD_OK; r++) {
-        status = dd_net_peer_decode(all + (size_t)r * DD_NET_RECORD_SIZE,
-                                    DD_NET_RECORD_SIZE, &peers[r]);
-        if (status != DD_OK) {
-            status =
-                dd_error(status, DD_SUBSYS_TOPO,
-                         "rank %d published a malformed interface list", r);
-        }
+    if (status == DD_OK) {
+        status = dd_net_decode_all(all, world, me, peers, ranks, hashes, &n,
+                                   &mine_u);
     }
     if (status == DD_OK && local_status != DD_OK) {
         status = local_status;
     } else if (status == DD_OK) {
-        status = dd_net_agree_pick(peers, world, me, &pick);
+        status = dd_net_agree_pick(peers, n, ranks, mine_u, &pick);
     }
     if (status == DD_OK && pick > 0) {
         dd_topo_choice_fill(topo, opts, cands, pick, choice->gpu, local_size,
                             choice);
     }
 out_free:
+    free(hashes);
+    free(ranks);
     free(peers);
     free(all);
     return status;

@@ -45,15 +45,17 @@ dd_status_t dd_net_peer_decode(const char *buf, size_t size,
                                dd_net_peer_t *peer);
 
 /**
- * Picks, for rank me, the first of its interfaces that shares a subnet with
- * some interface of every rank on another host (any of them when all ranks
- * share one host).
+ * Picks, for peers[me], the first of its interfaces that shares a subnet
+ * with some interface of every peer on another host (any of them when all
+ * share one host). peers are the ranks' records, or only the different
+ * ones with ranks[i] the rank of peers[i] (ranks NULL: peers[i] is rank
+ * i's), which gives the same pick.
  * @return DD_OK with *pick_p the index in peers[me].ifs; DD_ERR_NOT_FOUND
  *         naming the rank that could not choose, or, when no interface
  *         reaches every host, every rank and what it had.
  */
-dd_status_t dd_net_agree_pick(const dd_net_peer_t *peers, int world, int me,
-                              int *pick_p);
+dd_status_t dd_net_agree_pick(const dd_net_peer_t *peers, int world,
+                              const int *ranks, int me, int *pick_p);
 
 /**
  * Publishes this rank's candidates (or local_error), gathers every rank's,

@@ -74,9 +74,9 @@ static void test_pick_one_host(void **state)
 
     peer(&peers[0], "h", 2, a);
     peer(&peers[1], "h", 1, b);
-    assert_int_equal(dd_net_agree_pick(peers, 2, 0, &pick), DD_OK);
+    assert_int_equal(dd_net_agree_pick(peers, 2, NULL, 0, &pick), DD_OK);
     assert_int_equal(pick, 0);
-    assert_int_equal(dd_net_agree_pick(peers, 2, 1, &pick), DD_OK);
+    assert_int_equal(dd_net_agree_pick(peers, 2, NULL, 1, &pick), DD_OK);
     assert_int_equal(pick, 0); /* lo reaches ranks on its own host */
 }
 
@@ -91,9 +91,9 @@ static void test_pick_skips_unshared(void **state)
     peer(&peers[0], "a", 3, a);
     peer(&peers[1], "a", 3, a);
     peer(&peers[2], "b", 2, b);
-    assert_int_equal(dd_net_agree_pick(peers, 3, 0, &pick), DD_OK);
+    assert_int_equal(dd_net_agree_pick(peers, 3, NULL, 0, &pick), DD_OK);
     assert_int_equal(pick, 1); /* eth0: ib0's subnet is not on host b */
-    assert_int_equal(dd_net_agree_pick(peers, 3, 2, &pick), DD_OK);
+    assert_int_equal(dd_net_agree_pick(peers, 3, NULL, 2, &pick), DD_OK);
     assert_int_equal(pick, 0);
 }
 
@@ -106,7 +106,8 @@ static void test_pick_errors_name_ranks(void **state)
 
     peer(&peers[0], "a", 2, a);
     peer(&peers[1], "b", 1, b);
-    assert_int_equal(dd_net_agree_pick(peers, 2, 0, &pick), DD_ERR_NOT_FOUND);
+    assert_int_equal(dd_net_agree_pick(peers, 2, NULL, 0, &pick),
+                     DD_ERR_NOT_FOUND);
     assert_int_equal(pick, -1);
     const char *msg = dd_last_error();
     assert_non_null(strstr(msg, "rank 0 on a has eth0 10.0.0.0/24, lo -"));
@@ -114,9 +115,22 @@ static void test_pick_errors_name_ranks(void **state)
 
     snprintf(peers[1].error, sizeof(peers[1].error),
              "DREAMDDP_NET_IFNAME='=x' matches no interface");
-    assert_int_equal(dd_net_agree_pick(peers, 2, 0, &pick), DD_ERR_NOT_FOUND);
+    assert_int_equal(dd_net_agree_pick(peers, 2, NULL, 0, &pick),
+                     DD_ERR_NOT_FOUND);
     assert_non_null(strstr(dd_last_error(), "rank 1 could not choose"));
     assert_non_null(strstr(dd_last_error(), "'=x'"));
+
+    /* The different records only, first published by ranks 0 and 5: the
+     * messages name those ranks. */
+    const int ranks[] = {0, 5};
+    assert_int_equal(dd_net_agree_pick(peers, 2, ranks, 0, &pick),
+                     DD_ERR_NOT_FOUND);
+    assert_non_null(strstr(dd_last_error(), "rank 5 could not choose"));
+    peers[1].error[0] = '\0';
+    assert_int_equal(dd_net_agree_pick(peers, 2, ranks, 1, &pick),
+                     DD_ERR_NOT_FOUND);
+    assert_non_null(strstr(dd_last_error(), "no network interface of rank 5"));
+    assert_non_null(strstr(dd_last_error(), "rank 5 on b has eth1"));
 }
 
 static void test_setup_one_rank(void **state)

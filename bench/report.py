@@ -494,7 +494,7 @@ def startup(path):
     pt = median_by([r for r in rows if r["system"] == "torch"], lambda r: r["ranks"], "first_step_s")
     fds = median_by([r for r in rows if r["system"] == "dreamddp"], lambda r: r["ranks"], "store_rank_fds")
     rss = median_by([r for r in rows if r["system"] == "dreamddp"], lambda r: r["ranks"], "store_rank_rss_kb")
-    print(f"Launch to first step on loopback, {meta.get('cores')} cores, {meta.get('date')}; "
+    print(f"Launch to every rank ready on loopback, {meta.get('cores')} cores, {meta.get('date')}; "
           f"medians of {meta.get('rounds')} interleaved rounds.\n")
     print("| ranks | dreamddp s | PyTorch s | dreamddp ÷ PyTorch | rank 0 fds | rank 0 RSS MB |")
     print("|---|---|---|---|---|---|")

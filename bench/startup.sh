@@ -9,6 +9,7 @@
 # settings agreement and the parameter broadcast of dd_model_commit), with
 # rank 0's open descriptors and resident memory at its first step (rank 0
 # hosts the store).
+# Each launch is preceded by an untimed one of the same size.
 # PyTorch: bench/startup_torch.py on N processes, from the moment every one
 # has imported torch to DistributedDataParallel's constructor returning
 # (TCPStore, init_process_group with gloo, the parameters' broadcast);
@@ -26,6 +27,15 @@ now() { date +%s.%N; }
 
 one_dd() {
     n=$1 r=$2
+    # Untimed first: a launch of the same size, so that the measured one
+    # finds the host as it is between jobs, as PyTorch's side finds it
+    # with torch imported before its clock starts. After 128 of its
+    # processes the page cache held 1 GB of 24, and the next launch of
+    # 128 ranks took 6.97 s, then 4.47 and 4.57 s one after the other; a
+    # launch of 2 ranks first did not help (6.8 s).
+    timeout -k 5 300 "$DDRUN" -n "$n" -- "$DDBENCH" train-sim \
+        --profile "$PROFILES/gpt2-blocks" --strategy ddp --scale 0.001 \
+        --time-scale 0 --iters 1 --warmup 0 >/dev/null 2>&1
     t0=$(now)
     timeout -k 5 300 "$DDRUN" -n "$n" -- "$DDBENCH" train-sim \
         --profile "$PROFILES/gpt2-blocks" --strategy ddp --scale 0.001 \

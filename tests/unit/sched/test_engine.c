@@ -171,9 +171,12 @@ static void test_drain_times_out(void **state)
 }
 
 /* A pipe whose messages finish after a set number of tests each, the
- * later ones sooner: the engine must still hand them back in order. */
+ * later ones sooner: the engine must still hand them back in order. With
+ * hold_first, the first finishes only once the second has started (else
+ * an engine quicker than the submitting thread tests it 40 times before
+ * the second is submitted: seen under ASan). */
 typedef struct {
-    int started, open, most_open, fail_msg;
+    int started, open, most_open, fail_msg, hold_first;
     struct {
         float *buf;
         size_t count;
@@ -201,6 +204,9 @@ static dd_status_t pipe_test(void *arg, void *handle, int *busy_p)
     fake_pipe_t *p = arg;
     int i = (int)((char *)handle - (char *)p->msg) / (int)sizeof(p->msg[0]);
     *busy_p = 1;
+    if (i == 0 && p->hold_first && p->started < 2) {
+        return DD_INPROGRESS;
+    }
     if (--p->msg[i].tests_left > 0) {
         return DD_INPROGRESS;
     }
@@ -221,7 +227,7 @@ static dd_sync_pipe_t fake_pipe(fake_pipe_t *p)
 
 static void test_pipe_overlaps_two_in_order(void **state)
 {
-    fake_pipe_t p = {.fail_msg = -1};
+    fake_pipe_t p = {.fail_msg = -1, .hold_first = 1};
     dd_engine_t *e;
     float a[3] = {1, 2, 3}, b[2] = {10, 20}, c[1] = {7}, d[1] = {9};
     float *fused[] = {a, b}, *jc[] = {c}, *jd[] = {d};
@@ -257,7 +263,7 @@ static void test_pipe_overlaps_two_in_order(void **state)
 
 static void test_pipe_failure_cancels_the_rest(void **state)
 {
-    fake_pipe_t p = {.fail_msg = 0};
+    fake_pipe_t p = {.fail_msg = 0, .hold_first = 1};
     dd_engine_t *e;
     float a[1] = {1}, b[1] = {1}, c[1] = {1};
     float *ja[] = {a}, *jb[] = {b}, *jc[] = {c};

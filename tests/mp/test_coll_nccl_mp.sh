@@ -13,6 +13,11 @@ if [ "${gpus:-0}" -eq 0 ]; then
         "$MP" --sizes 7 >"$TMP/nogpu" 2>&1; then
         expect_grep "$TMP/nogpu" "backend nccl is unavailable: " \
             "nccl: says why it is unavailable without a GPU"
+        # Without NVIDIA's driver the module is not even loaded.
+        if [ ! -e /dev/nvidiactl ] && [ ! -e /proc/driver/nvidia/version ]; then
+            expect_grep "$TMP/nogpu" "backend nccl is unavailable: no NVIDIA driver (no /dev/nvidiactl)" \
+                "nccl: not loaded without NVIDIA's driver"
+        fi
     else
         fail "nccl: the other backends without a GPU"; cat "$TMP/nogpu"
     fi

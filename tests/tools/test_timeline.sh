@@ -1,7 +1,7 @@
 #!/bin/sh
 # ddbench timeline merge: the per-rank DREAMDDP_TIMELINE traces of a 4-rank
 # dreamddp:4 run of train_mlp become one Chrome trace with a track per rank
-# on rank 0's clock: each step's first sync ends within a few ms on every
+# on rank 0's clock: each step's first sync ends within 20 ms on every
 # rank, although the ranks started at different times and each rank's wall
 # clock is skewed by a different 300 ms (DREAMDDP_TEST_CLOCK_SKEW_US), which
 # the offsets agreed at dd_model_commit undo. A trace a full disk cut short
@@ -50,10 +50,13 @@ print("ranks started %.1f ms apart on their skewed clocks; first sync ends "
       "%.2f ms apart on rank 0's (median of %d steps); offsets within %s us"
       % ((max(starts) - min(starts)) / 1e3, median / 1e3, len(spreads),
          [round(m["clock_uncertainty_us"]) for m in meta]))
-assert median < 5e3, spreads
+# A merge that misplaced a rank would put it 300 ms off; the spread itself
+# is the completions' own skew and the engines' wakeups: 1.4 to 3.7 ms on
+# an idle 2-core host, 5 to 7 ms under ASan beside another test.
+assert median < 20e3, spreads
 PY
 then
-    pass "4 skewed clocks put on rank 0's: each step's first sync ends within 5 ms across ranks"
+    pass "4 skewed clocks put on rank 0's: each step's first sync ends within 20 ms across ranks"
 else
     fail "timeline merge"; cat "$TMP/run" "$TMP/merge.err"
 fi

@@ -285,6 +285,17 @@ void dd_sched_routes_quiesce(dd_sched_t *sched)
 
 void dd_sched_routes_free(dd_sched_t *sched)
 {
+    const dd_route_coll_t *c = &sched->routes.coll;
+
+    if (c->seq > 0) {
+        dd_log_info(DD_SUBSYS_SCHED,
+                    "%llu collectives among the workers, %llu of them sent "
+                    "beside their digest on what every worker foresaw, %llu "
+                    "foreseen wrongly",
+                    (unsigned long long)c->seq,
+                    (unsigned long long)c->foreseen,
+                    (unsigned long long)c->missed);
+    }
     dd_route_hier_close(&sched->routes.hier);
     if (sched->env.device != NULL) {
         dd_route_staging_free(&sched->routes.staging);

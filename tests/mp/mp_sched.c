@@ -8,7 +8,8 @@
  *   mp_sched STRATEGY STEPS   check the strategy
  *   mp_sched env STEPS        the same under DREAMDDP_STRATEGY (a rank may
  *                             have other settings than the rest; with
- *                             MP_OUT_OF_STEP, one makes an extra call; with
+ *                             MP_OUT_OF_STEP, one makes an extra call, with
+ *                             MP_EXTRA one or all inside a step; with
  *                             MP_LEAVE_EARLY=RANK, that rank runs one step
  *                             fewer and finalizes without dd_sync_all)
  *   mp_sched collective STRATEGY STEPS
@@ -159,6 +160,35 @@ static int out_of_step(dd_context_h ctx)
     return 0;
 }
 
+/* MP_EXTRA=RANK:STEP or all:STEP: that rank, or every rank, makes one more
+ * allreduce right after layer 2's mark in that step, where, under ddp from
+ * step 2 on, every worker foresaw layer 2's own sync: every rank's must
+ * sum, or every rank fail when one rank alone makes it. */
+static int extra(dd_context_h ctx, long step)
+{
+    const char *spec = getenv("MP_EXTRA");
+    const char *colon = spec != NULL ? strchr(spec, ':') : NULL;
+    float x[8];
+
+    if (colon == NULL || atol(colon + 1) != step ||
+        (strncmp(spec, "all", 3) != 0 && atoi(spec) != rank)) {
+        return 0;
+    }
+    for (int i = 0; i < 8; i++) {
+        x[i] = (float)(rank + i);
+    }
+    CHECK(dd_allreduce(ctx, x, x, 8, DD_DTYPE_F32, DD_REDUCE_SUM,
+                       DD_MEM_HOST) == DD_OK,
+          "extra allreduce in step %ld: %s", step, dd_last_error());
+    for (int i = 0; i < 8; i++) {
+        float want = (float)(world * (world - 1) / 2 + world * i);
+        CHECK(x[i] == want,
+              "extra allreduce in step %ld: element %d is %g, expected %g",
+              step, i, x[i], want);
+    }
+    return 0;
+}
+
 static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
 {
     int grads = strcmp(strategy, "ddp") == 0;
@@ -212,6 +242,9 @@ static int run(dd_context_h ctx, layer_t *L, const char *strategy, long steps)
             CHECK(dd_layer_ready(ctx, L[l].h) == DD_OK, "ready: %s",
                   dd_last_error());
             if (user_coll && l == 2 && collectives(ctx, s) != 0) {
+                return 1;
+            }
+            if (l == 2 && extra(ctx, s) != 0) {
                 return 1;
             }
         }

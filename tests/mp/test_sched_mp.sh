@@ -50,6 +50,44 @@ else
     fail "fusion"; cat "$TMP/fuse"
 fi
 
+# Foreseen collectives (route/coll.c): ddp's three syncs a step (layers 4
+# and 3, layer 2 in f64, layers 1 and 0) run the same from step to step, so
+# from step 2 on the second and third leave beside their digests, on what
+# every worker foresaw. An extra allreduce of every rank right after layer
+# 2's mark in step 4 takes the place foreseen for layer 2's sync: zeros go
+# in that shape, then the allreduce after its digest, every sum exact;
+# steps 5 and 6 foresee from the steps 2 and 3 back, which repeat with
+# those periods around step 4. Rank 1 alone making it fails every rank,
+# naming what each ran. dreamddp:4 foresees from its last window from
+# step 8 on: exact averages.
+if DREAMDDP_LOG_LEVEL=info "$DDRUN" -n 3 --timeout 120 -- "$MP" ddp 8 >"$TMP/fs" 2>&1 &&
+   DREAMDDP_LOG_LEVEL=info "$DDRUN" -n 3 --timeout 120 -- env MP_EXTRA=all:4 "$MP" ddp 8 >"$TMP/fsx" 2>&1; then
+    expect_grep "$TMP/fs" "12 of them sent beside their digest on what every worker foresaw, 0 foreseen wrongly" \
+        "ddp: steps 2 to 7 send two syncs each beside their digests"
+    expect_grep "$TMP/fsx" "mp_sched: ddp: 8 steps correct on 3 ranks" "an extra allreduce where a sync was foreseen: exact"
+    expect_grep "$TMP/fsx" "11 of them sent beside their digest on what every worker foresaw, 1 foreseen wrongly" \
+        "an extra allreduce where a sync was foreseen: zeros in its place"
+else
+    fail "foreseen collectives"; cat "$TMP/fs" "$TMP/fsx"
+fi
+if DREAMDDP_LOG_LEVEL=info "$DDRUN" -n 3 --timeout 120 -- "$MP" dreamddp:4 16 >"$TMP/fsd" 2>&1 &&
+   grep -qE "[1-9][0-9]* of them sent beside their digest" "$TMP/fsd"; then
+    expect_grep "$TMP/fsd" "mp_sched: dreamddp:4: 16 steps correct on 3 ranks" "dreamddp:4: foreseen syncs, exact averages"
+else
+    fail "dreamddp:4: foreseen syncs"; cat "$TMP/fsd"
+fi
+launch 3 "$TMP/fs1" env DREAMDDP_STRATEGY=ddp MP_EXTRA=1:4 timeout 60 "$MP" env 8
+for r in 0 1 2; do
+    if [ "$(cat "$TMP/fs1.$r.rc")" = 0 ]; then
+        fail "an extra allreduce of rank 1 where a sync was foreseen: rank $r exited with success"; cat "$TMP/fs1.$r"
+    fi
+    expect_grep "$TMP/fs1.$r" "workers out of step at their collective 13 (it left beside its digest" \
+        "an extra allreduce of rank 1 where a sync was foreseen: rank $r fails"
+    expect_grep "$TMP/fs1.$r" "rank 1 'step 4, allreduce of 8 f32 (sum)'" "rank $r names rank 1's allreduce"
+    expect_grep "$TMP/fs1.$r" "rank 0, 2 'step 4, average of 4099 f64 gradients (layer 'layer2')'" \
+        "rank $r names the others' sync"
+done
+
 # DREAMDDP_TIMELINE: one Chrome trace per rank (%r), with backward marks and syncs.
 if DREAMDDP_TIMELINE="$TMP/tl.%r.json" "$DDRUN" -n 2 --timeout 60 -- "$MP" dreamddp:2 5 >"$TMP/tl" 2>&1 &&
    python3 - "$TMP/tl.0.json" "$TMP/tl.1.json" <<'PY'

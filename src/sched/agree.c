@@ -81,6 +81,7 @@ dd_status_t dd_sched_agree_start(dd_sched_t *sched, int profile, int drift)
     sched->agree.profile = profile;
     sched->agree.drift = drift;
     job->step = sched->step;
+    job->plan_serial = sched->plan_serial;
     job->dtype = DD_DTYPE_F64;
     job->mem_type = DD_MEM_HOST;
     job->pipe = &sched->routes.coll.avg;

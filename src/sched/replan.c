@@ -215,6 +215,7 @@ static void dd_sched_install(dd_sched_t *sched, const dd_plan_input_t *input,
 {
     dd_plan_fusion(input, plan, sched->hold);
     sched->plan = plan;
+    sched->plan_serial++;
     sched->replanned = 1;
     sched->trial.iter_sum_s = 0;
     sched->trial.iter_n = 0;
@@ -257,6 +258,7 @@ static dd_status_t dd_sched_plan(dd_sched_t *sched, const double *v,
         dd_plan_fusion(&input, sched->plan, hold);
         free(sched->hold);
         sched->hold = hold;
+        sched->plan_serial++;
         return DD_OK;
     }
     dd_plan_free(sched->plan);
@@ -361,6 +363,7 @@ static dd_status_t dd_sched_fill_trial(dd_sched_t *sched, const double *v)
         sched->trial.with_s = t;
         sched->trial.extras = sched->plan;
         sched->plan = bare;
+        sched->plan_serial++;
         sched->trial.state = DD_SCHED_TRIAL_WITHOUT;
     } else {
         int keep = sched->trial.with_s <= t * (1 + DD_SCHED_TRIAL_TOLERANCE);
@@ -373,6 +376,7 @@ static dd_status_t dd_sched_fill_trial(dd_sched_t *sched, const double *v)
         if (keep) {
             dd_plan_free(sched->plan);
             sched->plan = sched->trial.extras;
+            sched->plan_serial++;
         } else {
             dd_plan_free(sched->trial.extras);
             sched->trial.refused = 1;

@@ -292,8 +292,7 @@ void dd_sched_routes_free(dd_sched_t *sched)
                     "%llu collectives among the workers, %llu of them sent "
                     "beside their digest on what every worker foresaw, %llu "
                     "foreseen wrongly",
-                    (unsigned long long)c->seq,
-                    (unsigned long long)c->foreseen,
+                    (unsigned long long)c->seq, (unsigned long long)c->foreseen,
                     (unsigned long long)c->missed);
     }
     dd_route_hier_close(&sched->routes.hier);
@@ -366,6 +365,7 @@ dd_status_t dd_sched_collective(dd_sched_t *sched, const dd_sched_coll_t *c)
                         "no memory for a collective");
     }
     call->step = sched->step;
+    call->plan_serial = sched->plan_serial;
     call->dtype = c->args.dtype;
     call->mem_type = c->args.mem_type;
     call->device = dd_sched_coll_device(sched, c);

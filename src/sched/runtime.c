@@ -135,6 +135,7 @@ static dd_sync_job_t *dd_sched_new_job(dd_sched_t *sched, dd_dtype_t dtype,
     dd_sync_job_t *job = calloc(1, sizeof(*job));
     if (job != NULL) {
         job->step = sched->step;
+        job->plan_serial = sched->plan_serial;
         job->dtype = dtype;
         job->mem_type = mem_type;
         job->check_finite = sched->opts.check_finite != DD_CHECK_FINITE_NO &&

@@ -140,6 +140,9 @@ typedef struct dd_sched {
     /* The step in progress. */
     double step_begin_t;
     int replanned;
+    /* Plans and fusions put in force so far: every job carries it, so
+     * that the route foresees nothing from steps of another plan. */
+    uint64_t plan_serial;
     dd_sync_job_t *group; /* a fusion group still filling */
     size_t group_limit;
     int buckets_done; /* ddp: buckets launched this step */

@@ -120,6 +120,8 @@ typedef enum {
 typedef struct dd_sync_job {
     struct dd_sync_job *next;
     uint64_t step;
+    uint64_t plan_serial; /* the runtime's plans so far: route/coll.c
+                             foresees from steps of the same plan only */
     dd_job_kind_t kind;
     dd_dtype_t dtype;
     dd_mem_type_t mem_type;

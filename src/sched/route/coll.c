@@ -46,9 +46,10 @@
  * meets the collective at the end of backward (ddp's last bucket): 6 ms an
  * iteration at 4 workers and 16 at 16 on the emulated cluster. So each
  * digest also carries what its worker foresees as the next collective:
- * what ran in the same place d steps back, where 2d steps back ran the
- * same there and this step so far ran what that one did, d from 1 (ddp) to
- * 4 (dreamddp:4's windows); an average of host memory only. When every
+ * what ran in the same place d steps back, where the step 2d back ran the
+ * same collectives as that one and this step so far ran what it did, d
+ * from 1 (ddp) to 4 (dreamddp:4's windows); an average of host memory
+ * only. When every
  * worker foresaw the same (the digest's second 32 bits and their
  * complements, summed alike), the next collective leaves with its digest
  * instead of after it: a worker whose collective is the one foreseen sends
@@ -210,18 +211,44 @@ static const dd_route_coll_seen_t *dd_sched_coll_past(const dd_route_coll_t *r,
     return r->past[slot];
 }
 
+/* Whether the steps d and 2d back ran the same collectives. */
+static int dd_sched_coll_steady(const dd_route_coll_t *r, size_t d)
+{
+    size_t n, n2;
+    const dd_route_coll_seen_t *p = dd_sched_coll_past(r, d, &n);
+    const dd_route_coll_seen_t *p2 = dd_sched_coll_past(r, 2 * d, &n2);
+
+    if (n == 0 || n != n2) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!dd_sched_coll_same(&p[i], &p2[i])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /*
  * Remembers req as the next collective posted (in the order every worker
  * posts them) and foresees the one after it. For the shortest period d
- * with the step d back and the step 2d back alike in the next place, and
- * this step so far as the step d back: the collective in that place.
- * ddp's steps repeat with d = 1, dreamddp:4's windows with d = 4.
+ * with the step d back as the step 2d back, whole, and this step so far
+ * as the step d back: the collective in the next place of the step d
+ * back. ddp's steps repeat with d = 1, dreamddp:4's windows with d = 4
+ * (consecutive steps of a window run other layers, even where two of them
+ * start alike). A new plan (the job's plan_serial) forgets the steps of
+ * the last.
  */
 static void dd_sched_coll_remember(dd_route_coll_t *r, dd_sched_coll_req_t *req,
                                    const dd_route_coll_seen_t *seen)
 {
     uint64_t step = req->job->step;
 
+    if (req->job->plan_serial != r->plan_serial) { /* another plan */
+        r->plan_serial = req->job->plan_serial;
+        r->steps = 0;
+        r->n_cur = 0;
+    }
     if (step != r->step || r->n_cur == 0) {
         if (r->n_cur > 0) { /* too many to remember: as if none */
             size_t slot = r->steps % DD_ROUTE_COLL_STEPS;
@@ -230,26 +257,27 @@ static void dd_sched_coll_remember(dd_route_coll_t *r, dd_sched_coll_req_t *req,
             r->steps++;
         }
         r->n_cur = 0;
-        r->follows = ~0u;
+        r->follows = 0;
+        for (size_t d = 1; d <= DD_ROUTE_COLL_PERIOD && 2 * d <= r->steps;
+             d++) {
+            r->follows |= dd_sched_coll_steady(r, d) ? 1u << (d - 1) : 0;
+        }
         r->step = step;
     }
-    size_t at = r->n_cur++, n, n2;
+    size_t at = r->n_cur++, n;
     if (at < DD_ROUTE_COLL_SEEN) {
         r->cur[at] = *seen;
     }
     req->next_hash = 0;
-    for (size_t d = 1; d <= DD_ROUTE_COLL_PERIOD && d <= r->steps; d++) {
-        const dd_route_coll_seen_t *p = dd_sched_coll_past(r, d, &n);
+    for (size_t d = 1; d <= DD_ROUTE_COLL_PERIOD; d++) {
         unsigned bit = 1u << (d - 1);
-        if (at >= n || !dd_sched_coll_same(&p[at], seen)) {
-            r->follows &= ~bit;
-        }
-        if (!(r->follows & bit) || req->next_hash != 0 || 2 * d > r->steps) {
+        if (!(r->follows & bit)) {
             continue;
         }
-        const dd_route_coll_seen_t *p2 = dd_sched_coll_past(r, 2 * d, &n2);
-        if (at + 1 < n && at + 1 < n2 && p[at + 1].foreseeable &&
-            dd_sched_coll_same(&p[at + 1], &p2[at + 1])) {
+        const dd_route_coll_seen_t *p = dd_sched_coll_past(r, d, &n);
+        if (at >= n || !dd_sched_coll_same(&p[at], seen)) {
+            r->follows &= ~bit;
+        } else if (req->next_hash == 0 && at + 1 < n && p[at + 1].foreseeable) {
             req->next = p[at + 1];
             req->next_hash = dd_sched_coll_next_hash(&req->next, step);
         }
@@ -387,6 +415,11 @@ static dd_status_t dd_sched_coll_post_foreseen(dd_route_coll_t *r,
                                        .op = next->op,
                                        .mem_type = DD_MEM_HOST}};
         r->missed++;
+        dd_log_debug(DD_SUBSYS_SCHED,
+                     "collective %llu foreseen as %zu %s, ran as %s: zeros "
+                     "sent in its shape",
+                     (unsigned long long)req->seq, next->count,
+                     dd_dtype_name(next->dtype), req->what);
     }
     r->foreseen++;
     return dd_backends_op_start(r->env->coll, c.coll, &c.args,

@@ -37,8 +37,9 @@ typedef struct {
     /* What the last steps ran (coll.c): this step's collectives so far,
      * the last DD_ROUTE_COLL_STEPS steps' (steps % DD_ROUTE_COLL_STEPS;
      * none where more than DD_ROUTE_COLL_SEEN), and for each period d
-     * (bit d - 1) whether this step so far ran what the step d back did. */
-    uint64_t step;
+     * (bit d - 1) whether the steps d and 2d back ran the same and this
+     * step so far ran what the step d back did. */
+    uint64_t step, plan_serial;
     size_t n_cur, steps;
     unsigned follows;
     dd_route_coll_seen_t cur[DD_ROUTE_COLL_SEEN];

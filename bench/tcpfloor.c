@@ -10,16 +10,19 @@
  * BytePS share x = 2k(n-1)/(n^2+kn-2k) (1 when k >= n), each worker sends
  * and receives xM/k bytes to and from each aggregator and 2(1-x)M/n to and
  * from each other worker (a push and an average back), all at once, one
- * full-duplex connection per pair. Without aggregators, the bytes go as a
- * ring allreduce moves them: each worker sends 2(n-1)/n M to the next
- * and receives as much from the one before, over one connection each, the
- * ring's two a host whatever n (all at once to every other worker, 2(n-1)
- * flows a host, took 1.62x the line's limit at 16 hosts where the
- * library's ring took 1.05x). Prints the seconds this rank took.
+ * full-duplex connection per pair, one thread moving them all. Without
+ * aggregators, the bytes go as a ring allreduce moves them: each worker
+ * sends 2(n-1)/n M to the next and receives as much from the one before,
+ * over one connection each, the ring's two a host whatever n (all at once
+ * to every other worker, 2(n-1) flows a host, took 1.62x the line's limit
+ * at 16 hosts where the library's ring took 1.05x). Prints the seconds
+ * this rank took.
  */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
-#include <pthread.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +36,7 @@
 
 typedef struct {
     int fd;
-    int sends; /* else receives */
-    size_t bytes;
+    size_t send_left, recv_left;
 } flow_t;
 
 static double now(void)
@@ -50,26 +52,61 @@ static void die(const char *what)
     exit(1);
 }
 
-/* Moves one direction of a connection's bytes. */
-static void *pump(void *arg)
+/* Moves every flow's bytes, both ways, from one thread waiting on all
+ * the connections at once (a thread per direction, 2(n-1) a host, cost
+ * the 2 cores a context switch per 1 MB or less and more than the links). */
+static void pump_all(flow_t *f, int n_flows)
 {
-    flow_t *f = arg;
+    struct pollfd pfd[2 * MAX_RANKS];
     char *buf = malloc(BUF);
+    int busy = n_flows;
+
     if (buf == NULL) {
         die("malloc");
     }
     memset(buf, 1, BUF);
-    for (size_t left = f->bytes; left > 0;) {
-        size_t want = left < BUF ? left : BUF;
-        ssize_t n =
-            f->sends ? send(f->fd, buf, want, 0) : recv(f->fd, buf, want, 0);
-        if (n <= 0) {
-            die(f->sends ? "send" : "recv");
+    for (int i = 0; i < n_flows; i++) {
+        fcntl(f[i].fd, F_SETFL, fcntl(f[i].fd, F_GETFL) | O_NONBLOCK);
+    }
+    while (busy > 0) {
+        busy = 0;
+        for (int i = 0; i < n_flows; i++) {
+            pfd[i] = (struct pollfd){
+                .fd = f[i].fd,
+                .events = (short)((f[i].send_left ? POLLOUT : 0) |
+                                  (f[i].recv_left ? POLLIN : 0))};
+            busy += pfd[i].events != 0;
         }
-        left -= (size_t)n;
+        if (busy == 0) {
+            break;
+        }
+        if (poll(pfd, (nfds_t)n_flows, -1) < 0) {
+            die("poll");
+        }
+        for (int i = 0; i < n_flows; i++) {
+            if ((pfd[i].revents & (POLLERR | POLLHUP)) &&
+                !(pfd[i].revents & POLLIN)) {
+                die("connection");
+            }
+            if ((pfd[i].revents & POLLOUT) && f[i].send_left) {
+                size_t want = f[i].send_left < BUF ? f[i].send_left : BUF;
+                ssize_t k = send(f[i].fd, buf, want, MSG_NOSIGNAL);
+                if (k < 0 && errno != EAGAIN) {
+                    die("send");
+                }
+                f[i].send_left -= k > 0 ? (size_t)k : 0;
+            }
+            if ((pfd[i].revents & POLLIN) && f[i].recv_left) {
+                size_t want = f[i].recv_left < BUF ? f[i].recv_left : BUF;
+                ssize_t k = recv(f[i].fd, buf, want, 0);
+                if (k == 0 || (k < 0 && errno != EAGAIN)) {
+                    die("recv");
+                }
+                f[i].recv_left -= k > 0 ? (size_t)k : 0;
+            }
+        }
     }
     free(buf);
-    return NULL;
 }
 
 /* Connects to every higher rank and accepts every lower one. */
@@ -175,43 +212,31 @@ int main(int argc, char **argv)
                         : 2.0 * k * (n - 1) / (n * n + k * n - 2.0 * k);
     size_t to_agg = k ? (size_t)(x * m / k) : 0;
     size_t to_worker = (size_t)(2 * (1 - x) * m / n);
-    int fd[MAX_RANKS];
+    int fd[MAX_RANKS], n_flows = 0;
     flow_t flow[2 * MAX_RANKS];
-    pthread_t th[2 * MAX_RANKS];
-    int n_th = 0;
+    double t0;
 
     if (k == 0 && n > 1) {
         int next, prev;
         size_t bytes = (size_t)(2.0 * (n - 1) / n * m);
         connect_ring(me, n, argv + 5, &next, &prev);
-        double t0 = now();
-        flow[0] = (flow_t){next, 1, bytes};
-        flow[1] = (flow_t){prev, 0, bytes};
-        pthread_create(&th[0], NULL, pump, &flow[0]);
-        pthread_create(&th[1], NULL, pump, &flow[1]);
-        pthread_join(th[0], NULL);
-        pthread_join(th[1], NULL);
-        printf("tcpfloor rank %d time_s %.6f\n", me, now() - t0);
-        return 0;
-    }
-    connect_all(me, world, argv + 5, fd);
-    sleep(1); /* every rank connected: start together */
-    double t0 = now();
-    for (int r = 0; r < world; r++) {
-        int both_workers = r < n && me < n, one_worker = (r < n) != (me < n);
-        size_t bytes = both_workers ? to_worker : one_worker ? to_agg : 0;
-        if (r == me || bytes == 0) {
-            continue;
-        }
-        for (int sends = 0; sends < 2; sends++) {
-            flow[n_th] = (flow_t){fd[r], sends, bytes};
-            pthread_create(&th[n_th], NULL, pump, &flow[n_th]);
-            n_th++;
+        t0 = now();
+        flow[n_flows++] = (flow_t){next, bytes, 0};
+        flow[n_flows++] = (flow_t){prev, 0, bytes};
+    } else {
+        connect_all(me, world, argv + 5, fd);
+        sleep(1); /* every rank connected: start together */
+        t0 = now();
+        for (int r = 0; r < world; r++) {
+            int both_workers = r < n && me < n,
+                one_worker = (r < n) != (me < n);
+            size_t bytes = both_workers ? to_worker : one_worker ? to_agg : 0;
+            if (r != me && bytes > 0) {
+                flow[n_flows++] = (flow_t){fd[r], bytes, bytes};
+            }
         }
     }
-    for (int i = 0; i < n_th; i++) {
-        pthread_join(th[i], NULL);
-    }
+    pump_all(flow, n_flows);
     printf("tcpfloor rank %d time_s %.6f\n", me, now() - t0);
     return 0;
 }

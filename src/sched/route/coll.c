@@ -250,8 +250,9 @@ static void dd_sched_coll_remember(dd_route_coll_t *r, dd_sched_coll_req_t *req,
         r->n_cur = 0;
     }
     if (step != r->step || r->n_cur == 0) {
-        if (r->n_cur > 0) { /* too many to remember: as if none */
+        if (r->n_cur > 0) {
             size_t slot = r->steps % DD_ROUTE_COLL_STEPS;
+            /* A step of more than it remembers counts as one of none. */
             r->n_past[slot] = r->n_cur <= DD_ROUTE_COLL_SEEN ? r->n_cur : 0;
             memcpy(r->past[slot], r->cur, r->n_past[slot] * sizeof(r->cur[0]));
             r->steps++;

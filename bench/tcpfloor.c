@@ -109,31 +109,46 @@ static void pump_all(flow_t *f, int n_flows)
     free(buf);
 }
 
-/* Connects to every higher rank and accepts every lower one. */
-static void connect_all(int me, int world, char **addr, int *fd)
+/* A socket listening on PORT. */
+static int listen_on(int backlog)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(PORT)};
     int one = 1, l = socket(AF_INET, SOCK_STREAM, 0);
 
     setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(l, 64)) {
+    if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        listen(l, backlog)) {
         die("listen");
     }
-    for (int r = me + 1; r < world; r++) {
-        struct sockaddr_in to = {.sin_family = AF_INET,
-                                 .sin_port = htons(PORT)};
-        inet_pton(AF_INET, addr[r], &to.sin_addr);
-        for (int tries = 0;; tries++) {
-            fd[r] = socket(AF_INET, SOCK_STREAM, 0);
-            if (connect(fd[r], (struct sockaddr *)&to, sizeof(to)) == 0) {
-                break;
-            }
-            close(fd[r]);
-            if (tries == 500) {
-                die("connect");
-            }
-            usleep(20000);
+    return l;
+}
+
+/* A connection to addr's PORT, retried for 10 s while its rank starts. */
+static int dial(const char *addr)
+{
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(PORT)};
+
+    inet_pton(AF_INET, addr, &to.sin_addr);
+    for (int tries = 0;; tries++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr *)&to, sizeof(to)) == 0) {
+            return fd;
         }
+        close(fd);
+        if (tries == 500) {
+            die("connect");
+        }
+        usleep(20000);
+    }
+}
+
+/* Connects to every higher rank and accepts every lower one. */
+static void connect_all(int me, int world, char **addr, int *fd)
+{
+    int l = listen_on(64);
+
+    for (int r = me + 1; r < world; r++) {
+        fd[r] = dial(addr[r]);
         if (send(fd[r], &me, sizeof(me), 0) != sizeof(me)) {
             die("send");
         }
@@ -154,27 +169,10 @@ static void connect_all(int me, int world, char **addr, int *fd)
  * connection is up, within a lap's latency of the others. */
 static void connect_ring(int me, int n, char **addr, int *next, int *prev)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(PORT)};
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(PORT)};
-    int one = 1, l = socket(AF_INET, SOCK_STREAM, 0);
+    int l = listen_on(4);
     char token = 0;
 
-    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(l, 4)) {
-        die("listen");
-    }
-    inet_pton(AF_INET, addr[(me + 1) % n], &to.sin_addr);
-    for (int tries = 0;; tries++) {
-        *next = socket(AF_INET, SOCK_STREAM, 0);
-        if (connect(*next, (struct sockaddr *)&to, sizeof(to)) == 0) {
-            break;
-        }
-        close(*next);
-        if (tries == 500) {
-            die("connect");
-        }
-        usleep(20000);
-    }
+    *next = dial(addr[(me + 1) % n]);
     if ((*prev = accept(l, NULL, NULL)) < 0) {
         die("accept");
     }

@@ -392,6 +392,16 @@ static void dd_sched_coll_landed(dd_sched_coll_req_t *req)
                           : !dd_values_finite(a->recvbuf, a->count, a->dtype);
 }
 
+/* Posts collective c on op, among the workers. */
+static dd_status_t dd_sched_coll_post(const dd_route_coll_t *r,
+                                      const dd_sched_coll_t *c,
+                                      dd_backends_op_t *op)
+{
+    return dd_backends_op_start(r->env->coll, c->coll, &c->args,
+                                dd_route_coll_bytes(c, r->env->job->n_workers),
+                                op);
+}
+
 /* Sends the collective foreseen beside its digest: this worker's values
  * when its collective is the one foreseen, else zeros in that shape. */
 static dd_status_t dd_sched_coll_post_foreseen(dd_route_coll_t *r,
@@ -423,9 +433,7 @@ static dd_status_t dd_sched_coll_post_foreseen(dd_route_coll_t *r,
                      dd_dtype_name(next->dtype), req->what);
     }
     r->foreseen++;
-    return dd_backends_op_start(r->env->coll, c.coll, &c.args,
-                                dd_route_coll_bytes(&c, r->env->job->n_workers),
-                                &req->data_op);
+    return dd_sched_coll_post(r, &c, &req->data_op);
 }
 
 /* Posts a waiting digest unless another is on the wire, and beside it the
@@ -564,10 +572,7 @@ static void dd_sched_coll_foreseen_digest(dd_route_coll_t *r,
     } else {
         dd_sched_coll_arm(r, req);
         if (req->zeros != NULL && req->fail == DD_OK) {
-            const dd_sched_coll_t *c = &req->data;
-            req->fail = dd_backends_op_start(
-                r->env->coll, c->coll, &c->args,
-                dd_route_coll_bytes(c, r->env->job->n_workers), &req->op);
+            req->fail = dd_sched_coll_post(r, &req->data, &req->op);
             req->op_live = req->fail == DD_OK;
         }
     }
@@ -657,11 +662,8 @@ static dd_status_t dd_sched_coll_test(void *arg, void *handle, int *busy_p)
         if (!dd_sched_coll_agreed(r, req->digest)) {
             status = dd_sched_coll_mismatch(r, req);
         } else {
-            const dd_sched_coll_t *c = &req->data;
             dd_sched_coll_arm(r, req);
-            status = dd_backends_op_start(
-                r->env->coll, c->coll, &c->args,
-                dd_route_coll_bytes(c, r->env->job->n_workers), &req->op);
+            status = dd_sched_coll_post(r, &req->data, &req->op);
             req->phase = 1;
             if (status == DD_OK) {
                 return DD_INPROGRESS;

@@ -30,7 +30,7 @@ extern "C" {
  * Version of this ABI. The core refuses a module whose table carries
  * another version. Bump it on any change to the structs or slots below.
  */
-#define DD_BACKEND_ABI_VERSION 5u
+#define DD_BACKEND_ABI_VERSION 6u
 
 /** Name of the function every module exports (dd_backend_entry_fn_t). */
 #define DD_BACKEND_ENTRY "dd_backend_ops_get"
@@ -276,6 +276,24 @@ typedef struct dd_backend_ops {
 
     /** Lets the backend move data without waiting; never blocks. */
     void (*progress)(dd_backend_t *backend);
+
+    /**
+     * Reports as test() does, without progressing the backend: for a
+     * caller that calls progress() once and then looks at many requests,
+     * where a test() each would make as many passes over its connections
+     * (a system call each, for UCX over TCP). A module whose test() does
+     * not progress gives its test().
+     */
+    dd_status_t (*check)(dd_backend_t *backend, dd_backend_request_t *req);
+
+    /**
+     * Blocks until the backend may have something to progress (a message
+     * arrived, an operation ended) or timeout_s passes, whichever comes
+     * first; returns at once while it has work. For a loop that serves
+     * messages as they come (an aggregator) instead of sleeping between
+     * passes.
+     */
+    void (*idle)(dd_backend_t *backend, double timeout_s);
 } dd_backend_ops_t;
 
 /** The type of dd_backend_ops_get(), the one symbol a module exports. */

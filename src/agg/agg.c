@@ -123,6 +123,21 @@ dd_status_t dd_agg_test(dd_agg_transport_t *t, dd_agg_req_t *req)
     return t->ops->test(t->backend, req);
 }
 
+dd_status_t dd_agg_check(dd_agg_transport_t *t, dd_agg_req_t *req)
+{
+    return t->ops->check(t->backend, req);
+}
+
+void dd_agg_progress(dd_agg_transport_t *t)
+{
+    t->ops->progress(t->backend);
+}
+
+void dd_agg_idle(dd_agg_transport_t *t, double timeout_s)
+{
+    t->ops->idle(t->backend, timeout_s);
+}
+
 void dd_agg_cancel(dd_agg_transport_t *t, dd_agg_req_t *req)
 {
     if (req != NULL) {

@@ -476,13 +476,13 @@ static dd_status_t dd_agg_poll(dd_agg_t *a, dd_agg_flight_t *f, int *done_p,
         return DD_OK;
     }
     /* A flight's requests complete in order (push header, push data, result
-     * header, result data), and every test progresses the transport: so
-     * only the first one still open is tested. */
+     * header, result data): so only the first one still open is looked at
+     * (dd_agg_pass progressed the transport). */
     for (int i = 0; i < 4; i++) {
         if (f->req[i] == NULL) {
             continue;
         }
-        dd_status_t st = dd_agg_test(&a->t, f->req[i]);
+        dd_status_t st = dd_agg_check(&a->t, f->req[i]);
         if (st == DD_INPROGRESS) {
             break;
         }
@@ -1105,6 +1105,7 @@ static dd_status_t dd_agg_pass(dd_agg_t *a, int *busy_p)
     if (a->survive && (status = dd_agg_survive(a, busy_p)) != DD_OK) {
         return status == DD_INPROGRESS ? DD_OK : status;
     }
+    dd_agg_progress(&a->t); /* once: the flights are only looked at */
     for (int i = 0; i < DD_AGG_WINDOW && status == DD_OK; i++) {
         dd_agg_flight_t *f = &a->flight[i];
         int done = 0;

@@ -11,7 +11,6 @@
 #include "core/time.h"
 
 #include <stdio.h>
-#include <unistd.h>
 
 dd_status_t dd_agg_serve(const dd_agg_env_t *env)
 {
@@ -74,7 +73,7 @@ dd_status_t dd_agg_serve(const dd_agg_env_t *env)
             nap = 20e-6;
             continue;
         }
-        usleep((useconds_t)(nap * 1e6));
+        dd_agg_idle(&t, nap); /* a message arriving ends it */
         nap = nap * 2 < 1e-3 ? nap * 2 : 1e-3;
     }
     if (status != DD_OK) {

@@ -254,12 +254,12 @@ static int dd_agg_poll_inbox(dd_agg_server_t *s, int w)
             (in->state == IN_HDR && in->order != s->handled[w])) {
             continue;
         }
-        /* Every test progresses the transport; a worker's data arrives in
-         * order, so one open data receive per pass is enough to look at. */
+        /* A worker's data arrives in order, so one open data receive per
+         * pass is enough to look at. */
         if (in->state == IN_DATA && tested_data++ > 0) {
             continue;
         }
-        dd_status_t st = dd_agg_test(s->t, in->req);
+        dd_status_t st = dd_agg_check(s->t, in->req);
         if (st == DD_INPROGRESS) {
             continue;
         }
@@ -460,8 +460,7 @@ static int dd_agg_reap(dd_agg_server_t *s, dd_agg_slot_t *sl)
         if (sl->sends[i] == NULL) {
             continue;
         }
-        /* Tests progress the transport: stop at the first open send. */
-        if (pending > 0 || dd_agg_test(s->t, sl->sends[i]) == DD_INPROGRESS) {
+        if (dd_agg_check(s->t, sl->sends[i]) == DD_INPROGRESS) {
             pending++;
         } else {
             sl->sends[i] = NULL;
@@ -540,6 +539,8 @@ dd_status_t dd_agg_server_progress(dd_agg_server_t *s, int *busy_p)
 {
     int busy = 0;
 
+    /* Once for the pass: the requests below are only looked at. */
+    dd_agg_progress(s->t);
     for (int w = 0; w < s->n; w++) {
         if (w == s->local) {
             continue;

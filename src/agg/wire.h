@@ -96,6 +96,12 @@ dd_status_t dd_agg_recv(dd_agg_transport_t *t, int peer, uint64_t tag,
                         void *buf, size_t bytes, dd_agg_req_t **req_p);
 /* DD_INPROGRESS, or the final status (which releases the request). */
 dd_status_t dd_agg_test(dd_agg_transport_t *t, dd_agg_req_t *req);
+/* The same without progressing the transport: a pass over many requests
+ * progresses it once (dd_agg_progress) and then checks each. */
+dd_status_t dd_agg_check(dd_agg_transport_t *t, dd_agg_req_t *req);
+void dd_agg_progress(dd_agg_transport_t *t);
+/* Until the transport may have something to progress, timeout_s at most. */
+void dd_agg_idle(dd_agg_transport_t *t, double timeout_s);
 void dd_agg_cancel(dd_agg_transport_t *t, dd_agg_req_t *req);
 
 /* Checks magic, token, kind, sender, dtype, status and sequence number;

@@ -2,7 +2,7 @@
  * The shared point-to-point collectives: ring and recursive doubling for
  * allreduce, reduce-scatter and allgather, a binomial tree for broadcast,
  * cut into chunks so that large messages pipeline. Written once against the
- * ops table's send, recv, test and cancel, and compiled into every module
+ * ops table's send, recv, check and cancel, and compiled into every module
  * that lacks native collectives. A plan is the pure part (steps and their
  * dependencies); a request executes a plan without blocking.
  */
@@ -72,9 +72,9 @@ uint64_t dd_coll_tag(uint32_t sig, uint32_t seq, uint32_t msg);
 
 /** What an executing collective needs from its module. */
 typedef struct {
-    /* send, recv, test, cancel, progress; test is called for every message
-     * in flight on every pass, so it should only look, not progress: the
-     * executor progresses once per pass (dd_coll_test, idle). */
+    /* send, recv, check, cancel, progress: check for every message in
+     * flight on every pass, which only looks; the executor progresses once
+     * per pass (dd_coll_test, idle). */
     const dd_backend_ops_t *ops;
     dd_backend_t *backend;
     const dd_backend_services_t *services;

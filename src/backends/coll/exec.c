@@ -99,7 +99,7 @@ static dd_status_t dd_coll_advance(dd_coll_req_t *req)
 
     for (size_t i = req->first; i < req->plan.n_steps; i++) {
         if (req->state[i] == DD_COLL_POSTED) {
-            status = comm->ops->test(comm->backend, req->reqs[i]);
+            status = comm->ops->check(comm->backend, req->reqs[i]);
             if (status == DD_INPROGRESS) {
                 continue;
             }

@@ -62,7 +62,6 @@ struct dd_backend {
     ucs_status_t *ep_status; /* UCS_OK until the peer failed */
     int cuda;                /* UCX moves CUDA memory */
     uint32_t coll_seq;
-    dd_backend_ops_t coll_ops; /* the ops with a test that only looks */
     dd_coll_comm_t comm;
 };
 
@@ -78,8 +77,6 @@ struct dd_backend_request {
 };
 
 static const dd_backend_ops_t dd_ucx_ops;
-static dd_status_t dd_ucx_test_quiet(dd_backend_t *b,
-                                     dd_backend_request_t *req);
 
 static dd_status_t dd_ucx_status(ucs_status_t ucs)
 {
@@ -454,6 +451,11 @@ static void dd_ucx_idle(dd_backend_t *b, double deadline)
     }
 }
 
+static void dd_ucx_idle_for(dd_backend_t *b, double timeout_s)
+{
+    dd_ucx_idle(b, dd_time_now() + timeout_s);
+}
+
 static dd_status_t dd_ucx_init(const dd_backend_services_t *svc,
                                dd_backend_t **backend_p)
 {
@@ -484,9 +486,7 @@ static dd_status_t dd_ucx_init(const dd_backend_services_t *svc,
         (status = dd_ucx_wireup(b)) != DD_OK) {
         goto err_free;
     }
-    b->coll_ops = dd_ucx_ops;
-    b->coll_ops.test = dd_ucx_test_quiet;
-    b->comm.ops = &b->coll_ops;
+    b->comm.ops = &dd_ucx_ops;
     b->comm.backend = b;
     b->comm.services = svc;
     b->comm.rank = svc->rank;
@@ -716,13 +716,6 @@ static dd_status_t dd_ucx_finish(dd_backend_t *b, dd_backend_request_t *req)
     return status;
 }
 
-/* test for the shared collectives, which progress the worker once per pass
- * themselves. */
-static dd_status_t dd_ucx_test_quiet(dd_backend_t *b, dd_backend_request_t *req)
-{
-    return req->done ? dd_ucx_finish(b, req) : DD_INPROGRESS;
-}
-
 static dd_status_t dd_ucx_test(dd_backend_t *b, dd_backend_request_t *req)
 {
     if (req->coll != NULL) {
@@ -734,6 +727,18 @@ static dd_status_t dd_ucx_test(dd_backend_t *b, dd_backend_request_t *req)
     }
     if (!req->done) {
         ucp_worker_progress(b->worker);
+    }
+    return req->done ? dd_ucx_finish(b, req) : DD_INPROGRESS;
+}
+
+/* test without ucp_worker_progress (whose TCP transport makes an epoll_wait
+ * call each time), for callers that progress once a pass: the shared
+ * collectives among them. A collective's request is tested as test() does,
+ * progressing once for all its messages. */
+static dd_status_t dd_ucx_check(dd_backend_t *b, dd_backend_request_t *req)
+{
+    if (req->coll != NULL) {
+        return dd_ucx_test(b, req);
     }
     return req->done ? dd_ucx_finish(b, req) : DD_INPROGRESS;
 }
@@ -819,6 +824,8 @@ static const dd_backend_ops_t dd_ucx_ops = {
     .wait = dd_ucx_wait,
     .cancel = dd_ucx_cancel,
     .progress = dd_ucx_progress,
+    .check = dd_ucx_check,
+    .idle = dd_ucx_idle_for,
 };
 
 DD_API const dd_backend_ops_t *dd_backend_ops_get(void)

@@ -305,6 +305,10 @@ static void net_progress(dd_backend_t *b)
 {
 }
 
+static void net_idle(dd_backend_t *b, double timeout_s)
+{
+}
+
 static const dd_backend_ops_t net_ops = {
     .abi_version = DD_BACKEND_ABI_VERSION,
     .name = "net",
@@ -313,6 +317,8 @@ static const dd_backend_ops_t net_ops = {
     .test = net_test,
     .cancel = net_cancel,
     .progress = net_progress,
+    .check = net_test,
+    .idle = net_idle,
 };
 
 static void net_log(void *arg, int level, const char *msg)

@@ -83,11 +83,25 @@ static void fake_cancel(dd_backend_t *b, dd_backend_request_t *r)
     r->released = 1;
 }
 
+static void fake_progress(dd_backend_t *b)
+{
+    (void)b;
+}
+
+static void fake_idle(dd_backend_t *b, double timeout_s)
+{
+    (void)b;
+    (void)timeout_s;
+}
+
 static const dd_backend_ops_t ops = {.name = "fuzz",
                                      .send = fake_send,
                                      .recv = fake_recv,
                                      .test = fake_test,
-                                     .cancel = fake_cancel};
+                                     .check = fake_test,
+                                     .cancel = fake_cancel,
+                                     .progress = fake_progress,
+                                     .idle = fake_idle};
 static const int workers[2] = {0, 1};
 static const dd_role_t roles[3] = {DD_ROLE_WORKER, DD_ROLE_WORKER,
                                    DD_ROLE_AGGREGATOR};

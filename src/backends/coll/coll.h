@@ -72,18 +72,15 @@ uint64_t dd_coll_tag(uint32_t sig, uint32_t seq, uint32_t msg);
 
 /** What an executing collective needs from its module. */
 typedef struct {
-    /* send, recv, check, cancel, progress: check for every message in
-     * flight on every pass, which only looks; the executor progresses once
-     * per pass (dd_coll_test, idle). */
+    /* send, recv, check, cancel, progress, idle: check for every message
+     * in flight on every pass, which only looks; the executor progresses
+     * once per pass (dd_coll_test) or waits in idle (dd_coll_wait). */
     const dd_backend_ops_t *ops;
     dd_backend_t *backend;
     const dd_backend_services_t *services;
     int rank;
     int world;
     size_t chunk_bytes;
-    /* Blocks until the backend may have made progress, or deadline (on
-     * the dd_time_now() clock); NULL: ops->progress once. */
-    void (*idle)(dd_backend_t *backend, double deadline);
 } dd_coll_comm_t;
 
 typedef struct dd_coll_req dd_coll_req_t;

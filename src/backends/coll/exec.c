@@ -229,11 +229,7 @@ dd_status_t dd_coll_wait(dd_coll_req_t *req, double timeout_s)
             dd_coll_timed_out(req, timeout_s);
             return DD_INPROGRESS;
         }
-        if (req->comm.idle != NULL) {
-            req->comm.idle(req->comm.backend, deadline);
-        } else {
-            req->comm.ops->progress(req->comm.backend);
-        }
+        req->comm.ops->idle(req->comm.backend, deadline - dd_time_now());
     }
 }
 

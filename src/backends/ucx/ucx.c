@@ -492,7 +492,6 @@ static dd_status_t dd_ucx_init(const dd_backend_services_t *svc,
     b->comm.rank = svc->rank;
     b->comm.world = world;
     b->comm.chunk_bytes = DD_COLL_CHUNK_BYTES;
-    b->comm.idle = dd_ucx_idle;
     dd_coll_log(svc, DD_BACKEND_LOG_DEBUG,
                 "UCP worker ready, %d peers, %d endpoint%s each, CUDA memory "
                 "%s",

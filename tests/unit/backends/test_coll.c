@@ -426,8 +426,7 @@ static void run(dd_coll_t coll, dd_dtype_t dtype, dd_reduce_op_t op, int world,
         }
         be[r].net = &net;
         be[r].rank = r;
-        dd_coll_comm_t comm = {&net_ops, &be[r],      &svc, r,
-                               world,    chunk_bytes, NULL};
+        dd_coll_comm_t comm = {&net_ops, &be[r], &svc, r, world, chunk_bytes};
         dd_backend_args_t a = {.sendbuf = in[r],
                                .recvbuf = in_place ? in[r] : out[r],
                                .count = n,

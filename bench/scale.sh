@@ -11,7 +11,8 @@
 #   workers' agreement at its largest (an allgather of 61 doubles a worker
 #   for gpt2-blocks' 15 layers: the drift monitor's 15 every window, with
 #   the times' 46 every DREAMDDP_REPLAN_WINDOWS windows under dreamddp)
-#   and a 64-byte allreduce (a digest's or a deadline's size), over
+#   and a 64-byte allreduce (a digest's or a deadline's size, and the
+#   ring's round trip, which the model takes as its --ring-latency), over
 #   ddbench coll;
 # - with aggregators, a 4 KB sync through them (ddbench sync): the round
 #   trip's fixed cost, which the model takes as its --agg-latency.
@@ -89,8 +90,9 @@ size_round() {
 # workers measured (a ring has two connections a host at every size); with
 # aggregators, moving their pushes and pulls at that size (many to many,
 # as they do); for the aggregators' round trip (--agg-latency), the 4 KB
-# sync's time through them at that size. MODEL_ONLY=1 redoes this alone on
-# the results there are.
+# sync's time through them at that size, and for the ring's
+# (--ring-latency), the 64-byte allreduce's among the workers. MODEL_ONLY=1
+# redoes this alone on the results there are.
 model() {
     sed -i '/"model":true/d' "$out"
     for n in $SIZES; do
@@ -108,8 +110,11 @@ share = 1.0 if k >= fn else 2 * fn * (fn - 1) / (fn * fn + k * fn - 2 * k)
 inter = share * floors[0]["bytes"] / t
 lat = [r["time_s"] for r in rows if r.get("route") == "aggregate"
        and r.get("bytes") == 4096 and r["workers"] == n and r["aggregators"] == k]
+ring = [r["time_s"] for r in rows if r.get("op") == "allreduce"
+        and r.get("bytes") == 64 and r["workers"] == n and r["aggregators"] == 0]
 print("--inter %r --intra %r" % (inter, inter) +
-      (" --agg-latency %g" % statistics.median(lat) if lat else ""))
+      (" --agg-latency %g" % statistics.median(lat) if lat else "") +
+      (" --ring-latency %g" % statistics.median(ring) if ring else ""))
 PY
 )
             "$DDBENCH" scale "$PROFILES/gpt2-blocks" --gpus "$n" --per-node 1 \

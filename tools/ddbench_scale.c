@@ -1,17 +1,22 @@
 /*
  * ddbench scale PROFILE_DIR [--gpus LIST] [--per-node G] [--inter RATE]
- * [--intra RATE] [--aggregators LIST] [--agg-latency S] [--H N] [--json]:
+ * [--intra RATE] [--aggregators LIST] [--agg-latency S] [--ring-latency S]
+ * [--H N] [--json]:
  * a model of the job at 8 to 1,024 GPUs, from the planner's own cost model.
  *
  * For each world size N (G GPUs a node, nodes = N / G), each route gives
  * a layer of M bytes a sync time:
  *   ring          one ring over every rank: 2(N-1) steps of latency a and
  *                 2(N-1)/N M through the slowest link (a node's NIC, or
- *                 the intra-node one when the job fits a node);
+ *                 the intra-node one when the job fits a node); with one
+ *                 rank a node and --ring-latency S (a small allreduce's
+ *                 time among them), S as for the aggregators below in
+ *                 place of the steps;
  *   hierarchical  within each node 2(G-1)/G M at the intra-node rate
  *                 (the leaders' sums and their broadcast back), then a
  *                 ring among the nodes' leaders: 2(nodes-1) steps and
- *                 2(nodes-1)/nodes M through the NIC;
+ *                 2(nodes-1)/nodes M through the NIC (--ring-latency
+ *                 S in place of the steps, as for the ring);
  *   aggregators   the same within each node, then the nodes' pushes and
  *                 pulls through k CPU aggregators sharing the sum with the
  *                 nodes, BytePS's optimum 2n(n-1) M / ((n^2 + kn - 2k) B)
@@ -22,11 +27,15 @@
  *                 aggregators alone (the push, the wait for the slowest
  *                 worker's chunk, the sum and the pull, which a loaded
  *                 host stretches), and the engine keeps DD_ENGINE_DEPTH
- *                 syncs in flight, so one's round trip overlaps another's.
+ *                 syncs in flight, so one's round trip overlaps another's;
+ *                 nothing overlaps the rest of the last one's, so an
+ *                 iteration that syncs ends S - S / DD_ENGINE_DEPTH after
+ *                 its last sync leaves the wire, at the earliest.
  * Those times, as each layer's comm time beside the profile's backward
  * times, go through the planner's cost model (plan.h: ddp as S-SGD with
  * every layer's sync launched after its backward, full Local SGD, uniform
- * partial Local SGD and the dreamddp plan, each per iteration). For each
+ * partial Local SGD and the dreamddp plan, each per iteration;
+ * dd_plan_cost_landing for the last sync's landing). For each
  * strategy it picks the route, and for aggregators the fewest of the
  * counts tried that come within 5 % of the best of them, and says why.
  *
@@ -73,7 +82,8 @@ typedef struct {
     long per_node;
     double inter, intra;             /* bytes per second */
     double inter_lat_s, intra_lat_s; /* a step's latency */
-    double agg_lat_s; /* a small sync's time through them; < 0: none */
+    double agg_lat_s;  /* a small sync's time through them; < 0: none */
+    double ring_lat_s; /* a small allreduce among the nodes; < 0: none */
     long aggs[DDBENCH_SCALE_MAX_SIZES];
     int n_aggs; /* 0: the nodes' count over 8, 4, 2 and 1 */
     long h;
@@ -89,35 +99,41 @@ typedef struct {
 
 static void ddbench_scale_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: ddbench scale PROFILE_DIR [--gpus LIST] [--per-node G]\n"
-            "         [--inter RATE] [--intra RATE] [--aggregators LIST]\n"
-            "         [--agg-latency S] [--H N] [--scale X] [--time-scale T]\n"
-            "         [--json]\n"
-            "  --gpus LIST         world sizes (default 8,64,256,1024)\n"
-            "  --per-node G        GPUs a node (default 8)\n"
-            "  --inter RATE        a node's NIC: 100gbit, 400gbit, 250mbit "
-            "or bytes/s\n"
-            "                      (default 100gbit)\n"
-            "  --intra RATE        within a node (default 2400gbit: NVLink)\n"
-            "  --inter-latency S   a step across nodes (default 20e-6)\n"
-            "  --intra-latency S   a step within a node (default 5e-6)\n"
-            "  --agg-latency S     a small sync's time through the "
-            "aggregators; each sync\n"
-            "                      holds the wire for S / %d of it beside "
-            "its bytes, the\n"
-            "                      engine keeping %d in flight (default: "
-            "two steps across\n"
-            "                      nodes)\n"
-            "  --aggregators LIST  counts to try (default: the nodes' count "
-            "/ 8, / 4,\n"
-            "                      / 2 and itself)\n"
-            "  --H N               the window of localsgd, plsgd and "
-            "dreamddp (default 4)\n"
-            "  --scale X           layer sizes times X (default 1)\n"
-            "  --time-scale T      backward times times T (default 1)\n"
-            "  --json              one JSON line per world size\n",
-            DD_ENGINE_DEPTH, DD_ENGINE_DEPTH);
+    fprintf(
+        out,
+        "usage: ddbench scale PROFILE_DIR [--gpus LIST] [--per-node G]\n"
+        "         [--inter RATE] [--intra RATE] [--aggregators LIST]\n"
+        "         [--agg-latency S] [--ring-latency S] [--H N] [--scale X]\n"
+        "         [--time-scale T] [--json]\n"
+        "  --gpus LIST         world sizes (default 8,64,256,1024)\n"
+        "  --per-node G        GPUs a node (default 8)\n"
+        "  --inter RATE        a node's NIC: 100gbit, 400gbit, 250mbit "
+        "or bytes/s\n"
+        "                      (default 100gbit)\n"
+        "  --intra RATE        within a node (default 2400gbit: NVLink)\n"
+        "  --inter-latency S   a step across nodes (default 20e-6)\n"
+        "  --intra-latency S   a step within a node (default 5e-6)\n"
+        "  --agg-latency S     a small sync's time through the "
+        "aggregators; each sync\n"
+        "                      holds the wire for S / %d of it beside "
+        "its bytes, the\n"
+        "                      engine keeping %d in flight (default: "
+        "two steps across\n"
+        "                      nodes)\n"
+        "  --ring-latency S    a small allreduce's time among the nodes "
+        "(one rank a\n"
+        "                      node), for the ring among them the same "
+        "way (default:\n"
+        "                      2(nodes-1) steps across nodes)\n"
+        "  --aggregators LIST  counts to try (default: the nodes' count "
+        "/ 8, / 4,\n"
+        "                      / 2 and itself)\n"
+        "  --H N               the window of localsgd, plsgd and "
+        "dreamddp (default 4)\n"
+        "  --scale X           layer sizes times X (default 1)\n"
+        "  --time-scale T      backward times times T (default 1)\n"
+        "  --json              one JSON line per world size\n",
+        DD_ENGINE_DEPTH, DD_ENGINE_DEPTH);
 }
 
 /* "100gbit", "250mbit", "1.5gbit" or bytes per second. */
@@ -179,11 +195,41 @@ static double ddbench_scale_intra(const ddbench_scale_opts_t *o, double g,
                  : 0;
 }
 
-/* What a sync through the aggregators costs beside its bytes. */
+/* What a sync among the nodes costs beside its bytes: a measured small
+ * sync's time S of which it holds the wire for S / DD_ENGINE_DEPTH, or
+ * steps of latency. */
+static double ddbench_scale_fixed(double measured_s, double steps,
+                                  double step_s)
+{
+    return measured_s >= 0 ? measured_s / DD_ENGINE_DEPTH : steps * step_s;
+}
+
+/* How long after such a sync leaves the wire its result lands: the rest
+ * of a measured S (the latency steps are otherwise the whole of it). */
+static double ddbench_scale_land_of(double measured_s)
+{
+    return measured_s >= 0 ? measured_s - measured_s / DD_ENGINE_DEPTH : 0;
+}
+
 static double ddbench_scale_agg_fixed(const ddbench_scale_opts_t *o)
 {
-    return o->agg_lat_s >= 0 ? o->agg_lat_s / DD_ENGINE_DEPTH
-                             : 2 * o->inter_lat_s;
+    return ddbench_scale_fixed(o->agg_lat_s, 2, o->inter_lat_s);
+}
+
+/* The landing of a route's syncs among n_gpus: a measured time's rest
+ * where the route takes it (0 within one node, and for a ring through
+ * more than one rank a node, which pays its steps). */
+static double ddbench_scale_land(const ddbench_scale_opts_t *o,
+                                 ddbench_route_t route, long n_gpus)
+{
+    long g = n_gpus < o->per_node ? n_gpus : o->per_node;
+    long nodes = (n_gpus + g - 1) / g;
+
+    if (nodes <= 1 || (route == DDBENCH_ROUTE_RING && g > 1)) {
+        return 0;
+    }
+    return ddbench_scale_land_of(route == DDBENCH_ROUTE_AGG ? o->agg_lat_s
+                                                            : o->ring_lat_s);
 }
 
 /* One sync of m bytes over route among n_gpus (k aggregators). */
@@ -201,10 +247,16 @@ static double ddbench_scale_sync(const ddbench_scale_opts_t *o,
     switch (route) {
     case DDBENCH_ROUTE_RING: {
         double b = o->inter < o->intra ? o->inter : o->intra;
-        return 2 * (n - 1) * o->inter_lat_s + 2 * (n - 1) / n * m / b;
+        double steps = 2 * (n - 1);
+        double fixed =
+            g > 1 ? steps * o->inter_lat_s
+                  : ddbench_scale_fixed(o->ring_lat_s, steps, o->inter_lat_s);
+        return fixed + 2 * (n - 1) / n * m / b;
     }
     case DDBENCH_ROUTE_HIER:
-        return ddbench_scale_intra(o, g, m) + 2 * (nodes - 1) * o->inter_lat_s +
+        return ddbench_scale_intra(o, g, m) +
+               ddbench_scale_fixed(o->ring_lat_s, 2 * (nodes - 1),
+                                   o->inter_lat_s) +
                2 * (nodes - 1) / nodes * m / o->inter;
     default:
         return ddbench_scale_intra(o, g, m) + ddbench_scale_agg_fixed(o) +
@@ -212,27 +264,48 @@ static double ddbench_scale_sync(const ddbench_scale_opts_t *o,
     }
 }
 
+/* A baseline's schedule costed with its syncs landing land_s late. */
+static dd_status_t
+ddbench_scale_baseline(const dd_plan_input_t *in,
+                       dd_status_t (*make)(size_t, unsigned, dd_plan_t **),
+                       unsigned h, double land_s, double *iter_s)
+{
+    dd_plan_t *plan;
+    dd_plan_cost_t cost;
+    dd_status_t status = make(in->num_layers, h, &plan);
+    if (status == DD_OK) {
+        status = dd_plan_cost_landing(in, plan, land_s, &cost);
+        dd_plan_free(plan);
+        *iter_s = cost.iter_s;
+    }
+    return status;
+}
+
 /* The four strategies' seconds per iteration with comm as the layers'
- * sync times: the planner's cost model, as ddbench plan runs it. */
+ * sync times and each iteration's last sync landing land_s after it
+ * leaves the wire: the planner's cost model, as ddbench plan runs it. The
+ * dreamddp plan is the planner's, made without land_s as the library
+ * makes it; full Local SGD syncs once a window, so lands once. */
 static dd_status_t ddbench_scale_strategies(const dd_profile_t *p,
                                             const double *bp, double *comm,
-                                            unsigned h, double *out)
+                                            unsigned h, double land_s,
+                                            double *out)
 {
     dd_plan_input_t in = {p->num_layers, bp, comm};
     dd_plan_cost_t cost;
     dd_plan_t *plan = NULL;
     dd_status_t status;
 
-    if ((status = ddbench_plan_cost(&in, dd_plan_ssgd, 1, &out[DDBENCH_DDP])) !=
-            DD_OK ||
-        (status = ddbench_plan_cost(&in, dd_plan_plsgd, h,
-                                    &out[DDBENCH_PLSGD])) != DD_OK ||
+    if ((status = ddbench_scale_baseline(&in, dd_plan_ssgd, 1, land_s,
+                                         &out[DDBENCH_DDP])) != DD_OK ||
+        (status = ddbench_scale_baseline(&in, dd_plan_plsgd, h, land_s,
+                                         &out[DDBENCH_PLSGD])) != DD_OK ||
         (status = dd_plan_flsgd_cost(&in, h, &cost)) != DD_OK) {
         return status;
     }
-    out[DDBENCH_LOCALSGD] = cost.iter_s;
+    out[DDBENCH_LOCALSGD] = cost.iter_s + land_s / h;
     if ((status = dd_plan_dreamddp(&in, h, NULL, &plan)) != DD_OK ||
-        (status = dd_plan_cost(&in, plan, &cost)) != DD_OK) {
+        (status = dd_plan_cost_landing(&in, plan, land_s, &cost)) != DD_OK) {
         dd_plan_free(plan);
         return status;
     }
@@ -282,7 +355,9 @@ static dd_status_t ddbench_scale_row(const dd_profile_t *p,
                 comm[l] =
                     ddbench_scale_sync(o, (ddbench_route_t)r, n_gpus, ks[i], m);
             }
-            status = ddbench_scale_strategies(p, bp, comm, (unsigned)o->h, t);
+            double land = ddbench_scale_land(o, (ddbench_route_t)r, n_gpus);
+            status =
+                ddbench_scale_strategies(p, bp, comm, (unsigned)o->h, land, t);
             if (status != DD_OK) {
                 return status;
             }
@@ -430,6 +505,10 @@ static void ddbench_scale_json(const ddbench_scale_opts_t *o, long n_gpus,
     dd_json_double(&w, o->intra);
     dd_json_key(&w, "agg_fixed_s");
     dd_json_double(&w, ddbench_scale_agg_fixed(o));
+    dd_json_key(&w, "agg_land_s");
+    dd_json_double(&w, ddbench_scale_land(o, DDBENCH_ROUTE_AGG, n_gpus));
+    dd_json_key(&w, "ring_lat_s");
+    dd_json_double(&w, o->ring_lat_s >= 0 ? o->ring_lat_s : 0);
     dd_json_key(&w, "scale");
     dd_json_double(&w, o->scale);
     dd_json_key(&w, "compute_s");
@@ -476,6 +555,7 @@ int ddbench_scale_main(int argc, char **argv)
         {"inter-latency", required_argument, 0, 'l'},
         {"intra-latency", required_argument, 0, 'L'},
         {"agg-latency", required_argument, 0, 'a'},
+        {"ring-latency", required_argument, 0, 'r'},
         {"aggregators", required_argument, 0, 'k'},
         {"H", required_argument, 0, 'H'},
         {"scale", required_argument, 0, 's'},
@@ -491,6 +571,7 @@ int ddbench_scale_main(int argc, char **argv)
                               .inter_lat_s = 20e-6,
                               .intra_lat_s = 5e-6,
                               .agg_lat_s = -1,
+                              .ring_lat_s = -1,
                               .h = 4,
                               .scale = 1,
                               .time_scale = 1};
@@ -523,6 +604,10 @@ int ddbench_scale_main(int argc, char **argv)
         case 'a':
             bad =
                 dd_arg_double(P, "--agg-latency", optarg, 0, 10, &o.agg_lat_s);
+            break;
+        case 'r':
+            bad = dd_arg_double(P, "--ring-latency", optarg, 0, 10,
+                                &o.ring_lat_s);
             break;
         case 'k':
             bad = ddbench_scale_list("--aggregators", optarg, 1, o.aggs,

@@ -7,7 +7,9 @@
 #                 125 MB/s = 0.044; with 1, BytePS's share 2n(n-1)/(n^2 +
 #                 kn - 2k) = 24/18 of it: 0.010 + 0.002 + 0.04267 = 0.05467
 # and it picks the aggregators, saying why; --agg-latency S replaces the
-# aggregators' 2 steps with S / 2; bad options fail naming them.
+# aggregators' 2 steps with S / 2 a sync and the other half once an
+# iteration, --ring-latency S the ring's alike; bad options fail naming
+# them.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
 BENCH="$top_builddir/tools/ddbench"
@@ -34,13 +36,22 @@ else
     fail "ddbench scale --aggregators 1"; sed 's/^/    /' "$TMP/k1"
 fi
 # A small sync's measured 10 ms through the aggregators instead of 2
-# steps, half of it a sync's (the engine keeps 2 in flight): 0.010 + 0.005
-# + 0.032 = 0.047 with 4 of them; the ring keeps its steps.
+# steps, half of it a sync's (the engine keeps 2 in flight) and the other
+# half after the iteration's last sync leaves the wire: 0.010 + 0.005 +
+# 0.032 + 0.005 = 0.052 with 4 of them; the ring keeps its steps.
 if scale --aggregators 4 --agg-latency 0.010 --json >"$TMP/lat" 2>&1; then
-    expect_grep "$TMP/lat" '"aggregators":{"ddp":0.047000' "--agg-latency 0.010: 0.047 s"
+    expect_grep "$TMP/lat" '"aggregators":{"ddp":0.052000' "--agg-latency 0.010: 0.052 s"
     expect_grep "$TMP/lat" '"ring":{"ddp":0.064000' "--agg-latency leaves the ring"
 else
     fail "ddbench scale --agg-latency 0.010"; sed 's/^/    /' "$TMP/lat"
+fi
+# The ring's alike with a small allreduce's 10 ms instead of its 6 steps:
+# 0.010 + 0.005 + 0.048 + 0.005 = 0.068; the aggregators keep theirs.
+if scale --aggregators 4 --ring-latency 0.010 --json >"$TMP/rlat" 2>&1; then
+    expect_grep "$TMP/rlat" '"ring":{"ddp":0.068000' "--ring-latency 0.010: 0.068 s"
+    expect_grep "$TMP/rlat" '"aggregators":{"ddp":0.044000' "--ring-latency leaves the aggregators"
+else
+    fail "ddbench scale --ring-latency 0.010"; sed 's/^/    /' "$TMP/rlat"
 fi
 # The fewest tried within 5 % of the best: 2 (0.04900) is not, 4 is.
 if scale --aggregators 1,2,4 >"$TMP/text" 2>&1; then
@@ -68,6 +79,7 @@ bad() {
 BAD="--inter takes a rate such as 100gbit, 250mbit or bytes per second, not 'fast'" bad "$P" --inter fast
 BAD="--gpus" bad "$P" --gpus 0
 BAD="--agg-latency" bad "$P" --agg-latency -1
+BAD="--ring-latency" bad "$P" --ring-latency -1
 mkdir -p "$TMP/nosizes"
 echo '{"w": 0.010}' >"$TMP/nosizes/bp_one.json"
 echo '{"w": 0.020}' >"$TMP/nosizes/comm_one.json"

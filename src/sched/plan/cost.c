@@ -122,17 +122,27 @@ void dd_plan_model_cleanup(dd_plan_model_t *m)
     free(m->done);
 }
 
-/* The exposed wait of one iteration that syncs the layers marked in row. */
-double dd_plan_row_wait(const dd_plan_model_t *m, const unsigned char *row)
+/* The exposed wait of one iteration that syncs the layers marked in row,
+ * its last sync landing land_s after it leaves the channel. */
+static double dd_plan_row_wait_landing(const dd_plan_model_t *m,
+                                       const unsigned char *row, double land_s)
 {
     double free_at = 0.0;
+    int any = 0;
     for (size_t i = m->n; i-- > 0;) {
         if (row[i]) {
             double start = free_at > m->done[i] ? free_at : m->done[i];
             free_at = start + m->comm[i];
+            any = 1;
         }
     }
-    return dd_plan_pos(free_at - m->t_end);
+    return any ? dd_plan_pos(free_at + land_s - m->t_end) : 0.0;
+}
+
+/* The exposed wait of one iteration that syncs the layers marked in row. */
+double dd_plan_row_wait(const dd_plan_model_t *m, const unsigned char *row)
+{
+    return dd_plan_row_wait_landing(m, row, 0.0);
 }
 
 /* Sum of the waits of H rows, in iteration order. */
@@ -254,16 +264,28 @@ dd_status_t dd_plan_model_of(dd_plan_model_t *m, const dd_plan_input_t *input,
 dd_status_t dd_plan_cost(const dd_plan_input_t *input, const dd_plan_t *plan,
                          dd_plan_cost_t *cost_p)
 {
+    return dd_plan_cost_landing(input, plan, 0.0, cost_p);
+}
+
+dd_status_t dd_plan_cost_landing(const dd_plan_input_t *input,
+                                 const dd_plan_t *plan, double land_s,
+                                 dd_plan_cost_t *cost_p)
+{
     dd_plan_model_t m;
 
-    if (cost_p == NULL) {
+    if (cost_p == NULL || !dd_plan_time_ok(land_s)) {
         return DD_ERR_INVALID_PARAM;
     }
     dd_status_t status = dd_plan_model_of(&m, input, plan);
     if (status != DD_OK) {
         return status;
     }
-    dd_plan_cost_fill(&m, dd_plan_rows_exposed(&m, plan->sync), cost_p);
+    double exposed = 0.0;
+    for (unsigned h = 0; h < m.H; h++) {
+        exposed +=
+            dd_plan_row_wait_landing(&m, plan->sync + (size_t)h * m.n, land_s);
+    }
+    dd_plan_cost_fill(&m, exposed, cost_p);
     dd_plan_model_cleanup(&m);
     return DD_OK;
 }

@@ -122,6 +122,20 @@ dd_status_t dd_plan_cost(const dd_plan_input_t *input, const dd_plan_t *plan,
                          dd_plan_cost_t *cost_p);
 
 /**
+ * dd_plan_cost where a sync's result lands land_s after the sync leaves the
+ * channel: a route whose round trip is longer than the time a sync holds
+ * the wire (syncs in flight overlap their round trips), so an iteration
+ * that syncs anything ends land_s after its channel frees, at the
+ * earliest. The searches plan without it (land_s 0, as dd_plan_cost).
+ *
+ * @return as dd_plan_cost; DD_ERR_INVALID_PARAM also for a land_s that is
+ *         negative or not finite.
+ */
+dd_status_t dd_plan_cost_landing(const dd_plan_input_t *input,
+                                 const dd_plan_t *plan, double land_s,
+                                 dd_plan_cost_t *cost_p);
+
+/**
  * The DreamDDP paper's formulation: each iteration syncs one contiguous
  * block of the backward order, iteration 0 the block that starts with the
  * last layer. Exact dynamic program over block boundaries, O(H n^2): the

@@ -219,6 +219,36 @@ static void test_cost_channel_gap(void **state)
     dd_plan_free(plan);
 }
 
+static void test_cost_landing(void **state)
+{
+    (void)state;
+    dd_plan_t *plan;
+    dd_plan_cost_t cost;
+    const unsigned last_alone[] = {1, 0, 0};
+
+    assert_int_equal(dd_plan_alloc(3, 2, &plan), DD_OK);
+    assign(plan, last_alone);
+    /* Iteration 0: layers 2 and 1 leave the wire at 6, as backward ends,
+     * and land 1 later: 1 exposed. Iteration 1: layer 0 leaves at 10 and
+     * lands at 11: 5. */
+    assert_int_equal(dd_plan_cost_landing(&ex_input, plan, 1.0, &cost), DD_OK);
+    assert_true(cost.exposed_s == 6.0);
+    assert_true(cost.window_s == 18.0);
+    /* An iteration that syncs nothing waits for nothing: layer 0 moved to
+     * iteration 0 leaves iteration 1 empty. */
+    assign(plan, (const unsigned[]){0, 0, 0});
+    assert_int_equal(dd_plan_cost_landing(&ex_input, plan, 1.0, &cost), DD_OK);
+    assert_true(cost.exposed_s == 5.0);
+    /* Landing 0 is dd_plan_cost. */
+    assert_int_equal(dd_plan_cost_landing(&ex_input, plan, 0.0, &cost), DD_OK);
+    assert_true(cost.exposed_s == 4.0);
+    assert_int_equal(dd_plan_cost_landing(&ex_input, plan, -1.0, &cost),
+                     DD_ERR_INVALID_PARAM);
+    assert_int_equal(dd_plan_cost_landing(&ex_input, plan, NAN, &cost),
+                     DD_ERR_INVALID_PARAM);
+    dd_plan_free(plan);
+}
+
 static void test_baselines(void **state)
 {
     (void)state;
@@ -739,6 +769,7 @@ int main(void)
         cmocka_unit_test(test_cost_all_in_one_iteration),
         cmocka_unit_test(test_cost_two_iterations),
         cmocka_unit_test(test_cost_channel_gap),
+        cmocka_unit_test(test_cost_landing),
         cmocka_unit_test(test_baselines),
         cmocka_unit_test(test_plsgd_slots),
         cmocka_unit_test(test_noncontiguous_beats_dp),

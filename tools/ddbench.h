@@ -29,11 +29,12 @@ int ddbench_codec_main(int argc, char **argv);
 int ddbench_plan_main(int argc, char **argv);
 
 /** The seconds per iteration of the plan make(num_layers, h) under the
- *  planner's cost model (ssgd, plsgd, flsgd: the baselines). */
+ *  planner's cost model (ssgd, plsgd, flsgd: the baselines), its syncs
+ *  landing land_s after they leave the wire (dd_plan_cost_landing). */
 dd_status_t ddbench_plan_cost(const dd_plan_input_t *in,
                               dd_status_t (*make)(size_t, unsigned,
                                                   dd_plan_t **),
-                              unsigned h, double *iter_s);
+                              unsigned h, double land_s, double *iter_s);
 
 /** BytePS's optimum as a share of M/B: the bytes each of n workers moves
  *  each way with k aggregators, 2n(n-1) / (n^2 + kn - 2k), per byte of

@@ -122,13 +122,13 @@ typedef struct {
 dd_status_t ddbench_plan_cost(const dd_plan_input_t *in,
                               dd_status_t (*make)(size_t, unsigned,
                                                   dd_plan_t **),
-                              unsigned h, double *iter_s)
+                              unsigned h, double land_s, double *iter_s)
 {
     dd_plan_t *plan;
     dd_plan_cost_t cost;
     dd_status_t status = make(in->num_layers, h, &plan);
     if (status == DD_OK) {
-        status = dd_plan_cost(in, plan, &cost);
+        status = dd_plan_cost_landing(in, plan, land_s, &cost);
         dd_plan_free(plan);
         *iter_s = cost.iter_s;
     }
@@ -205,8 +205,8 @@ static dd_status_t ddbench_plan_model(const dd_plan_input_t *in, unsigned h,
     m->plsgd_next += frozen_s;
     frozen_s += fw;
 
-    if ((status = ddbench_plan_cost(in, dd_plan_ssgd, 1, &m->ssgd)) ||
-        (status = ddbench_plan_cost(in, dd_plan_plsgd, h, &m->plsgd)) ||
+    if ((status = ddbench_plan_cost(in, dd_plan_ssgd, 1, 0, &m->ssgd)) ||
+        (status = ddbench_plan_cost(in, dd_plan_plsgd, h, 0, &m->plsgd)) ||
         (status = dd_plan_flsgd_cost(in, h, &cost))) {
         return status;
     }

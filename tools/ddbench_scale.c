@@ -264,23 +264,6 @@ static double ddbench_scale_sync(const ddbench_scale_opts_t *o,
     }
 }
 
-/* A baseline's schedule costed with its syncs landing land_s late. */
-static dd_status_t
-ddbench_scale_baseline(const dd_plan_input_t *in,
-                       dd_status_t (*make)(size_t, unsigned, dd_plan_t **),
-                       unsigned h, double land_s, double *iter_s)
-{
-    dd_plan_t *plan;
-    dd_plan_cost_t cost;
-    dd_status_t status = make(in->num_layers, h, &plan);
-    if (status == DD_OK) {
-        status = dd_plan_cost_landing(in, plan, land_s, &cost);
-        dd_plan_free(plan);
-        *iter_s = cost.iter_s;
-    }
-    return status;
-}
-
 /* The four strategies' seconds per iteration with comm as the layers'
  * sync times and each iteration's last sync landing land_s after it
  * leaves the wire: the planner's cost model, as ddbench plan runs it. The
@@ -296,10 +279,10 @@ static dd_status_t ddbench_scale_strategies(const dd_profile_t *p,
     dd_plan_t *plan = NULL;
     dd_status_t status;
 
-    if ((status = ddbench_scale_baseline(&in, dd_plan_ssgd, 1, land_s,
-                                         &out[DDBENCH_DDP])) != DD_OK ||
-        (status = ddbench_scale_baseline(&in, dd_plan_plsgd, h, land_s,
-                                         &out[DDBENCH_PLSGD])) != DD_OK ||
+    if ((status = ddbench_plan_cost(&in, dd_plan_ssgd, 1, land_s,
+                                    &out[DDBENCH_DDP])) != DD_OK ||
+        (status = ddbench_plan_cost(&in, dd_plan_plsgd, h, land_s,
+                                    &out[DDBENCH_PLSGD])) != DD_OK ||
         (status = dd_plan_flsgd_cost(&in, h, &cost)) != DD_OK) {
         return status;
     }

@@ -145,14 +145,23 @@ double dd_plan_row_wait(const dd_plan_model_t *m, const unsigned char *row)
     return dd_plan_row_wait_landing(m, row, 0.0);
 }
 
-/* Sum of the waits of H rows, in iteration order. */
-double dd_plan_rows_exposed(const dd_plan_model_t *m, const unsigned char *rows)
+/* Sum of the waits of H rows, in iteration order, each landing land_s
+ * late. */
+static double dd_plan_rows_exposed_landing(const dd_plan_model_t *m,
+                                           const unsigned char *rows,
+                                           double land_s)
 {
     double exposed = 0.0;
     for (unsigned h = 0; h < m->H; h++) {
-        exposed += dd_plan_row_wait(m, rows + (size_t)h * m->n);
+        exposed += dd_plan_row_wait_landing(m, rows + (size_t)h * m->n, land_s);
     }
     return exposed;
+}
+
+/* Sum of the waits of H rows, in iteration order. */
+double dd_plan_rows_exposed(const dd_plan_model_t *m, const unsigned char *rows)
+{
+    return dd_plan_rows_exposed_landing(m, rows, 0.0);
 }
 
 void dd_plan_cost_fill(const dd_plan_model_t *m, double exposed,
@@ -280,12 +289,8 @@ dd_status_t dd_plan_cost_landing(const dd_plan_input_t *input,
     if (status != DD_OK) {
         return status;
     }
-    double exposed = 0.0;
-    for (unsigned h = 0; h < m.H; h++) {
-        exposed +=
-            dd_plan_row_wait_landing(&m, plan->sync + (size_t)h * m.n, land_s);
-    }
-    dd_plan_cost_fill(&m, exposed, cost_p);
+    dd_plan_cost_fill(&m, dd_plan_rows_exposed_landing(&m, plan->sync, land_s),
+                      cost_p);
     dd_plan_model_cleanup(&m);
     return DD_OK;
 }

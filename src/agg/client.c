@@ -44,11 +44,11 @@
  * DD_AGG_INCAST / n bytes (64 KB up to 8 workers, 32 KB at 16). Measured
  * with 16 workers and 8 aggregators at 100 Mbit/s, 64 KB pieces against
  * 32 KB: ddbench sync of 1.4 MB 0.61 s (10,900 segments resent) against
- * 0.26 s (1,900; the ring 0.25 s); the train simulator (gpt2-blocks at
- * scale 0.05) 1.42 against 0.84 s/iter under dreamddp:4, 3.86 against 3.69
- * under ddp. 16 KB pieces (a budget of 256 KB) were faster still for one
- * sync (0.21 s) and dreamddp:4 (0.82), slower for ddp (5.19): 24 pieces in
- * flight then held too few bytes. */
+ * 0.26 s (1,900); 16 KB 0.21 s. The train simulator (gpt2-blocks at scale
+ * 0.05) in one session: 1.42 against 0.84 s/iter under dreamddp:4, 3.86
+ * against 3.69 under ddp. 16 KB pieces (a budget of 256 KB), in another
+ * session: dreamddp:4 0.82, ddp 5.19, 24 pieces in flight then holding too
+ * few bytes. */
 #define DD_AGG_INCAST (512 * 1024)
 #define DD_AGG_LEAST_PIECE 4096
 

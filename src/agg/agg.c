@@ -30,7 +30,7 @@ double dd_agg_model_s(int n, int k, double bytes, double bytes_per_s)
            (((double)n * n + (double)kk * n - 2.0 * kk) * bytes_per_s);
 }
 
-int dd_agg_pick_home(const double *weight, double *load, int n_homes,
+int dd_agg_next_home(const double *weight, const double *load, int n_homes,
                      size_t bytes)
 {
     int best = -1;
@@ -46,6 +46,13 @@ int dd_agg_pick_home(const double *weight, double *load, int n_homes,
             best_fill = fill;
         }
     }
+    return best;
+}
+
+int dd_agg_pick_home(const double *weight, double *load, int n_homes,
+                     size_t bytes)
+{
+    int best = dd_agg_next_home(weight, load, n_homes, bytes);
     if (best >= 0) {
         load[best] += (double)bytes;
     }

@@ -81,6 +81,10 @@ double dd_agg_model_s(int n_workers, int n_aggregators, double bytes,
 int dd_agg_pick_home(const double *weight, double *load, int n_homes,
                      size_t bytes);
 
+/** The home dd_agg_pick_home would choose, with load left as it is. */
+int dd_agg_next_home(const double *weight, const double *load, int n_homes,
+                     size_t bytes);
+
 /** Sets up the worker side (client and its own home); workers only. */
 dd_status_t dd_agg_create(const dd_agg_env_t *env, dd_agg_t **agg_p);
 

@@ -50,6 +50,14 @@ static void test_pick_home_balances_by_share(void **state)
     assert_int_equal(dd_agg_pick_home(w2, l2, 2, 10), 1);
     double none[1] = {0}, l3[1] = {0};
     assert_int_equal(dd_agg_pick_home(none, l3, 1, 10), -1);
+    /* dd_agg_next_home says the pick to come and leaves the loads. */
+    double w4[2] = {0.5, 0.5}, l4[2] = {0, 0};
+    for (int i = 0; i < 6; i++) {
+        int next = dd_agg_next_home(w4, l4, 2, 100);
+        assert_int_equal(next, i % 2);
+        assert_true(l4[0] == 100.0 * ((i + 1) / 2) && l4[1] == 100.0 * (i / 2));
+        assert_int_equal(dd_agg_pick_home(w4, l4, 2, 100), next);
+    }
 }
 
 static void test_sum_f32_in_order(void **state)

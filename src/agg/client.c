@@ -62,7 +62,7 @@
  * Mbit/s, the train simulator (gpt2-blocks at scale 0.05), two runs each in
  * one session, s/iter: dreamddp:4 0.91 and 0.94 without a budget, 0.86 and
  * 0.86 with it; ddp 3.14 and 3.11, 3.12 and 3.12. A fixed budget with no
- * growth (1 MB / n), in another netcluster session, gave dreamddp:4 0.79
+ * growth (1 MiB / n), in another netcluster session, gave dreamddp:4 0.79
  * but ddp 3.41 against 0.86 and 3.07 without: the answers come back over
  * the same link before the next pushes go, so a fixed window slows a long
  * stream. */

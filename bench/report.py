@@ -547,14 +547,16 @@ def scale(path):
                   f"{fmt(exp / texp if exp is not None and texp and not k.startswith('torch-compute') and k != 'none' else None)} | "
                   f"{fmt(v / tddp if tddp else None)} | {c} |")
         fl = median_by([r for r in by_n[n] if r.get("anchor") == "tcp-floor"],
-                       lambda r: r.get("aggregators", 0), "time_s")
-        for k, (ft, _) in sorted(fl.items()):
+                       lambda r: (r.get("aggregators", 0), r.get("paced", False)), "time_s")
+        for (k, paced), (ft, _) in sorted(fl.items()):
             if not rate:
                 break
             b = [r["bytes"] for r in by_n[n] if r.get("anchor") == "tcp-floor"][0]
             share = 1.0 if k >= n else 2 * n * (n - 1) / (n * n + k * n - 2 * k)
             lim = share * b / rate
-            what = f"{n} + {k} aggregators, their pushes and pulls" if k else "a ring's bytes"
+            what = (f"{n} + {k} aggregators, their pushes and answers"
+                    f" {'paced as the library paces them' if paced else 'all at once'}"
+                    if k else "a ring's bytes")
             notes.append(f"{n} workers: TCP floor ({what}) {ft:.3f} s for {b / 1e6:.1f} MB,"
                          f" limit {lim:.3f} s (floor ÷ limit {ft / lim:.2f})")
         for mrow in [r for r in by_n[n] if r.get("model")]:

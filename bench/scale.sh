@@ -3,7 +3,9 @@
 # workers (SIZES), on netcluster at RATE, gpt2-blocks at SCALE:
 # - the TCP floor: bench/tcpfloor.c moving a ring allreduce's bytes of the
 #   model among the workers with bare TCP, against 2(n-1)/n·M/B, which
-#   shows whether the 2 cores carry every host's link at this rate;
+#   shows whether the 2 cores carry every host's link at this rate; with
+#   aggregators, their pushes and answers both all at once and paced as
+#   the library paces them (tcpfloor --paced);
 # - PyTorch: torch_sim.py compute, ddp and localsgd:4;
 # - dreamddp: train-sim none, ddp and dreamddp:4, and at 8 and 16 workers
 #   ddp and dreamddp:4 with half as many aggregators on hosts of their own;
@@ -37,26 +39,29 @@ print(sum(int(v * $SCALE) for v in d.values()) * 4)")
 
 tag() { sed "s/^{/{\"workers\":$1,\"aggregators\":$2,\"scale\":$SCALE,/"; }
 
-# tcp_floor N ROUND [K]: bare TCP moving the model's bytes as N workers
-# and K aggregators would (tcpfloor.c; K = 0: a ring's bytes).
+# tcp_floor N ROUND [K [--paced]]: bare TCP moving the model's bytes as N
+# workers and K aggregators would (tcpfloor.c; K = 0: a ring's bytes).
 tcp_floor() {
-    n=$1 r=$2 k=${3:-0}
+    n=$1 r=$2 k=${3:-0} paced=${4:-}
     addrs=
     i=0
     while [ $i -lt $((n + k)) ]; do
         addrs="$addrs $("$NC" addr $i)"
         i=$((i + 1))
     done
-    on_hosts $((n + k)) 60 sh -c "exec \"$floor\" \$RANK $n $k $bytes $addrs" |
-        awk -v b="$bytes" '$1 == "tcpfloor" && $5 > t { t = $5 }
-            END { if (t) printf "{\"anchor\":\"tcp-floor\",\"bytes\":%d,\"time_s\":%s}\n", b, t }' |
+    on_hosts $((n + k)) 60 sh -c "exec \"$floor\" $paced \$RANK $n $k $bytes $addrs" |
+        awk -v b="$bytes" -v p="${paced:+,\"paced\":true}" '$1 == "tcpfloor" && $5 > t { t = $5 }
+            END { if (t) printf "{\"anchor\":\"tcp-floor\"%s,\"bytes\":%d,\"time_s\":%s}\n", p, b, t }' |
         tag "$n" "$k" | keep "$out" "$r"
 }
 
 size_round() {
     n=$1 r=$2
     tcp_floor "$n" "$r"
-    [ "$n" -lt 8 ] || [ "$WITH_AGG" = 0 ] || tcp_floor "$n" "$r" $((n / 2))
+    if [ "$n" -ge 8 ] && [ "$WITH_AGG" != 0 ]; then
+        tcp_floor "$n" "$r" $((n / 2))
+        tcp_floor "$n" "$r" $((n / 2)) --paced
+    fi
     [ "${FLOOR_ONLY:-0}" = 0 ] || return 0
     for m in compute ddp localsgd:4; do
         on_hosts "$n" 300 env SCALE="$SCALE" "$TORCH_PYTHON" \
@@ -88,8 +93,11 @@ size_round() {
 # achieved (the TCP floor: RATE less TCP's, the shaper's and the shared
 # cores' cost): for the ring, moving a ring's bytes among the fewest
 # workers measured (a ring has two connections a host at every size); with
-# aggregators, moving their pushes and pulls at that size (many to many,
-# as they do); for the aggregators' round trip (--agg-latency), the 4 KB
+# aggregators, moving their pushes and answers at that size, paced as the
+# library paces them (all at once, n workers meet at an aggregator with
+# more than a switch port holds, and the floor varied from 3.2 to 4.1 s
+# at 16 + 8 between runs); for the aggregators' round trip
+# (--agg-latency), the 4 KB
 # sync's time through them at that size, and for the ring's
 # (--ring-latency), the 64-byte allreduce's among the workers. MODEL_ONLY=1
 # redoes this alone on the results there are.
@@ -102,7 +110,8 @@ model() {
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 n, k = int(sys.argv[2]), int(sys.argv[3])
-floors = [r for r in rows if r.get("anchor") == "tcp-floor"]
+floors = [r for r in rows if r.get("anchor") == "tcp-floor"
+          and r.get("paced", False) == (k > 0)]
 fn = min(r["workers"] for r in floors if r["aggregators"] == 0) if k == 0 else n
 t = statistics.median(r["time_s"] for r in floors
                       if r["workers"] == fn and r["aggregators"] == k)

@@ -295,8 +295,17 @@ static void pump_paced(pflow_t *f, int n_flows, int n_workers)
         if (busy == 0) {
             break;
         }
-        if (poll(pfd, (nfds_t)n_flows, -1) < 0) {
+        /* Workers pick their homes each by its own budget, not in one
+         * order as the library does, so in principle every window could
+         * fill with pieces waiting on each other's: that ends the run
+         * (never seen), rather than hanging it. */
+        int ready = poll(pfd, (nfds_t)n_flows, 10000);
+        if (ready < 0) {
             die("poll");
+        }
+        if (ready == 0) {
+            fprintf(stderr, "tcpfloor: nothing moved for 10 s\n");
+            exit(1);
         }
         for (int i = 0; i < n_flows; i++) {
             if ((pfd[i].revents & (POLLERR | POLLHUP)) &&

@@ -95,7 +95,7 @@ size_round() {
 # workers measured (a ring has two connections a host at every size); with
 # aggregators, moving their pushes and answers at that size, paced as the
 # library paces them (all at once, n workers meet at an aggregator with
-# more than a switch port holds, and the floor varied from 3.2 to 4.1 s
+# more than a switch port holds, and the floor varied from 3.2 to 4.6 s
 # at 16 + 8 between runs); for the aggregators' round trip
 # (--agg-latency), the 4 KB
 # sync's time through them at that size, and for the ring's

@@ -30,7 +30,7 @@
  * its own, a worker's, counts as in), with no summation. Pushing
  * everything at once, n workers meet at an aggregator with more than a
  * switch port holds, and the time depends on which segments are lost:
- * at 16 + 8 and 100 Mbit/s, 3.2 to 4.6 s between runs against 3.16 to
+ * at 16 + 8 and 100 Mbit/s, 3.2 to 4.6 s between runs against 3.14 to
  * 3.19 s paced.
  */
 #include <arpa/inet.h>

@@ -96,9 +96,9 @@ size_round() {
 # aggregators, moving their pushes and answers at that size, paced as the
 # library paces them (all at once, n workers meet at an aggregator with
 # more than a switch port holds, and the floor varied from 3.2 to 4.6 s
-# at 16 + 8 between runs); for the aggregators' round trip
-# (--agg-latency), the 4 KB
-# sync's time through them at that size, and for the ring's
+# at 16 + 8 between runs; results without a paced floor use that one);
+# for the aggregators' round trip (--agg-latency), the 4 KB sync's time
+# through them at that size, and for the ring's
 # (--ring-latency), the 64-byte allreduce's among the workers. MODEL_ONLY=1
 # redoes this alone on the results there are.
 model() {
@@ -112,6 +112,11 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 n, k = int(sys.argv[2]), int(sys.argv[3])
 floors = [r for r in rows if r.get("anchor") == "tcp-floor"
           and r.get("paced", False) == (k > 0)]
+if k > 0 and not any(r["aggregators"] == k and r["workers"] == n for r in floors):
+    # Results from before tcpfloor --paced: the floor sent all at once.
+    print("scale.sh: no paced floor at %d + %d; the model takes the one "
+          "sent all at once" % (n, k), file=sys.stderr)
+    floors = [r for r in rows if r.get("anchor") == "tcp-floor"]
 fn = min(r["workers"] for r in floors if r["aggregators"] == 0) if k == 0 else n
 t = statistics.median(r["time_s"] for r in floors
                       if r["workers"] == fn and r["aggregators"] == k)

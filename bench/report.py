@@ -547,11 +547,10 @@ def scale(path):
                   f"{fmt(exp / texp if exp is not None and texp and not k.startswith('torch-compute') and k != 'none' else None)} | "
                   f"{fmt(v / tddp if tddp else None)} | {c} |")
         fl = median_by([r for r in by_n[n] if r.get("anchor") == "tcp-floor"],
-                       lambda r: (r.get("aggregators", 0), r.get("paced", False)), "time_s")
-        for (k, paced), (ft, _) in sorted(fl.items()):
+                       lambda r: (r.get("aggregators", 0), r.get("paced", False), r["bytes"]), "time_s")
+        for (k, paced, b), (ft, _) in sorted(fl.items()):
             if not rate:
                 break
-            b = [r["bytes"] for r in by_n[n] if r.get("anchor") == "tcp-floor"][0]
             share = 1.0 if k >= n else 2 * n * (n - 1) / (n * n + k * n - 2 * k)
             lim = share * b / rate
             what = (f"{n} + {k} aggregators, their pushes and answers"

@@ -5,7 +5,8 @@
 #   model among the workers with bare TCP, against 2(n-1)/n·M/B, which
 #   shows whether the 2 cores carry every host's link at this rate; with
 #   aggregators, their pushes and answers both all at once and paced as
-#   the library paces them (tcpfloor --paced);
+#   the library paces them (tcpfloor --paced), paced also at a mean
+#   layer's bytes (a burst's cost beyond its bytes);
 # - PyTorch: torch_sim.py compute, ddp and localsgd:4;
 # - dreamddp: train-sim none, ddp and dreamddp:4, and at 8 and 16 workers
 #   ddp and dreamddp:4 with half as many aggregators on hosts of their own;
@@ -39,18 +40,19 @@ print(sum(int(v * $SCALE) for v in d.values()) * 4)")
 
 tag() { sed "s/^{/{\"workers\":$1,\"aggregators\":$2,\"scale\":$SCALE,/"; }
 
-# tcp_floor N ROUND [K [--paced]]: bare TCP moving the model's bytes as N
-# workers and K aggregators would (tcpfloor.c; K = 0: a ring's bytes).
+# tcp_floor N ROUND [K [--paced [BYTES]]]: bare TCP moving the model's
+# bytes (or BYTES) as N workers and K aggregators would (tcpfloor.c; K = 0:
+# a ring's bytes).
 tcp_floor() {
-    n=$1 r=$2 k=${3:-0} paced=${4:-}
+    n=$1 r=$2 k=${3:-0} paced=${4:-} b=${5:-$bytes}
     addrs=
     i=0
     while [ $i -lt $((n + k)) ]; do
         addrs="$addrs $("$NC" addr $i)"
         i=$((i + 1))
     done
-    on_hosts $((n + k)) 60 sh -c "exec \"$floor\" $paced \$RANK $n $k $bytes $addrs" |
-        awk -v b="$bytes" -v p="${paced:+,\"paced\":true}" '$1 == "tcpfloor" && $5 > t { t = $5 }
+    on_hosts $((n + k)) 60 sh -c "exec \"$floor\" $paced \$RANK $n $k $b $addrs" |
+        awk -v b="$b" -v p="${paced:+,\"paced\":true}" '$1 == "tcpfloor" && $5 > t { t = $5 }
             END { if (t) printf "{\"anchor\":\"tcp-floor\"%s,\"bytes\":%d,\"time_s\":%s}\n", p, b, t }' |
         tag "$n" "$k" | keep "$out" "$r"
 }
@@ -61,6 +63,8 @@ size_round() {
     if [ "$n" -ge 8 ] && [ "$WITH_AGG" != 0 ]; then
         tcp_floor "$n" "$r" $((n / 2))
         tcp_floor "$n" "$r" $((n / 2)) --paced
+        # A mean layer's bytes: what a burst costs beyond the bytes.
+        tcp_floor "$n" "$r" $((n / 2)) --paced $((bytes / 15))
     fi
     [ "${FLOOR_ONLY:-0}" = 0 ] || return 0
     for m in compute ddp localsgd:4; do
@@ -110,13 +114,15 @@ model() {
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 n, k = int(sys.argv[2]), int(sys.argv[3])
+full = max(r["bytes"] for r in rows if r.get("anchor") == "tcp-floor")
 floors = [r for r in rows if r.get("anchor") == "tcp-floor"
-          and r.get("paced", False) == (k > 0)]
+          and r.get("paced", False) == (k > 0) and r["bytes"] == full]
 if k > 0 and not any(r["aggregators"] == k and r["workers"] == n for r in floors):
     # Results from before tcpfloor --paced: the floor sent all at once.
     print("scale.sh: no paced floor at %d + %d; the model takes the one "
           "sent all at once" % (n, k), file=sys.stderr)
-    floors = [r for r in rows if r.get("anchor") == "tcp-floor"]
+    floors = [r for r in rows if r.get("anchor") == "tcp-floor"
+              and r["bytes"] == full]
 fn = min(r["workers"] for r in floors if r["aggregators"] == 0) if k == 0 else n
 t = statistics.median(r["time_s"] for r in floors
                       if r["workers"] == fn and r["aggregators"] == k)

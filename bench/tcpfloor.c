@@ -150,6 +150,7 @@ typedef struct {
     size_t out_off;
     uint32_t in_hdr[2]; /* the unit coming in */
     size_t in_off;
+    int closed; /* the peer ended, with nothing left between the two */
 } pflow_t;
 
 static void queue_unit(pflow_t *f, uint32_t kind, uint32_t len)
@@ -209,7 +210,20 @@ static void recv_units(pflow_t *f, char *buf, size_t *grown, int *in_flight)
             size_t left = sizeof(f->in_hdr) + f->in_hdr[1] - f->in_off;
             k = recv(f->fd, buf, left < BUF ? left : BUF, 0);
         }
-        if (k == 0 || (k < 0 && errno != EAGAIN)) {
+        if (k == 0 && f->in_off == 0 && f->expect_left == 0 &&
+            f->unanswered == 0 && f->push_left == 0) {
+            /* The peer is done and gone, and so is this flow: a rank
+             * that ends closes its connections, and the last bytes it
+             * sent come before the end of the stream. */
+            f->closed = 1;
+            return;
+        }
+        if (k == 0) {
+            fprintf(stderr, "tcpfloor: a peer closed its connection with "
+                            "bytes still to come\n");
+            exit(1);
+        }
+        if (k < 0 && errno != EAGAIN) {
             die("recv");
         }
         if (k < 0) {
@@ -283,8 +297,8 @@ static void pump_paced(pflow_t *f, int n_flows, int n_workers)
         }
         int busy = 0;
         for (int i = 0; i < n_flows; i++) {
-            int left = f[i].push_left || f[i].unanswered || f[i].expect_left ||
-                       f[i].out_n;
+            int left = !f[i].closed && (f[i].push_left || f[i].unanswered ||
+                                        f[i].expect_left || f[i].out_n);
             /* A flow done is left out: its peer may have gone. */
             pfd[i] =
                 (struct pollfd){.fd = left ? f[i].fd : -1,
@@ -395,6 +409,34 @@ static void connect_all(int me, int world, char **addr, int *fd)
     close(l);
 }
 
+/* Every rank starts once every rank is connected: each tells rank 0,
+ * which answers them all, so that their clocks start within a round trip
+ * of each other (a second's sleep after connecting left them as far apart
+ * as their connections took, and the ranks that started last reported
+ * the least). */
+static void start_together(int me, int world, const int *fd)
+{
+    char c = 0;
+
+    if (me != 0) {
+        if (send(fd[0], &c, 1, 0) != 1 ||
+            recv(fd[0], &c, 1, MSG_WAITALL) != 1) {
+            die("start");
+        }
+        return;
+    }
+    for (int r = 1; r < world; r++) {
+        if (recv(fd[r], &c, 1, MSG_WAITALL) != 1) {
+            die("start");
+        }
+    }
+    for (int r = 1; r < world; r++) {
+        if (send(fd[r], &c, 1, 0) != 1) {
+            die("start");
+        }
+    }
+}
+
 /* The ring: connects to the next worker and accepts the one before, then
  * passes a token twice around, so that every rank starts once every
  * connection is up, within a lap's latency of the others. */
@@ -462,7 +504,7 @@ int main(int argc, char **argv)
         flow[n_flows++] = (flow_t){prev, 0, bytes};
     } else {
         connect_all(me, world, argv + 5, fd);
-        sleep(1); /* every rank connected: start together */
+        start_together(me, world, fd);
         t0 = now();
         for (int r = 0; r < world; r++) {
             int both_workers = r < n && me < n,

@@ -1,7 +1,7 @@
 /*
  * ddbench scale PROFILE_DIR [--gpus LIST] [--per-node G] [--inter RATE]
- * [--intra RATE] [--aggregators LIST] [--agg-latency S] [--ring-latency S]
- * [--H N] [--json]:
+ * [--intra RATE] [--aggregators LIST] [--agg-latency S] [--agg-burst S]
+ * [--ring-latency S] [--H N] [--json]:
  * a model of the job at 8 to 1,024 GPUs, from the planner's own cost model.
  *
  * For each world size N (G GPUs a node, nodes = N / G), each route gives
@@ -30,7 +30,13 @@
  *                 syncs in flight, so one's round trip overlaps another's;
  *                 nothing overlaps the rest of the last one's, so an
  *                 iteration that syncs ends S - S / DD_ENGINE_DEPTH after
- *                 its last sync leaves the wire, at the earliest.
+ *                 its last sync leaves the wire, at the earliest;
+ *                 and --agg-burst S once an iteration, after that: what
+ *                 a stream of pushes costs beyond its bytes, the homes
+ *                 idle until every worker's first piece is in and the
+ *                 workers idle while the last answers drain (bare TCP's,
+ *                 from bench/tcpfloor.c --paced at two sizes; a 4 KB
+ *                 sync moves too little to show it).
  * Those times, as each layer's comm time beside the profile's backward
  * times, go through the planner's cost model (plan.h: ddp as S-SGD with
  * every layer's sync launched after its backward, full Local SGD, uniform
@@ -82,8 +88,9 @@ typedef struct {
     long per_node;
     double inter, intra;             /* bytes per second */
     double inter_lat_s, intra_lat_s; /* a step's latency */
-    double agg_lat_s;  /* a small sync's time through them; < 0: none */
-    double ring_lat_s; /* a small allreduce among the nodes; < 0: none */
+    double agg_lat_s;   /* a small sync's time through them; < 0: none */
+    double agg_burst_s; /* a stream's fill and drain through them */
+    double ring_lat_s;  /* a small allreduce among the nodes; < 0: none */
     long aggs[DDBENCH_SCALE_MAX_SIZES];
     int n_aggs; /* 0: the nodes' count over 8, 4, 2 and 1 */
     long h;
@@ -103,8 +110,9 @@ static void ddbench_scale_usage(FILE *out)
         out,
         "usage: ddbench scale PROFILE_DIR [--gpus LIST] [--per-node G]\n"
         "         [--inter RATE] [--intra RATE] [--aggregators LIST]\n"
-        "         [--agg-latency S] [--ring-latency S] [--H N] [--scale X]\n"
-        "         [--time-scale T] [--json]\n"
+        "         [--agg-latency S] [--agg-burst S] [--ring-latency S] [--H "
+        "N]\n"
+        "         [--scale X] [--time-scale T] [--json]\n"
         "  --gpus LIST         world sizes (default 8,64,256,1024)\n"
         "  --per-node G        GPUs a node (default 8)\n"
         "  --inter RATE        a node's NIC: 100gbit, 400gbit, 250mbit "
@@ -120,6 +128,11 @@ static void ddbench_scale_usage(FILE *out)
         "                      engine keeping %d in flight (default: "
         "two steps across\n"
         "                      nodes)\n"
+        "  --agg-burst S       what a stream of syncs through the "
+        "aggregators costs\n"
+        "                      beyond its bytes (the first answers' wait "
+        "and the last\n"
+        "                      ones' drain), once an iteration (default 0)\n"
         "  --ring-latency S    a small allreduce's time among the nodes "
         "(one rank a\n"
         "                      node), for the ring among them the same "
@@ -218,7 +231,8 @@ static double ddbench_scale_agg_fixed(const ddbench_scale_opts_t *o)
 
 /* The landing of a route's syncs among n_gpus: a measured time's rest
  * where the route takes it (0 within one node, and for a ring through
- * more than one rank a node, which pays its steps). */
+ * more than one rank a node, which pays its steps), and the aggregators'
+ * burst. */
 static double ddbench_scale_land(const ddbench_scale_opts_t *o,
                                  ddbench_route_t route, long n_gpus)
 {
@@ -228,8 +242,10 @@ static double ddbench_scale_land(const ddbench_scale_opts_t *o,
     if (nodes <= 1 || (route == DDBENCH_ROUTE_RING && g > 1)) {
         return 0;
     }
-    return ddbench_scale_land_of(route == DDBENCH_ROUTE_AGG ? o->agg_lat_s
-                                                            : o->ring_lat_s);
+    if (route == DDBENCH_ROUTE_AGG) {
+        return ddbench_scale_land_of(o->agg_lat_s) + o->agg_burst_s;
+    }
+    return ddbench_scale_land_of(o->ring_lat_s);
 }
 
 /* One sync of m bytes over route among n_gpus (k aggregators). */
@@ -538,6 +554,7 @@ int ddbench_scale_main(int argc, char **argv)
         {"inter-latency", required_argument, 0, 'l'},
         {"intra-latency", required_argument, 0, 'L'},
         {"agg-latency", required_argument, 0, 'a'},
+        {"agg-burst", required_argument, 0, 'b'},
         {"ring-latency", required_argument, 0, 'r'},
         {"aggregators", required_argument, 0, 'k'},
         {"H", required_argument, 0, 'H'},
@@ -587,6 +604,10 @@ int ddbench_scale_main(int argc, char **argv)
         case 'a':
             bad =
                 dd_arg_double(P, "--agg-latency", optarg, 0, 10, &o.agg_lat_s);
+            break;
+        case 'b':
+            bad =
+                dd_arg_double(P, "--agg-burst", optarg, 0, 10, &o.agg_burst_s);
             break;
         case 'r':
             bad = dd_arg_double(P, "--ring-latency", optarg, 0, 10,

@@ -8,7 +8,8 @@
 #                 kn - 2k) = 24/18 of it: 0.010 + 0.002 + 0.04267 = 0.05467
 # and it picks the aggregators, saying why; --agg-latency S replaces the
 # aggregators' 2 steps with S / 2 a sync and the other half once an
-# iteration, --ring-latency S the ring's alike; bad options fail naming
+# iteration, --agg-burst S adds S once an iteration to the aggregators'
+# alone, --ring-latency S the ring's alike; bad options fail naming
 # them.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
@@ -45,6 +46,18 @@ if scale --aggregators 4 --agg-latency 0.010 --json >"$TMP/lat" 2>&1; then
 else
     fail "ddbench scale --agg-latency 0.010"; sed 's/^/    /' "$TMP/lat"
 fi
+# A stream's 20 ms of fill and drain through the aggregators, once an
+# iteration after its last sync: 0.044 + 0.020 = 0.064 with 4 of them,
+# and with --agg-latency 0.010 too, 0.052 + 0.020 = 0.072; the ring keeps
+# its steps.
+if scale --aggregators 4 --agg-burst 0.020 --json >"$TMP/burst" 2>&1 &&
+    scale --aggregators 4 --agg-latency 0.010 --agg-burst 0.020 --json >"$TMP/burst2" 2>&1; then
+    expect_grep "$TMP/burst" '"aggregators":{"ddp":0.064000' "--agg-burst 0.020: 0.064 s"
+    expect_grep "$TMP/burst" '"ring":{"ddp":0.064000' "--agg-burst leaves the ring"
+    expect_grep "$TMP/burst2" '"aggregators":{"ddp":0.072000' "with --agg-latency 0.010: 0.072 s"
+else
+    fail "ddbench scale --agg-burst 0.020"; sed 's/^/    /' "$TMP/burst" "$TMP/burst2"
+fi
 # The ring's alike with a small allreduce's 10 ms instead of its 6 steps:
 # 0.010 + 0.005 + 0.048 + 0.005 = 0.068; the aggregators keep theirs.
 if scale --aggregators 4 --ring-latency 0.010 --json >"$TMP/rlat" 2>&1; then
@@ -79,6 +92,7 @@ bad() {
 BAD="--inter takes a rate such as 100gbit, 250mbit or bytes per second, not 'fast'" bad "$P" --inter fast
 BAD="--gpus" bad "$P" --gpus 0
 BAD="--agg-latency" bad "$P" --agg-latency -1
+BAD="--agg-burst" bad "$P" --agg-burst -1
 BAD="--ring-latency" bad "$P" --ring-latency -1
 mkdir -p "$TMP/nosizes"
 echo '{"w": 0.010}' >"$TMP/nosizes/bp_one.json"

@@ -102,7 +102,9 @@ size_round() {
 # more than a switch port holds, and the floor varied from 3.2 to 4.6 s
 # at 16 + 8 between runs; results without a paced floor use that one);
 # for the aggregators' round trip (--agg-latency), the 4 KB sync's time
-# through them at that size, and for the ring's
+# through them at that size; where the paced floor ran at a mean layer's
+# bytes too, the rate from the two sizes' difference and what a burst
+# costs beyond its bytes from the smaller (--agg-burst); and for the ring's
 # (--ring-latency), the 64-byte allreduce's among the workers. MODEL_ONLY=1
 # redoes this alone on the results there are.
 model() {
@@ -127,13 +129,26 @@ fn = min(r["workers"] for r in floors if r["aggregators"] == 0) if k == 0 else n
 t = statistics.median(r["time_s"] for r in floors
                       if r["workers"] == fn and r["aggregators"] == k)
 share = 1.0 if k >= fn else 2 * fn * (fn - 1) / (fn * fn + k * fn - 2 * k)
-inter = share * floors[0]["bytes"] / t
+inter = share * full / t
+burst = None
+layer = [r for r in rows if r.get("anchor") == "tcp-floor" and r.get("paced")
+         and r["bytes"] < full and r["workers"] == n and r["aggregators"] == k]
+if k > 0 and layer:
+    # Two sizes: the rate from the difference, and what a burst costs
+    # beyond its bytes from the smaller one.
+    b = layer[0]["bytes"]
+    tl = statistics.median(r["time_s"] for r in layer)
+    if t > tl:
+        per_byte = (t - tl) / (full - b)
+        inter = share / per_byte
+        burst = max(0.0, tl - b * per_byte)
 lat = [r["time_s"] for r in rows if r.get("route") == "aggregate"
        and r.get("bytes") == 4096 and r["workers"] == n and r["aggregators"] == k]
 ring = [r["time_s"] for r in rows if r.get("op") == "allreduce"
         and r.get("bytes") == 64 and r["workers"] == n and r["aggregators"] == 0]
 print("--inter %r --intra %r" % (inter, inter) +
       (" --agg-latency %g" % statistics.median(lat) if lat else "") +
+      (" --agg-burst %g" % burst if burst is not None else "") +
       (" --ring-latency %g" % statistics.median(ring) if ring else ""))
 PY
 )

@@ -16,7 +16,8 @@
  * over one connection each, the ring's two a host whatever n (all at once
  * to every other worker, 2(n-1) flows a host, took 1.62x the line's limit
  * at 16 hosts where the library's ring took 1.05x). Prints the seconds
- * this rank took.
+ * this rank took, from a start every rank shares to its last byte in
+ * (the largest of them is the floor).
  *
  *   tcpfloor --paced RANK WORKERS AGGREGATORS BYTES ADDR...
  *
@@ -31,7 +32,9 @@
  * everything at once, n workers meet at an aggregator with more than a
  * switch port holds, and the time depends on which segments are lost:
  * at 16 + 8 and 100 Mbit/s, 3.2 to 4.6 s between runs against 3.14 to
- * 3.19 s paced.
+ * 3.19 s paced (those paced times are the aggregators' alone, taken
+ * before the workers' were printed too: at 8 + 4 the workers' last
+ * answers came 3 % later at 24.9 MB and 35 % later at 1.66 MB).
  */
 #include <arpa/inet.h>
 #include <errno.h>

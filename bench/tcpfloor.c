@@ -34,7 +34,7 @@
  * at 16 + 8 and 100 Mbit/s, 3.2 to 4.6 s between runs against 3.14 to
  * 3.19 s paced (those paced times are the aggregators' alone, taken
  * before the workers' were printed too: at 8 + 4 the workers' last
- * answers came 3 % later at 24.9 MB and 35 % later at 1.66 MB).
+ * answers came 3 % later at 24.9 MB and a third later at 1.66 MB).
  */
 #include <arpa/inet.h>
 #include <errno.h>

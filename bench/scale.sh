@@ -37,6 +37,9 @@ bytes=$(python3 -c "
 import json, sys
 d = json.load(open('$PROFILES/gpt2-blocks/sizes_gpt2-blocks.json'))
 print(sum(int(v * $SCALE) for v in d.values()) * 4)")
+layers=$(python3 -c "
+import json
+print(len(json.load(open('$PROFILES/gpt2-blocks/sizes_gpt2-blocks.json'))))")
 
 tag() { sed "s/^{/{\"workers\":$1,\"aggregators\":$2,\"scale\":$SCALE,/"; }
 
@@ -64,7 +67,7 @@ size_round() {
         tcp_floor "$n" "$r" $((n / 2))
         tcp_floor "$n" "$r" $((n / 2)) --paced
         # A mean layer's bytes: what a burst costs beyond the bytes.
-        tcp_floor "$n" "$r" $((n / 2)) --paced $((bytes / 15))
+        tcp_floor "$n" "$r" $((n / 2)) --paced $((bytes / layers))
     fi
     [ "${FLOOR_ONLY:-0}" = 0 ] || return 0
     for m in compute ddp localsgd:4; do

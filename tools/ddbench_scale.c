@@ -110,9 +110,8 @@ static void ddbench_scale_usage(FILE *out)
         out,
         "usage: ddbench scale PROFILE_DIR [--gpus LIST] [--per-node G]\n"
         "         [--inter RATE] [--intra RATE] [--aggregators LIST]\n"
-        "         [--agg-latency S] [--agg-burst S] [--ring-latency S] [--H "
-        "N]\n"
-        "         [--scale X] [--time-scale T] [--json]\n"
+        "         [--agg-latency S] [--agg-burst S] [--ring-latency S]\n"
+        "         [--H N] [--scale X] [--time-scale T] [--json]\n"
         "  --gpus LIST         world sizes (default 8,64,256,1024)\n"
         "  --per-node G        GPUs a node (default 8)\n"
         "  --inter RATE        a node's NIC: 100gbit, 400gbit, 250mbit "

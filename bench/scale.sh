@@ -66,8 +66,10 @@ size_round() {
     if [ "$n" -ge 8 ] && [ "$WITH_AGG" != 0 ]; then
         tcp_floor "$n" "$r" $((n / 2))
         tcp_floor "$n" "$r" $((n / 2)) --paced
-        # A mean layer's bytes: what a burst costs beyond the bytes.
+        # A mean layer's bytes: what a burst costs beyond the bytes; and
+        # a window's share (H = 4), what dreamddp:4 streams an iteration.
         tcp_floor "$n" "$r" $((n / 2)) --paced $((bytes / layers))
+        tcp_floor "$n" "$r" $((n / 2)) --paced $((bytes / 4))
     fi
     [ "${FLOOR_ONLY:-0}" = 0 ] || return 0
     for m in compute ddp localsgd:4; do
@@ -107,7 +109,10 @@ size_round() {
 # for the aggregators' round trip (--agg-latency), the 4 KB sync's time
 # through them at that size; where the paced floor ran at a mean layer's
 # bytes too, the rate from the two sizes' difference and what a burst
-# costs beyond its bytes from the smaller (--agg-burst); and for the ring's
+# costs beyond its bytes from the smaller (--agg-burst); where it ran at a
+# window's share too, the same from that size and a layer's for plsgd and
+# dreamddp, whose streams are that long (--agg-window-rate,
+# --agg-window-burst); and for the ring's
 # (--ring-latency), the 64-byte allreduce's among the workers. MODEL_ONLY=1
 # redoes this alone on the results there are.
 model() {
@@ -134,17 +139,29 @@ t = statistics.median(r["time_s"] for r in floors
 share = 1.0 if k >= fn else 2 * fn * (fn - 1) / (fn * fn + k * fn - 2 * k)
 inter = share * full / t
 burst = None
-layer = [r for r in rows if r.get("anchor") == "tcp-floor" and r.get("paced")
-         and r["bytes"] < full and r["workers"] == n and r["aggregators"] == k]
-if k > 0 and layer:
+window = None
+def paced_at(size):
+    ts = [r["time_s"] for r in rows if r.get("anchor") == "tcp-floor"
+          and r.get("paced") and r["bytes"] == size and r["workers"] == n
+          and r["aggregators"] == k]
+    return statistics.median(ts) if ts else None
+def fit(b, tl, big, tb):
     # Two sizes: the rate from the difference, and what a burst costs
     # beyond its bytes from the smaller one.
-    b = layer[0]["bytes"]
-    tl = statistics.median(r["time_s"] for r in layer)
+    per_byte = (tb - tl) / (big - b)
+    return share / per_byte, max(0.0, tl - b * per_byte)
+sizes = sorted({r["bytes"] for r in rows if r.get("anchor") == "tcp-floor"
+                and r.get("paced") and r["bytes"] < full
+                and r["workers"] == n and r["aggregators"] == k})
+if k > 0 and sizes:
+    b = sizes[0]
+    tl = paced_at(b)
     if t > tl:
-        per_byte = (t - tl) / (full - b)
-        inter = share / per_byte
-        burst = max(0.0, tl - b * per_byte)
+        inter, burst = fit(b, tl, full, t)
+    w = full // 4
+    tw = paced_at(w) if w in sizes and w > b else None
+    if tw is not None and tw > tl:
+        window = fit(b, tl, w, tw)
 lat = [r["time_s"] for r in rows if r.get("route") == "aggregate"
        and r.get("bytes") == 4096 and r["workers"] == n and r["aggregators"] == k]
 ring = [r["time_s"] for r in rows if r.get("op") == "allreduce"
@@ -152,6 +169,8 @@ ring = [r["time_s"] for r in rows if r.get("op") == "allreduce"
 print("--inter %r --intra %r" % (inter, inter) +
       (" --agg-latency %g" % statistics.median(lat) if lat else "") +
       (" --agg-burst %g" % burst if burst is not None else "") +
+      (" --agg-window-rate %r --agg-window-burst %g" % window
+       if window is not None else "") +
       (" --ring-latency %g" % statistics.median(ring) if ring else ""))
 PY
 )

@@ -1,7 +1,8 @@
 /*
  * ddbench scale PROFILE_DIR [--gpus LIST] [--per-node G] [--inter RATE]
  * [--intra RATE] [--aggregators LIST] [--agg-latency S] [--agg-burst S]
- * [--ring-latency S] [--H N] [--json]:
+ * [--agg-window-rate RATE] [--agg-window-burst S] [--ring-latency S] [--H N]
+ * [--json]:
  * a model of the job at 8 to 1,024 GPUs, from the planner's own cost model.
  *
  * For each world size N (G GPUs a node, nodes = N / G), each route gives
@@ -36,7 +37,16 @@
  *                 idle until every worker's first piece is in and the
  *                 workers idle while the last answers drain (bare TCP's,
  *                 from bench/tcpfloor.c --paced at two sizes; a 4 KB
- *                 sync moves too little to show it).
+ *                 sync moves too little to show it);
+ *                 for plsgd and dreamddp, which sync one window's share of
+ *                 the bytes an iteration, --agg-window-rate RATE and
+ *                 --agg-window-burst S in place of the NIC's rate and
+ *                 --agg-burst where given: the rate through the
+ *                 aggregators depends on how long a stream runs (bare TCP
+ *                 at 16 + 8 and 100 Mbit/s moved a whole model's stream at
+ *                 77 % of the line, a quarter of it at 81 %; at 8 + 4
+ *                 the other way round), so a window's stream takes its
+ *                 own, measured at its bytes.
  * Those times, as each layer's comm time beside the profile's backward
  * times, go through the planner's cost model (plan.h: ddp as S-SGD with
  * every layer's sync launched after its backward, full Local SGD, uniform
@@ -88,9 +98,11 @@ typedef struct {
     long per_node;
     double inter, intra;             /* bytes per second */
     double inter_lat_s, intra_lat_s; /* a step's latency */
-    double agg_lat_s;   /* a small sync's time through them; < 0: none */
-    double agg_burst_s; /* a stream's fill and drain through them */
-    double ring_lat_s;  /* a small allreduce among the nodes; < 0: none */
+    double agg_lat_s;       /* a small sync's time through them; < 0: none */
+    double agg_burst_s;     /* a stream's fill and drain through them */
+    double agg_win;         /* bytes/s for a window's stream; <= 0: inter */
+    double agg_win_burst_s; /* its burst; < 0: agg_burst_s */
+    double ring_lat_s;      /* a small allreduce among the nodes; < 0: none */
     long aggs[DDBENCH_SCALE_MAX_SIZES];
     int n_aggs; /* 0: the nodes' count over 8, 4, 2 and 1 */
     long h;
@@ -110,8 +122,9 @@ static void ddbench_scale_usage(FILE *out)
         out,
         "usage: ddbench scale PROFILE_DIR [--gpus LIST] [--per-node G]\n"
         "         [--inter RATE] [--intra RATE] [--aggregators LIST]\n"
-        "         [--agg-latency S] [--agg-burst S] [--ring-latency S]\n"
-        "         [--H N] [--scale X] [--time-scale T] [--json]\n"
+        "         [--agg-latency S] [--agg-burst S] [--agg-window-rate RATE]\n"
+        "         [--agg-window-burst S] [--ring-latency S] [--H N]\n"
+        "         [--scale X] [--time-scale T] [--json]\n"
         "  --gpus LIST         world sizes (default 8,64,256,1024)\n"
         "  --per-node G        GPUs a node (default 8)\n"
         "  --inter RATE        a node's NIC: 100gbit, 400gbit, 250mbit "
@@ -132,6 +145,13 @@ static void ddbench_scale_usage(FILE *out)
         "                      beyond its bytes (the first answers' wait "
         "and the last\n"
         "                      ones' drain), once an iteration (default 0)\n"
+        "  --agg-window-rate RATE  the NIC's rate through the "
+        "aggregators for plsgd\n"
+        "                      and dreamddp, whose streams are a window's "
+        "share of the\n"
+        "                      bytes (default: --inter)\n"
+        "  --agg-window-burst S    --agg-burst for those streams "
+        "(default: --agg-burst)\n"
         "  --ring-latency S    a small allreduce's time among the nodes "
         "(one rank a\n"
         "                      node), for the ring among them the same "
@@ -315,6 +335,41 @@ static dd_status_t ddbench_scale_strategies(const dd_profile_t *p,
     return DD_OK;
 }
 
+/* The aggregators' options for a stream of one window's share. */
+static ddbench_scale_opts_t
+ddbench_scale_window_opts(const ddbench_scale_opts_t *o)
+{
+    ddbench_scale_opts_t w = *o;
+    w.inter = o->agg_win > 0 ? o->agg_win : o->inter;
+    w.agg_burst_s =
+        o->agg_win_burst_s >= 0 ? o->agg_win_burst_s : o->agg_burst_s;
+    return w;
+}
+
+/* plsgd's and dreamddp's figures through k aggregators at the window's
+ * rate and burst (--agg-window-rate, --agg-window-burst) into t. */
+static dd_status_t ddbench_scale_window(const dd_profile_t *p,
+                                        const ddbench_scale_opts_t *o,
+                                        long n_gpus, long k, const double *bp,
+                                        double *comm, double *t)
+{
+    ddbench_scale_opts_t w = ddbench_scale_window_opts(o);
+    double tw[DDBENCH_STRATEGIES];
+
+    for (size_t l = 0; l < p->num_layers; l++) {
+        double m = (double)p->num_params[l] * 4 * o->scale;
+        comm[l] = ddbench_scale_sync(&w, DDBENCH_ROUTE_AGG, n_gpus, k, m);
+    }
+    dd_status_t status = ddbench_scale_strategies(
+        p, bp, comm, (unsigned)o->h,
+        ddbench_scale_land(&w, DDBENCH_ROUTE_AGG, n_gpus), tw);
+    if (status == DD_OK) {
+        t[DDBENCH_PLSGD] = tw[DDBENCH_PLSGD];
+        t[DDBENCH_DREAMDDP] = tw[DDBENCH_DREAMDDP];
+    }
+    return status;
+}
+
 /* One world size: every route's figures, the aggregators' best count per
  * strategy among those tried. */
 static dd_status_t ddbench_scale_row(const dd_profile_t *p,
@@ -356,6 +411,10 @@ static dd_status_t ddbench_scale_row(const dd_profile_t *p,
             double land = ddbench_scale_land(o, (ddbench_route_t)r, n_gpus);
             status =
                 ddbench_scale_strategies(p, bp, comm, (unsigned)o->h, land, t);
+            if (status == DD_OK && r == DDBENCH_ROUTE_AGG &&
+                (o->agg_win > 0 || o->agg_win_burst_s >= 0)) {
+                status = ddbench_scale_window(p, o, n_gpus, ks[i], bp, comm, t);
+            }
             if (status != DD_OK) {
                 return status;
             }
@@ -505,6 +564,11 @@ static void ddbench_scale_json(const ddbench_scale_opts_t *o, long n_gpus,
     dd_json_double(&w, ddbench_scale_agg_fixed(o));
     dd_json_key(&w, "agg_land_s");
     dd_json_double(&w, ddbench_scale_land(o, DDBENCH_ROUTE_AGG, n_gpus));
+    ddbench_scale_opts_t win = ddbench_scale_window_opts(o);
+    dd_json_key(&w, "agg_window_Bps");
+    dd_json_double(&w, win.inter);
+    dd_json_key(&w, "agg_window_land_s");
+    dd_json_double(&w, ddbench_scale_land(&win, DDBENCH_ROUTE_AGG, n_gpus));
     dd_json_key(&w, "ring_lat_s");
     dd_json_double(&w, o->ring_lat_s >= 0 ? o->ring_lat_s : 0);
     dd_json_key(&w, "scale");
@@ -554,6 +618,8 @@ int ddbench_scale_main(int argc, char **argv)
         {"intra-latency", required_argument, 0, 'L'},
         {"agg-latency", required_argument, 0, 'a'},
         {"agg-burst", required_argument, 0, 'b'},
+        {"agg-window-rate", required_argument, 0, 'w'},
+        {"agg-window-burst", required_argument, 0, 'W'},
         {"ring-latency", required_argument, 0, 'r'},
         {"aggregators", required_argument, 0, 'k'},
         {"H", required_argument, 0, 'H'},
@@ -570,6 +636,7 @@ int ddbench_scale_main(int argc, char **argv)
                               .inter_lat_s = 20e-6,
                               .intra_lat_s = 5e-6,
                               .agg_lat_s = -1,
+                              .agg_win_burst_s = -1,
                               .ring_lat_s = -1,
                               .h = 4,
                               .scale = 1,
@@ -607,6 +674,13 @@ int ddbench_scale_main(int argc, char **argv)
         case 'b':
             bad =
                 dd_arg_double(P, "--agg-burst", optarg, 0, 10, &o.agg_burst_s);
+            break;
+        case 'w':
+            bad = ddbench_scale_rate("--agg-window-rate", optarg, &o.agg_win);
+            break;
+        case 'W':
+            bad = dd_arg_double(P, "--agg-window-burst", optarg, 0, 10,
+                                &o.agg_win_burst_s);
             break;
         case 'r':
             bad = dd_arg_double(P, "--ring-latency", optarg, 0, 10,

@@ -9,7 +9,9 @@
 # and it picks the aggregators, saying why; --agg-latency S replaces the
 # aggregators' 2 steps with S / 2 a sync and the other half once an
 # iteration, --agg-burst S adds S once an iteration to the aggregators'
-# alone, --ring-latency S the ring's alike; bad options fail naming
+# alone, --agg-window-rate and --agg-window-burst replace the rate and
+# the burst for plsgd's and dreamddp's alone, --ring-latency S the ring's
+# alike; bad options fail naming
 # them.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 
@@ -58,6 +60,26 @@ if scale --aggregators 4 --agg-burst 0.020 --json >"$TMP/burst" 2>&1 &&
 else
     fail "ddbench scale --agg-burst 0.020"; sed 's/^/    /' "$TMP/burst" "$TMP/burst2"
 fi
+# A window's stream at its own rate and burst: dreamddp:4 syncs the one
+# layer every 4th iteration, 0.010 + (0.002 + 0.032) / 4 = 0.0185 with 4
+# aggregators; at half the rate 0.010 + (0.002 + 0.064) / 4 = 0.0265, and
+# with a 20 ms burst 0.0185 + 0.020 / 4 = 0.0235; ddp and localsgd keep
+# the NIC's rate and --agg-burst.
+if scale --aggregators 4 --json >"$TMP/w0" 2>&1 &&
+    scale --aggregators 4 --agg-window-rate 0.5gbit --json >"$TMP/w1" 2>&1 &&
+    scale --aggregators 4 --agg-burst 0.020 --agg-window-burst 0.020 --json >"$TMP/w2" 2>&1 &&
+    scale --aggregators 4 --agg-window-burst 0.020 --json >"$TMP/w3" 2>&1; then
+    expect_grep "$TMP/w0" '"dreamddp:4":0.018500' "dreamddp:4 through 4 aggregators: 0.0185 s"
+    expect_grep "$TMP/w1" '"aggregators":{"ddp":0.044000,"localsgd:4":0.018500,"plsgd:4":0.026500,"dreamddp:4":0.026500' \
+        "--agg-window-rate 0.5gbit: 0.0265 s for plsgd and dreamddp alone"
+    expect_grep "$TMP/w2" '"aggregators":{"ddp":0.064000,"localsgd:4":0.023500,"plsgd:4":0.023500,"dreamddp:4":0.023500' \
+        "--agg-window-burst as --agg-burst: the same figures"
+    expect_grep "$TMP/w3" '"aggregators":{"ddp":0.044000,"localsgd:4":0.018500,"plsgd:4":0.023500,"dreamddp:4":0.023500' \
+        "--agg-window-burst 0.020 alone: 0.0235 s for plsgd and dreamddp alone"
+    expect_grep "$TMP/w1" '"ring":{"ddp":0.064000' "--agg-window-rate leaves the ring"
+else
+    fail "ddbench scale --agg-window-rate"; sed 's/^/    /' "$TMP/w1" "$TMP/w2" "$TMP/w3"
+fi
 # The ring's alike with a small allreduce's 10 ms instead of its 6 steps:
 # 0.010 + 0.005 + 0.048 + 0.005 = 0.068; the aggregators keep theirs.
 if scale --aggregators 4 --ring-latency 0.010 --json >"$TMP/rlat" 2>&1; then
@@ -93,6 +115,8 @@ BAD="--inter takes a rate such as 100gbit, 250mbit or bytes per second, not 'fas
 BAD="--gpus" bad "$P" --gpus 0
 BAD="--agg-latency" bad "$P" --agg-latency -1
 BAD="--agg-burst" bad "$P" --agg-burst -1
+BAD="--agg-window-rate takes a rate" bad "$P" --agg-window-rate 0
+BAD="--agg-window-burst" bad "$P" --agg-window-burst -1
 BAD="--ring-latency" bad "$P" --ring-latency -1
 mkdir -p "$TMP/nosizes"
 echo '{"w": 0.010}' >"$TMP/nosizes/bp_one.json"

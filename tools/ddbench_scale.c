@@ -43,10 +43,10 @@
  *                 --agg-window-burst S in place of the NIC's rate and
  *                 --agg-burst where given: the rate through the
  *                 aggregators depends on how long a stream runs (bare TCP
- *                 at 16 + 8 and 100 Mbit/s moved a whole model's stream at
- *                 77 % of the line, a quarter of it at 81 %; at 8 + 4
- *                 the other way round), so a window's stream takes its
- *                 own, measured at its bytes.
+ *                 paced alike at 100 Mbit/s, the bytes beyond a layer's:
+ *                 at 16 + 8 a window's share 8 % faster than a whole
+ *                 model's, at 8 + 4 6 % slower), so a window's stream
+ *                 takes its own, measured at its bytes.
  * Those times, as each layer's comm time beside the profile's backward
  * times, go through the planner's cost model (plan.h: ddp as S-SGD with
  * every layer's sync launched after its backward, full Local SGD, uniform

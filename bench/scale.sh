@@ -33,13 +33,13 @@ floor=${TMPDIR:-/tmp}/dd-tcpfloor.$$
 trap 'rm -f "$floor"' EXIT
 ${CC:-cc} -O2 -pthread -o "$floor" "$here/tcpfloor.c"
 # The model's bytes at SCALE: what one ddp iteration averages.
-bytes=$(python3 -c "
-import json, sys
-d = json.load(open('$PROFILES/gpt2-blocks/sizes_gpt2-blocks.json'))
-print(sum(int(v * $SCALE) for v in d.values()) * 4)")
-layers=$(python3 -c "
+# Its layers' count, and a window's share (H = 4): what dreamddp:4 and
+# plsgd:4 stream an iteration.
+set -- $(python3 -c "
 import json
-print(len(json.load(open('$PROFILES/gpt2-blocks/sizes_gpt2-blocks.json'))))")
+d = json.load(open('$PROFILES/gpt2-blocks/sizes_gpt2-blocks.json'))
+print(sum(int(v * $SCALE) for v in d.values()) * 4, len(d))")
+bytes=$1 layers=$2 window=$(($1 / 4))
 
 tag() { sed "s/^{/{\"workers\":$1,\"aggregators\":$2,\"scale\":$SCALE,/"; }
 
@@ -67,9 +67,9 @@ size_round() {
         tcp_floor "$n" "$r" $((n / 2))
         tcp_floor "$n" "$r" $((n / 2)) --paced
         # A mean layer's bytes: what a burst costs beyond the bytes; and
-        # a window's share (H = 4), what dreamddp:4 streams an iteration.
+        # a window's share.
         tcp_floor "$n" "$r" $((n / 2)) --paced $((bytes / layers))
-        tcp_floor "$n" "$r" $((n / 2)) --paced $((bytes / 4))
+        tcp_floor "$n" "$r" $((n / 2)) --paced "$window"
     fi
     [ "${FLOOR_ONLY:-0}" = 0 ] || return 0
     for m in compute ddp localsgd:4; do
@@ -120,7 +120,7 @@ model() {
     for n in $SIZES; do
         for k in 0 $((n / 2)); do
             [ "$k" = 0 ] || { [ "$n" -ge 8 ] && [ "$WITH_AGG" != 0 ]; } || continue
-            rate=$(python3 - "$out" "$n" "$k" <<'PY'
+            rate=$(python3 - "$out" "$n" "$k" "$window" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 n, k = int(sys.argv[2]), int(sys.argv[3])
@@ -158,7 +158,7 @@ if k > 0 and sizes:
     tl = paced_at(b)
     if t > tl:
         inter, burst = fit(b, tl, full, t)
-    w = full // 4
+    w = int(sys.argv[4])
     tw = paced_at(w) if w in sizes and w > b else None
     if tw is not None and tw > tl:
         window = fit(b, tl, w, tw)

@@ -335,6 +335,18 @@ static dd_status_t ddbench_scale_strategies(const dd_profile_t *p,
     return DD_OK;
 }
 
+/* Every layer's sync time over route into comm. */
+static void ddbench_scale_comm(const dd_profile_t *p,
+                               const ddbench_scale_opts_t *o,
+                               ddbench_route_t route, long n_gpus, long k,
+                               double *comm)
+{
+    for (size_t l = 0; l < p->num_layers; l++) {
+        double m = (double)p->num_params[l] * 4 * o->scale;
+        comm[l] = ddbench_scale_sync(o, route, n_gpus, k, m);
+    }
+}
+
 /* The aggregators' options for a stream of one window's share. */
 static ddbench_scale_opts_t
 ddbench_scale_window_opts(const ddbench_scale_opts_t *o)
@@ -356,10 +368,7 @@ static dd_status_t ddbench_scale_window(const dd_profile_t *p,
     ddbench_scale_opts_t w = ddbench_scale_window_opts(o);
     double tw[DDBENCH_STRATEGIES];
 
-    for (size_t l = 0; l < p->num_layers; l++) {
-        double m = (double)p->num_params[l] * 4 * o->scale;
-        comm[l] = ddbench_scale_sync(&w, DDBENCH_ROUTE_AGG, n_gpus, k, m);
-    }
+    ddbench_scale_comm(p, &w, DDBENCH_ROUTE_AGG, n_gpus, k, comm);
     dd_status_t status = ddbench_scale_strategies(
         p, bp, comm, (unsigned)o->h,
         ddbench_scale_land(&w, DDBENCH_ROUTE_AGG, n_gpus), tw);
@@ -403,11 +412,7 @@ static dd_status_t ddbench_scale_row(const dd_profile_t *p,
         double per_k[DDBENCH_SCALE_MAX_SIZES][DDBENCH_STRATEGIES];
         int tries = r == DDBENCH_ROUTE_AGG ? n_ks : 1;
         for (int i = 0; i < tries; i++) {
-            for (size_t l = 0; l < p->num_layers; l++) {
-                double m = (double)p->num_params[l] * 4 * o->scale;
-                comm[l] =
-                    ddbench_scale_sync(o, (ddbench_route_t)r, n_gpus, ks[i], m);
-            }
+            ddbench_scale_comm(p, o, (ddbench_route_t)r, n_gpus, ks[i], comm);
             double land = ddbench_scale_land(o, (ddbench_route_t)r, n_gpus);
             status =
                 ddbench_scale_strategies(p, bp, comm, (unsigned)o->h, land, t);

@@ -27,28 +27,28 @@
  * would share the link and all finish late; more small ones keep every home
  * busy. */
 #define DD_AGG_WINDOW_CHUNKS 12
-/* A message is cut into pieces of at most DREAMDDP_CHUNK_BYTES and, when it is
- * small, into DD_AGG_SPREAD pieces per home, down to DD_AGG_MIN_PIECE
- * bytes (fewer with many workers: DD_AGG_INCAST): so that it still spreads over
- * every home's link, and a home sends back the average of a piece while the
- * next ones arrive. Measured with ddbench sync, 4 workers and 4 aggregators at
- * 1 Gbit/s: 2 MB in 63 ms as two 1 MiB chunks, 25 ms cut into 16; and in the
- * train simulator (gpt2-blocks, dreamddp:4) 0.44 s per iteration with 4 pieces
- * per home and 12 in flight, 0.40 s with 16 and 24. */
-#define DD_AGG_SPREAD 16
-#define DD_AGG_MIN_PIECE (64 * 1024)
-/* Every worker pushes a piece to the same home at once, so a home takes n
- * pieces at a time on its one link: past a switch port's buffer
- * (netcluster's shaper holds 880 KB at 100 Mbit/s) TCP's losses cost more
- * than the link. A small message's pieces are cut to at most
- * DD_AGG_INCAST / n bytes (64 KB up to 8 workers, 32 KB at 16). Measured
- * with 16 workers and 8 aggregators at 100 Mbit/s, 64 KB pieces against
- * 32 KB: ddbench sync of 1.4 MB 0.61 s (10,900 segments resent) against
- * 0.26 s (1,900); 16 KB 0.21 s. The train simulator (gpt2-blocks at scale
- * 0.05) in one session: 1.42 against 0.84 s/iter under dreamddp:4, 3.86
- * against 3.69 under ddp. 16 KB pieces (a budget of 256 KB), in another
- * session: dreamddp:4 0.82, ddp 5.19, 24 pieces in flight then holding too
- * few bytes. */
+/* A message is cut into pieces of DD_AGG_INCAST / n bytes on the wire, n
+ * the workers, within DD_AGG_LEAST_PIECE and DD_AGG_MAX_PIECE (64 KB up to 8
+ * workers, 32 KB at 16), and at most DREAMDDP_CHUNK_BYTES: every worker
+ * pushes a piece to the same home at once, so a home takes n pieces at a
+ * time on its one link, and past a switch port's buffer (netcluster's shaper
+ * holds 880 KB at 100 Mbit/s) TCP's losses cost more than the link. Many
+ * small pieces also spread a message over every home's link, and a home
+ * sends back the average of a piece while the next ones arrive. Measured
+ * with 16 workers and 8 aggregators at 100 Mbit/s, 64 KB pieces against 32
+ * KB: ddbench sync of 1.4 MB 0.61 s (10,900 segments resent) against 0.26 s
+ * (1,900); 16 KB 0.21 s. The train simulator (gpt2-blocks at scale 0.05) in
+ * one session: 1.42 against 0.84 s/iter under dreamddp:4, 3.86 against 3.69
+ * under ddp. 16 KB pieces (a budget of 256 KB), in another session:
+ * dreamddp:4 0.82, ddp 5.19, 24 pieces in flight then holding too few
+ * bytes. A large message was once cut into 16 pieces a home instead (up to
+ * a chunk; 122 KB for ddp's 23.5 MB bucket at 8 + 4, 61 KB at 16 + 8):
+ * against that, in one netcluster session each at 100 Mbit/s, ddp took 2.88
+ * and 2.88 s/iter against 3.13 and 3.12 at 8 + 4 (dreamddp:4 0.84, 0.89
+ * against 0.84, 0.87), and at 16 + 8 3.07 against 3.61, ddbench sync of 24.9
+ * MB 3.15 against 5.05 s; at 1 Gbit/s, 4 + 4, 100 MB 1.14 and 1.12 s against
+ * 1.15 and 1.00 (1 MiB pieces). */
+#define DD_AGG_MAX_PIECE (64 * 1024)
 #define DD_AGG_INCAST (512 * 1024)
 #define DD_AGG_LEAST_PIECE 4096
 /* The pieces a worker has at one home at once, as TCP's slow start: a
@@ -147,7 +147,6 @@ struct dd_agg {
     double *weight, *load;
     uint64_t next_seq;
     size_t chunk_bytes;
-    int n_active;          /* homes with a share of the bytes */
     size_t inflight_bytes; /* pushed and not yet back */
     size_t home_grown;     /* answered since the pushes began: a home's
                               budget grows by it (dd_agg_home_budget) */
@@ -219,7 +218,6 @@ static dd_status_t dd_agg_homes(dd_agg_t *a)
         a->home_rank[h] = job->worker_ranks[w];
         a->weight[h++] = (1.0 - x) / a->n;
     }
-    a->n_active = x < 1.0 ? a->n_homes : a->k;
     dd_log_info(DD_SUBSYS_AGG,
                 "aggregation: %d workers, %d aggregators; %.0f %% of the "
                 "bytes summed by aggregators, chunks of %zu bytes",
@@ -627,8 +625,7 @@ typedef struct {
     uint64_t started, ended, next_seq;
 } dd_agg_row_t; /* followed by a lost flag per job rank */
 
-static size_t dd_agg_per(const dd_agg_t *a, size_t count, size_t esize,
-                         double wire_per_el);
+static size_t dd_agg_per(const dd_agg_t *a, size_t esize, double wire_per_el);
 static dd_status_t dd_agg_sparse_layout(dd_agg_msg_t *m,
                                         const dd_agg_sparse_msg_t *sp);
 static void dd_agg_msg_release(dd_agg_t *a, dd_agg_msg_t *m);
@@ -812,8 +809,7 @@ static dd_status_t dd_agg_recut(dd_agg_t *a, dd_agg_msg_t *m)
 
     m->next = m->done = 0;
     m->end_seq = 0;
-    m->per = dd_agg_per(a, m->count, esize,
-                        m->sparse ? m->wire_per_el : (double)esize);
+    m->per = dd_agg_per(a, esize, m->sparse ? m->wire_per_el : (double)esize);
     m->n_chunks = (m->count + m->per - 1) / m->per;
     if (!m->sparse) {
         return DD_OK;
@@ -1277,24 +1273,19 @@ static dd_status_t dd_agg_msg_open(dd_agg_t *a, dd_agg_msg_t **m_p)
                     "more than %d messages started at once", DD_AGG_MSGS);
 }
 
-/* Elements per piece: at most a chunk of esize elements, and, for a
- * small message, DD_AGG_SPREAD pieces per home of at least DD_AGG_INCAST / n
- * bytes on the wire, within DD_AGG_LEAST_PIECE and DD_AGG_MIN_PIECE
+/* Elements per piece: DD_AGG_INCAST / n bytes on the wire, within
+ * DD_AGG_LEAST_PIECE and DD_AGG_MAX_PIECE, at most a chunk of esize elements
  * (wire_per_el a dense element). */
-static size_t dd_agg_per(const dd_agg_t *a, size_t count, size_t esize,
-                         double wire_per_el)
+static size_t dd_agg_per(const dd_agg_t *a, size_t esize, double wire_per_el)
 {
     size_t per = a->chunk_bytes / esize;
-    size_t spread = (count + (size_t)(DD_AGG_SPREAD * a->n_active) - 1) /
-                    (size_t)(DD_AGG_SPREAD * a->n_active);
-    size_t least_bytes = DD_AGG_INCAST / (size_t)(a->n > 0 ? a->n : 1);
-    least_bytes = least_bytes < DD_AGG_LEAST_PIECE ? DD_AGG_LEAST_PIECE
-                  : least_bytes > DD_AGG_MIN_PIECE ? DD_AGG_MIN_PIECE
-                                                   : least_bytes;
-    double least_el = (double)least_bytes / wire_per_el;
-    size_t least = least_el < (double)per ? (size_t)least_el : per;
-    if (spread < per) {
-        per = spread > least ? spread : least;
+    size_t bytes = DD_AGG_INCAST / (size_t)(a->n > 0 ? a->n : 1);
+    bytes = bytes < DD_AGG_LEAST_PIECE ? DD_AGG_LEAST_PIECE
+            : bytes > DD_AGG_MAX_PIECE ? DD_AGG_MAX_PIECE
+                                       : bytes;
+    double el = (double)bytes / wire_per_el;
+    if (el < (double)per) {
+        per = (size_t)el;
     }
     return per > 0 ? per : 1;
 }
@@ -1327,7 +1318,7 @@ dd_status_t dd_agg_msg_start(dd_agg_t *a, const dd_agg_id_t *id, void *buf,
     if (st != DD_OK) {
         return st;
     }
-    size_t per = dd_agg_per(a, count, esize, (double)esize);
+    size_t per = dd_agg_per(a, esize, (double)esize);
     void *input = NULL;
     if (a->survive) {
         /* The copy a lost aggregator's chunks are redone from. */
@@ -1399,7 +1390,7 @@ dd_status_t dd_agg_sparse_start(dd_agg_t *a, const dd_agg_id_t *id,
     double wire_per_el = sp->count > 0 && sp->wire_estimate > 0
                              ? (double)sp->wire_estimate / (double)sp->count
                              : 1.0;
-    size_t per = dd_agg_per(a, sp->count, sizeof(float), wire_per_el);
+    size_t per = dd_agg_per(a, sizeof(float), wire_per_el);
     *m = (dd_agg_msg_t){.in_use = 1,
                         .id = *id,
                         .buf = (char *)sp->out,

@@ -40,10 +40,10 @@ else
     fail "2 streams, 3 workers + 2 aggregators"; cat "$TMP/out"
 fi
 
-# Under DREAMDDP_CHUNK_BYTES a message is cut finer, so that it spreads over every
-# home: 16 pieces per home (3 workers homing a share beside 2 aggregators:
-# 5 homes), no smaller than 64 KiB. 20000 and 300001 elements take the
-# 64 KiB floor; 2000003 is cut into 80 pieces of 25001.
+# Under DREAMDDP_CHUNK_BYTES a message is cut finer, so that n workers' pieces
+# meeting at a home hold 512 KiB, at most 64 KiB each (3 workers: 64 KiB):
+# 20000 elements are a piece of 16384 and one of 3616, 300001 and 2000003
+# 19 and 123 pieces, the last one short.
 if DREAMDDP_CHUNK_BYTES=1M "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- \
     "$AGG" check f32 20000 300001 2000003 >"$TMP/out" 2>&1; then
     expect_grep "$TMP/out" "mp_agg: f32 averages exact on 3 workers" "small messages spread over every home"

@@ -22,16 +22,22 @@
  *                 pulls through k CPU aggregators sharing the sum with the
  *                 nodes, BytePS's optimum 2n(n-1) M / ((n^2 + kn - 2k) B)
  *                 for n nodes (M / B once k >= n), and a round trip's
- *                 fixed cost: 2 steps of latency, or the share of
- *                 --agg-latency S that a sync holds the wire for, S /
- *                 DD_ENGINE_DEPTH: S is a small sync's time through the
- *                 aggregators alone (the push, the wait for the slowest
- *                 worker's chunk, the sum and the pull, which a loaded
- *                 host stretches), and the engine keeps DD_ENGINE_DEPTH
- *                 syncs in flight, so one's round trip overlaps another's;
- *                 nothing overlaps the rest of the last one's, so an
- *                 iteration that syncs ends S - S / DD_ENGINE_DEPTH after
- *                 its last sync leaves the wire, at the earliest;
+ *                 fixed cost: 2 steps of latency, or what of a measured
+ *                 --agg-latency S the sync's bytes do not hide: S is a
+ *                 small sync's time through the aggregators alone (the
+ *                 push, the wait for the slowest worker's chunk, the sum
+ *                 and the pull, which a loaded host stretches), and the
+ *                 engine keeps DD_ENGINE_DEPTH syncs in flight, so one's
+ *                 round trip overlaps the others' bytes: a sync whose
+ *                 bytes take T holds the wire for the larger of T and
+ *                 (S + T) / DD_ENGINE_DEPTH (S / DD_ENGINE_DEPTH beside
+ *                 its bytes took every sync's round trip as exposed: at
+ *                 16 + 8 and 100 Mbit/s the library's timeline had
+ *                 dreamddp:4's 1.4 MB syncs back to back on its two
+ *                 channels, 10.5 MB/s with no 16 ms a sync); nothing
+ *                 overlaps the rest of the last one's, so an iteration
+ *                 that syncs ends S - S / DD_ENGINE_DEPTH after its last
+ *                 sync leaves the wire, at the earliest;
  *                 and --agg-burst S once an iteration, after that: what
  *                 a stream of pushes costs beyond its bytes, the homes
  *                 idle until every worker's first piece is in and the
@@ -48,9 +54,12 @@
  *                 model's, at 8 + 4 6 % slower), so a window's stream
  *                 takes its own, measured at its bytes.
  * Those times, as each layer's comm time beside the profile's backward
- * times, go through the planner's cost model (plan.h: ddp as S-SGD with
- * every layer's sync launched after its backward, full Local SGD, uniform
- * partial Local SGD and the dreamddp plan, each per iteration;
+ * times, go through the planner's cost model (plan.h: ddp as S-SGD over
+ * the library's buckets, layers in backward order up to
+ * DREAMDDP_FIRST_BUCKET_BYTES, then DREAMDDP_BUCKET_BYTES, as PyTorch
+ * DDP's, each one sync launched once its last layer's backward is done
+ * (gpt2-blocks at scale 0.05: 1.4 MB, then the other 23.5 MB), full Local SGD,
+ * uniform partial Local SGD and the dreamddp plan, each per iteration;
  * dd_plan_cost_landing for the last sync's landing). For each
  * strategy it picks the route, and for aggregators the fewest of the
  * counts tried that come within 5 % of the best of them, and says why.
@@ -60,11 +69,13 @@
  * congestion beyond the NIC (a non-blocking fabric is assumed), stragglers,
  * and streams (one connection a peer).
  */
+#include "core/config.h"
 #include "core/json_write.h"
 #include "ddbench.h"
 #include "profile_read.h"
 #include "sched/engine/engine.h"
 #include "sched/plan/plan.h"
+#include "sched/sched_config.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -107,6 +118,7 @@ typedef struct {
     int n_aggs; /* 0: the nodes' count over 8, 4, 2 and 1 */
     long h;
     double scale, time_scale;
+    size_t first_bucket, bucket; /* ddp's, as the library takes them */
     int json;
 } ddbench_scale_opts_t;
 
@@ -231,9 +243,13 @@ static double ddbench_scale_intra(const ddbench_scale_opts_t *o, double g,
  * sync's time S of which it holds the wire for S / DD_ENGINE_DEPTH, or
  * steps of latency. */
 static double ddbench_scale_fixed(double measured_s, double steps,
-                                  double step_s)
+                                  double step_s, double bytes_s)
 {
-    return measured_s >= 0 ? measured_s / DD_ENGINE_DEPTH : steps * step_s;
+    if (measured_s < 0) {
+        return steps * step_s;
+    }
+    double hold = (measured_s + bytes_s) / DD_ENGINE_DEPTH - bytes_s;
+    return hold > 0 ? hold : 0;
 }
 
 /* How long after such a sync leaves the wire its result lands: the rest
@@ -243,9 +259,10 @@ static double ddbench_scale_land_of(double measured_s)
     return measured_s >= 0 ? measured_s - measured_s / DD_ENGINE_DEPTH : 0;
 }
 
-static double ddbench_scale_agg_fixed(const ddbench_scale_opts_t *o)
+static double ddbench_scale_agg_fixed(const ddbench_scale_opts_t *o,
+                                      double bytes_s)
 {
-    return ddbench_scale_fixed(o->agg_lat_s, 2, o->inter_lat_s);
+    return ddbench_scale_fixed(o->agg_lat_s, 2, o->inter_lat_s, bytes_s);
 }
 
 /* The landing of a route's syncs among n_gpus: a measured time's rest
@@ -283,19 +300,24 @@ static double ddbench_scale_sync(const ddbench_scale_opts_t *o,
     case DDBENCH_ROUTE_RING: {
         double b = o->inter < o->intra ? o->inter : o->intra;
         double steps = 2 * (n - 1);
-        double fixed =
-            g > 1 ? steps * o->inter_lat_s
-                  : ddbench_scale_fixed(o->ring_lat_s, steps, o->inter_lat_s);
-        return fixed + 2 * (n - 1) / n * m / b;
+        double bytes_s = 2 * (n - 1) / n * m / b;
+        double fixed = g > 1 ? steps * o->inter_lat_s
+                             : ddbench_scale_fixed(o->ring_lat_s, steps,
+                                                   o->inter_lat_s, bytes_s);
+        return fixed + bytes_s;
     }
-    case DDBENCH_ROUTE_HIER:
+    case DDBENCH_ROUTE_HIER: {
+        double bytes_s = 2 * (nodes - 1) / nodes * m / o->inter;
         return ddbench_scale_intra(o, g, m) +
                ddbench_scale_fixed(o->ring_lat_s, 2 * (nodes - 1),
-                                   o->inter_lat_s) +
-               2 * (nodes - 1) / nodes * m / o->inter;
-    default:
-        return ddbench_scale_intra(o, g, m) + ddbench_scale_agg_fixed(o) +
-               ddbench_byteps_share(nodes, (double)k) * m / o->inter;
+                                   o->inter_lat_s, bytes_s) +
+               bytes_s;
+    }
+    default: {
+        double bytes_s = ddbench_byteps_share(nodes, (double)k) * m / o->inter;
+        return ddbench_scale_intra(o, g, m) +
+               ddbench_scale_agg_fixed(o, bytes_s) + bytes_s;
+    }
     }
 }
 
@@ -333,6 +355,52 @@ static dd_status_t ddbench_scale_strategies(const dd_profile_t *p,
         out[s] += p->frozen_bp_s;
     }
     return DD_OK;
+}
+
+/* ddp's seconds per iteration over route into out: the library's ddp sends
+ * buckets as PyTorch DDP does, layers in backward order up to
+ * DREAMDDP_FIRST_BUCKET_BYTES, then DREAMDDP_BUCKET_BYTES, each leaving once
+ * it holds that many bytes or backward ends; so a bucket is one sync, of
+ * its layers' bytes, launched after its last layer's backward. */
+static dd_status_t ddbench_scale_ddp(const dd_profile_t *p,
+                                     const ddbench_scale_opts_t *o,
+                                     ddbench_route_t route, long n_gpus, long k,
+                                     const double *bp, double land_s,
+                                     double *out)
+{
+    size_t n = p->num_layers, nb = 0;
+    double *b_bp = calloc(n, sizeof(double));
+    double *b_comm = calloc(n, sizeof(double));
+    double bytes = 0, t = 0;
+    dd_status_t status = DD_ERR_NO_MEMORY;
+
+    if (b_bp != NULL && b_comm != NULL) {
+        for (size_t l = n; l-- > 0;) {
+            bytes += (double)p->num_params[l] * 4 * o->scale;
+            t += bp[l];
+            if (bytes >= (double)(nb == 0 ? o->first_bucket : o->bucket) ||
+                l == 0) {
+                b_bp[nb] = t;
+                b_comm[nb] = ddbench_scale_sync(o, route, n_gpus, k, bytes);
+                nb++;
+                bytes = t = 0;
+            }
+        }
+        /* The planner's order: the last bucket of backward first. */
+        for (size_t i = 0; i < nb / 2; i++) {
+            double x = b_bp[i], y = b_comm[i];
+            b_bp[i] = b_bp[nb - 1 - i];
+            b_comm[i] = b_comm[nb - 1 - i];
+            b_bp[nb - 1 - i] = x;
+            b_comm[nb - 1 - i] = y;
+        }
+        dd_plan_input_t in = {nb, b_bp, b_comm};
+        status = ddbench_plan_cost(&in, dd_plan_ssgd, 1, land_s, out);
+        *out += p->frozen_bp_s;
+    }
+    free(b_bp);
+    free(b_comm);
+    return status;
 }
 
 /* Every layer's sync time over route into comm. */
@@ -416,6 +484,10 @@ static dd_status_t ddbench_scale_row(const dd_profile_t *p,
             double land = ddbench_scale_land(o, (ddbench_route_t)r, n_gpus);
             status =
                 ddbench_scale_strategies(p, bp, comm, (unsigned)o->h, land, t);
+            if (status == DD_OK) {
+                status = ddbench_scale_ddp(p, o, (ddbench_route_t)r, n_gpus,
+                                           ks[i], bp, land, &t[DDBENCH_DDP]);
+            }
             if (status == DD_OK && r == DDBENCH_ROUTE_AGG &&
                 (o->agg_win > 0 || o->agg_win_burst_s >= 0)) {
                 status = ddbench_scale_window(p, o, n_gpus, ks[i], bp, comm, t);
@@ -566,7 +638,7 @@ static void ddbench_scale_json(const ddbench_scale_opts_t *o, long n_gpus,
     dd_json_key(&w, "intra_Bps");
     dd_json_double(&w, o->intra);
     dd_json_key(&w, "agg_fixed_s");
-    dd_json_double(&w, ddbench_scale_agg_fixed(o));
+    dd_json_double(&w, ddbench_scale_agg_fixed(o, 0));
     dd_json_key(&w, "agg_land_s");
     dd_json_double(&w, ddbench_scale_land(o, DDBENCH_ROUTE_AGG, n_gpus));
     ddbench_scale_opts_t win = ddbench_scale_window_opts(o);
@@ -719,6 +791,17 @@ int ddbench_scale_main(int argc, char **argv)
         ddbench_scale_usage(stderr);
         return 2;
     }
+    /* ddp's buckets: DREAMDDP_FIRST_BUCKET_BYTES and DREAMDDP_BUCKET_BYTES,
+     * as the library would read them here. */
+    dd_sched_opts_t sched;
+    if (dd_config_load(&dd_sched_config_table, &sched, dd_config_getenv,
+                       NULL) != DD_OK) {
+        fprintf(stderr, "ddbench scale: %s\n", dd_last_error());
+        return 2;
+    }
+    o.first_bucket = sched.first_bucket_bytes;
+    o.bucket = sched.bucket_bytes;
+    dd_config_release(&dd_sched_config_table, &sched);
     dd_profile_t *p;
     if (dd_profile_read(argv[optind], &p) != DD_OK) {
         fprintf(stderr, "ddbench scale: %s\n", dd_last_error());

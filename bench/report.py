@@ -568,10 +568,14 @@ def scale(path):
                                  f" ddbench scale {route[strat]:.3f} (measured ÷ modeled"
                                  f" {t[key][0] / route[strat]:.2f})")
         al = median_by([r for r in by_n[n] if r.get("route") == "aggregate"],
-                       lambda r: r["aggregators"], "time_s")
-        for k, (v, c) in sorted(al.items()):
-            notes.append(f"{n} workers: a 4 KB sync through {k} aggregators (the model's"
-                         f" --agg-latency): {v * 1e3:.2f} ms")
+                       lambda r: (r["aggregators"], r["bytes"]), "time_s")
+        for (k, b), (v, c) in sorted(al.items()):
+            if b == 4096:
+                notes.append(f"{n} workers: a 4 KB sync through {k} aggregators (the"
+                             f" model's --agg-latency): {v * 1e3:.2f} ms")
+            else:
+                notes.append(f"{n} workers: one sync of {b / 1e6:.1f} MB through {k}"
+                             f" aggregators (ddbench sync): {v:.3f} s")
         cs = median_by([r for r in by_n[n] if r.get("op")], name, "time_s")
         for k, (v, c) in sorted(cs.items()):
             notes.append(f"{n} workers: {k}: {v * 1e3:.2f} ms")

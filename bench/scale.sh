@@ -18,7 +18,9 @@
 #   ring's round trip, which the model takes as its --ring-latency), over
 #   ddbench coll;
 # - with aggregators, a 4 KB sync through them (ddbench sync): the round
-#   trip's fixed cost, which the model takes as its --agg-latency.
+#   trip's fixed cost, which the model takes as its --agg-latency; and one
+#   sync of a window's share and of the whole model, the library's own
+#   figures beside the paced floor's.
 # Interleaved over $ROUNDS rounds, each size in its own netcluster session
 # of n + n/2 hosts. FLOOR_ONLY=1 runs the TCP floors alone (to choose
 # RATE); WITH_AGG=0 leaves out the runs with aggregators. Results:
@@ -89,6 +91,13 @@ size_round() {
         on_hosts $((n + n / 2)) 120 env DREAMDDP_NUM_AGGREGATORS=$((n / 2)) \
             "$DDBENCH" sync --bytes 4096 --iters 30 --json |
             tag "$n" $((n / 2)) | keep "$out" "$r"
+        # The library's own one-message syncs of a window's share and of
+        # the whole model, beside the paced floor's.
+        for b in "$window" "$bytes"; do
+            on_hosts $((n + n / 2)) 120 env DREAMDDP_NUM_AGGREGATORS=$((n / 2)) \
+                "$DDBENCH" sync --bytes "$b" --iters 3 --json |
+                tag "$n" $((n / 2)) | keep "$out" "$r"
+        done
     fi
     for c in "allgather $((n * 61 * 8))" "allreduce 64"; do
         set -- $c

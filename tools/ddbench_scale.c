@@ -146,12 +146,12 @@ static void ddbench_scale_usage(FILE *out)
         "  --inter-latency S   a step across nodes (default 20e-6)\n"
         "  --intra-latency S   a step within a node (default 5e-6)\n"
         "  --agg-latency S     a small sync's time through the "
-        "aggregators; each sync\n"
-        "                      holds the wire for S / %d of it beside "
-        "its bytes, the\n"
-        "                      engine keeping %d in flight (default: "
-        "two steps across\n"
-        "                      nodes)\n"
+        "aggregators; a sync whose\n"
+        "                      bytes take T holds the wire for the "
+        "larger of T and\n"
+        "                      (S + T) / %d, the engine keeping %d in "
+        "flight (default:\n"
+        "                      two steps across nodes)\n"
         "  --agg-burst S       what a stream of syncs through the "
         "aggregators costs\n"
         "                      beyond its bytes (the first answers' wait "
@@ -239,9 +239,10 @@ static double ddbench_scale_intra(const ddbench_scale_opts_t *o, double g,
                  : 0;
 }
 
-/* What a sync among the nodes costs beside its bytes: a measured small
- * sync's time S of which it holds the wire for S / DD_ENGINE_DEPTH, or
- * steps of latency. */
+/* What a sync among the nodes costs beside its bytes (bytes_s on the
+ * wire): steps of latency, or of a measured small sync's time S what its
+ * bytes do not hide, DD_ENGINE_DEPTH syncs in flight holding the wire for
+ * the larger of bytes_s and (S + bytes_s) / DD_ENGINE_DEPTH each. */
 static double ddbench_scale_fixed(double measured_s, double steps,
                                   double step_s, double bytes_s)
 {

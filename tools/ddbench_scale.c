@@ -34,7 +34,7 @@
  *                 its bytes took every sync's round trip as exposed: at
  *                 16 + 8 and 100 Mbit/s the library's timeline had
  *                 dreamddp:4's 1.4 MB syncs back to back on its two
- *                 channels, 10.5 MB/s with no 16 ms a sync); nothing
+ *                 channels, 10.7 MB/s with no 16 ms a sync); nothing
  *                 overlaps the rest of the last one's, so an iteration
  *                 that syncs ends S - S / DD_ENGINE_DEPTH after its last
  *                 sync leaves the wire, at the earliest;

@@ -322,9 +322,11 @@ static double ddbench_scale_sync(const ddbench_scale_opts_t *o,
     }
 }
 
-/* The four strategies' seconds per iteration with comm as the layers'
- * sync times and each iteration's last sync landing land_s after it
- * leaves the wire: the planner's cost model, as ddbench plan runs it. The
+/* The layer-by-layer strategies' seconds per iteration (Local SGD, plsgd
+ * and dreamddp; ddp's, over buckets, is ddbench_scale_ddp's) with comm as
+ * the layers' sync times and each iteration's last sync landing land_s
+ * after it leaves the wire: the planner's cost model, as ddbench plan
+ * runs it. The
  * dreamddp plan is the planner's, made without land_s as the library
  * makes it; full Local SGD syncs once a window, so lands once. */
 static dd_status_t ddbench_scale_strategies(const dd_profile_t *p,
@@ -337,9 +339,7 @@ static dd_status_t ddbench_scale_strategies(const dd_profile_t *p,
     dd_plan_t *plan = NULL;
     dd_status_t status;
 
-    if ((status = ddbench_plan_cost(&in, dd_plan_ssgd, 1, land_s,
-                                    &out[DDBENCH_DDP])) != DD_OK ||
-        (status = ddbench_plan_cost(&in, dd_plan_plsgd, h, land_s,
+    if ((status = ddbench_plan_cost(&in, dd_plan_plsgd, h, land_s,
                                     &out[DDBENCH_PLSGD])) != DD_OK ||
         (status = dd_plan_flsgd_cost(&in, h, &cost)) != DD_OK) {
         return status;
@@ -352,7 +352,7 @@ static dd_status_t ddbench_scale_strategies(const dd_profile_t *p,
     }
     out[DDBENCH_DREAMDDP] = cost.iter_s;
     dd_plan_free(plan);
-    for (int s = 0; s < DDBENCH_STRATEGIES; s++) {
+    for (int s = DDBENCH_LOCALSGD; s < DDBENCH_STRATEGIES; s++) {
         out[s] += p->frozen_bp_s;
     }
     return DD_OK;

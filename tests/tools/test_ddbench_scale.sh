@@ -22,10 +22,14 @@ mkdir -p "$P"
 echo '{"w": 0.010}' >"$P/bp_one.json"
 echo '{"w": 1000000}' >"$P/sizes_one.json"
 
-scale() {
-    "$BENCH" scale "$P" --gpus 4 --per-node 1 --inter 1gbit --intra 1gbit \
+# scale_of DIR ARGS...: the model of DIR's profile on 4 GPUs one a node.
+scale_of() {
+    d=$1
+    shift
+    "$BENCH" scale "$d" --gpus 4 --per-node 1 --inter 1gbit --intra 1gbit \
         --inter-latency 0.001 "$@"
 }
+scale() { scale_of "$P" "$@"; }
 
 if scale --aggregators 4 --json >"$TMP/k4" 2>&1; then
     expect_grep "$TMP/k4" '"ring":{"ddp":0.064000' "ring: 0.064 s"
@@ -118,10 +122,7 @@ P2=$TMP/two
 mkdir -p "$P2"
 echo '{"a": 0.010, "b": 0.010}' >"$P2/bp_two.json"
 echo '{"a": 1000000, "b": 1000000}' >"$P2/sizes_two.json"
-two() {
-    "$BENCH" scale "$P2" --gpus 4 --per-node 1 --inter 1gbit --intra 1gbit \
-        --inter-latency 0.001 --aggregators 4 --json
-}
+two() { scale_of "$P2" --aggregators 4 --json; }
 if two >"$TMP/b1" 2>&1 &&
     DREAMDDP_FIRST_BUCKET_BYTES=16M two >"$TMP/b16" 2>&1; then
     expect_grep "$TMP/b1" '"ring":{"ddp":0.118000' "a bucket per layer: 0.118 s"

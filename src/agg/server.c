@@ -53,6 +53,7 @@ struct dd_agg_server {
     int n;                 /* workers */
     int local;             /* this process's worker index, or -1 */
     size_t cap;            /* bytes of the largest chunk */
+    float scale;           /* of every copy as it is added (sum.c) */
     dd_agg_inbox_t *inbox; /* [n][DD_AGG_INBOX] */
     uint64_t *last_seq;    /* per worker, of its last push */
     uint64_t *posted;      /* per worker: header receives posted */
@@ -107,6 +108,7 @@ dd_status_t dd_agg_server_create(const dd_agg_env_t *env,
     s->n = env->job->n_workers;
     s->local = local_worker;
     s->cap = env->chunk_bytes;
+    s->scale = dd_agg_sum_scale(s->n);
     s->inbox = calloc((size_t)s->n * DD_AGG_INBOX, sizeof(dd_agg_inbox_t));
     s->last_seq = calloc((size_t)s->n, sizeof(uint64_t));
     s->has_pushed = calloc((size_t)s->n, sizeof(int));
@@ -352,11 +354,11 @@ static void dd_agg_answer(dd_agg_server_t *s, dd_agg_slot_t *sl)
     if (s->failed == DD_OK && sl->sparse) {
         /* acc becomes the dense average, which the local copy takes. */
         bytes = dd_agg_out_sparse(sl->result, sl->acc, sl->hdr.count, s->n,
-                                  &r->format, &r->nnz);
+                                  s->scale, &r->format, &r->nnz);
     } else if (s->failed == DD_OK) {
         dd_agg_out(sl->result, sl->acc, sl->hdr.count,
                    (dd_dtype_t)sl->hdr.dtype,
-                   s->env->avg_over > 0 ? s->env->avg_over : s->n);
+                   s->env->avg_over > 0 ? s->env->avg_over : s->n, s->scale);
     }
     sl->answering = 1;
     /* Copies not yet summed are answered too: a failed chunk is final. */
@@ -415,7 +417,7 @@ static int dd_agg_sum_piece(dd_agg_server_t *s, dd_agg_slot_t *sl,
         return 0;
     }
     dd_agg_add_sparse(sl->acc, data, h->format, (size_t)h->nnz,
-                      (size_t)h->count);
+                      (size_t)h->count, s->scale);
     return 1;
 }
 
@@ -437,7 +439,7 @@ static int dd_agg_sum(dd_agg_server_t *s, dd_agg_slot_t *sl)
             }
         } else {
             dd_agg_add(sl->acc, copy, sl->hdr.count, (dd_dtype_t)sl->hdr.dtype,
-                       sl->next == 0);
+                       sl->next == 0, s->scale);
         }
         if (in != NULL) {
             in->state = IN_FREE;

@@ -123,19 +123,24 @@ int dd_agg_pairs_valid(const uint32_t *idx, uint64_t nnz, uint64_t count,
 /* agg_sum.c */
 int dd_agg_dtype_ok(dd_dtype_t dtype);
 size_t dd_agg_acc_bytes(dd_dtype_t dtype, size_t count);
+/* 1/p, p the least power of two >= n_terms: what every copy is scaled by
+ * as it is added, so that no partial sum of n_terms copies overflows where
+ * their average fits (as on the allreduce route); dd_agg_out and
+ * dd_agg_out_sparse take it back out exactly. */
+float dd_agg_sum_scale(int n_terms);
 void dd_agg_add(void *acc, const void *src, size_t n, dd_dtype_t dtype,
-                int first);
+                int first, float scale);
 void dd_agg_out(void *dst, const void *acc, size_t n, dd_dtype_t dtype,
-                int n_workers);
-/* Adds a sparse piece (format, nnz, data as on the wire, checked) into an
- * f32 chunk of count elements. */
+                int n_workers, float scale);
+/* Adds a sparse piece (format, nnz, data as on the wire, checked), times
+ * scale, into an f32 chunk of count elements. */
 void dd_agg_add_sparse(float *acc, const void *data, uint32_t format,
-                       size_t nnz, size_t count);
-/* Writes the average acc / n_workers of a sparse chunk into acc and, in
- * the smaller format, into out (at most count f32); returns its bytes and
- * sets *format_p and *nnz_p. */
+                       size_t nnz, size_t count, float scale);
+/* Writes the average acc / (n_workers * scale) of a sparse chunk into acc
+ * and, in the smaller format, into out (at most count f32); returns its
+ * bytes and sets *format_p and *nnz_p. */
 size_t dd_agg_out_sparse(void *out, float *acc, size_t count, int n_workers,
-                         uint32_t *format_p, uint64_t *nnz_p);
+                         float scale, uint32_t *format_p, uint64_t *nnz_p);
 /* A checked sparse result into dst, count f32. */
 void dd_agg_expand_sparse(float *dst, const void *data, uint32_t format,
                           size_t nnz, size_t count);

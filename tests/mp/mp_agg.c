@@ -8,6 +8,10 @@
  *                                 the workers pause that long between
  *                                 rounds (the homes wait, idle, meanwhile)
  *   mp_agg agg-exit               the aggregators leave before serving
+ *   mp_agg huge STRATEGY          every worker's values near f32's largest
+ *                                 (3e38 and a little less): the average
+ *                                 must be finite and within 1e-6 of the
+ *                                 exact one, as on the allreduce route
  *   mp_agg worker-exit            worker 1 leaves after commit
  *   mp_agg malformed              worker 1 sends a header with bad magic
  *   mp_agg duplicate              worker 1 replays its first push header
@@ -136,6 +140,77 @@ static int run_check(dd_context_h ctx, dd_dtype_t dt, size_t *sizes, int n)
     return rc;
 }
 
+/* Worker r's value i near f32's largest: any two sum past it. */
+static float huge_value(int r, size_t i)
+{
+    return (i % 2 ? 1.0f : -1.0f) * (3e38f - (float)r * 1e35f);
+}
+
+/* Under strategy, 4 steps of one layer whose parameters and gradients
+ * are huge_value; each step that synced the layer holds the average
+ * (gradients under ddp, parameters otherwise), finite. */
+static int run_huge(dd_context_h ctx, const char *strategy)
+{
+    enum { N = 5000 };
+    float *param = calloc(N, sizeof(float)), *grad = calloc(N, sizeof(float));
+    dd_tensor_t t = {.param = param,
+                     .grad = grad,
+                     .count = N,
+                     .dtype = DD_DTYPE_F32,
+                     .mem_type = DD_MEM_HOST};
+    dd_layer_h h;
+    dd_layer_stats_t st = {.field_mask = DD_LAYER_STATS_FIELD_SYNCS};
+    int checked = 0, rc = 0;
+
+    bufs[n_bufs++] = param;
+    bufs[n_bufs++] = grad;
+    if (dd_layer_register(ctx, "huge", &t, 1, &h) != DD_OK ||
+        dd_strategy_set(ctx, strategy) != DD_OK ||
+        dd_model_commit(ctx) != DD_OK) {
+        fprintf(stderr, "mp_agg: rank %d: %s\n", rank, dd_last_error());
+        return 1;
+    }
+    const float *out = strcmp(strategy, "ddp") == 0 ? grad : param;
+    for (int step = 0; rc == 0 && step < 4; step++) {
+        for (size_t i = 0; i < N; i++) {
+            param[i] = grad[i] = huge_value(rank, i);
+        }
+        dd_layer_stats(ctx, h, &st);
+        uint64_t before = st.syncs;
+        if (dd_step_begin(ctx) != DD_OK || dd_layer_ready(ctx, h) != DD_OK ||
+            dd_step_end(ctx, NULL) != DD_OK) {
+            fprintf(stderr, "mp_agg: rank %d: %s\n", rank, dd_last_error());
+            return 1;
+        }
+        dd_layer_stats(ctx, h, &st);
+        for (size_t i = 0; st.syncs > before && rc == 0 && i < N; i++) {
+            double want = 0;
+            for (int r = 0; r < workers; r++) {
+                want += (double)huge_value(r, i) / workers;
+            }
+            if (!isfinite(out[i]) || fabs(out[i] - want) > 1e-6 * fabs(want)) {
+                fprintf(stderr,
+                        "mp_agg: rank %d: %s: element %zu is %g, the "
+                        "average is %g\n",
+                        rank, strategy, i, out[i], want);
+                rc = 1;
+            }
+        }
+        checked += st.syncs > before;
+    }
+    if (rc == 0 && checked == 0) {
+        fprintf(stderr, "mp_agg: rank %d: %s: no step synced\n", rank,
+                strategy);
+        rc = 1;
+    }
+    if (rc == 0 && rank == 0) {
+        printf("mp_agg: %s: huge values average finite on %d workers (%d "
+               "syncs)\n",
+               strategy, workers, checked);
+    }
+    return rc;
+}
+
 /* Sends one raw header to every aggregator, as a broken worker would. */
 static void inject(dd_context_h ctx, const dd_agg_hdr_t *h)
 {
@@ -243,7 +318,8 @@ int main(int argc, char **argv)
         dd_status_t s = dd_aggregator_serve(ctx);
         printf("mp_agg: aggregator %d: %s: %s\n", rank, dd_status_string(s),
                dd_last_error());
-        rc = s != DD_OK && strcmp(argv[1], "check") == 0;
+        rc = s != DD_OK &&
+             (strcmp(argv[1], "check") == 0 || strcmp(argv[1], "huge") == 0);
     } else if (strcmp(argv[1], "check") == 0 && argc > 3) {
         size_t sizes[16];
         int n = 0;
@@ -251,11 +327,13 @@ int main(int argc, char **argv)
             sizes[n++] = strtoull(argv[i], NULL, 10);
         }
         rc = run_check(ctx, parse_dtype(argv[2]), sizes, n);
+    } else if (strcmp(argv[1], "huge") == 0 && argc > 2) {
+        rc = run_huge(ctx, argv[2]);
     } else {
         rc = run_fault(ctx,
                        strcmp(argv[1], "agg-exit") == 0 ? "agg-exit" : argv[1]);
     }
-    if (strcmp(argv[1], "check") != 0) {
+    if (strcmp(argv[1], "check") != 0 && strcmp(argv[1], "huge") != 0) {
         return rc; /* the job is broken: no barrier to meet at */
     }
     dd_status_t fin = dd_finalize(ctx);

@@ -59,6 +59,20 @@ for s in ddp localsgd:2 plsgd:2 dreamddp:2 adaptive; do
     fi
 done
 
+# One input, one answer: near f32's largest value on every worker (3e38,
+# whose sum overflows f32), the aggregators' average is finite and exact
+# to 1e-6, as the allreduce route's is (each worker scales by 1/4 there,
+# each home here), under ddp (gradients) and localsgd:2 (parameters).
+for s in ddp localsgd:2; do
+    for route in "5 --aggregators 2" "3"; do
+        if "$DDRUN" -n $route --timeout 60 -- "$AGG" huge $s >"$TMP/out" 2>&1; then
+            expect_grep "$TMP/out" "mp_agg: $s: huge values average finite on 3 workers" "3e38 averages finite: $s, ddrun -n $route"
+        else
+            fail "3e38 averages finite: $s, ddrun -n $route"; cat "$TMP/out"
+        fi
+    done
+done
+
 # DREAMDDP_ROUTE=allreduce: the workers' own collectives, with aggregators idle
 # until every worker says goodbye at dd_finalize.
 if DREAMDDP_ROUTE=allreduce "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- "$SCHED" dreamddp:2 7 >"$TMP/out" 2>&1; then

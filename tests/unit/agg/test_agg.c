@@ -64,10 +64,10 @@ static void test_sum_f32_in_order(void **state)
 {
     /* 1e8 + 1 - 1e8 depends on the order: the homes add worker 0 first. */
     float a[1] = {1e8f}, b[1] = {1.0f}, c[1] = {-1e8f}, acc[1], out[1];
-    dd_agg_add(acc, a, 1, DD_DTYPE_F32, 1);
-    dd_agg_add(acc, b, 1, DD_DTYPE_F32, 0);
-    dd_agg_add(acc, c, 1, DD_DTYPE_F32, 0);
-    dd_agg_out(out, acc, 1, DD_DTYPE_F32, 3);
+    dd_agg_add(acc, a, 1, DD_DTYPE_F32, 1, dd_agg_sum_scale(3));
+    dd_agg_add(acc, b, 1, DD_DTYPE_F32, 0, dd_agg_sum_scale(3));
+    dd_agg_add(acc, c, 1, DD_DTYPE_F32, 0, dd_agg_sum_scale(3));
+    dd_agg_out(out, acc, 1, DD_DTYPE_F32, 3, dd_agg_sum_scale(3));
     float want = ((1e8f + 1.0f) + -1e8f) / 3.0f;
     assert_memory_equal(out, &want, sizeof(float));
 }
@@ -81,9 +81,9 @@ static void test_half_types(void **state)
         x[i] = dd_half_f32_to_f16(0.25f * i);
         y[i] = dd_half_f32_to_f16(-0.125f * i + 3);
     }
-    dd_agg_add(acc, x, N, DD_DTYPE_F16, 1);
-    dd_agg_add(acc, y, N, DD_DTYPE_F16, 0);
-    dd_agg_out(out, acc, N, DD_DTYPE_F16, 2);
+    dd_agg_add(acc, x, N, DD_DTYPE_F16, 1, dd_agg_sum_scale(2));
+    dd_agg_add(acc, y, N, DD_DTYPE_F16, 0, dd_agg_sum_scale(2));
+    dd_agg_out(out, acc, N, DD_DTYPE_F16, 2, dd_agg_sum_scale(2));
     for (int i = 0; i < N; i++) {
         float want = (0.25f * i + (-0.125f * i + 3)) / 2;
         assert_true(out[i] == dd_half_f32_to_f16(want));
@@ -92,20 +92,63 @@ static void test_half_types(void **state)
         x[i] = dd_half_f32_to_bf16(2.0f * i);
         y[i] = dd_half_f32_to_bf16(4.0f);
     }
-    dd_agg_add(acc, x, N, DD_DTYPE_BF16, 1);
-    dd_agg_add(acc, y, N, DD_DTYPE_BF16, 0);
-    dd_agg_out(out, acc, N, DD_DTYPE_BF16, 2);
+    dd_agg_add(acc, x, N, DD_DTYPE_BF16, 1, dd_agg_sum_scale(2));
+    dd_agg_add(acc, y, N, DD_DTYPE_BF16, 0, dd_agg_sum_scale(2));
+    dd_agg_out(out, acc, N, DD_DTYPE_BF16, 2, dd_agg_sum_scale(2));
     for (int i = 0; i < N; i++) {
         assert_true(out[i] == dd_half_f32_to_bf16(i + 2.0f));
     }
 }
 
+/* Scaled as they are added (sum.c), the copies average to the bits of
+ * their plain sum divided by n, for 1 to 7 workers and values across f32's
+ * range (what the allreduce route gives, and every exactness figure
+ * relies on); and where the plain sum overflows, to the finite average. */
+static void test_scaled_sum_bits(void **state)
+{
+    enum { N = 4096 };
+    static float x[7][N], acc[N], out[N];
+    uint32_t seed = 12345;
+    for (int w = 0; w < 7; w++) {
+        for (int i = 0; i < N; i++) {
+            seed = seed * 1664525u + 1013904223u;
+            float m = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
+            x[w][i] = ldexpf(m, (int)(seed % 160) - 80);
+        }
+    }
+    for (int n = 1; n <= 7; n++) {
+        float scale = dd_agg_sum_scale(n);
+        for (int w = 0; w < n; w++) {
+            dd_agg_add(acc, x[w], N, DD_DTYPE_F32, w == 0, scale);
+        }
+        dd_agg_out(out, acc, N, DD_DTYPE_F32, n, scale);
+        for (int i = 0; i < N; i++) {
+            float sum = x[0][i];
+            for (int w = 1; w < n; w++) {
+                sum += x[w][i];
+            }
+            float want = sum / (float)n;
+            if (memcmp(&out[i], &want, sizeof(float)) != 0) {
+                fail_msg("%d workers, element %d: %a, plainly %a", n, i, out[i],
+                         want);
+            }
+        }
+    }
+    float big[3] = {3e38f, 3.2e38f, 3.4e38f}, avg;
+    for (int w = 0; w < 3; w++) {
+        dd_agg_add(acc, &big[w], 1, DD_DTYPE_F32, w == 0, dd_agg_sum_scale(3));
+    }
+    dd_agg_out(&avg, acc, 1, DD_DTYPE_F32, 3, dd_agg_sum_scale(3));
+    assert_true(avg == (3e38f / 4 + 3.2e38f / 4 + 3.4e38f / 4) / 0.75f);
+    assert_true(isfinite(avg));
+}
+
 static void test_f64_and_dtypes(void **state)
 {
     double a[2] = {1.5, 1e300}, b[2] = {2.5, 1e300}, acc[2], out[2];
-    dd_agg_add(acc, a, 2, DD_DTYPE_F64, 1);
-    dd_agg_add(acc, b, 2, DD_DTYPE_F64, 0);
-    dd_agg_out(out, acc, 2, DD_DTYPE_F64, 2);
+    dd_agg_add(acc, a, 2, DD_DTYPE_F64, 1, dd_agg_sum_scale(2));
+    dd_agg_add(acc, b, 2, DD_DTYPE_F64, 0, dd_agg_sum_scale(2));
+    dd_agg_out(out, acc, 2, DD_DTYPE_F64, 2, dd_agg_sum_scale(2));
     assert_true(out[0] == 2.0 && out[1] == 1e300);
     assert_true(dd_agg_dtype_ok(DD_DTYPE_BF16));
     assert_false(dd_agg_dtype_ok(DD_DTYPE_I32));
@@ -147,6 +190,7 @@ int main(void)
         cmocka_unit_test(test_sum_f32_in_order),
         cmocka_unit_test(test_half_types),
         cmocka_unit_test(test_f64_and_dtypes),
+        cmocka_unit_test(test_scaled_sum_bits),
         cmocka_unit_test(test_tags_stay_apart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,7 +4,8 @@
  * Sparse pieces (topk's pairs) are scattered in worker order and answered
  * as pairs or dense, whichever is smaller; a piece whose offsets leave the
  * chunk or repeat is rejected naming the worker and the layer. A receive
- * canceled by a RESET that lands late reaches no later sum.
+ * canceled by a RESET that lands late reaches no later sum. 3e38 from
+ * every worker averages to 3e38.
  * The transport is an in-memory fake backend that records what the server
  * posts. */
 #include <setjmp.h>
@@ -15,6 +16,7 @@
 #include <cmocka.h>
 
 #include "agg/wire.h"
+#include "core/half.h"
 #include "core/log.h"
 
 #include <string.h>
@@ -530,6 +532,61 @@ static void test_goodbye_with_error_names_worker(void **state)
     assert_non_null(strstr(dd_agg_server_why(f->s), "worker rank 1 gave up"));
 }
 
+/* 3e38 from every worker: the average is 3e38, as on the allreduce route
+ * (coll.c scales each worker's values by 1/pow2 before the sum), not the
+ * inf of a sum that overflows f32 before it is divided. Both workers push
+ * the same values, in f32 and bf16 (whose range is f32's). */
+static void push_dense(int sender, uint64_t seq, uint32_t dtype,
+                       const void *data, size_t count)
+{
+    dd_agg_hdr_t h = push_hdr(sender, seq, count);
+    h.dtype = dtype;
+    send_hdr(sender, &h);
+    progress(fixture_now, 2);
+    deliver(sender, dd_agg_tag(DD_AGG_TAG_DATA, seq), data,
+            count * dd_dtype_size((dd_dtype_t)dtype));
+}
+
+static void test_huge_values_average_finite(void **state)
+{
+    fixture_t *f = *state;
+    float big[64];
+    uint16_t big16[64];
+
+    fixture_now = f;
+    for (int j = 0; j < 64; j++) {
+        big[j] = j % 2 ? 3e38f : -3.3e38f;
+        big16[j] = dd_half_f32_to_bf16(big[j]);
+    }
+    progress(f, 1);
+    for (int w = 0; w < 2; w++) {
+        push_dense(w, 0, DD_DTYPE_F32, big, 64);
+    }
+    assert_int_equal(progress(f, 4), DD_OK);
+    const void *data;
+    const dd_agg_hdr_t *r = result_to(0, &data);
+    assert_int_equal(r->seq, 0);
+    for (int j = 0; j < 64; j++) {
+        if (((const float *)data)[j] != big[j]) {
+            fail_msg("f32 element %d: %g averaged to %g", j, big[j],
+                     ((const float *)data)[j]);
+        }
+    }
+    for (int w = 0; w < 2; w++) {
+        push_dense(w, 1, DD_DTYPE_BF16, big16, 64);
+    }
+    assert_int_equal(progress(f, 4), DD_OK);
+    r = result_to(1, &data);
+    assert_int_equal(r->seq, 1);
+    for (int j = 0; j < 64; j++) {
+        float got = dd_half_bf16_to_f32(((const uint16_t *)data)[j]);
+        if (got != dd_half_bf16_to_f32(big16[j])) {
+            fail_msg("bf16 element %d: %g averaged to %g", j,
+                     dd_half_bf16_to_f32(big16[j]), got);
+        }
+    }
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(test_##name, setup, teardown)
 
 int main(void)
@@ -570,6 +627,7 @@ int main(void)
         T(sparse_offset_out_of_chunk),
         T(sparse_offset_repeated),
         T(reset_late_landing_not_summed),
+        T(huge_values_average_finite),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -70,6 +70,15 @@ int dd_agg_pick_home(const double *weight, double *load, int n_homes,
  * each piece goes to its home, every home its own peer. */
 #define DD_AGG_TAG_STRIDE 840u
 
+void dd_agg_round_key(int round, int w, char *key, size_t size)
+{
+    if (w < 0) {
+        snprintf(key, size, "dd/agg/round/%d/n", round);
+    } else {
+        snprintf(key, size, "dd/agg/round/%d/%d", round, w);
+    }
+}
+
 uint64_t dd_agg_tag(int kind, uint64_t seq)
 {
     /* Bit 46 keeps aggregation apart from the collectives' tags (bit 47);

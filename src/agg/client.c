@@ -618,12 +618,9 @@ static void dd_agg_abandon(dd_agg_t *a)
  * order whoever it is), and none is summed twice into a buffer or
  * dropped. The aggregators left learn the new numbering from a RESET on
  * each worker's header stream, after which a late push of an abandoned
- * chunk is dropped.
+ * chunk is dropped; the RESET names its round, whose rows the aggregator
+ * reads back from the store before it believes it.
  */
-
-typedef struct {
-    uint64_t started, ended, next_seq;
-} dd_agg_row_t; /* followed by a lost flag per job rank */
 
 static size_t dd_agg_per(const dd_agg_t *a, size_t esize, double wire_per_el);
 static dd_status_t dd_agg_sparse_layout(dd_agg_msg_t *m,
@@ -691,15 +688,6 @@ static void dd_agg_bury(dd_agg_t *a, void *p, int pinned)
         return;
     }
     free(p); /* not pinned (or no memory to keep it: freed as before) */
-}
-
-static void dd_agg_round_key(int round, int w, char *key, size_t size)
-{
-    if (w < 0) {
-        snprintf(key, size, "dd/agg/round/%d/n", round);
-    } else {
-        snprintf(key, size, "dd/agg/round/%d/%d", round, w);
-    }
 }
 
 static int dd_agg_is_aggregator(const dd_agg_t *a, int rank)
@@ -858,7 +846,8 @@ static dd_status_t dd_agg_ghost(dd_agg_t *a, uint64_t no)
     return DD_OK;
 }
 
-/* Tells the aggregators left where numbering goes on. */
+/* Tells the aggregators left where numbering goes on, after the round
+ * (a->round + 1) whose record in the store they check it against. */
 static void dd_agg_send_resets(dd_agg_t *a)
 {
     a->reset_hdr = (dd_agg_hdr_t){.magic = DD_AGG_MAGIC,
@@ -866,6 +855,7 @@ static void dd_agg_send_resets(dd_agg_t *a)
                                   .kind = DD_AGG_RESET,
                                   .token = a->t.token,
                                   .seq = a->next_seq,
+                                  .step = (uint64_t)a->round + 1,
                                   .sender = a->env->job->rank};
     for (int h = 0; h < a->k; h++) {
         int i = 0;

@@ -59,7 +59,12 @@ struct dd_agg_server {
     uint64_t *posted;      /* per worker: header receives posted */
     uint64_t *handled;     /* per worker: headers handled, in order */
     int *has_pushed;
-    int *said_bye; /* per worker: its goodbye came */
+    int *said_bye;         /* per worker: its goodbye came */
+    uint64_t *reset_round; /* per worker: the round of its last RESET taken */
+    /* The newest round whose record was read and found complete, and the
+     * numbering it agreed on: the other workers' RESETs of that round are
+     * checked against it without reading the store again. */
+    uint64_t known_round, known_seq;
     dd_agg_slot_t slot[DD_AGG_SLOTS];
     dd_agg_local_t *locals[DD_AGG_WINDOW];
     int byes;
@@ -115,8 +120,9 @@ dd_status_t dd_agg_server_create(const dd_agg_env_t *env,
     s->posted = calloc((size_t)s->n, sizeof(uint64_t));
     s->handled = calloc((size_t)s->n, sizeof(uint64_t));
     s->said_bye = calloc((size_t)s->n, sizeof(int));
+    s->reset_round = calloc((size_t)s->n, sizeof(uint64_t));
     int ok = s->inbox && s->last_seq && s->has_pushed && s->posted &&
-             s->handled && s->said_bye;
+             s->handled && s->said_bye && s->reset_round;
     for (int i = 0; ok && i < s->n * DD_AGG_INBOX; i++) {
         ok = (s->inbox[i].data = malloc(s->cap)) != NULL;
     }
@@ -178,6 +184,108 @@ static void dd_agg_on_bye(dd_agg_server_t *s, int w, dd_agg_inbox_t *in)
     }
 }
 
+/* The numbering recovery round `round` agreed on (the highest next_seq of
+ * its rows) into *seq_p, once the store holds every worker's row of it;
+ * else 0 with why. Reads n + 2 keys, none of them waited for. */
+static int dd_agg_round_record(dd_agg_server_t *s, uint64_t round,
+                               uint64_t *seq_p, char *why, size_t size)
+{
+    const dd_job_t *job = s->env->job;
+    size_t len = sizeof(dd_agg_row_t) + (size_t)job->world_size;
+    int64_t rows = 0;
+    int exists = 0;
+    char key[64];
+
+    if (job->store == NULL || round == 0 || round > INT32_MAX) {
+        snprintf(why, size, "no recovery round %llu is recorded in the store",
+                 (unsigned long long)round);
+        return 0;
+    }
+    dd_agg_round_key((int)round, -1, key, sizeof(key));
+    if (dd_store_check(job->store, key, &exists) != DD_OK || !exists ||
+        dd_store_add(job->store, key, 0, &rows) != DD_OK || rows < s->n) {
+        snprintf(why, size,
+                 "the store records %lld of %d workers' rows of recovery "
+                 "round %llu",
+                 (long long)rows, s->n, (unsigned long long)round);
+        return 0;
+    }
+    *seq_p = 0;
+    for (int w = 0; w < s->n; w++) {
+        void *v = NULL;
+        size_t vlen = 0;
+        dd_agg_row_t head;
+        dd_agg_round_key((int)round, w, key, sizeof(key));
+        if (dd_store_check(job->store, key, &exists) != DD_OK || !exists ||
+            dd_store_get_within(job->store, key, 1.0, &v, &vlen) != DD_OK ||
+            vlen != len) {
+            free(v);
+            snprintf(why, size,
+                     "worker %d's row of recovery round %llu is missing or "
+                     "malformed in the store",
+                     w, (unsigned long long)round);
+            return 0;
+        }
+        memcpy(&head, v, sizeof(head));
+        free(v);
+        *seq_p = head.next_seq > *seq_p ? head.next_seq : *seq_p;
+    }
+    return 1;
+}
+
+/* Whether worker w's RESET is the one a recovery round recorded: a round
+ * newer than w's last, complete in the store, numbering from where it
+ * agreed. Anything else (no round, a replay, another numbering) would
+ * make this home drop the honest pushes below its number, silently. */
+static int dd_agg_reset_recorded(dd_agg_server_t *s, int w,
+                                 const dd_agg_hdr_t *h, char *why, size_t size)
+{
+    uint64_t seq = s->known_seq;
+
+    if (h->step <= s->reset_round[w]) {
+        snprintf(why, size,
+                 "round %llu is not newer than its last RESET's (round %llu)",
+                 (unsigned long long)h->step,
+                 (unsigned long long)s->reset_round[w]);
+        return 0;
+    }
+    if (h->step != s->known_round &&
+        !dd_agg_round_record(s, h->step, &seq, why, size)) {
+        return 0;
+    }
+    s->known_round = h->step;
+    s->known_seq = seq;
+    if (h->seq != seq) {
+        snprintf(why, size, "recovery round %llu numbers from %llu, not %llu",
+                 (unsigned long long)h->step, (unsigned long long)seq,
+                 (unsigned long long)h->seq);
+        return 0;
+    }
+    s->reset_round[w] = h->step;
+    return 1;
+}
+
+/* A RESET on worker w's stream: taken when its round is on record, else
+ * refused naming the sender; the stream stays trusted either way, since
+ * a refused RESET changed nothing, and every push is summed as before. */
+static void dd_agg_on_reset(dd_agg_server_t *s, int w, dd_agg_inbox_t *in)
+{
+    char why[160];
+
+    in->state = IN_FREE;
+    if (!dd_agg_reset_recorded(s, w, &in->hdr, why, sizeof(why))) {
+        dd_log_error(DD_SUBSYS_AGG,
+                     "home rank %d: refused a RESET from worker rank %d "
+                     "(round %llu, numbering from %llu): %s; nothing "
+                     "abandoned, every push summed as before",
+                     s->env->job->rank, s->env->job->worker_ranks[w],
+                     (unsigned long long)in->hdr.step,
+                     (unsigned long long)in->hdr.seq, why);
+        return;
+    }
+    dd_agg_server_reset(s, in->hdr.seq);
+}
+
 /* A push header arrived: check it, then receive its data. */
 static void dd_agg_on_header(dd_agg_server_t *s, int w, dd_agg_inbox_t *in)
 {
@@ -211,8 +319,7 @@ static void dd_agg_on_header(dd_agg_server_t *s, int w, dd_agg_inbox_t *in)
         return;
     }
     if (in->hdr.kind == DD_AGG_RESET) {
-        in->state = IN_FREE;
-        dd_agg_server_reset(s, in->hdr.seq);
+        dd_agg_on_reset(s, w, in);
         return;
     }
     if (in->hdr.seq < s->floor) {
@@ -720,5 +827,6 @@ void dd_agg_server_destroy(dd_agg_server_t *s)
     free(s->posted);
     free(s->handled);
     free(s->said_bye);
+    free(s->reset_round);
     free(s);
 }

@@ -21,8 +21,9 @@
 /* Bumped on any change to the header or to what a kind's data holds: a
  * rank of another build is refused by name, never misread. 2: sparse
  * pieces (kinds 4 and 5, format and nnz). 3: what (the message's digest).
- * 4: RESET (a lost aggregator's chunks redone under new numbers). */
-#define DD_AGG_VERSION 4u
+ * 4: RESET (a lost aggregator's chunks redone under new numbers). 5: a
+ * RESET names its recovery round in step. */
+#define DD_AGG_VERSION 5u
 #define DD_AGG_WHY 160
 /* Pieces a worker has in flight at once (client.c); its own home takes
  * as many of them (server.c), so it never turns one away. */
@@ -45,7 +46,9 @@ enum {
     DD_AGG_RESULT_SPARSE = 5,
     /* After a lost aggregator, on the header stream: every chunk numbered
      * below seq is abandoned (the workers redo it under new numbers), so
-     * a home drops its sums and any late push of one. */
+     * a home drops its sums and any late push of one. step is the
+     * recovery round, which the home checks against the store's record
+     * of it (server.c) before it abandons anything. */
     DD_AGG_RESET = 6
 };
 enum { DD_AGG_FMT_DENSE = 0, DD_AGG_FMT_PAIRS = 1 };
@@ -144,6 +147,16 @@ size_t dd_agg_out_sparse(void *out, float *acc, size_t count, int n_workers,
 /* A checked sparse result into dst, count f32. */
 void dd_agg_expand_sparse(float *dst, const void *data, uint32_t format,
                           size_t nnz, size_t count);
+
+/* A recovery round's record in the store (client.c writes it, server.c
+ * checks a RESET against it): under dd_agg_round_key(round, w), worker
+ * w's row, a dd_agg_row_t followed by a lost flag per job rank; under
+ * dd_agg_round_key(round, -1), the count of rows written. */
+typedef struct {
+    uint64_t started, ended, next_seq;
+} dd_agg_row_t;
+
+void dd_agg_round_key(int round, int w, char *key, size_t size);
 
 /* A worker's own copy of a chunk homed at its own server. */
 typedef struct {

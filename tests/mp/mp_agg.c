@@ -6,7 +6,11 @@
  *
  *   mp_agg check DTYPE COUNT...   sizes in elements; with MP_AGG_PAUSE_S,
  *                                 the workers pause that long between
- *                                 rounds (the homes wait, idle, meanwhile)
+ *                                 rounds (the homes wait, idle, meanwhile);
+ *                                 with MP_AGG_FORGE_RESET=R, worker rank R
+ *                                 sends every aggregator a RESET outside
+ *                                 any recovery round after the first
+ *                                 round, which must change no average
  *   mp_agg agg-exit               the aggregators leave before serving
  *   mp_agg huge STRATEGY          every worker's values near f32's largest
  *                                 (3e38 and a little less): the average
@@ -114,13 +118,33 @@ static int setup(dd_context_h ctx, dd_dtype_t dt, size_t *sizes, int n)
     return 0;
 }
 
+static void inject(dd_context_h ctx, const dd_agg_hdr_t *h);
+
+/* A RESET that no recovery round recorded, numbering from far ahead: taken
+ * at its word, it would abandon every chunk the workers push next. */
+static void forge_reset(dd_context_h ctx)
+{
+    dd_agg_hdr_t h = {.magic = DD_AGG_MAGIC,
+                      .version = DD_AGG_VERSION,
+                      .kind = DD_AGG_RESET,
+                      .token = ctx->token_hash,
+                      .seq = 1ull << 30,
+                      .step = 1,
+                      .sender = rank};
+    inject(ctx, &h);
+}
+
 static int run_check(dd_context_h ctx, dd_dtype_t dt, size_t *sizes, int n)
 {
     int rc = setup(ctx, dt, sizes, n);
     const char *pause = getenv("MP_AGG_PAUSE_S");
+    const char *forge = getenv("MP_AGG_FORGE_RESET");
     for (int round = 0; rc == 0 && round < 3; round++) {
         if (round > 0 && pause != NULL) {
             usleep((useconds_t)(atof(pause) * 1e6));
+        }
+        if (round == 1 && forge != NULL && atoi(forge) == rank) {
+            forge_reset(ctx);
         }
         for (int l = 0; l < n; l++) {
             fill(bufs[l], dt, sizes[l], rank);

@@ -73,6 +73,19 @@ for s in ddp localsgd:2; do
     done
 done
 
+# A RESET that no recovery round recorded (worker rank 1, after the first
+# sync, numbering from 2^30) is refused naming the sender, and every later
+# push is still summed: the check's averages stay exact.
+if MP_AGG_FORGE_RESET=1 "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- \
+    "$AGG" check f32 $sizes >"$TMP/out" 2>&1; then
+    expect_grep "$TMP/out" "mp_agg: f32 averages exact on 3 workers" "a forged RESET: the averages stay exact"
+    for r in 3 4; do
+        expect_grep "$TMP/out" "home rank $r: refused a RESET from worker rank 1" "a forged RESET: aggregator $r names the sender"
+    done
+else
+    fail "a forged RESET"; cat "$TMP/out"
+fi
+
 # DREAMDDP_ROUTE=allreduce: the workers' own collectives, with aggregators idle
 # until every worker says goodbye at dd_finalize.
 if DREAMDDP_ROUTE=allreduce "$DDRUN" -n 5 --aggregators 2 --timeout 60 -- "$SCHED" dreamddp:2 7 >"$TMP/out" 2>&1; then

@@ -4,8 +4,11 @@
  * Sparse pieces (topk's pairs) are scattered in worker order and answered
  * as pairs or dense, whichever is smaller; a piece whose offsets leave the
  * chunk or repeat is rejected naming the worker and the layer. A receive
- * canceled by a RESET that lands late reaches no later sum. 3e38 from
- * every worker averages to 3e38.
+ * canceled by a RESET that lands late reaches no later sum. A RESET is
+ * taken only when the store (a file store here) records its recovery
+ * round complete with its numbering and the round is newer than the
+ * sender's last: else it is refused naming the sender, and every push is
+ * summed as before. 3e38 from every worker averages to 3e38.
  * The transport is an in-memory fake backend that records what the server
  * posts. */
 #include <setjmp.h>
@@ -19,7 +22,10 @@
 #include "core/half.h"
 #include "core/log.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TOKEN 0x5eed5eedull
 #define CHUNK_BYTES 4096
@@ -127,11 +133,18 @@ typedef struct {
 static dd_status_t progress(fixture_t *f, int times);
 static fixture_t *fixture_now; /* for push_pairs' progress */
 
+static char store_dir[64];
+static char log_path[96];
+
 static int setup(void **state)
 {
     static fixture_t f;
     memset(reqs, 0, sizeof(reqs));
     n_reqs = 0;
+    snprintf(store_dir, sizeof(store_dir), "/tmp/dd-test-aggsrv-XXXXXX");
+    assert_non_null(mkdtemp(store_dir));
+    assert_int_equal(
+        dd_store_file_open(store_dir, 42, job.rank, 3, 5.0, &job.store), DD_OK);
     assert_int_equal(dd_agg_transport_init(&env, &f.t), DD_OK);
     assert_int_equal(dd_agg_server_create(&env, &f.t, -1, &f.s), DD_OK);
     *state = &f;
@@ -141,8 +154,41 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture_t *f = *state;
+    char cmd[128];
     dd_agg_server_destroy(f->s);
-    return 0;
+    dd_store_close(job.store);
+    job.store = NULL;
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", store_dir);
+    return system(cmd);
+}
+
+/* Writes recovery round `round` as the workers do (client.c): worker w's
+ * row numbering on from next_seq[w], for `rows` of the 2 workers. */
+static void record_round(int round, int rows, const uint64_t *next_seq)
+{
+    unsigned char row[sizeof(dd_agg_row_t) + 3] = {0};
+    char key[64];
+    for (int w = 0; w < rows; w++) {
+        dd_agg_row_t head = {.next_seq = next_seq[w]};
+        memcpy(row, &head, sizeof(head));
+        dd_agg_round_key(round, w, key, sizeof(key));
+        assert_int_equal(dd_store_set(job.store, key, row, sizeof(row)), DD_OK);
+        dd_agg_round_key(round, -1, key, sizeof(key));
+        assert_int_equal(dd_store_add(job.store, key, 1, NULL), DD_OK);
+    }
+}
+
+/* Whether the log holds text. */
+static int logged(const char *text)
+{
+    char buf[16384];
+    FILE *f = fopen(log_path, "r");
+    size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f != NULL) {
+        fclose(f);
+    }
+    buf[n] = '\0';
+    return strstr(buf, text) != NULL;
 }
 
 static dd_status_t progress(fixture_t *f, int times)
@@ -449,8 +495,10 @@ static void test_reset_late_landing_not_summed(void **state)
         }
     }
     assert_non_null(late);
+    record_round(1, 2, (const uint64_t[]){1, 1});
     dd_agg_hdr_t reset = push_hdr(1, 1, 0);
     reset.kind = DD_AGG_RESET;
+    reset.step = 1;
     send_hdr(1, &reset);
     assert_int_equal(progress(f, 2), DD_OK);
     assert_true(late->released);
@@ -532,6 +580,106 @@ static void test_goodbye_with_error_names_worker(void **state)
     assert_non_null(strstr(dd_agg_server_why(f->s), "worker rank 1 gave up"));
 }
 
+/* Both workers push seq (values 2 seq and 2 j): the average is answered to
+ * both, so the home still sums every push. */
+static void expect_summed(fixture_t *f, uint64_t seq)
+{
+    float v0[100], v1[100];
+    for (int j = 0; j < 100; j++) {
+        v0[j] = 2.0f * (float)seq;
+        v1[j] = 2.0f * (float)j;
+    }
+    for (int w = 0; w < 2; w++) {
+        dd_agg_hdr_t h = push_hdr(w, seq, 100);
+        send_hdr(w, &h);
+        assert_int_equal(progress(f, 2), DD_OK);
+        deliver(w, dd_agg_tag(DD_AGG_TAG_DATA, seq), w ? v1 : v0, sizeof(v0));
+    }
+    assert_int_equal(progress(f, 4), DD_OK);
+    for (int peer = 0; peer < 2; peer++) {
+        const void *data;
+        const dd_agg_hdr_t *r = result_to(peer, &data);
+        assert_int_equal(r->seq, seq);
+        assert_int_equal(r->status, DD_OK);
+        for (int j = 0; j < 100; j++) {
+            assert_true(((const float *)data)[j] == (float)seq + (float)j);
+        }
+    }
+}
+
+/* Worker 1's RESET of round `round` numbering from seq. */
+static void send_reset(fixture_t *f, uint64_t round, uint64_t seq)
+{
+    dd_agg_hdr_t reset = push_hdr(1, seq, 0);
+    reset.kind = DD_AGG_RESET;
+    reset.step = round;
+    send_hdr(1, &reset);
+    assert_int_equal(progress(f, 2), DD_OK);
+}
+
+static void expect_refused(const char *why)
+{
+    if (!logged("home rank 2: refused a RESET from worker rank 1") ||
+        !logged(why)) {
+        fail_msg("no refusal naming worker rank 1 and '%s' in %s", why,
+                 log_path);
+    }
+}
+
+/* No recovery round at all (what a broken worker sends): it used to make
+ * the home drop every push numbered below 2^30, silently. */
+static void test_reset_outside_round_refused(void **state)
+{
+    fixture_t *f = *state;
+    progress(f, 1);
+    send_reset(f, 1, 1ull << 30);
+    expect_summed(f, 0);
+    expect_summed(f, 1);
+    expect_refused("the store records 0 of 2 workers' rows of recovery "
+                   "round 1");
+}
+
+/* A round with one of the two rows: not yet agreed by every worker. */
+static void test_reset_round_incomplete_refused(void **state)
+{
+    fixture_t *f = *state;
+    record_round(1, 1, (const uint64_t[]){7});
+    progress(f, 1);
+    send_reset(f, 1, 7);
+    expect_summed(f, 0);
+    expect_refused("the store records 1 of 2 workers' rows of recovery "
+                   "round 1");
+}
+
+/* The round is on record, but numbers on from 3, not from 2^20. */
+static void test_reset_other_numbering_refused(void **state)
+{
+    fixture_t *f = *state;
+    record_round(1, 2, (const uint64_t[]){2, 3});
+    progress(f, 1);
+    send_reset(f, 1, 1ull << 20);
+    expect_summed(f, 0);
+    expect_refused("recovery round 1 numbers from 3, not 1048576");
+}
+
+/* The round's own RESET is taken (pushes below 1 are then dropped), and
+ * its replay is refused as stale: pushes from 1 on are summed. */
+static void test_reset_replay_refused(void **state)
+{
+    fixture_t *f = *state;
+    record_round(1, 2, (const uint64_t[]){1, 1});
+    progress(f, 1);
+    send_reset(f, 1, 1);
+    dd_agg_hdr_t h = push_hdr(0, 0, 100);
+    send_hdr(0, &h);
+    assert_int_equal(progress(f, 2), DD_OK);
+    assert_int_equal(count_reqs(DD_AGG_TAG_DATA), 0); /* abandoned */
+    send_reset(f, 1, 1);
+    expect_refused("round 1 is not newer than its last RESET's (round 1)");
+    expect_summed(f, 1);
+    expect_summed(f, 2);
+}
+
 /* 3e38 from every worker: the average is 3e38, as on the allreduce route
  * (coll.c scales each worker's values by 1/pow2 before the sum), not the
  * inf of a sum that overflows f32 before it is divided. Both workers push
@@ -591,7 +739,13 @@ static void test_huge_values_average_finite(void **state)
 
 int main(void)
 {
-    dd_log_configure(DD_LOG_ERROR, ~0u, NULL, 2);
+    int fd;
+    snprintf(log_path, sizeof(log_path), "/tmp/dd-test-aggsrv-log-XXXXXX");
+    if ((fd = mkstemp(log_path)) < 0) {
+        return 1;
+    }
+    close(fd);
+    dd_log_configure(DD_LOG_ERROR, ~0u, log_path, 2);
     const struct CMUnitTest tests[] = {
         T(valid_push_posts_exact_receive),
         T(count_wraps_f32),
@@ -628,6 +782,12 @@ int main(void)
         T(sparse_offset_repeated),
         T(reset_late_landing_not_summed),
         T(huge_values_average_finite),
+        T(reset_outside_round_refused),
+        T(reset_round_incomplete_refused),
+        T(reset_other_numbering_refused),
+        T(reset_replay_refused),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    unlink(log_path);
+    return failed;
 }

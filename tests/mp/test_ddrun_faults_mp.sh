@@ -8,6 +8,9 @@
 #   --max-restarts 0`: rank 0, which hosts the store, may take up to
 #   DREAMDDP_TIMEOUT_S to notice; it is healthy (not stopped) and is kept,
 #   so the two healthy workers go on as generation 1 to the last step.
+# - An aggregator killed, then a worker, under `ddrun --elastic -n 6
+#   --aggregators 2 --min 3 --max-restarts 0`: the three healthy workers
+#   and the aggregator left go on as generation 1.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 export DREAMDDP_LINE_BUFFERED=yes DREAMDDP_DETERMINISTIC=yes
 TRAIN=$top_builddir/examples/train_mlp
@@ -81,5 +84,28 @@ if grep -q "dropped from the job" "$out"; then
     fail "a healthy rank was dropped:"; grep "dropped" "$out"
 else
     pass "no healthy rank dropped as frozen"
+fi
+
+# An aggregator killed, then (once the workers went on without it) a worker.
+out=$TMP/agg-worker
+DREAMDDP_TIMEOUT_S=10 timeout -s KILL 240 "$DDRUN" --elastic -n 6 --aggregators 2 --min 3 --max-restarts 0 -- \
+    "$TRAIN" --strategy ddp --steps 150 --commit-every 20 --data global >"$out" 2>&1 &
+job=$!
+wait_for "$out" '^0: *50 '
+ddrun=$(pgrep -P $job)
+v4=$(pid_of "$ddrun" 4) v2=$(pid_of "$ddrun" 2)
+[ -n "$v4" ] && kill -9 "$v4" || fail "aggregator rank 4 not found"
+wait_for "$out" "^0: .*aggregator rank 4 was lost"
+[ -n "$v2" ] && kill -9 "$v2" || fail "worker rank 2 not found"
+wait $job
+rc=$?
+[ "$rc" = 0 ] && pass "an aggregator, then a worker killed, --min 3: exit 0" ||
+    { fail "an aggregator, then a worker killed, --min 3: exit $rc"; cat "$out"; }
+expect_grep "$out" "ddrun: generation 1: 4 ranks (3 workers, 1 aggregators)" "three healthy workers and an aggregator go on"
+expect_grep "$out" "0: done: ddp, 3 workers, 150 steps" "they finish"
+if grep -q "dropped from the job" "$out"; then
+    fail "a healthy rank was dropped after an aggregator's loss:"; grep "dropped" "$out"
+else
+    pass "no healthy rank dropped after an aggregator's loss"
 fi
 finish

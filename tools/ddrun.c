@@ -3,8 +3,9 @@
  * `torchrun --standalone`. Gives each rank the DREAMDDP_* variables and a free
  * port for the rendezvous store, prefixes every output line with the rank
  * (and asks the library for line-buffered output, DREAMDDP_LINE_BUFFERED),
- * stops every rank when one fails, and exits with the first failing rank's
- * status. It links nothing of the library: it only starts processes.
+ * stops every rank when a worker fails, and exits with the first failing
+ * worker's status; an aggregator's loss is survived, as the library
+ * survives it. It links nothing of the library: it only starts processes.
  */
 #include "ddrun.h"
 #include "argnum.h"
@@ -43,9 +44,11 @@ static void ddrun_usage(FILE *out)
         "and\n"
         "DREAMDDP_JOB_TOKEN set, and DREAMDDP_LINE_BUFFERED=yes unless set. "
         "Output lines\n"
-        "are prefixed with the rank. When a rank fails, the others are "
+        "are prefixed with the rank. When a worker fails, the others are "
         "stopped and\n"
-        "ddrun exits with its status.\n"
+        "ddrun exits with its status; the workers go on without a lost "
+        "aggregator\n"
+        "(unless DREAMDDP_AGG_LOSS=stop).\n"
         "\n"
         "  -n, --nproc N        number of ranks (at least 1)\n"
         "  -a, --aggregators K  the last K ranks are aggregators "
@@ -284,76 +287,153 @@ static void ddrun_on_signal(int sig)
     ddrun_signal = sig;
 }
 
-/* Polls the ranks' output and reaps them; returns the exit code. */
-static int ddrun_supervise(ddrun_rank_t *ranks, int n, double timeout_s)
-{
-    struct pollfd *pfds = calloc((size_t)n * 2, sizeof(*pfds));
-    double start = ddrun_now(), kill_at = 0;
-    int running = n, open_fds = 2 * n, code = 0, failed = 0;
+/* What ddrun_supervise keeps between polls. Ranks from `workers` on are
+ * aggregators: with DREAMDDP_AGG_LOSS=survive the library re-homes a lost
+ * one's share, so its exit stops nothing. */
+typedef struct {
+    ddrun_rank_t *ranks;
+    int n, workers, agg_expendable;
+    int running, workers_running;
+    int stopping; /* every rank is being stopped: later exits do not count */
+    int code;
+    double kill_at;   /* SIGKILL what still runs then; 0: not armed */
+    double linger_at; /* stop the aggregators left then; 0: not armed */
+} ddrun_sup_t;
 
-    while ((running > 0 || open_fds > 0) && pfds != NULL) {
-        for (int i = 0; i < 2 * n; i++) {
-            pfds[i] = (struct pollfd){ranks[i / 2].fds[i % 2], POLLIN, 0};
+static void ddrun_stop_all(ddrun_sup_t *s, int code, int sig)
+{
+    s->stopping = 1;
+    s->code = code;
+    ddrun_kill_all(s->ranks, s->n, sig);
+    s->kill_at = ddrun_now() + DDRUN_KILL_GRACE_S;
+}
+
+/* Rank i exited with status rc. */
+static void ddrun_on_exit(ddrun_sup_t *s, int i, int rc)
+{
+    s->running--;
+    s->workers_running -= i < s->workers;
+    if (rc == 0 || s->stopping) {
+        return;
+    }
+    if (i >= s->workers && s->agg_expendable) {
+        fprintf(stderr,
+                "ddrun: aggregator rank %d was lost (status %d): the "
+                "workers go on without it\n",
+                i, rc);
+        return;
+    }
+    fprintf(stderr,
+            "ddrun: rank %d exited with status %d; stopping the others\n", i,
+            rc);
+    ddrun_stop_all(s, rc, SIGTERM);
+}
+
+/* Every worker has exited: an aggregator has nothing left to serve, and
+ * one that is frozen would hold the job for ever. */
+static void ddrun_stop_lingering(ddrun_sup_t *s)
+{
+    double now = ddrun_now();
+
+    if (s->stopping || s->workers_running > 0 || s->running == 0) {
+        return;
+    }
+    if (s->linger_at == 0) {
+        s->linger_at = now + DDRUN_GRACE_S;
+        return;
+    }
+    if (now < s->linger_at) {
+        return;
+    }
+    for (int i = s->workers; i < s->n; i++) {
+        if (!s->ranks[i].done) {
+            fprintf(stderr,
+                    "ddrun: aggregator rank %d still runs %.0f s after every "
+                    "worker exited: stopping it\n",
+                    i, DDRUN_GRACE_S);
         }
-        poll(pfds, (nfds_t)(2 * n), 100);
-        open_fds = 0;
-        for (int i = 0; i < 2 * n; i++) {
-            if (pfds[i].fd >= 0 && pfds[i].revents) {
-                ddrun_pump(&ranks[i / 2], i / 2, i % 2);
-            }
-            open_fds += ranks[i / 2].fds[i % 2] >= 0;
+    }
+    ddrun_stop_all(s, s->code, SIGTERM);
+}
+
+/* A signal to ddrun or the --timeout: every rank stops. */
+static void ddrun_check_stop(ddrun_sup_t *s, double start, double timeout_s)
+{
+    if (s->stopping) {
+        return;
+    }
+    if (ddrun_signal) {
+        fprintf(stderr, "ddrun: caught signal %d; stopping every rank\n",
+                (int)ddrun_signal);
+        ddrun_stop_all(s, 128 + ddrun_signal, ddrun_signal);
+    } else if (timeout_s > 0 && ddrun_now() - start > timeout_s) {
+        fprintf(stderr,
+                "ddrun: timed out after %.0f s (--timeout); stopping "
+                "every rank\n",
+                timeout_s);
+        ddrun_stop_all(s, 124, SIGTERM);
+    }
+}
+
+/* Relays what the ranks wrote; returns how many pipes are still open. */
+static int ddrun_relay(ddrun_rank_t *ranks, int n, struct pollfd *pfds)
+{
+    int open_fds = 0;
+
+    for (int i = 0; i < 2 * n; i++) {
+        pfds[i] = (struct pollfd){ranks[i / 2].fds[i % 2], POLLIN, 0};
+    }
+    poll(pfds, (nfds_t)(2 * n), 100);
+    for (int i = 0; i < 2 * n; i++) {
+        if (pfds[i].fd >= 0 && pfds[i].revents) {
+            ddrun_pump(&ranks[i / 2], i / 2, i % 2);
         }
+        open_fds += ranks[i / 2].fds[i % 2] >= 0;
+    }
+    return open_fds;
+}
+
+/* Polls the ranks' output and reaps them; returns the exit code. */
+static int ddrun_supervise(ddrun_rank_t *ranks, const ddrun_job_t *job,
+                           double timeout_s)
+{
+    int n = job->n;
+    struct pollfd *pfds = calloc((size_t)n * 2, sizeof(*pfds));
+    double start = ddrun_now();
+    int open_fds = 2 * n;
+    ddrun_sup_t s = {.ranks = ranks,
+                     .n = n,
+                     .workers = n - job->aggregators,
+                     .agg_expendable = job->agg_expendable,
+                     .running = n,
+                     .workers_running = n - job->aggregators};
+
+    while ((s.running > 0 || open_fds > 0) && pfds != NULL) {
+        open_fds = ddrun_relay(ranks, n, pfds);
         for (int i = 0; i < n; i++) {
             if (ranks[i].done ||
                 waitpid(ranks[i].pid, &ranks[i].status, WNOHANG) <= 0) {
                 continue;
             }
             ranks[i].done = 1;
-            running--;
-            int rc = ddrun_exit_code(ranks[i].status);
-            if (rc != 0 && !failed) {
-                failed = 1;
-                code = rc;
-                fprintf(stderr,
-                        "ddrun: rank %d exited with status %d; stopping the "
-                        "others\n",
-                        i, rc);
-                ddrun_kill_all(ranks, n, SIGTERM);
-                kill_at = ddrun_now() + DDRUN_KILL_GRACE_S;
-            }
+            ddrun_on_exit(&s, i, ddrun_exit_code(ranks[i].status));
         }
-        if (!failed && ddrun_signal) {
-            failed = 1;
-            code = 128 + ddrun_signal;
-            fprintf(stderr, "ddrun: caught signal %d; stopping every rank\n",
-                    (int)ddrun_signal);
-            ddrun_kill_all(ranks, n, ddrun_signal);
-            kill_at = ddrun_now() + DDRUN_KILL_GRACE_S;
-        }
-        if (!failed && timeout_s > 0 && ddrun_now() - start > timeout_s) {
-            failed = 1;
-            code = 124;
-            fprintf(stderr,
-                    "ddrun: timed out after %.0f s (--timeout); stopping "
-                    "every rank\n",
-                    timeout_s);
-            ddrun_kill_all(ranks, n, SIGTERM);
-            kill_at = ddrun_now() + DDRUN_KILL_GRACE_S;
-        }
-        if (kill_at > 0 && ddrun_now() > kill_at) {
+        ddrun_check_stop(&s, start, timeout_s);
+        ddrun_stop_lingering(&s);
+        if (s.kill_at > 0 && ddrun_now() > s.kill_at) {
             ddrun_kill_all(ranks, n, SIGKILL);
-            kill_at = 0;
+            s.kill_at = 0;
         }
-        if (running == 0 && open_fds > 0 && kill_at == 0) {
+        if (s.running == 0 && open_fds > 0 && s.kill_at == 0) {
             /* Every rank exited; a grandchild may hold a pipe open. */
-            kill_at = ddrun_now() + DDRUN_KILL_GRACE_S;
+            s.kill_at = ddrun_now() + DDRUN_KILL_GRACE_S;
         }
-        if (running == 0 && kill_at > 0 && ddrun_now() > kill_at - 1.0) {
+        if (s.running == 0 && s.kill_at > 0 && ddrun_now() > s.kill_at - 1.0) {
             break;
         }
     }
     free(pfds);
-    return code;
+    return s.code;
 }
 
 int main(int argc, char **argv)
@@ -465,6 +545,7 @@ int main(int argc, char **argv)
                        .argv = argv + optind,
                        .generation = -1,
                        .elastic_min = min};
+    ddrun_read_lib_settings(&job);
     if (elastic) {
         return ddrun_elastic(&job, min, restarts, timeout);
     }
@@ -481,7 +562,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    int code = ddrun_supervise(ranks, n, timeout);
+    int code = ddrun_supervise(ranks, &job, timeout);
     free(ranks);
     return code;
 }

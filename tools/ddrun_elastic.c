@@ -1,13 +1,16 @@
 /*
  * ddrun --elastic: the job runs in generations. When a rank is lost
- * (killed, or still running once the others have stopped: frozen), the
- * ranks that remain are started again as the next generation, renumbered
- * (workers first, then aggregators), with the lost ones started again
- * while --max-restarts allows; each resumes from its own last commit in
- * the job's directory, averaged with the others' (dd_elastic_restore). As
- * torchrun's elastic agent does, the survivors are restarted too: a re-formed
- * job gets new backends from new processes. A rank that stops by itself while
- * no rank was lost is a failure of the job, which ends as without --elastic.
+ * (killed, or frozen: still running, stopped, once the others have
+ * stopped), the ranks that remain are started again as the next
+ * generation, renumbered (workers first, then aggregators), with the lost
+ * ones started again while --max-restarts allows; each resumes from its own
+ * last commit in the job's directory, averaged with the others'
+ * (dd_elastic_restore). As torchrun's elastic agent does, the survivors are
+ * restarted too: a re-formed job gets new backends from new processes. A
+ * rank that stops by itself while no rank was lost is a failure of the job,
+ * which ends as without --elastic; so does a job whose workers finished
+ * while one was lost, with the lost one's status. An aggregator's loss
+ * alone is survived by the library within the generation.
  */
 #include "ddrun.h"
 
@@ -20,11 +23,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* How long the others may take to stop once one has (they learn of a lost
- * rank within a second); a rank still running then is dropped. */
-#define DDRUN_ELASTIC_GRACE_S 5.0
-
 enum { DDRUN_RUNNING, DDRUN_EXITED, DDRUN_LOST };
+
+/* What a generation came to once none of it runs. */
+enum { DDRUN_DONE, DDRUN_STOP, DDRUN_REFORM };
 
 typedef struct {
     ddrun_rank_t r;
@@ -34,6 +36,7 @@ typedef struct {
     int agg;     /* an aggregator */
     int outcome; /* DDRUN_* */
     int code;    /* its exit code, once exited */
+    int waited;  /* ddrun said it waits for it, running past the grace */
 } ddrun_proc_t;
 
 typedef struct {
@@ -99,7 +102,7 @@ static void ddrun_elastic_poll(ddrun_procs_t *t, int gen)
         }
         p->r.done = 1;
         p->code = ddrun_exit_code(p->r.status);
-        if (p->gen != gen) {
+        if (p->gen != gen || p->outcome == DDRUN_LOST) {
             fprintf(stderr,
                     "ddrun: rank %d of generation %d, dropped, exited with "
                     "status %d\n",
@@ -114,30 +117,99 @@ static void ddrun_elastic_poll(ddrun_procs_t *t, int gen)
                     p->rank, gen, WTERMSIG(p->r.status));
         } else {
             p->outcome = DDRUN_EXITED;
+            if (p->agg && p->code != 0) {
+                fprintf(stderr,
+                        "ddrun: aggregator rank %d (generation %d) exited "
+                        "with status %d\n",
+                        p->rank, gen, p->code);
+            }
         }
     }
 }
 
+/* Whether a rank still running past the grace is to be dropped now: it is
+ * stopped (frozen), the workers are all done, or it outlived the library's
+ * own bound on any wait. A healthy rank that is slow to notice the loss
+ * (the store's host waiting on a dead peer) is waited for, or the job
+ * would lose a healthy worker. */
+static int ddrun_elastic_frozen(ddrun_proc_t *p, const ddrun_job_t *job,
+                                double grace_at, int workers_done,
+                                const char **why_p)
+{
+    if (workers_done) {
+        *why_p = "every worker finished";
+        return 1;
+    }
+    if (ddrun_group_stopped(p->r.pid)) {
+        *why_p = "it is stopped";
+        return 1;
+    }
+    if (ddrun_now() > grace_at + job->rank_timeout_s) {
+        *why_p = "running past DREAMDDP_TIMEOUT_S";
+        return 1;
+    }
+    if (!p->waited) {
+        p->waited = 1;
+        fprintf(stderr,
+                "ddrun: rank %d (generation %d) is still running, not "
+                "stopped: waiting up to %.0f s (DREAMDDP_TIMEOUT_S) for it "
+                "to stop\n",
+                p->rank, p->gen, job->rank_timeout_s);
+    }
+    return 0;
+}
+
+/* Past the grace: drops the frozen ranks of the generation; returns how
+ * many still run. */
+static int ddrun_elastic_drop(ddrun_procs_t *t, size_t first,
+                              const ddrun_job_t *job, double grace_at,
+                              int workers_done)
+{
+    int running = 0;
+
+    for (size_t i = first; i < t->n; i++) {
+        ddrun_proc_t *p = &t->p[i];
+        const char *why;
+        if (p->outcome != DDRUN_RUNNING) {
+            continue;
+        }
+        if (!ddrun_elastic_frozen(p, job, grace_at, workers_done, &why)) {
+            running++;
+            continue;
+        }
+        p->outcome = DDRUN_LOST;
+        fprintf(stderr,
+                "ddrun: rank %d (generation %d, pid %ld) did not stop with "
+                "the others: dropped from the job (%s)\n",
+                p->rank, p->gen, (long)p->r.pid, why);
+    }
+    return running;
+}
+
 /* Runs generation gen (the procs from first on) until every rank has
- * exited, or the grace after the first failure ran out; returns -1, or
- * ddrun's exit code for a signal or the timeout. */
-static int ddrun_elastic_run(ddrun_procs_t *t, size_t first, int gen,
-                             double deadline)
+ * exited or was dropped; returns -1, or ddrun's exit code for a signal or
+ * the timeout. The grace starts when a worker fails or every worker has
+ * exited; an aggregator's exit starts nothing (its loss is survived). */
+static int ddrun_elastic_run(ddrun_procs_t *t, size_t first,
+                             const ddrun_job_t *job, double deadline)
 {
     double grace_at = 0;
 
     for (;;) {
-        ddrun_elastic_poll(t, gen);
-        int running = 0;
+        ddrun_elastic_poll(t, job->generation);
+        int running = 0, workers_running = 0, workers_failed = 0;
         for (size_t i = first; i < t->n; i++) {
-            ddrun_proc_t *p = &t->p[i];
+            const ddrun_proc_t *p = &t->p[i];
             running += p->outcome == DDRUN_RUNNING;
-            if (p->outcome == DDRUN_EXITED && p->code != 0 && grace_at == 0) {
-                grace_at = ddrun_now() + DDRUN_ELASTIC_GRACE_S;
-            }
+            workers_running += !p->agg && p->outcome == DDRUN_RUNNING;
+            workers_failed += !p->agg && p->outcome != DDRUN_RUNNING &&
+                              (p->outcome == DDRUN_LOST || p->code != 0);
         }
         if (running == 0) {
             return -1;
+        }
+        if (grace_at == 0 && (workers_failed > 0 || workers_running == 0)) {
+            grace_at = ddrun_now() + DDRUN_GRACE_S;
         }
         if (ddrun_signal || (deadline > 0 && ddrun_now() > deadline)) {
             int code = ddrun_signal ? 128 + ddrun_signal : 124;
@@ -145,25 +217,68 @@ static int ddrun_elastic_run(ddrun_procs_t *t, size_t first, int gen,
                     ddrun_signal ? "caught a signal" : "timed out (--timeout)");
             return code;
         }
-        if (grace_at > 0 && ddrun_now() > grace_at) {
-            for (size_t i = first; i < t->n; i++) {
-                ddrun_proc_t *p = &t->p[i];
-                if (p->outcome == DDRUN_RUNNING) {
-                    p->outcome = DDRUN_LOST;
-                    fprintf(stderr,
-                            "ddrun: rank %d (generation %d, pid %ld) did not "
-                            "stop with the others: dropped from the job\n",
-                            p->rank, gen, (long)p->r.pid);
-                }
-            }
+        if (grace_at > 0 && ddrun_now() > grace_at &&
+            ddrun_elastic_drop(t, first, job, grace_at,
+                               workers_running == 0 && workers_failed == 0) ==
+                0) {
             return -1;
         }
     }
 }
 
+/* What generation [first, n) came to: done (the workers finished; a lost
+ * aggregator alone was survived), stopped (a rank failed and none was
+ * lost; or the workers finished while one was lost, which without
+ * --elastic is that worker's status too), or to re-form. *code_p: the exit
+ * code, for a re-formation the status ddrun ends with if the job cannot go
+ * on (the first worker lost to a signal, else the first failure). */
+static int ddrun_elastic_verdict(const ddrun_procs_t *t, size_t first,
+                                 int *code_p)
+{
+    int finished = 0, lost = 0, failed = 0, lost_code = 0;
+    const ddrun_proc_t *lost_worker = NULL;
+
+    for (size_t i = first; i < t->n; i++) {
+        const ddrun_proc_t *p = &t->p[i];
+        if (p->outcome == DDRUN_LOST) {
+            lost++;
+            if (!p->agg && lost_worker == NULL) {
+                lost_worker = p;
+            }
+            if (!p->agg && lost_code == 0 && p->r.done) {
+                lost_code = p->code; /* 128 + the signal */
+            }
+        } else if (!p->agg && p->code != 0 && failed == 0) {
+            failed = p->code;
+        } else if (!p->agg && p->code == 0) {
+            finished++;
+        }
+    }
+    *code_p = lost_code ? lost_code : failed ? failed : 1;
+    if (lost_worker == NULL && failed == 0) {
+        *code_p = 0;
+        return DDRUN_DONE;
+    }
+    if (failed == 0 && finished > 0) {
+        fprintf(stderr,
+                "ddrun: rank %d (generation %d) was lost and the other "
+                "workers finished: the job ends with its status %d\n",
+                lost_worker->rank, lost_worker->gen, *code_p);
+        return DDRUN_STOP;
+    }
+    if (lost == 0) {
+        fprintf(stderr, "ddrun: a rank failed and none was lost: the job "
+                        "stops\n");
+        *code_p = failed;
+        return DDRUN_STOP;
+    }
+    return DDRUN_REFORM;
+}
+
 /* Starts the next generation's ranks: the survivors and the lost ones
  * started again while restarts are left, in the order they were first
- * started, workers first. Returns the number of workers, or -1. */
+ * started, workers first. Returns the number of workers; -1 when fewer
+ * than --min are left, -2 when ddrun cannot start them. */
 static int ddrun_elastic_reform(ddrun_procs_t *t, size_t first, size_t last,
                                 ddrun_job_t *job, int *restarts_left)
 {
@@ -216,7 +331,7 @@ static int ddrun_elastic_reform(ddrun_procs_t *t, size_t first, size_t last,
     if (ddrun_write_generation(job->elastic_dir, gen) != 0 || job->port < 0) {
         fprintf(stderr, "ddrun: cannot start generation %d: %s\n", gen,
                 strerror(errno));
-        return -1;
+        return -2;
     }
     fprintf(stderr,
             "ddrun: generation %d: %d ranks (%d workers, %d aggregators) "
@@ -226,7 +341,7 @@ static int ddrun_elastic_reform(ddrun_procs_t *t, size_t first, size_t last,
         int agg = rank >= roles[0];
         ddrun_proc_t *p = ddrun_procs_add(t);
         if (p == NULL) {
-            return -1;
+            return -2;
         }
         *p = (ddrun_proc_t){.slot = slots[agg][agg ? rank - roles[0] : rank],
                             .rank = rank,
@@ -237,7 +352,7 @@ static int ddrun_elastic_reform(ddrun_procs_t *t, size_t first, size_t last,
         if (ddrun_spawn(&p->r, rank, job) != 0) {
             fprintf(stderr, "ddrun: cannot start rank %d: %s\n", rank,
                     strerror(errno));
-            return -1;
+            return -2;
         }
     }
     return roles[0];
@@ -285,13 +400,39 @@ static void ddrun_remove_dir(const char *dir)
     }
 }
 
+/* Runs generation after generation until one ends the job; returns
+ * ddrun's exit code, the one it has without --elastic for the same end. */
+static int ddrun_elastic_generations(ddrun_procs_t *t, ddrun_job_t *job,
+                                     int restarts_left, double deadline)
+{
+    size_t first = 0;
+
+    for (;;) {
+        int code = ddrun_elastic_run(t, first, job, deadline);
+        if (code >= 0) {
+            return code;
+        }
+        if (ddrun_elastic_verdict(t, first, &code) != DDRUN_REFORM) {
+            return code;
+        }
+        size_t last = t->n;
+        job->generation++;
+        int workers = ddrun_elastic_reform(t, first, last, job, &restarts_left);
+        if (workers < 0) {
+            /* Below --min: the loss's status, as without --elastic. */
+            return workers == -1 ? code : 1;
+        }
+        first = last;
+    }
+}
+
 int ddrun_elastic(ddrun_job_t *job, int min_workers, int max_restarts,
                   double timeout_s)
 {
     char dir[4096] = "";
     const char *user_dir = getenv("DREAMDDP_ELASTIC_DIR");
     ddrun_procs_t t = {0};
-    int restarts_left = max_restarts, code = 1;
+    int code = 1;
     double deadline = timeout_s > 0 ? ddrun_now() + timeout_s : 0;
 
     if (user_dir != NULL && user_dir[0] != '\0') {
@@ -336,40 +477,7 @@ int ddrun_elastic(ddrun_job_t *job, int min_workers, int max_restarts,
             goto out;
         }
     }
-    size_t first = 0;
-    for (;;) {
-        int stop = ddrun_elastic_run(&t, first, job->generation, deadline);
-        if (stop >= 0) {
-            code = stop;
-            break;
-        }
-        int lost = 0, failed = 0, failed_code = 0;
-        for (size_t i = first; i < t.n; i++) {
-            const ddrun_proc_t *p = &t.p[i];
-            lost += p->outcome == DDRUN_LOST;
-            if (p->outcome == DDRUN_EXITED && p->code != 0 && !failed) {
-                failed = 1;
-                failed_code = p->code;
-            }
-        }
-        if (!failed) {
-            code = 0; /* done (a lost aggregator was survived) */
-            break;
-        }
-        if (lost == 0) {
-            fprintf(stderr, "ddrun: a rank failed and none was lost: the job "
-                            "stops\n");
-            code = failed_code;
-            break;
-        }
-        size_t last = t.n;
-        job->generation++;
-        if (ddrun_elastic_reform(&t, first, last, job, &restarts_left) < 0) {
-            code = 1;
-            break;
-        }
-        first = last;
-    }
+    code = ddrun_elastic_generations(&t, job, max_restarts, deadline);
 out:
     ddrun_elastic_end(&t);
     free(t.p);

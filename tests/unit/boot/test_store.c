@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "boot/sock.h"
+#include "boot/store_outsiders.h"
 #include "boot/store_proto.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -545,6 +546,33 @@ static void test_join_gives_up_naming_closes(void **state)
     close(c.listen_fd);
 }
 
+/* The outsiders' log: the first DD_STORE_OUTSIDER_BURST events of a window
+ * are printed, the rest counted for one summary line when the window ends;
+ * then a new window prints again. */
+static void test_outsider_log_bounded(void **state)
+{
+    dd_store_outsider_log_t log = {0};
+    for (int i = 0; i < 500; i++) {
+        dd_store_outsider_note(&log, 100.0 + i * 0.001, DD_LOG_WARN,
+                               "refused a client at 127.0.0.1 claiming rank "
+                               "%d: wrong job token",
+                               i);
+    }
+    assert_int_equal(log.printed, DD_STORE_OUTSIDER_BURST);
+    assert_int_equal(log.suppressed, 500 - DD_STORE_OUTSIDER_BURST);
+    assert_int_equal(log.total, 500);
+    assert_string_equal(log.last, "refused a client at 127.0.0.1 claiming "
+                                  "rank 499: wrong job token");
+    dd_store_outsider_flush(&log, 100.5, 0); /* the window goes on */
+    assert_int_equal(log.suppressed, 500 - DD_STORE_OUTSIDER_BURST);
+    dd_store_outsider_flush(&log, 100.0 + DD_STORE_OUTSIDER_WINDOW_S, 0);
+    assert_int_equal(log.suppressed, 0);
+    assert_int_equal(log.printed, 0);
+    dd_store_outsider_note(&log, 200.0, DD_LOG_WARN, "dropped a client");
+    assert_int_equal(log.printed, 1);
+    assert_int_equal(log.total, 501);
+}
+
 /* Rank 0 stops as soon as the ranks have left, although an outsider is
  * still connected (it waited the whole timeout before). */
 static void test_stop_ignores_outsiders(void **state)
@@ -625,6 +653,7 @@ int main(void)
         STORE_CASE(test_connection_limit),
         STORE_CASE(test_join_retries_closed),
         STORE_CASE(test_join_gives_up_naming_closes),
+        STORE_CASE(test_outsider_log_bounded),
         STORE_CASE(test_stop_ignores_outsiders),
         STORE_CASE(test_listens_on_given_address),
         STORE_CASE(test_loopback_name),

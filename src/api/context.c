@@ -173,7 +173,9 @@ static dd_status_t dd_context_store_pmix(dd_context_h ctx)
     if (env->rank == 0) {
         /* Every interface: the address rank 0 publishes is chosen after
          * the store starts. */
-        double login_s = ctx->core.timeout_s < 10 ? ctx->core.timeout_s : 10;
+        double login_s = ctx->core.timeout_s < DD_STORE_LOGIN_S
+                             ? ctx->core.timeout_s
+                             : DD_STORE_LOGIN_S;
         dd_store_server_params_t params = {.addr = NULL,
                                            .port = port,
                                            .token_hash = token,
@@ -251,7 +253,9 @@ static dd_status_t dd_context_store_tcp(dd_context_h ctx)
     if (env->rank == 0) {
         /* Only where the other ranks look: rank 0's address, which is a
          * loopback address for a job on one host. */
-        double login_s = ctx->core.timeout_s < 10 ? ctx->core.timeout_s : 10;
+        double login_s = ctx->core.timeout_s < DD_STORE_LOGIN_S
+                             ? ctx->core.timeout_s
+                             : DD_STORE_LOGIN_S;
         dd_store_server_params_t params = {
             .addr = addr,
             .one_host =

@@ -177,7 +177,8 @@ typedef struct {
     int port;     /**< 0: any free port */
     uint64_t token_hash;
     int world_size;
-    /** A client that has not logged in by then is dropped; <= 0: 10 s. */
+    /** A client that has not logged in by then is dropped; <= 0:
+     *  DD_STORE_LOGIN_S. */
     double login_s;
     /** Added to the wall clock it answers with (rank 0's
      *  DREAMDDP_TEST_CLOCK_SKEW_US). */
@@ -185,15 +186,23 @@ typedef struct {
 } dd_store_server_params_t;
 
 /* Limits on clients that have not logged in: what keeps an outsider from
- * holding the store's memory or connections. */
+ * holding the store's memory or connections. A rank logs in within a few
+ * milliseconds of connecting, so the login deadline is short: a stranger's
+ * idle connection holds its place for seconds, not the job's timeout. */
 #define DD_STORE_MAX_LOGIN_FRAME 4096 /* bytes of a frame before login */
-#define DD_STORE_MAX_PENDING 64       /* beyond world_size, at once */
+/* Waiting to log in: this many from one address, world_size + this many in
+ * all. */
+#define DD_STORE_MAX_PENDING 64
+#define DD_STORE_LOGIN_S 5.0 /* the login deadline (or the timeout) */
 
 /**
  * Listens and serves on its own thread. Only clients presenting token_hash
  * and world_size are accepted; before that, a client may send one frame of
- * at most DD_STORE_MAX_LOGIN_FRAME bytes, must log in within login_s, and
- * at most world_size + DD_STORE_MAX_PENDING clients may wait to log in.
+ * at most DD_STORE_MAX_LOGIN_FRAME bytes and must log in within login_s. At
+ * most DD_STORE_MAX_PENDING clients from one address, and world_size +
+ * DD_STORE_MAX_PENDING in all, may wait to log in: beyond that a newcomer
+ * takes the place of the oldest (an idle one first), so connections that
+ * never log in cannot keep a rank out.
  */
 dd_status_t dd_store_server_start(const dd_store_server_params_t *params,
                                   dd_store_server_t **server_p);

@@ -8,12 +8,17 @@
  * timeout reply at their deadline. A client that fails the handshake is refused
  * and closed. Until it has logged in, a client is an outsider: it may send one
  * small frame, must do so by its login deadline, and only so many may wait at
- * once; the server never waits for one when it stops.
+ * once, from one address and in all; beyond that the oldest outsider makes
+ * room for the newcomer (a rank speaks at once and logs in within
+ * milliseconds, a stranger holding connections does not), and what outsiders
+ * cause is logged at a bounded rate (store_outsiders.h). The server never
+ * waits for an outsider when it stops.
  * Must not block on any one client: reads are non-blocking; replies are sent
  * with a short deadline since each client is waiting for its answer.
  */
 #include "boot/sock.h"
 #include "boot/store.h"
+#include "boot/store_outsiders.h"
 #include "boot/store_proto.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -32,7 +37,6 @@
 
 #define DD_SERVER_BUCKETS 1024
 #define DD_SERVER_SEND_S 10.0
-#define DD_SERVER_LOGIN_S 10.0
 
 typedef struct dd_server_entry {
     struct dd_server_entry *next;
@@ -45,6 +49,7 @@ typedef struct {
     int fd;
     int rank;        /* -1 until the handshake */
     double login_by; /* dropped then if rank is still -1 */
+    char peer[64]; /* its address, numeric: the outsiders' bound is per peer */
     /* The login's first half (HELLO): the rank and world claimed, and the
      * challenge sent, which the PROOF must answer. */
     int said_hello, hello_rank, hello_world;
@@ -70,7 +75,7 @@ struct dd_store_server {
     int n_clients, cap_clients;
     double login_s;
     double clock_skew_us;
-    int refused_warned; /* the connection limit was logged */
+    dd_store_outsider_log_t outsiders;
     dd_server_entry_t *buckets[DD_SERVER_BUCKETS];
     volatile int stopping;
     double stop_deadline;
@@ -247,7 +252,8 @@ static int dd_server_hello(dd_store_server_t *srv, dd_server_client_t *c,
         snprintf(reason, sizeof(reason),
                  "rank %d says the world size is %d but rank 0 says %d", rank,
                  world, srv->world_size);
-        dd_log_error(DD_SUBSYS_NET, "store: refused a client: %s", reason);
+        dd_store_outsider_note(&srv->outsiders, dd_time_now(), DD_LOG_ERROR,
+                               "refused a client at %s: %s", c->peer, reason);
         dd_server_reply_text(c, DD_STORE_REPLY_MISMATCH, reason);
         return -1;
     }
@@ -293,10 +299,10 @@ static int dd_server_proof(dd_store_server_t *srv, dd_server_client_t *c,
     }
     memset(c->nonce, 0, sizeof(c->nonce)); /* one answer per challenge */
     if (diff != 0) {
-        dd_log_warn(DD_SUBSYS_NET,
-                    "store: refused a client claiming rank %d: wrong job "
-                    "token",
-                    rank);
+        dd_store_outsider_note(&srv->outsiders, dd_time_now(), DD_LOG_WARN,
+                               "refused a client at %s claiming rank %d: "
+                               "wrong job token",
+                               c->peer, rank);
         dd_server_reply_text(
             c, DD_STORE_REPLY_REFUSED,
             "the job token differs from rank 0's (is "
@@ -509,10 +515,12 @@ static int dd_server_read(dd_store_server_t *srv, dd_server_client_t *c)
                      ((size_t)h[3] << 24);
         if (len > dd_server_frame_max(c)) {
             if (c->rank < 0) {
-                dd_log_warn(DD_SUBSYS_NET,
-                            "store: dropped a client that sent a %zu-byte "
-                            "frame before logging in (at most %d)",
-                            len, DD_STORE_MAX_LOGIN_FRAME);
+                dd_store_outsider_note(&srv->outsiders, dd_time_now(),
+                                       DD_LOG_WARN,
+                                       "dropped a client at %s that sent a "
+                                       "%zu-byte frame before logging in (at "
+                                       "most %d)",
+                                       c->peer, len, DD_STORE_MAX_LOGIN_FRAME);
             }
             return -1;
         }
@@ -618,36 +626,126 @@ static int dd_server_count(const dd_store_server_t *srv, int logged_in)
     return n;
 }
 
+/* The outsider to close for a newcomer: among the clients not logged in
+ * (from peer only, when given), the oldest that has not said HELLO, else
+ * the oldest. A rank says HELLO as soon as it connects, so an idle
+ * stranger's connection goes first. -1 when there is none. */
+static int dd_server_oldest_outsider(const dd_store_server_t *srv,
+                                     const char *peer)
+{
+    int best = -1, best_quiet = 0;
+    for (int i = 0; i < srv->n_clients; i++) {
+        const dd_server_client_t *c = &srv->clients[i];
+        if (c->rank >= 0 || (peer != NULL && strcmp(c->peer, peer) != 0)) {
+            continue;
+        }
+        int quiet = !c->said_hello;
+        if (best < 0 || quiet > best_quiet ||
+            (quiet == best_quiet &&
+             c->login_by < srv->clients[best].login_by)) {
+            best = i;
+            best_quiet = quiet;
+        }
+    }
+    return best;
+}
+
+static int dd_server_outsiders_from(const dd_store_server_t *srv,
+                                    const char *peer)
+{
+    int n = 0;
+    for (int i = 0; i < srv->n_clients; i++) {
+        n +=
+            srv->clients[i].rank < 0 && strcmp(srv->clients[i].peer, peer) == 0;
+    }
+    return n;
+}
+
+/*
+ * Makes room for a newcomer from peer: beyond DD_STORE_MAX_PENDING outsiders
+ * from one address, or world_size + DD_STORE_MAX_PENDING in all, the oldest
+ * outsider (from that address first) is closed. Refusing the newcomer
+ * instead let a stranger holding idle connections keep every later rank
+ * out (issue 58). One address alone can then hold no more than the slack
+ * above world_size, so ranks from other hosts always find room; ranks on
+ * the stranger's own host (loopback) win because they log in at once, and
+ * one closed anyway retries (store_tcp.c).
+ */
+static void dd_server_make_room(dd_store_server_t *srv, const char *peer)
+{
+    const char *from = NULL;
+    int victim = -1;
+
+    if (dd_server_outsiders_from(srv, peer) >= DD_STORE_MAX_PENDING) {
+        from = peer;
+        victim = dd_server_oldest_outsider(srv, peer);
+    } else if (dd_server_count(srv, 0) >=
+               srv->world_size + DD_STORE_MAX_PENDING) {
+        victim = dd_server_oldest_outsider(srv, NULL);
+    }
+    if (victim < 0) {
+        return;
+    }
+    dd_store_outsider_note(
+        &srv->outsiders, dd_time_now(), DD_LOG_WARN,
+        "closed a connection from %s that had not logged in, to make room for "
+        "a newer one from %s (at most %d may wait to log in %s)",
+        srv->clients[victim].peer, peer,
+        from ? DD_STORE_MAX_PENDING : srv->world_size + DD_STORE_MAX_PENDING,
+        from ? "from one address" : "in all");
+    dd_server_drop(srv, victim);
+}
+
+/* The numeric address of a peer, for the per-address bound and messages. */
+static void dd_server_peer_name(const struct sockaddr_storage *sa,
+                                socklen_t len, char *out, size_t size)
+{
+    if (getnameinfo((const struct sockaddr *)sa, len, out, (socklen_t)size,
+                    NULL, 0, NI_NUMERICHOST) != 0) {
+        snprintf(out, size, "an unknown address");
+        return;
+    }
+    /* An IPv4 client of the dual-stack socket is the same peer as one of
+     * an IPv4 socket: "::ffff:10.0.0.1" is 10.0.0.1. */
+    if (strncmp(out, "::ffff:", 7) == 0 && strchr(out + 7, '.') != NULL) {
+        memmove(out, out + 7, strlen(out + 7) + 1);
+    }
+}
+
+static int dd_server_grow(dd_store_server_t *srv)
+{
+    if (srv->n_clients < srv->cap_clients) {
+        return 0;
+    }
+    int cap = srv->cap_clients ? srv->cap_clients * 2 : 16;
+    dd_server_client_t *clients =
+        realloc(srv->clients, sizeof(*clients) * (size_t)cap);
+    if (clients == NULL) {
+        dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_NET,
+                 "store: no memory for client %d; refused it",
+                 srv->n_clients + 1);
+        return -1;
+    }
+    srv->clients = clients;
+    srv->cap_clients = cap;
+    return 0;
+}
+
 static void dd_server_accept(dd_store_server_t *srv)
 {
-    int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    struct sockaddr_storage sa;
+    socklen_t slen = sizeof(sa);
+    char peer[64];
+    int fd = accept4(srv->listen_fd, (struct sockaddr *)&sa, &slen,
+                     SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
         return;
     }
-    if (dd_server_count(srv, 0) >= srv->world_size + DD_STORE_MAX_PENDING) {
-        if (!srv->refused_warned) {
-            srv->refused_warned = 1;
-            dd_log_warn(DD_SUBSYS_NET,
-                        "store: %d clients are waiting to log in; closing "
-                        "further connections until they do or time out",
-                        srv->world_size + DD_STORE_MAX_PENDING);
-        }
+    dd_server_peer_name(&sa, slen, peer, sizeof(peer));
+    dd_server_make_room(srv, peer);
+    if (dd_server_grow(srv) != 0) {
         close(fd);
         return;
-    }
-    if (srv->n_clients == srv->cap_clients) {
-        int cap = srv->cap_clients ? srv->cap_clients * 2 : 16;
-        dd_server_client_t *clients =
-            realloc(srv->clients, sizeof(*clients) * (size_t)cap);
-        if (clients == NULL) {
-            dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_NET,
-                     "store: no memory for client %d; refused it",
-                     srv->n_clients + 1);
-            close(fd);
-            return;
-        }
-        srv->clients = clients;
-        srv->cap_clients = cap;
     }
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
     if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -658,11 +756,12 @@ static void dd_server_accept(dd_store_server_t *srv)
         return;
     }
     dd_sock_set_nodelay(fd);
-    memset(&srv->clients[srv->n_clients], 0, sizeof(dd_server_client_t));
-    srv->clients[srv->n_clients].fd = fd;
-    srv->clients[srv->n_clients].rank = -1;
-    srv->clients[srv->n_clients].login_by = dd_time_now() + srv->login_s;
-    srv->n_clients++;
+    dd_server_client_t *c = &srv->clients[srv->n_clients++];
+    memset(c, 0, sizeof(*c));
+    c->fd = fd;
+    c->rank = -1;
+    c->login_by = dd_time_now() + srv->login_s;
+    snprintf(c->peer, sizeof(c->peer), "%s", peer);
 }
 
 /* Drops the clients that did not log in in time. */
@@ -670,10 +769,10 @@ static void dd_server_expire(dd_store_server_t *srv, double now)
 {
     for (int i = srv->n_clients - 1; i >= 0; i--) {
         if (srv->clients[i].rank < 0 && now >= srv->clients[i].login_by) {
-            dd_log_warn(DD_SUBSYS_NET,
-                        "store: dropped a client that did not log in within "
-                        "%.0f s",
-                        srv->login_s);
+            dd_store_outsider_note(&srv->outsiders, now, DD_LOG_WARN,
+                                   "dropped a client at %s that did not log "
+                                   "in within %.0f s",
+                                   srv->clients[i].peer, srv->login_s);
             dd_server_drop(srv, i);
         }
     }
@@ -745,6 +844,7 @@ static void *dd_server_main(void *arg)
         }
         double now = dd_time_now();
         dd_server_expire(srv, now);
+        dd_store_outsider_flush(&srv->outsiders, now, 0);
         for (int i = 0; i < srv->n_clients; i++) {
             if (srv->clients[i].parked_op) {
                 dd_server_try_parked(srv, &srv->clients[i], now);
@@ -867,7 +967,7 @@ dd_status_t dd_store_server_start(const dd_store_server_params_t *params,
     }
     srv->token = params->token_hash;
     srv->world_size = params->world_size;
-    srv->login_s = params->login_s > 0 ? params->login_s : DD_SERVER_LOGIN_S;
+    srv->login_s = params->login_s > 0 ? params->login_s : DD_STORE_LOGIN_S;
     srv->clock_skew_us = params->clock_skew_us;
     srv->listen_fd =
         dd_server_listen(params->addr, params->one_host, params->port,
@@ -934,6 +1034,7 @@ void dd_store_server_stop(dd_store_server_t *srv, double timeout_s)
     __atomic_store_n(&srv->stopping, 1, __ATOMIC_SEQ_CST);
     (void)!write(srv->wake[1], "x", 1);
     pthread_join(srv->thread, NULL);
+    dd_store_outsider_flush(&srv->outsiders, dd_time_now(), 1);
     int ranks = dd_server_count(srv, 1);
     if (ranks > 0) {
         dd_log_warn(DD_SUBSYS_NET,

@@ -2,7 +2,10 @@
  * The TCP store's client. Requests are synchronous, one at a time under a
  * mutex, so any thread may use the store. The server enforces the timeout of
  * a get or wait; the client waits a little longer before it declares the
- * server lost, so a dead master is an error, never a hang.
+ * server lost, so a dead master is an error, never a hang. Joining, a rank
+ * retries until its timeout when the store closes the connection before
+ * the login ends: the store may close a waiting connection to make room
+ * for a newer one while strangers crowd it (store_server.c).
  */
 #include "boot/sock.h"
 #include "boot/store.h"
@@ -26,6 +29,9 @@ typedef struct {
     dd_store_t base;
     int fd;
     int broken;
+    /* While joining: the deadline of every request, and a closed
+     * connection is returned quietly, to be retried. */
+    double login_deadline;
     pthread_mutex_t lock;
     dd_store_buf_t out;
 } dd_store_tcp_t;
@@ -38,7 +44,9 @@ static dd_status_t dd_tcp_roundtrip(dd_store_tcp_t *t, double wait_s,
 {
     double grace = t->base.timeout_s > DD_TCP_GRACE_MIN_S ? t->base.timeout_s
                                                           : DD_TCP_GRACE_MIN_S;
-    double deadline = dd_time_now() + wait_s + grace;
+    double start = dd_time_now();
+    double deadline =
+        t->login_deadline > 0 ? t->login_deadline : start + wait_s + grace;
     dd_status_t status;
 
     if (t->broken) {
@@ -56,6 +64,11 @@ static dd_status_t dd_tcp_roundtrip(dd_store_tcp_t *t, double wait_s,
         status = dd_sock_recv_frame(t->fd, deadline, DD_STORE_MAX_FRAME + 64,
                                     body_p, len_p);
     }
+    if (t->login_deadline > 0 &&
+        (status == DD_ERR_PEER_LOST || status == DD_ERR_TIMED_OUT)) {
+        t->broken = 1;
+        return status; /* dd_tcp_join retries or reports */
+    }
     if (status == DD_ERR_PEER_LOST) {
         t->broken = 1;
         return dd_error(status, DD_SUBSYS_NET,
@@ -71,7 +84,7 @@ static dd_status_t dd_tcp_roundtrip(dd_store_tcp_t *t, double wait_s,
         t->broken = 1;
         return dd_error(status, DD_SUBSYS_NET,
                         "store %s did not answer within %.0f s", t->base.where,
-                        wait_s + grace);
+                        deadline - start);
     }
     return DD_OK;
 }
@@ -291,7 +304,9 @@ static void dd_tcp_close(dd_store_t *s)
 {
     dd_store_tcp_t *t = (dd_store_tcp_t *)s;
 
-    close(t->fd);
+    if (t->fd >= 0) {
+        close(t->fd);
+    }
     dd_store_buf_free(&t->out);
     pthread_mutex_destroy(&t->lock);
     free(t);
@@ -368,13 +383,86 @@ static dd_status_t dd_tcp_hello(dd_store_tcp_t *t, uint64_t secret)
     return dd_tcp_end(t, status);
 }
 
+/* Pauses before the next try to join, never past deadline: 10 ms, twice
+ * as long each time, at most 0.5 s. */
+static void dd_tcp_backoff(int tries, double deadline)
+{
+    double pause = 0.01 * (double)(1u << (tries < 6 ? tries : 6));
+    double left = deadline - dd_time_now();
+    pause = pause < 0.5 ? pause : 0.5;
+    pause = pause < left ? pause : left;
+    if (pause > 0) {
+        struct timespec ts = {(time_t)pause,
+                              (long)((pause - (double)(time_t)pause) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The end of a join that ran out of time during a login. */
+static dd_status_t dd_tcp_join_failed(dd_store_tcp_t *t, int closed)
+{
+    if (closed == 0) {
+        return dd_error(DD_ERR_TIMED_OUT, DD_SUBSYS_NET,
+                        "store %s did not answer rank %d's login within "
+                        "%.0f s (DREAMDDP_TIMEOUT_S)",
+                        t->base.where, t->base.rank, t->base.timeout_s);
+    }
+    return dd_error(DD_ERR_PEER_LOST, DD_SUBSYS_NET,
+                    "rank %d could not log in to rank 0's store %s within "
+                    "%.0f s (DREAMDDP_TIMEOUT_S): it closed the connection "
+                    "%d times before the login ended (did rank 0 exit, or "
+                    "do many connections that never log in reach its port?)",
+                    t->base.rank, t->base.where, t->base.timeout_s, closed);
+}
+
+/* Connects and logs in, again while the store closes the connection before
+ * the login ends, until deadline; *closed_p counts those closings. */
+static dd_status_t dd_tcp_join(dd_store_tcp_t *t, const char *addr, int port,
+                               uint64_t token_hash, double deadline,
+                               int *closed_p)
+{
+    char why[256];
+
+    for (int tries = 0;; tries++) {
+        dd_status_t status =
+            dd_sock_connect(addr, port, deadline, &t->fd, why, sizeof(why));
+        if (status != DD_OK) {
+            return dd_error(status, DD_SUBSYS_NET,
+                            "cannot reach the store master %s:%d within %.0f s "
+                            "(DREAMDDP_TIMEOUT_S): %s%s",
+                            addr, port, t->base.timeout_s, why,
+                            *closed_p > 0
+                                ? "; before that it closed the connection "
+                                  "during the login"
+                                : "");
+        }
+        t->broken = 0;
+        t->login_deadline = deadline;
+        status = dd_tcp_hello(t, token_hash);
+        t->login_deadline = 0;
+        if (status != DD_ERR_PEER_LOST && status != DD_ERR_TIMED_OUT) {
+            return status; /* in, or refused with a reason */
+        }
+        close(t->fd);
+        t->fd = -1;
+        *closed_p += status == DD_ERR_PEER_LOST;
+        if (dd_time_now() >= deadline) {
+            return dd_tcp_join_failed(t, *closed_p);
+        }
+        dd_log_debug(DD_SUBSYS_NET,
+                     "store %s closed the connection during rank %d's login "
+                     "(%d times); trying again",
+                     t->base.where, t->base.rank, *closed_p);
+        dd_tcp_backoff(tries, deadline);
+    }
+}
+
 dd_status_t dd_store_tcp_connect(const char *addr, int port,
                                  uint64_t token_hash, int rank, int world_size,
                                  double timeout_s, dd_store_t **store_p)
 {
     dd_store_tcp_t *t = calloc(1, sizeof(*t));
-    char why[256];
-    dd_status_t status;
+    int closed = 0;
 
     if (t == NULL) {
         return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_NET, "store: no memory");
@@ -383,23 +471,20 @@ dd_status_t dd_store_tcp_connect(const char *addr, int port,
     t->base.rank = rank;
     t->base.world_size = world_size;
     t->base.timeout_s = timeout_s;
+    t->fd = -1;
     snprintf(t->base.where, sizeof(t->base.where), "tcp://%s:%d", addr, port);
     pthread_mutex_init(&t->lock, NULL);
-    status = dd_sock_connect(addr, port, dd_time_now() + timeout_s, &t->fd, why,
-                             sizeof(why));
-    if (status != DD_OK) {
-        status = dd_error(status, DD_SUBSYS_NET,
-                          "cannot reach the store master %s:%d within %.0f s "
-                          "(DREAMDDP_TIMEOUT_S): %s",
-                          addr, port, timeout_s, why);
-        pthread_mutex_destroy(&t->lock);
-        free(t);
-        return status;
-    }
-    status = dd_tcp_hello(t, token_hash);
+    dd_status_t status = dd_tcp_join(t, addr, port, token_hash,
+                                     dd_time_now() + timeout_s, &closed);
     if (status != DD_OK) {
         dd_tcp_close(&t->base);
         return status;
+    }
+    if (closed > 0) {
+        dd_log_info(DD_SUBSYS_NET,
+                    "store %s: rank %d logged in after the store closed %d "
+                    "earlier tries",
+                    t->base.where, rank, closed);
     }
     *store_p = &t->base;
     return DD_OK;

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "boot/sock.h"
+#include "boot/store_outsiders.h"
 #include "boot/store_proto.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -18,6 +19,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #define TOKEN 0x5eedull
@@ -379,46 +381,196 @@ static void test_login_deadline(void **state)
     close(fd);
 }
 
-/* Beyond world_size + DD_STORE_MAX_PENDING outsiders waiting to log in, a
- * new connection is closed at once; those already waiting stay. */
+/* A raw TCP connection to addr:port from the local address src. */
+static int outsider_from(const char *src, const char *addr, int port)
+{
+    struct sockaddr_in from = {.sin_family = AF_INET};
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(inet_pton(AF_INET, src, &from.sin_addr), 1);
+    assert_int_equal(inet_pton(AF_INET, addr, &sa.sin_addr), 1);
+    if (bind(fd, (struct sockaddr *)&from, sizeof(from)) != 0 ||
+        connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* At DD_STORE_MAX_PENDING outsiders from one address, the next from it
+ * takes the place of the oldest from it: an older outsider from another
+ * address stays, the newcomer stays, and a rank still logs in while they
+ * are all held. (The newcomer was closed before, and so was every rank
+ * that came after a stranger filled the table: issue 58.) */
 static void test_connection_limit(void **state)
 {
-    enum { LIMIT = 2 + DD_STORE_MAX_PENDING, TRIES = 20 };
+    enum { LIMIT = DD_STORE_MAX_PENDING };
     dd_store_server_t *srv;
     dd_store_server_params_t params = {.addr = "127.0.0.1",
                                        .token_hash = TOKEN,
                                        .world_size = 2,
                                        .login_s = 60};
     assert_int_equal(dd_store_server_start(&params, &srv), DD_OK);
-    int port = dd_store_server_port(srv), fds[LIMIT + TRIES], n = 0;
-    for (; n < LIMIT; n++) {
-        fds[n] = outsider("127.0.0.1", port);
+    int port = dd_store_server_port(srv), fds[LIMIT];
+    int other = outsider_from("127.0.0.3", "127.0.0.1", port);
+    assert_true(other >= 0);
+    for (int n = 0; n < LIMIT; n++) {
+        fds[n] = outsider_from("127.0.0.1", "127.0.0.1", port);
         assert_true(fds[n] >= 0);
     }
-    /* The server accepts one at a time: an extra that it still takes
-     * counts towards the limit, and the next is tried. */
-    int refused = 0;
-    for (int i = 0; i < TRIES && !refused; i++) {
-        int extra = outsider("127.0.0.1", port);
-        assert_true(extra >= 0);
-        double t = time_to_close(extra, 0.3);
-        refused = t >= 0;
-        if (refused) {
-            close(extra);
-        } else {
-            fds[n++] = extra;
-        }
-    }
-    assert_true(refused);
-    for (int i = 0; i < n; i++) {
+    int extra = outsider_from("127.0.0.1", "127.0.0.1", port);
+    assert_true(extra >= 0);
+    double t = time_to_close(fds[0], 5.0);
+    printf("# the oldest of %d outsiders from 127.0.0.1 was closed %.3f s "
+           "after a newer one came\n",
+           LIMIT, t);
+    assert_true(t >= 0);
+    for (int i = 1; i < LIMIT; i++) {
         if (time_to_close(fds[i], 0.01) >= 0) {
-            fail_msg("waiting outsider %d was dropped", i);
+            fail_msg("outsider %d (not the oldest) was closed", i);
         }
     }
-    for (int i = 0; i < n; i++) {
+    assert_true(time_to_close(extra, 0.01) < 0);
+    assert_true(time_to_close(other, 0.01) < 0); /* older, another address */
+    dd_store_t *s = NULL;
+    assert_int_equal(
+        dd_store_tcp_connect("127.0.0.1", port, TOKEN, 1, 2, 5.0, &s), DD_OK);
+    dd_store_close(s);
+    for (int i = 0; i < LIMIT; i++) {
         close(fds[i]);
     }
+    close(extra);
+    close(other);
     dd_store_server_stop(srv, 5.0);
+}
+
+/* A listener that closes the first `closes` connections it accepts, then
+ * (when serve) gives its port to a real store: what a rank sees of a store
+ * that closes its connection to make room for a newer one. */
+typedef struct {
+    int listen_fd, port, closes, serve;
+    dd_store_server_t *srv;
+} closer_t;
+
+static void *closer_main(void *arg)
+{
+    closer_t *c = arg;
+    for (int i = 0; i < c->closes; i++) {
+        int fd = accept(c->listen_fd, NULL, NULL);
+        if (fd < 0) {
+            break; /* the test shut the listener down */
+        }
+        close(fd);
+    }
+    if (c->serve) {
+        close(c->listen_fd);
+        dd_store_server_params_t params = {.addr = "127.0.0.1",
+                                           .port = c->port,
+                                           .token_hash = TOKEN,
+                                           .world_size = 2};
+        if (dd_store_server_start(&params, &c->srv) != DD_OK) {
+            c->srv = NULL;
+        }
+    }
+    return NULL;
+}
+
+static void closer_start(closer_t *c, pthread_t *thread)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sa);
+    int one = 1;
+    c->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(c->listen_fd >= 0);
+    setsockopt(c->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    /* accept gives up after 15 s, so that a rank that gave up early
+     * cannot leave the closer waiting for ever. */
+    struct timeval limit = {15, 0};
+    setsockopt(c->listen_fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+    assert_int_equal(inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr), 1);
+    assert_int_equal(bind(c->listen_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(c->listen_fd, 16), 0);
+    assert_int_equal(getsockname(c->listen_fd, (struct sockaddr *)&sa, &len),
+                     0);
+    c->port = ntohs(sa.sin_port);
+    assert_int_equal(pthread_create(thread, NULL, closer_main, c), 0);
+}
+
+/* A rank whose connection the store closes before the login ends tries
+ * again, and gets in (it failed at once before: issue 58). */
+static void test_join_retries_closed(void **state)
+{
+    closer_t c = {.closes = 3, .serve = 1};
+    pthread_t thread;
+    dd_store_t *s = NULL;
+    closer_start(&c, &thread);
+    double t0 = dd_time_now();
+    dd_status_t status =
+        dd_store_tcp_connect("127.0.0.1", c.port, TOKEN, 1, 2, 10.0, &s);
+    double t = dd_time_now() - t0;
+    pthread_join(thread, NULL);
+    printf("# joined after 3 closed connections in %.3f s: %s\n", t,
+           status == DD_OK ? "ok" : dd_last_error());
+    if (status != DD_OK && c.srv != NULL) {
+        dd_store_server_stop(c.srv, 1.0);
+    }
+    assert_int_equal(status, DD_OK);
+    assert_non_null(c.srv);
+    assert_int_equal(dd_store_set(s, "k", "v", 1), DD_OK);
+    dd_store_close(s);
+    dd_store_server_stop(c.srv, 5.0);
+}
+
+/* A store that closes every connection: the rank tries until its timeout
+ * (1 s here; < 5 s asserted for a loaded machine), then says what it saw. */
+static void test_join_gives_up_naming_closes(void **state)
+{
+    closer_t c = {.closes = 1000000, .serve = 0};
+    pthread_t thread;
+    dd_store_t *s = NULL;
+    closer_start(&c, &thread);
+    double t0 = dd_time_now();
+    dd_status_t status =
+        dd_store_tcp_connect("127.0.0.1", c.port, TOKEN, 1, 2, 1.0, &s);
+    double t = dd_time_now() - t0;
+    printf("# gave up after %.3f s: %s\n", t, dd_last_error());
+    assert_int_equal(status, DD_ERR_PEER_LOST);
+    assert_true(t >= 0.9 && t < 5.0);
+    assert_non_null(strstr(dd_last_error(), "closed the connection"));
+    assert_non_null(strstr(dd_last_error(), "times before the login ended"));
+    assert_non_null(strstr(dd_last_error(), "DREAMDDP_TIMEOUT_S"));
+    shutdown(c.listen_fd, SHUT_RDWR); /* ends the closer's accept */
+    pthread_join(thread, NULL);
+    close(c.listen_fd);
+}
+
+/* The outsiders' log: the first DD_STORE_OUTSIDER_BURST events of a window
+ * are printed, the rest counted for one summary line when the window ends;
+ * then a new window prints again. */
+static void test_outsider_log_bounded(void **state)
+{
+    dd_store_outsider_log_t log = {0};
+    for (int i = 0; i < 500; i++) {
+        dd_store_outsider_note(&log, 100.0 + i * 0.001, DD_LOG_WARN,
+                               "refused a client at 127.0.0.1 claiming rank "
+                               "%d: wrong job token",
+                               i);
+    }
+    assert_int_equal(log.printed, DD_STORE_OUTSIDER_BURST);
+    assert_int_equal(log.suppressed, 500 - DD_STORE_OUTSIDER_BURST);
+    assert_int_equal(log.total, 500);
+    assert_string_equal(log.last, "refused a client at 127.0.0.1 claiming "
+                                  "rank 499: wrong job token");
+    dd_store_outsider_flush(&log, 100.5, 0); /* the window goes on */
+    assert_int_equal(log.suppressed, 500 - DD_STORE_OUTSIDER_BURST);
+    dd_store_outsider_flush(&log, 100.0 + DD_STORE_OUTSIDER_WINDOW_S, 0);
+    assert_int_equal(log.suppressed, 0);
+    assert_int_equal(log.printed, 0);
+    dd_store_outsider_note(&log, 200.0, DD_LOG_WARN, "dropped a client");
+    assert_int_equal(log.printed, 1);
+    assert_int_equal(log.total, 501);
 }
 
 /* Rank 0 stops as soon as the ranks have left, although an outsider is
@@ -499,6 +651,9 @@ int main(void)
         STORE_CASE(test_prelogin_frames_capped),
         STORE_CASE(test_login_deadline),
         STORE_CASE(test_connection_limit),
+        STORE_CASE(test_join_retries_closed),
+        STORE_CASE(test_join_gives_up_naming_closes),
+        STORE_CASE(test_outsider_log_bounded),
         STORE_CASE(test_stop_ignores_outsiders),
         STORE_CASE(test_listens_on_given_address),
         STORE_CASE(test_loopback_name),

@@ -14,9 +14,11 @@ How it maps onto the library:
     parameters of its own is one layer (layers="module"), or every
     parameter is (layers="parameter"), or the caller's groups (a list of
     lists of parameters). Each registers its parameters' and gradients'
-    memory; .grad is allocated at construction and kept in place
-    (zero_grad(set_to_none=True) is undone at the next forward, and a
-    gradient that autograd put in a new tensor is copied back).
+    memory; the gradient's memory is allocated at construction and becomes
+    .grad at a step's start (zero_grad(set_to_none=True) is undone at the
+    next forward, and a gradient that autograd put in a new tensor is
+    copied back); a .grad that no worker's backward reached in a step
+    goes back to what it was, None included, as under DDP.
   - Readiness: a hook on each parameter's gradient accumulator
     (register_post_accumulate_grad_hook where PyTorch has it, >= 2.1; the
     AccumulateGrad node's hook before); a layer is ready (dd_layer_ready)
@@ -465,7 +467,12 @@ class DreamDDP(torch.nn.Module):
                 or g.device != p.device
             ):
                 g = torch.zeros_like(p, memory_format=torch.contiguous_format)
-                p.grad = g
+                # A .grad that is None stays None until a gradient reaches
+                # it (the step adopts g then), as under DDP: zero_grad()
+                # with set_to_none=False, PyTorch 1.13's default, leaves it
+                # None, and an optimizer skips the parameter.
+                if p.grad is not None:
+                    p.grad = g
             layer.grads.append(g)
             out.append(
                 (p.data_ptr(), g.data_ptr(), p.numel(), _dtype_code(p))

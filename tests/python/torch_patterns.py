@@ -410,6 +410,43 @@ def case_adamw(strategy):
         strategy, model, net, ref_net, ref, "adamw")
 
 
+def case_unused_zeroed(strategy):
+    """Rank-dependent branches and a head no forward ever uses, under AdamW
+    with weight decay and zero_grad()'s default (set_to_none=False on
+    PyTorch 1.13, True on 2.x) and set_to_none=False by turns: the head's
+    .grad stays None on every step, so AdamW's weight decay never moves it,
+    as under DDP, whose reducer leaves a globally unused gradient alone."""
+    start, grads = {}, {"ours": set(), "ddp": set()}
+
+    def loop(model, opt, side):
+        mod = model.module
+        start[side] = [p.detach().clone() for p in mod.never.parameters()]
+        for step in range(STEPS):
+            x, y = vectors(step, worker())
+            if step % 2:
+                opt.zero_grad(set_to_none=False)
+            else:
+                opt.zero_grad()
+            F.cross_entropy(model(x, branch=(step + worker()) % 2), y).backward()
+            grads[side] |= {n for n, p in mod.never.named_parameters()
+                            if p.grad is not None}
+            opt.step()
+
+    adamw = lambda m: torch.optim.AdamW(m.parameters(), lr=0.01,  # noqa: E731
+                                        weight_decay=0.1)
+    model, net, ref, ref_net = both(strategy, Branchy, loop,
+                                    find_unused_parameters=True, opt=adamw)
+    if grads["ours"]:
+        fail("unused-zeroed: never.%s got a .grad (DDP's: %s)" % (
+            ", never.".join(sorted(grads["ours"])), sorted(grads["ddp"]) or "None"))
+    for p, p0 in zip(net.never.parameters(), start["ours"]):
+        if not torch.equal(p, p0):
+            fail("unused-zeroed: the unused head moved by %g" % (p - p0).abs().max())
+    return "an unused head keeps .grad None and stays still under AdamW " \
+        "(weight decay 0.1) with zero_grad()'s default: %s" % finish(
+            strategy, model, net, ref_net, ref, "unused-zeroed")
+
+
 def case_tied(strategy):
     """An embedding whose weight is also the output head's."""
 

@@ -6,12 +6,13 @@
 # dreamddp:2+next the replicas are bitwise equal after sync_all. Clipping
 # and a scaler's skipped steps after backward, schedulers after the wrap,
 # accumulation, rank-dependent branches, an unused head under AdamW, tied
-# weights, batch norm and evaluation, an unused head under zero_grad()'s
-# default, a checkpoint saved on 2 workers and resumed on 3, uneven inputs
-# with join() and without; and the misuses (a forward through
-# model.module, a second DreamDDP, a model changed after the wrap,
-# sync_all against a step, a worker leaving early), each an error naming
-# it within 5 s. Skips where the interpreter has no torch.
+# weights, batch norm and evaluation, batch-norm buffers reassigned by
+# swa_utils.update_bn, an unused head under zero_grad()'s default, a
+# checkpoint saved on 2 workers and resumed on 3, uneven inputs with join()
+# and without; and the misuses (a forward through model.module, a second
+# DreamDDP, a model or an averaged buffer changed after the wrap, sync_all
+# against a step, a worker leaving early), each an error naming it within
+# 5 s. Skips where the interpreter has no torch.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 . "$top_srcdir/tests/python/torch_lib.sh"
 PATTERNS="$top_srcdir/tests/python/torch_patterns.py"
@@ -52,4 +53,10 @@ done
 # A head no worker uses keeps .grad None under zero_grad()'s default and
 # AdamW's weight decay, as under DDP.
 pattern "unused head under zero_grad()'s default, ddp" 2 unused-zeroed ddp
+# Buffers that swa_utils.update_bn reassigns after the wrap stay synced
+# (DDP re-reads them before every broadcast).
+for strategy in ddp localsgd:2; do
+    pattern "buffers reassigned by update_bn, $strategy" 2 reassigned "$strategy"
+done
+pattern "buffers reassigned by update_bn, broadcast_buffers=False, ddp" 2 reassigned-local ddp
 finish

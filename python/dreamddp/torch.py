@@ -14,9 +14,11 @@ How it maps onto the library:
     parameters of its own is one layer (layers="module"), or every
     parameter is (layers="parameter"), or the caller's groups (a list of
     lists of parameters). Each registers its parameters' and gradients'
-    memory; .grad is allocated at construction and kept in place
-    (zero_grad(set_to_none=True) is undone at the next forward, and a
-    gradient that autograd put in a new tensor is copied back).
+    memory; the gradient's memory is allocated at construction and becomes
+    .grad at a step's start (zero_grad(set_to_none=True) is undone at the
+    next forward, and a gradient that autograd put in a new tensor is
+    copied back); a .grad that no worker's backward reached in a step
+    goes back to what it was, None included, as under DDP.
   - Readiness: a hook on each parameter's gradient accumulator
     (register_post_accumulate_grad_hook where PyTorch has it, >= 2.1; the
     AccumulateGrad node's hook before); a layer is ready (dd_layer_ready)
@@ -288,9 +290,11 @@ class DreamDDP(torch.nn.Module):
         self.strategy = ctx.strategy
         averaged = self._averaged_buffers(buffers)
         self._layers = self._make_layers(groups, averaged, layers == "module")
+        self._averaged = averaged
         self._bcast = [
             b for _, b in buffers if not any(b is a for a in averaged.values())
         ]
+        self._buffer_slots = self._find_buffer_slots()
         self._check_unique_names()
         _check_devices(self._layers)
         self._worker_ranks = ctx.worker_ranks
@@ -465,7 +469,12 @@ class DreamDDP(torch.nn.Module):
                 or g.device != p.device
             ):
                 g = torch.zeros_like(p, memory_format=torch.contiguous_format)
-                p.grad = g
+                # A .grad that is None stays None until a gradient reaches
+                # it (the step adopts g then), as under DDP: zero_grad()
+                # with set_to_none=False, PyTorch 1.13's default, leaves it
+                # None, and an optimizer skips the parameter.
+                if p.grad is not None:
+                    p.grad = g
             layer.grads.append(g)
             out.append(
                 (p.data_ptr(), g.data_ptr(), p.numel(), _dtype_code(p))
@@ -594,6 +603,71 @@ class DreamDDP(torch.nn.Module):
                 layer.was_none[i] = p.grad is None
                 _adopt_grad(p, g)
 
+    def _check_buffers(self):
+        """Before a broadcast or an average of buffers: the module's buffers
+        as they are now, as DDP re-reads them before every broadcast. A
+        buffer reassigned since the last look (what swa_utils.update_bn
+        does to batch norm's running statistics) is otherwise never synced
+        again. The look compares each owner's buffer entries with the
+        tensors seen last, a tenth of a named_buffers walk (120 us against
+        2 ms for 100 batch norms); the rest runs only on a change."""
+        sizes, slots = self._buffer_slots
+        if all(d.get(k) is b for d, k, b in slots) and all(
+            len(d) == n for d, n in sizes
+        ):
+            return
+        now = list(self.module.named_buffers())
+        names = {n for n, _ in now}
+        for name, b in now:
+            if name in self._averaged:
+                self._adopt_buffer(name, b)
+            else:
+                _check_tensor(b, "buffer '%s'" % name, _BUFFER_DTYPES)
+        gone = [n for n in self._averaged if n not in names]
+        if gone:
+            raise _error(
+                _lib.ERR_STATE,
+                "buffer '%s' was removed after DreamDDP wrapped the model: "
+                "%s averages it with the parameters; give the module a "
+                "buffer of the same shape and dtype instead" % (gone[0], self.strategy),
+                "forward",
+            )
+        self._bcast = [
+            b for n, b in self.module.named_buffers() if n not in self._averaged
+        ]
+        self._buffer_slots = self._find_buffer_slots()
+
+    def _find_buffer_slots(self):
+        """Each module's buffer table with its size, and each entry (table,
+        key, tensor): what _check_buffers compares. A module added after
+        the wrap is not in it; one with parameters fails _check_model."""
+        tables = [mod._buffers for mod in self.module.modules()]
+        return ([(d, len(d)) for d in tables],
+                [(d, k, b) for d in tables for k, b in d.items()])
+
+    def _adopt_buffer(self, name, b):
+        """Makes the registered tensor of an averaged buffer the module's
+        again, with the values of b, the tensor that replaced it: the
+        library averages the memory registered at the wrap, as it keeps a
+        parameter's .grad (_adopt_grad)."""
+        kept = self._averaged[name]
+        if b is kept:
+            return
+        if b.shape != kept.shape or b.dtype != kept.dtype or b.device != kept.device:
+            raise _error(
+                _lib.ERR_STATE,
+                "buffer '%s' was replaced by a %s %s tensor on %s; %s "
+                "averages the %s %s one on %s registered at the wrap: give "
+                "it a tensor of that shape, dtype and device"
+                % (name, list(b.shape), b.dtype, b.device, self.strategy,
+                   list(kept.shape), kept.dtype, kept.device),
+                "forward",
+            )
+        with torch.no_grad():
+            kept.copy_(b)
+        owner, _, leaf = name.rpartition(".")
+        setattr(self.module.get_submodule(owner), leaf, kept)
+
     # ---- the step -----------------------------------------------------------
 
     def _root(self):
@@ -604,6 +678,7 @@ class DreamDDP(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         self._check_model()
+        self._check_buffers()
         grad = torch.is_grad_enabled()
         sync = grad and not self._no_sync
         if self._join is not None:
@@ -853,6 +928,7 @@ class DreamDDP(torch.nn.Module):
                 "torch.no_grad(), or finish_step() first",
                 "sync_all",
             )
+        self._check_buffers()
         self._ctx.sync_all()
         if self._bcast:
             _broadcast_flat(self._bcast, self._root())
@@ -897,6 +973,7 @@ class DreamDDP(torch.nn.Module):
 
     def _join_shadow(self, sync, root):
         """One round of the others' training on a worker that joined."""
+        self._check_buffers()
         if self._buffers_due and self.broadcast_buffers and self._bcast:
             _broadcast_flat(self._bcast, self._worker_ranks[root])
         self._buffers_due = sync
@@ -921,6 +998,7 @@ class DreamDDP(torch.nn.Module):
             states = [p for p in self.module.parameters()] + list(self.module.buffers())
             _broadcast_flat(states, self._worker_ranks[root])
         else:
+            self._check_buffers()
             self._ctx.sync_all()
             if self._bcast:
                 _broadcast_flat(self._bcast, self._worker_ranks[root])

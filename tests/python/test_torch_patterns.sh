@@ -6,11 +6,13 @@
 # dreamddp:2+next the replicas are bitwise equal after sync_all. Clipping
 # and a scaler's skipped steps after backward, schedulers after the wrap,
 # accumulation, rank-dependent branches, an unused head under AdamW, tied
-# weights, batch norm and evaluation, a checkpoint saved on 2 workers and
-# resumed on 3, uneven inputs with join() and without; and the misuses
-# (a forward through model.module, a second DreamDDP, a model changed after
-# the wrap, sync_all against a step, a worker leaving early), each an
-# error naming it within 5 s. Skips where the interpreter has no torch.
+# weights, batch norm and evaluation, batch-norm buffers reassigned by
+# swa_utils.update_bn, an unused head under zero_grad()'s default, a
+# checkpoint saved on 2 workers and resumed on 3, uneven inputs with join()
+# and without; and the misuses (a forward through model.module, a second
+# DreamDDP, a model or an averaged buffer changed after the wrap, sync_all
+# against a step, a worker leaving early), each an error naming it within
+# 5 s. Skips where the interpreter has no torch.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 . "$top_srcdir/tests/python/torch_lib.sh"
 PATTERNS="$top_srcdir/tests/python/torch_patterns.py"
@@ -48,4 +50,13 @@ for strategy in ddp dreamddp:2; do
         pattern "misuse: $case, $strategy" 2 "$case" "$strategy"
     done
 done
+# A head no worker uses keeps .grad None under zero_grad()'s default and
+# AdamW's weight decay, as under DDP.
+pattern "unused head under zero_grad()'s default, ddp" 2 unused-zeroed ddp
+# Buffers that swa_utils.update_bn reassigns after the wrap stay synced
+# (DDP re-reads them before every broadcast).
+for strategy in ddp localsgd:2; do
+    pattern "buffers reassigned by update_bn, $strategy" 2 reassigned "$strategy"
+done
+pattern "buffers reassigned by update_bn, broadcast_buffers=False, ddp" 2 reassigned-local ddp
 finish

@@ -410,6 +410,101 @@ def case_adamw(strategy):
         strategy, model, net, ref_net, ref, "adamw")
 
 
+def case_unused_zeroed(strategy):
+    """Rank-dependent branches and a head no forward ever uses, under AdamW
+    with weight decay and zero_grad()'s default (set_to_none=False on
+    PyTorch 1.13, True on 2.x) and set_to_none=False by turns: the head's
+    .grad stays None on every step, so AdamW's weight decay never moves it,
+    as under DDP, whose reducer leaves a globally unused gradient alone."""
+    start, grads = {}, {"ours": set(), "ddp": set()}
+
+    def loop(model, opt, side):
+        mod = model.module
+        start[side] = [p.detach().clone() for p in mod.never.parameters()]
+        for step in range(STEPS):
+            x, y = vectors(step, worker())
+            if step % 2:
+                opt.zero_grad(set_to_none=False)
+            else:
+                opt.zero_grad()
+            F.cross_entropy(model(x, branch=(step + worker()) % 2), y).backward()
+            grads[side] |= {n for n, p in mod.never.named_parameters()
+                            if p.grad is not None}
+            opt.step()
+
+    adamw = lambda m: torch.optim.AdamW(m.parameters(), lr=0.01,  # noqa: E731
+                                        weight_decay=0.1)
+    model, net, ref, ref_net = both(strategy, Branchy, loop,
+                                    find_unused_parameters=True, opt=adamw)
+    if grads["ours"]:
+        fail("unused-zeroed: never.%s got a .grad (DDP's: %s)" % (
+            ", never.".join(sorted(grads["ours"])), sorted(grads["ddp"]) or "None"))
+    for p, p0 in zip(net.never.parameters(), start["ours"]):
+        if not torch.equal(p, p0):
+            fail("unused-zeroed: the unused head moved by %g" % (p - p0).abs().max())
+    return "an unused head keeps .grad None and stays still under AdamW " \
+        "(weight decay 0.1) with zero_grad()'s default: %s" % finish(
+            strategy, model, net, ref_net, ref, "unused-zeroed")
+
+
+def _bn_stats(net):
+    return torch.cat([net.bn.running_mean, net.bn.running_var,
+                      net.bn.num_batches_tracked.double().reshape(1)])
+
+
+def case_reassigned(strategy, broadcast_buffers=True):
+    """torch.optim.swa_utils.update_bn after the wrap, on each worker's own
+    batches: it gives the batch norm new running_mean and running_var
+    tensors (module.running_mean = torch.zeros_like(...)). Training goes on;
+    the new buffers must be synced as the old ones were: DDP's broadcast
+    re-reads the module's buffers every time (ddp: bitwise DDP's, on every
+    worker, after an evaluation's forward), and the averaging strategies
+    average the new ones (equal replicas after sync_all). With
+    broadcast_buffers=False, DDP syncs no buffer: each worker keeps its
+    own statistics, bitwise DDP's."""
+    from torch.optim.swa_utils import update_bn
+
+    outs = {}
+
+    def loop(model, opt, side):
+        for step in range(STEPS):
+            if step == 2:
+                update_bn([images(50 + k, worker())[0] for k in range(2)], model)
+            x, y = images(step, worker())
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+        if side == "ours" and strategy != "ddp":
+            model.sync_all()
+        model.eval()
+        with torch.no_grad():
+            outs[side] = model(images(99, 0)[0])
+        model.train()
+
+    model, net, ref, ref_net = both(strategy, ConvNet, loop,
+                                    broadcast_buffers=broadcast_buffers)
+    mine = _bn_stats(net)
+    every = ddt.all_gather(mine)
+    if broadcast_buffers and not bool((every == mine).all()):
+        fail("reassigned: the workers' batch-norm statistics differ by %g"
+             % (every - mine).abs().max())
+    if not broadcast_buffers and bool((every == mine).all()):
+        fail("reassigned: broadcast_buffers=False, yet the workers' "
+             "batch-norm statistics are equal")
+    if broadcast_buffers and not bool((ddt.all_gather(outs["ours"]) == outs["ours"]).all()):
+        fail("reassigned: the workers' evaluations differ")
+    if strategy == "ddp" and not torch.equal(mine, _bn_stats(ref_net)):
+        fail("reassigned: batch-norm statistics differ from DDP's by %g"
+             % (mine - _bn_stats(ref_net)).abs().max())
+    return "update_bn's new batch-norm buffers %s: %s" % (
+        "synced" if broadcast_buffers else "each worker's own (broadcast_buffers=False)",
+        finish(strategy, model, net, ref_net, ref, "reassigned"))
+
+
+def case_reassigned_local(strategy):
+    return case_reassigned(strategy, broadcast_buffers=False)
+
+
 def case_tied(strategy):
     """An embedding whose weight is also the output head's."""
 
@@ -731,6 +826,18 @@ def case_changed(strategy):
     lines.append(expect_error("an added layer", lambda: _step(model, opt, 1),
                               "parameter 'extra.weight' was added"))
     del net.extra
+    if strategy != "ddp":
+        # The strategy averages the batch norm's statistics in the memory
+        # registered at the wrap: a new tensor takes its place only with
+        # its shape, dtype and device.
+        mean = net.bn.running_mean
+        net.bn.running_mean = torch.zeros(5)
+        lines.append(expect_error("a resized buffer", lambda: _step(model, opt, 1),
+                                  "buffer 'bn.running_mean' was replaced by a [5]"))
+        net.bn.running_mean = None
+        lines.append(expect_error("a removed buffer", lambda: _step(model, opt, 1),
+                                  "buffer 'bn.running_mean' was removed"))
+        net.bn.running_mean = mean
     _step(model, opt, 1)
     model.sync_all()
     replicas_equal(net, "changed")

@@ -772,21 +772,26 @@ void dd_watch_linger(dd_context_h ctx)
     pthread_mutex_unlock(&ctx->abort.lock);
     /* Every other rank alive reads the reason within a period of its
      * publication (its watch polls that often), says so (dd/abort/seen)
-     * and leaves; the ranks the reason names are not waited for. */
+     * and leaves. The ranks the reason names are not waited for, nor
+     * those the store has seen lost since (a second rank killed with the
+     * first, an aggregator dropped before), which never will read it. */
     for (int r = 0; r < world && dd_time_now() < deadline; r++) {
         char seen[64], bye[64];
-        int has_seen = 0, left = 0;
+        int has_seen = 0, left = 0, lost = 0;
         snprintf(seen, sizeof(seen), "dd/abort/seen/%d", r);
         snprintf(bye, sizeof(bye), DD_STORE_BYE_KEY "%d", r);
         while (r != ctx->env.rank && !named[r] && dd_time_now() < deadline) {
             if (dd_store_check(ctx->store, seen, &has_seen) != DD_OK ||
-                dd_store_check(ctx->store, bye, &left) != DD_OK) {
+                dd_store_check(ctx->store, bye, &left) != DD_OK ||
+                dd_store_rank_lost(ctx->store, r, &lost) != DD_OK) {
                 r = world;
                 break;
             }
-            if (has_seen || left) {
+            if (has_seen || left || lost) {
                 dd_log_debug(DD_SUBSYS_CORE, "watch: rank %d %s", r,
-                             has_seen ? "has the reason" : "left");
+                             has_seen ? "has the reason"
+                             : left   ? "left"
+                                      : "was lost");
                 break;
             }
             struct timespec ts = {0, (long)(period / 8 * 1e9)};

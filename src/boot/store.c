@@ -159,6 +159,23 @@ dd_status_t dd_store_check(dd_store_t *s, const char *key, int *exists_p)
     return DD_OK;
 }
 
+dd_status_t dd_store_rank_lost(dd_store_t *s, int rank, int *lost_p)
+{
+    char key[64];
+    int gone = 0, down = 0;
+
+    snprintf(key, sizeof(key), DD_STORE_GONE_KEY "%d", rank);
+    dd_status_t status = dd_store_check(s, key, &gone);
+    if (status == DD_OK && !gone) {
+        snprintf(key, sizeof(key), DD_STORE_LOST_KEY "%d", rank);
+        status = dd_store_check(s, key, &down);
+    }
+    if (status == DD_OK) {
+        *lost_p = gone || down;
+    }
+    return status;
+}
+
 void dd_store_close(dd_store_t *s)
 {
     if (s != NULL) {

@@ -130,6 +130,11 @@ dd_status_t dd_store_clock(dd_store_t *s, double *us_p);
 /** Whether key exists now (no waiting). */
 dd_status_t dd_store_check(dd_store_t *s, const char *key, int *exists_p);
 
+/** Whether the store has seen rank lost, into *lost_p: its connection
+ * closed before its goodbye (DD_STORE_GONE_KEY), or it was declared lost
+ * (DD_STORE_LOST_KEY, an expendable aggregator, perhaps frozen). */
+dd_status_t dd_store_rank_lost(dd_store_t *s, int rank, int *lost_p);
+
 void dd_store_close(dd_store_t *s);
 
 /**
@@ -152,6 +157,11 @@ dd_status_t dd_store_allgather(dd_store_t *s, const char *name,
  * takes a connection that closes without one for a lost rank. */
 #define DD_STORE_ABORT_KEY "dd/abort"
 #define DD_STORE_BYE_KEY "dd/bye/"
+
+/* Set by the TCP store's server for every rank whose connection closed
+ * before its goodbye, even after the job's abort names another: the first
+ * loss is the reason, but no rank may wait for a later one either. */
+#define DD_STORE_GONE_KEY "dd/gone/"
 
 /* A rank lost without stopping the job (an expendable aggregator, under
  * DREAMDDP_AGG_LOSS=survive): DD_STORE_LOST_KEY "RANK" is set (its "/why"

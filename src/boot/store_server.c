@@ -577,8 +577,10 @@ static int dd_server_note_expendable(dd_store_server_t *srv, int rank,
  * A rank's connection closed. One that said goodbye (DD_STORE_BYE_KEY, set
  * in dd_finalize) left; any other died or was killed, and the store is the
  * first to know, at once, even of a rank no collective is waiting on: it
- * publishes the job's abort (DD_STORE_ABORT_KEY) naming the rank, unless
- * an earlier reason is there, and wakes the requests parked on it.
+ * marks the rank gone (DD_STORE_GONE_KEY), whatever came before, so that
+ * no rank waits for it; publishes the job's abort (DD_STORE_ABORT_KEY)
+ * naming it, unless an earlier reason is there; and wakes the requests
+ * parked on it.
  */
 static void dd_server_note_lost(dd_store_server_t *srv, dd_server_client_t *c)
 {
@@ -588,8 +590,17 @@ static void dd_server_note_lost(dd_store_server_t *srv, dd_server_client_t *c)
         return;
     }
     snprintf(key, sizeof(key), DD_STORE_BYE_KEY "%d", c->rank);
-    if (dd_server_find(srv, key) != NULL ||
-        dd_server_find(srv, DD_STORE_ABORT_KEY) != NULL) {
+    if (dd_server_find(srv, key) != NULL) {
+        return;
+    }
+    snprintf(key, sizeof(key), DD_STORE_GONE_KEY "%d", c->rank);
+    dd_server_put(srv, key, "1", 1);
+    if (dd_server_find(srv, DD_STORE_ABORT_KEY) != NULL) {
+        dd_log_info(DD_SUBSYS_NET,
+                    "store: rank %d was lost too (its connection closed "
+                    "before its dd_finalize)",
+                    c->rank);
+        dd_server_wake_parked(srv);
         return;
     }
     snprintf(why, sizeof(why),

@@ -107,6 +107,23 @@ expect_grep "$TMP/el-frozen" "did not stop with the others: dropped from the job
 s=$(cat "$TMP/el-frozen.s")
 [ "$s" -lt 30 ] && pass "a frozen rank dropped in ${s} s (< 30)" || fail "a frozen rank took ${s} s"
 
+# The rest of the table, with --elastic as without: --timeout 124, and
+# SIGTERM to ddrun 128 + 15.
+job el-timeout --elastic -n 2 --timeout 1 -- sleep 30
+expect_rc el-timeout 124 "--elastic --timeout"
+for e in "" --elastic; do
+    timeout -s KILL 60 "$DDRUN" $e -n 2 -- sleep 30 >"$TMP/sigterm" 2>&1 &
+    pid=$!
+    w=0
+    while [ "$w" -lt 100 ] && [ "$(pgrep -P $pid | wc -l)" -lt 1 ]; do sleep 0.05; w=$((w + 1)); done
+    ddrun=$(pgrep -P $pid)
+    sleep 0.5
+    kill -TERM "$ddrun"
+    wait $pid
+    echo $? >"$TMP/sigterm.rc"
+    expect_rc sigterm 143 "SIGTERM to ddrun ${e:-(plain)}"
+done
+
 # Without --elastic, an aggregator killed: the workers go on to their end
 # and the job exits 0, saying the aggregator was lost.
 job plain-agg -n 3 --aggregators 1 -- sh -c 'if [ "$DREAMDDP_RANK" = 2 ]; then kill -9 $$; fi; sleep 1; echo "rank $DREAMDDP_RANK finished"'

@@ -72,6 +72,7 @@ wait_file() {
 
 # 1. A late rank joins despite 120 idle strangers.
 port=$(free_port)
+s0=$(date +%s.%N)
 start_rank 0 "$port" "$TMP/idle.0" strangers-test
 rank0=$!
 stranger "$port" "$TMP/held"
@@ -87,6 +88,7 @@ rank1=$!
 wait "$rank1"
 t1=$(date +%s.%N)
 wait "$rank0"
+s1=$(date +%s.%N)
 kill "$strange" 2>/dev/null
 wait "$strange" 2>/dev/null
 for r in 0 1; do
@@ -98,10 +100,14 @@ for r in 0 1; do
     fi
 done
 echo "# the late rank ran for $(python3 -c "print('%.2f' % ($t1 - $t0))") s"
-# What the strangers cost rank 0's log: a bounded number of lines.
+# What the strangers cost rank 0's log: at most 6 lines (5 and a count)
+# per 10 s window of rank 0's run, however many connections they made
+# (thousands; more under a sanitizer build, whose job runs longer), and
+# one window more for slack.
 lines=$(grep -c "logged in\|log in" "$TMP/idle.0")
+most=$(python3 -c "import math; print(6 * (math.ceil(($s1 - $s0) / 10) + 1))")
 grep "logged in\|log in" "$TMP/idle.0" | head -20 | sed 's/^/#   /'
-[ "$lines" -lt 20 ] && pass "the strangers: $lines lines at rank 0 (fewer than 20)" || fail "the strangers wrote $lines lines at rank 0"
+[ "$lines" -le "$most" ] && pass "the strangers: $lines lines at rank 0 (at most $most)" || fail "the strangers wrote $lines lines at rank 0 (more than $most)"
 
 # 2. 500 wrong-token logins while rank 0 waits for rank 1: each is refused,
 # rank 0 logs a bounded number of lines about them, and its lines account

@@ -629,6 +629,25 @@ static int dd_server_count(const dd_store_server_t *srv, int logged_in)
     return n;
 }
 
+/* The ranks still connected that stopping waits for: not one declared
+ * lost (a frozen aggregator the job dropped keeps its connection open,
+ * and would hold rank 0 back for the whole stop timeout). */
+static int dd_server_awaited(dd_store_server_t *srv)
+{
+    char key[64];
+    int n = 0;
+
+    for (int i = 0; i < srv->n_clients; i++) {
+        if (srv->clients[i].rank < 0) {
+            continue;
+        }
+        snprintf(key, sizeof(key), DD_STORE_LOST_KEY "%d",
+                 srv->clients[i].rank);
+        n += dd_server_find(srv, key) == NULL;
+    }
+    return n;
+}
+
 static void dd_server_accept(dd_store_server_t *srv)
 {
     int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -727,8 +746,8 @@ static void *dd_server_main(void *arg)
     struct epoll_event events[64];
 
     /* Stopping waits for the ranks only: an outsider that never logged in
-     * cannot hold rank 0 back. */
-    while (!(srv->stopping && (dd_server_count(srv, 1) == 0 ||
+     * cannot hold rank 0 back, nor a rank the job dropped. */
+    while (!(srv->stopping && (dd_server_awaited(srv) == 0 ||
                                dd_time_now() >= srv->stop_deadline))) {
         int n = epoll_wait(srv->epoll_fd, events, 64, dd_server_poll_ms(srv));
         if (n < 0 && errno != EINTR) {
@@ -945,7 +964,7 @@ void dd_store_server_stop(dd_store_server_t *srv, double timeout_s)
     __atomic_store_n(&srv->stopping, 1, __ATOMIC_SEQ_CST);
     (void)!write(srv->wake[1], "x", 1);
     pthread_join(srv->thread, NULL);
-    int ranks = dd_server_count(srv, 1);
+    int ranks = dd_server_awaited(srv);
     if (ranks > 0) {
         dd_log_warn(DD_SUBSYS_NET,
                     "store: stopping with %d rank(s) still connected", ranks);

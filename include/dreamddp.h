@@ -891,8 +891,13 @@ DD_API const char *dd_layer_name(dd_layer_h layer);
  * dd_finalize.
  *
  * @return DD_OK when every worker said goodbye; DD_ERR_STATE on a worker;
- *         the error that stopped the service (a lost worker, a malformed or
- *         duplicated message, a timeout), named in dd_last_error().
+ *         DD_ERR_CANCELED when the job dropped this aggregator (under
+ *         DREAMDDP_AGG_LOSS=survive, frozen or cut off past
+ *         DREAMDDP_AGG_LOST_AFTER_S, then back: the workers went on
+ *         without it), said in one warning; dd_finalize then leaves
+ *         without waiting for the others and returns DD_OK; the error that
+ *         stopped the service (a lost worker, a malformed or duplicated
+ *         message, a timeout), named in dd_last_error().
  * One thread at a time per context; it blocks until the service ends.
  */
 DD_API dd_status_t dd_aggregator_serve(dd_context_h ctx);

@@ -29,7 +29,10 @@ int main(int argc, char **argv)
                 "Serves as an aggregator rank of a dreamddp job: sums the "
                 "chunks the\nworkers push and sends the averages back, "
                 "until every worker is done.\nThe rank comes from the "
-                "launcher's variables, as for any rank.\n");
+                "launcher's variables, as for any rank. It exits 0\nwhen "
+                "every worker is done, and when the job dropped it (frozen "
+                "past\nDREAMDDP_AGG_LOST_AFTER_S, then woken: the workers "
+                "went on without it).\n");
         return help ? 0 : 2;
     }
     if (dd_init(&params, &ctx) != DD_OK) {
@@ -37,9 +40,13 @@ int main(int argc, char **argv)
         return 1;
     }
     dd_status_t status = dd_aggregator_serve(ctx);
-    if (status != DD_OK) {
+    /* Dropped (declared lost, then woken): the job went on without this
+     * rank, which is no failure of the job's; the library said so in one
+     * line, and the launcher must not stop the workers for it. */
+    int dropped = status == DD_ERR_CANCELED;
+    if (status != DD_OK && !dropped) {
         fprintf(stderr, "ddagg: rank %d: %s\n", dd_rank(ctx), dd_last_error());
     }
     dd_status_t fin = dd_finalize(ctx);
-    return status != DD_OK || fin != DD_OK;
+    return (status != DD_OK && !dropped) || fin != DD_OK;
 }

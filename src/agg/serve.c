@@ -12,6 +12,23 @@
 
 #include <stdio.h>
 
+/* Cut off or frozen past DREAMDDP_AGG_LOST_AFTER_S: the workers went on
+ * without it and never come back. Not the job's fault: one warning, and
+ * DD_ERR_CANCELED with the same words for the caller. */
+static dd_status_t dd_agg_serve_dropped(const dd_agg_env_t *env)
+{
+    char why[256];
+
+    snprintf(why, sizeof(why),
+             "aggregator rank %d was declared lost (its heartbeat stood "
+             "still for %.1f s: frozen, or its link was down): the workers "
+             "went on without it; it leaves",
+             env->job->rank, env->lost_after_s);
+    dd_log_warn(DD_SUBSYS_AGG, "%s", why);
+    dd_last_error_set(why);
+    return DD_ERR_CANCELED;
+}
+
 dd_status_t dd_agg_serve(const dd_agg_env_t *env)
 {
     dd_agg_transport_t t;
@@ -39,15 +56,8 @@ dd_status_t dd_agg_serve(const dd_agg_env_t *env)
         if (env->survive && dd_time_now() - looked > 0.25) {
             looked = dd_time_now();
             if (dd_agg_is_lost(env->job->store, env->job->rank)) {
-                /* Cut off or frozen past DREAMDDP_AGG_LOST_AFTER_S: the
-                 * workers went on without it and never come back. */
                 dd_agg_server_destroy(s);
-                return dd_error(DD_ERR_CANCELED, DD_SUBSYS_AGG,
-                                "aggregator rank %d was declared lost (its "
-                                "heartbeat stood still for %.1f s: frozen, or "
-                                "its link was down): the workers went on "
-                                "without it; it leaves",
-                                env->job->rank, env->lost_after_s);
+                return dd_agg_serve_dropped(env);
             }
         }
         if (dd_abort_raised(env->job->abort)) {

@@ -7,6 +7,12 @@
 #include "api/watch.h"
 #include "core/log.h"
 
+int dd_context_agg_dropped(dd_context_h ctx)
+{
+    return ctx->role == DD_ROLE_AGGREGATOR && ctx->agg_env.survive &&
+           dd_agg_is_lost(ctx->store, ctx->env.rank);
+}
+
 dd_status_t dd_aggregator_serve(dd_context_h ctx)
 {
     if (ctx == NULL || ctx->role != DD_ROLE_AGGREGATOR) {
@@ -16,8 +22,7 @@ dd_status_t dd_aggregator_serve(dd_context_h ctx)
                         ctx ? ctx->env.rank : -1);
     }
     dd_status_t status = dd_agg_serve(&ctx->agg_env);
-    if (status == DD_ERR_CANCELED && ctx->agg_env.survive &&
-        dd_agg_is_lost(ctx->store, ctx->env.rank)) {
+    if (status == DD_ERR_CANCELED && dd_context_agg_dropped(ctx)) {
         return status; /* dropped: not the job's fault, which goes on */
     }
     return dd_watch_fault(ctx, status);

@@ -698,10 +698,15 @@ dd_status_t dd_finalize(dd_context_h ctx)
     dd_watch_left(ctx, ctx->sched != NULL ? ctx->sched->step : 0);
     dd_sched_quiesce(ctx->sched);
     /* After a lost peer the barrier would wait for it: the reason is
-     * the answer. */
-    dd_status_t status = dd_abort_raised(&ctx->abort)
-                             ? dd_abort_error(&ctx->abort, DD_SUBSYS_CORE)
-                             : dd_store_barrier(ctx->store, "finalize");
+     * the answer. A dropped aggregator leaves as it is: the others do not
+     * wait for it, and it would wait for workers still training, then
+     * take their silence for a fault and stop them. */
+    dd_status_t status = DD_OK;
+    if (dd_abort_raised(&ctx->abort)) {
+        status = dd_abort_error(&ctx->abort, DD_SUBSYS_CORE);
+    } else if (!dd_context_agg_dropped(ctx)) {
+        status = dd_store_barrier(ctx->store, "finalize");
+    }
     status = dd_elastic_fault(ctx, dd_watch_fault(ctx, status));
     /* Leaving may fail too once the store's host is gone (it exits as
      * soon as the others read the job's reason): the reason stays the

@@ -71,6 +71,12 @@ int dd_context_worker_index(dd_context_h ctx, int rank);
 /** The instances that run collectives among the workers. */
 dd_backends_t *dd_context_coll_backends(dd_context_h ctx);
 
+/** Whether ctx is an aggregator that the job dropped (declared lost under
+ * DREAMDDP_AGG_LOSS=survive: frozen or cut off, then back), which the
+ * others no longer wait for nor answer: it leaves without the finalize
+ * barrier (aggregator.c). */
+int dd_context_agg_dropped(dd_context_h ctx);
+
 /** Every component's configuration table, in print order. */
 extern const dd_config_table_t *const dd_config_tables[];
 extern const size_t dd_config_n_tables;

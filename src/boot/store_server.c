@@ -672,6 +672,25 @@ static int dd_server_outsiders_from(const dd_store_server_t *srv,
     return n;
 }
 
+/* The ranks still connected that stopping waits for: not one declared
+ * lost (a frozen aggregator the job dropped keeps its connection open,
+ * and would hold rank 0 back for the whole stop timeout). */
+static int dd_server_awaited(dd_store_server_t *srv)
+{
+    char key[64];
+    int n = 0;
+
+    for (int i = 0; i < srv->n_clients; i++) {
+        if (srv->clients[i].rank < 0) {
+            continue;
+        }
+        snprintf(key, sizeof(key), DD_STORE_LOST_KEY "%d",
+                 srv->clients[i].rank);
+        n += dd_server_find(srv, key) == NULL;
+    }
+    return n;
+}
+
 /*
  * Makes room for a newcomer from peer: beyond DD_STORE_MAX_PENDING outsiders
  * from one address, or world_size + DD_STORE_MAX_PENDING in all, the oldest
@@ -826,8 +845,8 @@ static void *dd_server_main(void *arg)
     struct epoll_event events[64];
 
     /* Stopping waits for the ranks only: an outsider that never logged in
-     * cannot hold rank 0 back. */
-    while (!(srv->stopping && (dd_server_count(srv, 1) == 0 ||
+     * cannot hold rank 0 back, nor a rank the job dropped. */
+    while (!(srv->stopping && (dd_server_awaited(srv) == 0 ||
                                dd_time_now() >= srv->stop_deadline))) {
         int n = epoll_wait(srv->epoll_fd, events, 64, dd_server_poll_ms(srv));
         if (n < 0 && errno != EINTR) {
@@ -1046,7 +1065,7 @@ void dd_store_server_stop(dd_store_server_t *srv, double timeout_s)
     (void)!write(srv->wake[1], "x", 1);
     pthread_join(srv->thread, NULL);
     dd_store_outsider_flush(&srv->outsiders, dd_time_now(), 1);
-    int ranks = dd_server_count(srv, 1);
+    int ranks = dd_server_awaited(srv);
     if (ranks > 0) {
         dd_log_warn(DD_SUBSYS_NET,
                     "store: stopping with %d rank(s) still connected", ranks);

@@ -24,9 +24,9 @@
 static dd_store_t *open_rank(int port, int rank)
 {
     dd_store_t *s = NULL;
-    assert_int_equal(dd_store_tcp_connect("127.0.0.1", port, TOKEN, rank,
-                                          WORLD, 10.0, &s),
-                     DD_OK);
+    assert_int_equal(
+        dd_store_tcp_connect("127.0.0.1", port, TOKEN, rank, WORLD, 10.0, &s),
+        DD_OK);
     return s;
 }
 

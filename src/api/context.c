@@ -551,7 +551,9 @@ static dd_status_t dd_context_sched(dd_context_h ctx)
                           .opts = &ctx->sched_opts,
                           .coll = dd_context_coll_backends(ctx),
                           .device = ctx->device,
-                          .device_opts = &ctx->device_opts};
+                          .device_opts = &ctx->device_opts,
+                          .elastic = ctx->boot.elastic,
+                          .elastic_gen = ctx->boot.elastic_gen};
 
     dd_status_t status = dd_context_hosts(ctx);
     if (status != DD_OK) {

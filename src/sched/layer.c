@@ -100,6 +100,7 @@ void dd_sched_destroy(dd_sched_t *sched)
     dd_sched_routes_free(sched);
     dd_timeline_close(sched->timeline);
     dd_plan_free(sched->plan);
+    dd_sched_plan_file_free(sched);
     dd_plan_free(sched->trial.extras);
     free(sched->hold);
     free(sched->agree.v);
@@ -694,7 +695,9 @@ dd_status_t dd_sched_commit(dd_sched_t *sched)
         return dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
                         "dd_model_commit: no layer is registered");
     }
+    dd_sched_plan_read(sched);
     if ((status = dd_sched_check_settings(sched)) != DD_OK ||
+        (status = dd_sched_plan_readable(sched)) != DD_OK ||
         (status = dd_sched_check_tables(sched)) != DD_OK ||
         (status = dd_sched_check_buffers(sched)) != DD_OK ||
         (status = dd_sched_split_commit(sched)) != DD_OK ||

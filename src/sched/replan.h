@@ -56,8 +56,40 @@ dd_status_t dd_sched_adapt(struct dd_sched *sched);
 void dd_sched_model_profile(struct dd_sched *sched, double *v);
 /* DREAMDDP_PLAN_SAVE: writes plan (worker rank 0). */
 void dd_sched_plan_save(const struct dd_sched *sched, const dd_plan_t *plan);
+/* The largest DREAMDDP_PLAN taken: 4096 layers of the longest line a
+ * plan may hold (4096 characters). */
+#define DD_PLAN_FILE_MAX (16u << 20)
+
+/**
+ * DREAMDDP_PLAN as read at dd_model_commit (planfile.c), before any rank
+ * trains: the file's text with the CR of each CRLF dropped (a plan copied
+ * through Windows is the same plan), and its digest, which the workers
+ * agree on with the other settings. text is NULL when there is no plan or
+ * it could not be read; then why says what was wrong (no path).
+ */
+typedef struct {
+    char *text;
+    size_t len;
+    uint64_t digest;
+    char why[160];
+} dd_plan_file_t;
+
+/* Reads DREAMDDP_PLAN under dreamddp without blocking (a FIFO, a device or
+ * a directory is never read): a failure lands in sched->plan_file.why and
+ * the settings, so that every rank learns it at the agreement. */
+void dd_sched_plan_read(struct dd_sched *sched);
+/* After the agreement: this rank's plan file could be read (DD_OK) or the
+ * error naming the variable, the file and what is taken. */
+dd_status_t dd_sched_plan_readable(struct dd_sched *sched);
+/* The plan's identity in the agreed settings: "none", "digest X" or
+ * "unreadable: why". */
+void dd_sched_plan_identity(const struct dd_sched *sched, char *out,
+                            size_t size);
+void dd_sched_plan_file_free(struct dd_sched *sched);
 /* DREAMDDP_PLAN: the saved plan, checked against the job and the model
- * (DD_ERR_MISMATCH naming the difference). */
+ * (DD_ERR_MISMATCH naming the difference). A plan for another number of
+ * workers under DREAMDDP_ELASTIC=yes (a re-formed job) gives *plan_p NULL:
+ * the caller plans for the workers left. */
 dd_status_t dd_sched_plan_load(struct dd_sched *sched, dd_plan_t **plan_p);
 
 #endif

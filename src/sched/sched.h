@@ -86,6 +86,9 @@ typedef struct {
     /* DREAMDDP_ROUTE=hierarchical without aggregators: on a leader of
      * several hosts, the leaders' own instances; NULL elsewhere. */
     dd_backends_t *leaders;
+    /* DREAMDDP_ELASTIC=yes (a worker count that may differ from a saved
+     * plan's), and the job's generation. */
+    int elastic, elastic_gen;
 } dd_sched_env_t;
 
 typedef struct dd_sched {
@@ -125,6 +128,8 @@ typedef struct dd_sched {
      * wait for the next layer; NULL: every layer's leaves at once. */
     unsigned char *hold;
     int planned; /* dreamddp: the plan comes from measurements */
+    /* DREAMDDP_PLAN, read at commit (replan.h). */
+    dd_plan_file_t plan_file;
     double plan_bp_total, plan_comm_total;
     /* Re-planning: the agreement on the times runs in the background every
      * DREAMDDP_REPLAN_WINDOWS windows (agree.h); a re-plan needs the drift

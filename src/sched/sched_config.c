@@ -119,7 +119,8 @@ static const dd_config_field_t dd_sched_fields[] = {
     {"DREAMDDP_PLAN", NULL,
      "A plan saved by DREAMDDP_PLAN_SAVE to put in force instead of "
      "planning (checked against the model and the job at the first plan); "
-     "it is never re-made.",
+     "it is never re-made. A regular file of at most 16 MiB, read at "
+     "commit; every worker must have the same plan (or none).",
      DD_CONFIG_STRING, offsetof(dd_sched_opts_t, plan), 0, 0, NULL},
     {"DREAMDDP_PLAN_SAVE", NULL,
      "Write every plan the run puts in force to this file (worker rank 0; "

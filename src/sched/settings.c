@@ -52,6 +52,10 @@ static void dd_sched_settings_text(const dd_sched_t *sched, char *text,
         DD_SETTING("DREAMDDP_REPLAN_WINDOWS=%d\n", o->replan_windows);
         DD_SETTING("DREAMDDP_FILL_BUBBLES=%s\n",
                    o->fill_bubbles ? "yes" : "no");
+        /* The plan's digest, not its path: each rank may keep a copy. */
+        char plan[128];
+        dd_sched_plan_identity(sched, plan, sizeof(plan));
+        DD_SETTING("DREAMDDP_PLAN=%s\n", plan);
     }
     if (sched->strategy.delay) {
         DD_SETTING("DREAMDDP_NEXT_LAUNCH=%s\n",
@@ -121,17 +125,29 @@ static int dd_sched_setting_compare(char **texts, int world, const char *name,
 }
 
 static const char *const dd_sched_setting_names[] = {
-    "DREAMDDP_STRATEGY",           "DREAMDDP_ROUTE",
-    "DREAMDDP_COMPRESSION",        "DREAMDDP_CHUNK_BYTES",
-    "DREAMDDP_AGG_LOSS",           "DREAMDDP_DETERMINISTIC",
-    "DREAMDDP_FIND_UNUSED",        "DREAMDDP_BUCKET_BYTES",
-    "DREAMDDP_FIRST_BUCKET_BYTES", "DREAMDDP_FUSION_BYTES",
-    "DREAMDDP_PROFILE_STEPS",      "DREAMDDP_REPLAN_DRIFT",
-    "DREAMDDP_REPLAN_WINDOWS",     "DREAMDDP_FILL_BUBBLES",
-    "DREAMDDP_ADAPTIVE_KMIN",      "DREAMDDP_ADAPTIVE_KMAX",
-    "DREAMDDP_ADAPTIVE_KSTART",    "DREAMDDP_ADAPTIVE_HIGH",
-    "DREAMDDP_ADAPTIVE_LOW",       "DREAMDDP_ADAPTIVE_INTERVAL",
-    "DREAMDDP_LAYER_SPLIT",        "DREAMDDP_NEXT_LAUNCH",
+    "DREAMDDP_STRATEGY",
+    "DREAMDDP_ROUTE",
+    "DREAMDDP_COMPRESSION",
+    "DREAMDDP_CHUNK_BYTES",
+    "DREAMDDP_AGG_LOSS",
+    "DREAMDDP_DETERMINISTIC",
+    "DREAMDDP_FIND_UNUSED",
+    "DREAMDDP_BUCKET_BYTES",
+    "DREAMDDP_FIRST_BUCKET_BYTES",
+    "DREAMDDP_FUSION_BYTES",
+    "DREAMDDP_PROFILE_STEPS",
+    "DREAMDDP_REPLAN_DRIFT",
+    "DREAMDDP_REPLAN_WINDOWS",
+    "DREAMDDP_FILL_BUBBLES",
+    "DREAMDDP_ADAPTIVE_KMIN",
+    "DREAMDDP_ADAPTIVE_KMAX",
+    "DREAMDDP_ADAPTIVE_KSTART",
+    "DREAMDDP_ADAPTIVE_HIGH",
+    "DREAMDDP_ADAPTIVE_LOW",
+    "DREAMDDP_ADAPTIVE_INTERVAL",
+    "DREAMDDP_LAYER_SPLIT",
+    "DREAMDDP_NEXT_LAUNCH",
+    "DREAMDDP_PLAN",
 };
 
 dd_status_t dd_sched_first_verdict(dd_sched_t *sched, const char *name,

@@ -473,7 +473,10 @@ static dd_status_t dd_elastic_own(dd_context_h ctx, dd_elastic_scan_t *scan)
 
     memset(scan, 0, sizeof(*scan));
     scan->found[0].step = scan->found[1].step = -1;
-    if (status == DD_OK && d == NULL) {
+    if (status != DD_OK) {
+        return DD_OK; /* a layer a commit cannot hold: there is none */
+    }
+    if (d == NULL) {
         return dd_error(DD_ERR_IO, DD_SUBSYS_BOOT,
                         "elastic restore: cannot read DREAMDDP_ELASTIC_DIR=%s: "
                         "%m",
@@ -495,12 +498,11 @@ static dd_status_t dd_elastic_own(dd_context_h ctx, dd_elastic_scan_t *scan)
     }
     if (status == DD_OK && scan->found[0].step < 0 && scan->damaged > 0) {
         return dd_error(DD_ERR_IO, DD_SUBSYS_BOOT,
-                        "elastic restore: worker %d has no whole commit left: "
-                        "%s%s is damaged (the warnings above say how); it "
-                        "stops rather than start afresh",
-                        id, scan->damaged_path,
-                        scan->damaged > 1 ? " and every other slot of its"
-                                          : "");
+                        "elastic restore: rank %d (worker id %d) has no "
+                        "whole commit left: %d slot(s) damaged, the last "
+                        "%s (the warnings above say how); it stops rather "
+                        "than start afresh",
+                        ctx->env.rank, id, scan->damaged, scan->damaged_path);
     }
     if (status == DD_OK) {
         dd_elastic_prune(ctx, newest_gen, scan->found);

@@ -8,6 +8,8 @@
 #   naming it, and every worker resumes at step 40, ending with the bits
 #   of an uninterrupted run (today: restored silently, replicas apart);
 # - that slot cut to half its size: the same (today: the job stops);
+# - both of worker 1's slots damaged: the job stops naming rank 1 and a
+#   slot;
 # - a byte flipped and the checksum made to match: the workers' digests
 #   differ under ddp, and the job stops naming worker rank 1;
 # - a symbolic link, or another user's file, at a slot's name: refused,
@@ -99,6 +101,13 @@ for c in flip cut; do
         fail "$c: parameters '$got', uninterrupted '$base'"
     fi
 done
+
+# Both of worker 1's slots damaged: nothing whole is left, and it stops.
+damaged none
+for f in "$TMP/none"/commit-*g0-i1.*; do flip "$f" 203; done
+job none-again "$TMP/none" 100
+if [ "$(cat "$TMP/none-again.rc")" != 0 ]; then pass "none whole: the job stops"; else fail "none whole: exit 0"; fi
+expect_grep "$TMP/none-again" "rank 1 (worker id 1) has no whole commit left: 2 slot(s) damaged, the last $TMP/none/commit-" "none whole: names the rank and a slot"
 
 # A damaged body that its checksum matches: the replicas' digests differ.
 damaged digest

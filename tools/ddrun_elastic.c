@@ -16,10 +16,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -426,17 +429,98 @@ static int ddrun_elastic_generations(ddrun_procs_t *t, ddrun_job_t *job,
     }
 }
 
+/* The user's commit directory: made (0700) when absent, refused when it
+ * is another user's or others may write in it, since whoever can write
+ * there can plant a commit that the job restores. */
+static int ddrun_elastic_dir_check(const char *dir)
+{
+    struct stat st;
+
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "ddrun: DREAMDDP_ELASTIC_DIR=%s: cannot make it: %s\n",
+                dir, strerror(errno));
+        return -1;
+    }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "ddrun: DREAMDDP_ELASTIC_DIR=%s is not a directory\n",
+                dir);
+        return -1;
+    }
+    if (st.st_uid != geteuid()) {
+        fprintf(stderr,
+                "ddrun: DREAMDDP_ELASTIC_DIR=%s is owned by uid %u, not by "
+                "this job's user (uid %u): its owner could read the commits "
+                "or plant one; use a directory of your own\n",
+                dir, (unsigned)st.st_uid, (unsigned)geteuid());
+        return -1;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        fprintf(stderr,
+                "ddrun: DREAMDDP_ELASTIC_DIR=%s has mode %03o: other users "
+                "can write in it, and so plant or replace a commit; chmod "
+                "go-w it (0700 is best)\n",
+                dir, (unsigned)(st.st_mode & 0777));
+        return -1;
+    }
+    return 0;
+}
+
+/* Holds DIR/lock for the job's life (the descriptor, closed on exec, is
+ * ddrun's alone): a second job given the same directory would replace the
+ * first's generation file and commits under its running workers, so it is
+ * refused, naming the first. Returns the descriptor, or -1. */
+static int ddrun_elastic_lock(const char *dir)
+{
+    char path[4200], pid[32] = "";
+    struct stat st;
+
+    snprintf(path, sizeof(path), "%s/lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_uid != geteuid() ||
+        !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "ddrun: cannot take %s: %s\n", path,
+                fd < 0 ? strerror(errno) : "it is another user's");
+        goto err_close;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        ssize_t n = errno == EWOULDBLOCK ? read(fd, pid, sizeof(pid) - 1) : -1;
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        fprintf(stderr,
+                "ddrun: DREAMDDP_ELASTIC_DIR=%s is in use by another job "
+                "(ddrun pid %s): two jobs in one directory would overwrite "
+                "each other's commits; give this one a directory of its "
+                "own\n",
+                dir, pid[0] ? pid : "unknown");
+        goto err_close;
+    }
+    int len = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        fprintf(stderr, "ddrun: cannot write %s: %s\n", path, strerror(errno));
+        goto err_close;
+    }
+    return fd;
+err_close:
+    if (fd >= 0) {
+        close(fd);
+    }
+    return -1;
+}
+
 int ddrun_elastic(ddrun_job_t *job, int min_workers, int max_restarts,
                   double timeout_s)
 {
     char dir[4096] = "";
     const char *user_dir = getenv("DREAMDDP_ELASTIC_DIR");
     ddrun_procs_t t = {0};
-    int code = 1;
+    int code = 1, lock = -1;
     double deadline = timeout_s > 0 ? ddrun_now() + timeout_s : 0;
 
     if (user_dir != NULL && user_dir[0] != '\0') {
         snprintf(dir, sizeof(dir), "%s", user_dir);
+        if (ddrun_elastic_dir_check(dir) != 0) {
+            return 1;
+        }
     } else {
         /* Memory (a tmpfs) where there is one: a commit is then a copy. */
         const char *tmpdir = getenv("TMPDIR");
@@ -449,6 +533,12 @@ int ddrun_elastic(ddrun_job_t *job, int min_workers, int max_restarts,
                     dir, strerror(errno));
             return 1;
         }
+    }
+    if ((lock = ddrun_elastic_lock(dir)) < 0) {
+        if (user_dir == NULL || user_dir[0] == '\0') {
+            ddrun_remove_dir(dir);
+        }
+        return 1;
     }
     job->elastic_dir = dir;
     job->elastic_min = min_workers;
@@ -484,5 +574,6 @@ out:
     if (user_dir == NULL || user_dir[0] == '\0') {
         ddrun_remove_dir(dir); /* ours: the commits and the generation */
     }
+    close(lock); /* after the removal: the directory is ours till then */
     return code;
 }

@@ -28,18 +28,27 @@ Without DREAMDDP_ELASTIC=yes, commit() does nothing and run() only calls
 the function.
 """
 
+import collections
 import functools
+import hashlib
 import io
 import os
+import pickle
+import stat
 import struct
+import sys
+import types
 
 import torch
 
 from . import _lib
 from ._torch_coll import allreduce, broadcast, error as _error
 
-_MAGIC = b"DDTORCH1"
-_HEADER = struct.Struct("<8sQi")  # magic, the next step, the rank that wrote it
+_MAGIC = b"DDTORCH2"
+# magic, the next step, the rank that wrote it, the SHA-256 of the payload
+# (a commit is a few MB taken every few hundred steps: hashlib's cost is
+# small beside torch.save's)
+_HEADER = struct.Struct("<8sQi32s")
 _PREFIX = "torch-commit-"
 
 
@@ -50,13 +59,125 @@ def enabled():
 
 
 def _directory():
+    """DREAMDDP_ELASTIC_DIR, made (0700) when absent; refused when another
+    user owns it or others may write in it: whoever can write there could
+    plant a commit that every worker then loads."""
     d = os.environ.get("DREAMDDP_ELASTIC_DIR", "")
     if not d:
         raise _error(_lib.ERR_INVALID_CONFIG,
                      "DREAMDDP_ELASTIC=yes needs DREAMDDP_ELASTIC_DIR, a directory "
                      "for the commits (ddrun --elastic makes one)",
                      "dreamddp.torch.elastic")
+    try:
+        os.mkdir(d, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise _error(_lib.ERR_INVALID_CONFIG, "DREAMDDP_ELASTIC_DIR=%s: cannot make "
+                     "it: %s" % (d, e.strerror), "dreamddp.torch.elastic") from None
+    st = os.stat(d)
+    why = None
+    if not stat.S_ISDIR(st.st_mode):
+        why = "is not a directory"
+    elif st.st_uid != os.geteuid():
+        why = ("is owned by uid %d, not by this job's user (uid %d): its owner "
+               "could read the commits or plant one; use a directory of your own"
+               % (st.st_uid, os.geteuid()))
+    elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        why = ("has mode %03o: other users can write in it, and so plant or "
+               "replace a commit; chmod go-w it (0700 is best)"
+               % (st.st_mode & 0o777))
+    if why is not None:
+        raise _error(_lib.ERR_INVALID_CONFIG, "DREAMDDP_ELASTIC_DIR=%s %s" % (d, why),
+                     "dreamddp.torch.elastic")
     return d
+
+
+def _foreign(st):
+    """Why a file of the commit directory must not be read or replaced (a
+    link, not a file, another user's), or None."""
+    if stat.S_ISLNK(st.st_mode):
+        return "it is a symbolic link"
+    if not stat.S_ISREG(st.st_mode):
+        return "it is not a regular file"
+    if st.st_uid != os.geteuid():
+        return "it is owned by uid %d, not by this job's user (uid %d)" % (
+            st.st_uid, os.geteuid())
+    return None
+
+
+def _refuse(path, why):
+    return _error(_lib.ERR_INVALID_CONFIG,
+                  "elastic restore: refusing %s: %s; something other than this job "
+                  "put it in DREAMDDP_ELASTIC_DIR" % (path, why),
+                  "dreamddp.torch.elastic")
+
+
+def _read_own(path):
+    """The bytes of a commit file, opened without following a link and
+    refused unless it is a plain file of this user's."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        if e.errno == 40:  # ELOOP: a link at the name
+            raise _refuse(path, "it is a symbolic link") from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        why = _foreign(os.fstat(f.fileno()))
+        if why is not None:
+            raise _refuse(path, why)
+        return f.read()
+
+
+class _StateUnpickler(pickle.Unpickler):
+    """Admits what a state_dict holds (tensors, their storages, plain
+    containers and numbers) and nothing else: a commit is data, and a
+    pickle that names any other callable is refused, not run."""
+
+    _ALLOWED = {
+        ("collections", "OrderedDict"): collections.OrderedDict,
+        ("torch._utils", "_rebuild_tensor_v2"): None,
+        ("torch._utils", "_rebuild_parameter"): None,
+        ("torch._utils", "_rebuild_parameter_with_state"): None,
+        ("torch._tensor", "_rebuild_from_type_v2"): None,
+    }
+
+    def find_class(self, module, name):
+        if (module, name) in self._ALLOWED:
+            return getattr(sys.modules[module], name)
+        if module == "torch" and name.endswith("Storage"):
+            return getattr(torch, name)  # torch.load maps these itself
+        raise pickle.UnpicklingError(
+            "a commit holds tensors and plain values only, not %s.%s" % (module, name))
+
+
+_SAFE_PICKLE = types.SimpleNamespace(
+    __name__="dreamddp_state_pickle", Unpickler=_StateUnpickler,
+    load=lambda f, **kw: _StateUnpickler(f, **kw).load())
+
+
+def _load(raw, where):
+    """The state in a commit's payload, without running any code it names:
+    weights_only on PyTorch 2 and later; before, an unpickler of our own
+    that admits the same things (1.13's weights_only takes no floats, so no
+    optimizer state, and its torch.load drops a pickle_module given without
+    weights_only: the zip reader is called as torch.load would call it)."""
+    try:
+        if int(torch.__version__.split(".")[0]) >= 2:
+            return torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+        ser = torch.serialization
+        with ser._open_zipfile_reader(io.BytesIO(raw)) as z:
+            return ser._load(z, "cpu", _SAFE_PICKLE, encoding="utf-8")
+    except pickle.UnpicklingError as e:
+        raise _error(_lib.ERR_INVALID_CONFIG,
+                     "elastic restore: refusing %s: it holds more than tensors and "
+                     "plain values (%s); a commit of this job never does, so "
+                     "something other than this job wrote it" % (where, e),
+                     "dreamddp.torch.elastic") from None
+    except RuntimeError as e:  # not a zip of torch.save's
+        raise _error(_lib.ERR_INVALID_CONFIG,
+                     "elastic restore: cannot read %s: %s" % (where, e),
+                     "dreamddp.torch.elastic") from None
 
 
 def _generation():
@@ -127,14 +248,28 @@ class State:
         _check_dropped(self.model.rank)
         buf = io.BytesIO()
         steps = int(self.model.dreamddp_state_dict()["steps"])
-        buf.write(_HEADER.pack(_MAGIC, steps, self.model.rank))
         torch.save(self._payload(), buf)
+        payload = buf.getvalue()
+        head = _HEADER.pack(_MAGIC, steps, self.model.rank,
+                            hashlib.sha256(payload).digest())
         base = os.path.join(_directory(), "%sg%d-i%d." % (_PREFIX, _generation(), _id()))
         held = dict((p, st) for st, p in self._own() if p.startswith(base))
         path = min((base + "0", base + "1"), key=lambda p: held.get(p, -1))
-        with open(path + ".tmp", "wb") as f:
-            f.write(buf.getvalue())
-        os.replace(path + ".tmp", path)
+        try:
+            why = _foreign(os.lstat(path))
+        except FileNotFoundError:
+            why = None
+        if why is not None:
+            raise _refuse(path, why)
+        # A new file (never one someone left at the name, never through a
+        # link), renamed into place: a worker killed while writing leaves
+        # the old one.
+        tmp = "%s.new-%d" % (path, os.getpid())
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(head)
+            f.write(payload)
+        os.replace(tmp, path)
 
     def _own(self):
         """This worker's commits (any generation), newest first, as
@@ -145,12 +280,21 @@ class State:
                     name.rsplit(".", 1)[-1] not in ("0", "1")):
                 continue
             path = os.path.join(d, name)
-            with open(path, "rb") as f:
-                head = f.read(_HEADER.size)
+            raw = _read_own(path)
+            head = raw[:_HEADER.size]
+            why = "it is shorter than a commit header"
             if len(head) == _HEADER.size:
-                magic, step, _ = _HEADER.unpack(head)
-                if magic == _MAGIC:
-                    held.append((step, path))
+                magic, step, _, digest = _HEADER.unpack(head)
+                why = ("its header is not a commit's of this version" if magic != _MAGIC
+                       else "its payload does not match its checksum"
+                       if hashlib.sha256(raw[_HEADER.size:]).digest() != digest
+                       else None)
+            if why is None:
+                held.append((step, path))
+            else:
+                print("dreamddp.torch.elastic: skipping %s: %s; an older commit is "
+                      "taken if there is one" % (path, why), file=sys.stderr,
+                      flush=True)
         return sorted(held, reverse=True)
 
     def restore(self):
@@ -171,20 +315,16 @@ class State:
         have = torch.tensor([1 if mine is not None else 0], dtype=torch.int64)
         allreduce(have, op="min")
         if int(common[0]) >= 0 and int(have[0]) == 1:
-            with open(mine, "rb") as f:
-                raw = f.read()
-            how = "each worker from its own commit"
+            raw = _read_own(mine)
+            how, where = "each worker from its own commit", mine
         else:
             raw = self._from_first(path)
             if raw is None:
                 return None
             how = "from the first worker's commit"
-        magic, step, writer = _HEADER.unpack(raw[:_HEADER.size])
-        try:
-            state = torch.load(io.BytesIO(raw[_HEADER.size:]), map_location="cpu",
-                               weights_only=False)
-        except TypeError:  # PyTorch < 1.13.1 has no weights_only
-            state = torch.load(io.BytesIO(raw[_HEADER.size:]), map_location="cpu")
+            where = path if self.model.rank == 0 else "rank 0's commit"
+        magic, step, writer, _ = _HEADER.unpack(raw[:_HEADER.size])
+        state = _load(raw[_HEADER.size:], where)
         self.model.load_state_dict(state["model"])
         if self.optimizer is not None and state["optimizer"] is not None:
             self.optimizer.load_state_dict(state["optimizer"])
@@ -202,8 +342,7 @@ class State:
         data = torch.zeros(0, dtype=torch.uint8)
         n = torch.zeros(1, dtype=torch.int64)
         if self.model.rank == 0 and path is not None:
-            with open(path, "rb") as f:
-                data = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
+            data = torch.frombuffer(bytearray(_read_own(path)), dtype=torch.uint8)
             n[0] = data.numel()
         broadcast(n, 0)
         if int(n[0]) == 0:

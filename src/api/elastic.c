@@ -1,15 +1,17 @@
 /*
  * Elastic workers (DREAMDDP_ELASTIC=yes): the commit a re-formed job
  * resumes from. Each worker keeps two slots, files of DREAMDDP_ELASTIC_DIR
- * named after its generation and its id, the same across generations
- * (commit-gG-iI.S), mapped into its memory: a header (the job, the generation
- * and rank that wrote it, the next step, a digest of the layer table and the
- * state buffers), then every registered layer's parameters and every state
- * buffer, in order. A commit is one copy into the older slot: its header is
- * cleared first and written last, so a worker killed while copying leaves the
- * other slot as its newest commit. On a tmpfs (ddrun's default, /dev/shm) the
- * copy is all a commit costs; the space is reserved when the slots are
- * made, so a full file system is an error then, not a SIGBUS later.
+ * named after the job, its generation and its id, the same across
+ * generations (commit-J-gG-iI.S), mapped into its memory: a header (the job,
+ * the generation and rank that wrote it, the next step, a digest of the
+ * layer table and the state buffers, a checksum of the body), then every
+ * registered layer's parameters and every state buffer, in order. A slot
+ * that fails its checks (elastic_file.c) is skipped for the older one. A commit
+ * is one copy into the older slot: its header is cleared first and written
+ * last, so a worker killed while copying leaves the other slot as its newest
+ * commit. On a tmpfs (ddrun's default, /dev/shm) the copy is all a commit
+ * costs; the space is reserved when the slots are made, so a full file system
+ * is an error then, not a SIGBUS later.
  *
  * The launcher (ddrun --elastic) re-forms the job: it starts the ranks
  * that remain, renumbered, as a new generation, and writes the number in
@@ -20,6 +22,7 @@
  */
 #include "api/elastic.h"
 #include "api/context.h"
+#include "api/elastic_file.h"
 #include "core/log.h"
 #include "core/time.h"
 #include "sched/route/route.h"
@@ -34,22 +37,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#define DD_ELASTIC_MAGIC "DDCOMMIT"
-#define DD_ELASTIC_VERSION 1u
-#define DD_ELASTIC_PREFIX "commit-"
-
-typedef struct {
-    char magic[8];
-    uint32_t version;
-    uint32_t generation; /* of the job that wrote it */
-    int32_t rank;        /* that wrote it, in that generation */
-    int32_t workers;
-    uint64_t token_tag; /* the job's: another job's file is not ours */
-    uint64_t step;      /* the next step */
-    uint64_t layout;    /* digest of the layers and state buffers */
-    uint64_t body;      /* bytes after the header */
-} dd_elastic_header_t;
 
 typedef struct {
     char *name;
@@ -171,6 +158,10 @@ dd_status_t dd_elastic_setup(dd_context_h ctx)
                         "directory for the commits (ddrun --elastic makes "
                         "one)");
     }
+    dd_status_t status = dd_elastic_dir_check(ctx->boot.elastic_dir);
+    if (status != DD_OK) {
+        return status;
+    }
     if (ctx->role == DD_ROLE_WORKER && ctx->n_workers < ctx->boot.elastic_min) {
         return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
                         "the job has %d worker%s, fewer than "
@@ -279,37 +270,34 @@ static int dd_elastic_id(dd_context_h ctx)
     return ctx->boot.elastic_id >= 0 ? ctx->boot.elastic_id : ctx->env.rank;
 }
 
+/* The path of this worker's slot k of this generation:
+ * commit-J-gG-iI.k, J naming the job (dd_elastic_job_name). */
+static void dd_elastic_slot_path(dd_context_h ctx, int k, char *path,
+                                 size_t size)
+{
+    char job[17];
+    dd_elastic_job_name(ctx->token_hash, job);
+    snprintf(path, size, "%s/" DD_ELASTIC_PREFIX "%s-g%d-i%d.%d",
+             ctx->boot.elastic_dir, job, ctx->boot.elastic_gen,
+             dd_elastic_id(ctx), k);
+}
+
 /* Makes this worker's two slots of size bytes, mapped. */
 static dd_status_t dd_elastic_slots(dd_context_h ctx, size_t size)
 {
     struct dd_elastic *e = ctx->elastic;
 
+    e->size = size; /* what dd_elastic_free unmaps, should slot 1 fail */
     for (int k = 0; k < 2; k++) {
         char path[PATH_MAX];
-        snprintf(path, sizeof(path), "%s/" DD_ELASTIC_PREFIX "g%d-i%d.%d",
-                 ctx->boot.elastic_dir, ctx->boot.elastic_gen,
-                 dd_elastic_id(ctx), k);
-        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        int err = fd < 0 ? errno : posix_fallocate(fd, 0, (off_t)size);
-        void *map = MAP_FAILED;
-        if (err == 0) {
-            map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-            err = map == MAP_FAILED ? errno : 0;
-        }
-        if (fd >= 0) {
-            close(fd);
-        }
-        if (err != 0) {
-            unlink(path);
-            return dd_error(DD_ERR_IO, DD_SUBSYS_BOOT,
-                            "elastic commit: cannot make %s (%zu bytes): %s; "
-                            "set DREAMDDP_ELASTIC_DIR to a directory with "
-                            "room for two commits per worker",
-                            path, size, strerror(err));
+        void *map;
+        dd_elastic_slot_path(ctx, k, path, sizeof(path));
+        dd_status_t status = dd_elastic_file_make(path, size, &map);
+        if (status != DD_OK) {
+            return status;
         }
         e->slot[k] = map;
     }
-    e->size = size;
     return DD_OK;
 }
 
@@ -360,6 +348,7 @@ dd_status_t dd_elastic_commit(dd_context_h ctx)
         memcpy(p, e->states[i].buf, e->states[i].bytes);
         p += e->states[i].bytes;
     }
+    h.sum = dd_elastic_sum(DD_ELASTIC_SUM_INIT, slot + sizeof(h), body);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     memcpy(slot, &h, sizeof(h));
     e->committed = 1;
@@ -369,29 +358,21 @@ dd_status_t dd_elastic_commit(dd_context_h ctx)
 
 /* ---- restore ------------------------------------------------------------- */
 
-/* Reads a commit's header; 0 when it is one of this job's. */
-static int dd_elastic_read_header(dd_context_h ctx, const char *path,
-                                  dd_elastic_header_t *h)
+/* The generation and worker id in a slot's name (commit-J-gG-iI.S) when
+ * it is one of this job's slots; -1 otherwise (another job's, a slot
+ * being made). */
+static int dd_elastic_name_parse(dd_context_h ctx, const char *name, int *id_p)
 {
-    FILE *f = fopen(path, "rb");
-    int ok = f != NULL && fread(h, sizeof(*h), 1, f) == 1 &&
-             memcmp(h->magic, DD_ELASTIC_MAGIC, 8) == 0 &&
-             h->version == DD_ELASTIC_VERSION &&
-             h->token_tag == ctx->token_hash;
-    if (f != NULL) {
-        fclose(f);
-    }
-    return ok ? 0 : -1;
-}
+    char job[17], ours[17];
+    int gen, slot, end = 0;
 
-/* The generation and worker id in a slot's name (commit-gG-iI.S); -1 when
- * the name is not a slot's. */
-static int dd_elastic_name_parse(const char *name, int *id_p)
-{
-    int gen, slot;
-    return sscanf(name, DD_ELASTIC_PREFIX "g%d-i%d.%d", &gen, id_p, &slot) == 3
-               ? gen
-               : -1;
+    dd_elastic_job_name(ctx->token_hash, ours);
+    if (sscanf(name, DD_ELASTIC_PREFIX "%16[0-9a-f]-g%d-i%d.%d%n", job, &gen,
+               id_p, &slot, &end) != 4 ||
+        name[end] != '\0' || strcmp(job, ours) != 0) {
+        return -1;
+    }
+    return gen;
 }
 
 typedef struct {
@@ -399,49 +380,68 @@ typedef struct {
     char path[PATH_MAX];
 } dd_elastic_found_t;
 
-/* This worker's two newest commits of this model in the directory (any
- * generation), newest first; step -1 where there is none. Removes, with
- * the newest known, the slots of generations two or more before it. */
-static void dd_elastic_own(dd_context_h ctx, dd_elastic_found_t found[2])
+/* What the scan of the directory found of this worker's slots. */
+typedef struct {
+    dd_elastic_found_t found[2]; /* the two newest whole ones, newest first */
+    int damaged;                 /* slots skipped as damaged */
+    char damaged_path[PATH_MAX]; /* the last of them */
+} dd_elastic_scan_t;
+
+/* Takes one of this worker's slots into the scan: kept among the two
+ * newest when whole, skipped (saying why) when damaged; an error when it
+ * must be refused (a link, another user's). */
+static dd_status_t dd_elastic_consider(dd_context_h ctx, const char *path,
+                                       uint64_t layout, uint64_t body,
+                                       dd_elastic_scan_t *scan)
 {
-    uint64_t layout, body;
-    int id = dd_elastic_id(ctx), newest_gen = -1;
-    DIR *d = opendir(ctx->boot.elastic_dir);
+    dd_elastic_header_t h;
+    char why[256] = "";
+    dd_elastic_found_t *found = scan->found;
+
+    switch (dd_elastic_file_check(path, ctx->token_hash, layout, body, &h, why,
+                                  sizeof(why))) {
+    case DD_ELASTIC_FILE_REFUSED:
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                        "elastic restore: refusing %s: %s; something other "
+                        "than this job put it in DREAMDDP_ELASTIC_DIR",
+                        path, why);
+    case DD_ELASTIC_FILE_DAMAGED:
+        scan->damaged++;
+        snprintf(scan->damaged_path, sizeof(scan->damaged_path), "%s", path);
+        dd_log_warn(DD_SUBSYS_BOOT,
+                    "elastic restore: skipping %s: %s; an older commit is "
+                    "taken if there is one",
+                    path, why);
+        return DD_OK;
+    case DD_ELASTIC_FILE_OTHER:
+        return DD_OK;
+    case DD_ELASTIC_FILE_VALID:
+        break;
+    }
+    int at = (int64_t)h.step > found[0].step   ? 0
+             : (int64_t)h.step > found[1].step ? 1
+                                               : 2;
+    if (at == 0) {
+        found[1] = found[0];
+    }
+    if (at < 2) {
+        found[at].step = (int64_t)h.step;
+        snprintf(found[at].path, sizeof(found[at].path), "%s", path);
+    }
+    return DD_OK;
+}
+
+/* Removes this worker's slots of generations two or more before the
+ * newest, but those a restore takes. */
+static void dd_elastic_prune(dd_context_h ctx, int newest_gen,
+                             const dd_elastic_found_t found[2])
+{
+    int id = dd_elastic_id(ctx);
+    DIR *d = newest_gen >= 2 ? opendir(ctx->boot.elastic_dir) : NULL;
     struct dirent *ent;
 
-    found[0].step = found[1].step = -1;
-    if (dd_elastic_layout(ctx, &layout, &body) != DD_OK) {
-        return;
-    }
     while (d != NULL && (ent = readdir(d)) != NULL) {
-        int who, gen = dd_elastic_name_parse(ent->d_name, &who);
-        dd_elastic_header_t h;
-        char path[PATH_MAX];
-        newest_gen = gen > newest_gen ? gen : newest_gen;
-        snprintf(path, sizeof(path), "%s/%s", ctx->boot.elastic_dir,
-                 ent->d_name);
-        if (gen < 0 || who != id || dd_elastic_read_header(ctx, path, &h) ||
-            h.layout != layout || h.body != body) {
-            continue;
-        }
-        int at = (int64_t)h.step > found[0].step   ? 0
-                 : (int64_t)h.step > found[1].step ? 1
-                                                   : 2;
-        if (at == 0) {
-            found[1] = found[0];
-        }
-        if (at < 2) {
-            found[at].step = (int64_t)h.step;
-            snprintf(found[at].path, sizeof(found[at].path), "%s", path);
-        }
-    }
-    if (d != NULL) {
-        closedir(d);
-    }
-    /* Generations before the last two hold nothing a restore takes. */
-    d = newest_gen >= 2 ? opendir(ctx->boot.elastic_dir) : NULL;
-    while (d != NULL && (ent = readdir(d)) != NULL) {
-        int who, gen = dd_elastic_name_parse(ent->d_name, &who);
+        int who, gen = dd_elastic_name_parse(ctx, ent->d_name, &who);
         char path[PATH_MAX];
         int keep = 0;
         for (int k = 0; k < 2; k++) {
@@ -457,6 +457,57 @@ static void dd_elastic_own(dd_context_h ctx, dd_elastic_found_t found[2])
     if (d != NULL) {
         closedir(d);
     }
+}
+
+/* This worker's two newest whole commits of this model in the directory
+ * (any generation), newest first; step -1 where there is none. A damaged
+ * slot is skipped for the older one; an error when a slot must be
+ * refused, or when every slot there is damaged. */
+static dd_status_t dd_elastic_own(dd_context_h ctx, dd_elastic_scan_t *scan)
+{
+    uint64_t layout, body;
+    int id = dd_elastic_id(ctx), newest_gen = -1;
+    dd_status_t status = dd_elastic_layout(ctx, &layout, &body);
+    DIR *d = status == DD_OK ? opendir(ctx->boot.elastic_dir) : NULL;
+    struct dirent *ent;
+
+    memset(scan, 0, sizeof(*scan));
+    scan->found[0].step = scan->found[1].step = -1;
+    if (status != DD_OK) {
+        return DD_OK; /* a layer a commit cannot hold: there is none */
+    }
+    if (d == NULL) {
+        return dd_error(DD_ERR_IO, DD_SUBSYS_BOOT,
+                        "elastic restore: cannot read DREAMDDP_ELASTIC_DIR=%s: "
+                        "%m",
+                        ctx->boot.elastic_dir);
+    }
+    while (status == DD_OK && (ent = readdir(d)) != NULL) {
+        int who, gen = dd_elastic_name_parse(ctx, ent->d_name, &who);
+        char path[PATH_MAX];
+        newest_gen = gen > newest_gen ? gen : newest_gen;
+        if (gen < 0 || who != id) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "%s/%s", ctx->boot.elastic_dir,
+                 ent->d_name);
+        status = dd_elastic_consider(ctx, path, layout, body, scan);
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    if (status == DD_OK && scan->found[0].step < 0 && scan->damaged > 0) {
+        return dd_error(DD_ERR_IO, DD_SUBSYS_BOOT,
+                        "elastic restore: rank %d (worker id %d) has no "
+                        "whole commit left: %d slot(s) damaged, the last "
+                        "%s (the warnings above say how); it stops rather "
+                        "than start afresh",
+                        ctx->env.rank, id, scan->damaged, scan->damaged_path);
+    }
+    if (status == DD_OK) {
+        dd_elastic_prune(ctx, newest_gen, scan->found);
+    }
+    return status;
 }
 
 /* Reads the commit at path into the layers and the state buffers. */
@@ -570,6 +621,73 @@ static int64_t dd_elastic_agree_step(const int64_t *all, int workers)
     return step;
 }
 
+/* A worker's step in the allgather when its commits were refused. */
+#define DD_ELASTIC_REFUSED (-2)
+
+/* Every worker stops when one refused its commits (its own error says
+ * why; the others name it). */
+static dd_status_t dd_elastic_refused(dd_context_h ctx, const int64_t *all,
+                                      dd_status_t own)
+{
+    if (own != DD_OK) {
+        return own;
+    }
+    for (int w = 0; w < ctx->n_workers; w++) {
+        if (all[2 * w] == DD_ELASTIC_REFUSED) {
+            return dd_error(DD_ERR_IO, DD_SUBSYS_BOOT,
+                            "elastic restore: worker rank %d refused its "
+                            "commits (its log says why): every worker stops",
+                            ctx->worker_ranks[w]);
+        }
+    }
+    return DD_OK;
+}
+
+/* Under ddp the replicas hold the same bits at every step, so the commits
+ * the workers loaded must too: one that differs was changed after it was
+ * written (in a way its checksum missed) and would keep the replicas apart
+ * for the rest of the run. Names the workers that differ from the first. */
+static dd_status_t dd_elastic_same_replicas(dd_context_h ctx, int have,
+                                            int64_t step)
+{
+    int workers = ctx->n_workers, ref = -1, differ = 0;
+    int64_t mine[2] = {have, have ? (int64_t)dd_elastic_digest(ctx) : 0};
+    int64_t *all = malloc(sizeof(int64_t) * 2 * (size_t)workers);
+    char list[256] = "";
+    size_t len = 0;
+
+    if (all == NULL) {
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
+                        "elastic restore: no memory");
+    }
+    dd_status_t status =
+        dd_allgather(ctx, mine, all, 2, DD_DTYPE_I64, DD_MEM_HOST);
+    for (int w = 0; w < workers && status == DD_OK; w++) {
+        if (!all[2 * w]) {
+            continue; /* no commit: it takes the others' */
+        }
+        if (ref < 0) {
+            ref = w;
+            continue;
+        }
+        if (all[2 * w + 1] != all[2 * ref + 1] && len < sizeof(list)) {
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d",
+                                    differ++ ? ", " : "", ctx->worker_ranks[w]);
+        }
+    }
+    free(all);
+    if (status != DD_OK || differ == 0) {
+        return status;
+    }
+    return dd_error(DD_ERR_MISMATCH, DD_SUBSYS_BOOT,
+                    "elastic restore: under ddp the replicas are the same "
+                    "at every step, but the commits of step %lld differ: "
+                    "worker rank(s) %s hold parameters other than rank %d's; "
+                    "a commit was changed after it was written, and the job "
+                    "stops rather than train replicas that differ",
+                    (long long)step, list, ctx->worker_ranks[ref]);
+}
+
 dd_status_t dd_elastic_restore(dd_context_h ctx, uint64_t *step_p)
 {
     dd_status_t status = dd_elastic_check_call(ctx, "dd_elastic_restore");
@@ -584,17 +702,21 @@ dd_status_t dd_elastic_restore(dd_context_h ctx, uint64_t *step_p)
         return dd_error(DD_ERR_STATE, DD_SUBSYS_BOOT,
                         "dd_elastic_restore: call it before the first step");
     }
-    dd_elastic_found_t own[2];
+    dd_elastic_scan_t scan;
+    dd_elastic_found_t *own = scan.found;
     int workers = ctx->n_workers;
     int64_t mine[2], *all = malloc(sizeof(int64_t) * 2 * (size_t)workers);
     if (all == NULL) {
         return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
                         "elastic restore: no memory");
     }
-    dd_elastic_own(ctx, own);
-    mine[0] = own[0].step;
+    dd_status_t scanned = dd_elastic_own(ctx, &scan);
+    mine[0] = scanned != DD_OK ? DD_ELASTIC_REFUSED : own[0].step;
     mine[1] = own[1].step;
     status = dd_allgather(ctx, mine, all, 2, DD_DTYPE_I64, DD_MEM_HOST);
+    if (status == DD_OK) {
+        status = dd_elastic_refused(ctx, all, scanned);
+    }
     int64_t step = status == DD_OK ? dd_elastic_agree_step(all, workers) : -1;
     int count = 0, first = -1, have = -1;
     for (int w = 0; w < workers && step >= 0; w++) {
@@ -630,6 +752,10 @@ dd_status_t dd_elastic_restore(dd_context_h ctx, uint64_t *step_p)
                               "read their commit of step %lld (their logs "
                               "say why)",
                               (long long)failed, (long long)step);
+    }
+    if (ctx->sched->strategy.kind == DD_STRATEGY_DDP &&
+        (status = dd_elastic_same_replicas(ctx, have >= 0, step)) != DD_OK) {
+        return status;
     }
     /* Every worker has its commit (the same world started again, or fewer
      * workers): each goes on from its own, as it would have. Otherwise a

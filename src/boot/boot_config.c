@@ -69,8 +69,10 @@ static const dd_config_field_t dd_boot_fields[] = {
      "it, and re-forms the job when a rank is lost).",
      DD_CONFIG_BOOL, offsetof(dd_boot_opts_t, elastic), 0, 0, NULL},
     {"DREAMDDP_ELASTIC_DIR", NULL,
-     "Directory of the elastic commits, one file per worker; ddrun --elastic "
-     "makes a private one. Required with DREAMDDP_ELASTIC=yes.",
+     "Directory of the elastic commits, two files per worker; ddrun --elastic "
+     "makes a private one. It must be the user's and not writable by others "
+     "(made 0700 when absent), and one job's at a time. Required with "
+     "DREAMDDP_ELASTIC=yes.",
      DD_CONFIG_STRING, offsetof(dd_boot_opts_t, elastic_dir), 0, 0, NULL},
     {"DREAMDDP_ELASTIC_MIN", "1",
      "With DREAMDDP_ELASTIC=yes, the fewest workers the job may go on with: "

@@ -200,18 +200,24 @@ static int ddrun_elastic_run(ddrun_procs_t *t, size_t first,
 
     for (;;) {
         ddrun_elastic_poll(t, job->generation);
-        int running = 0, workers_running = 0, workers_failed = 0;
+        int running = 0, workers_running = 0, workers_failed = 0,
+            stopped_itself = 0;
         for (size_t i = first; i < t->n; i++) {
             const ddrun_proc_t *p = &t->p[i];
             running += p->outcome == DDRUN_RUNNING;
             workers_running += !p->agg && p->outcome == DDRUN_RUNNING;
             workers_failed += !p->agg && p->outcome != DDRUN_RUNNING &&
                               (p->outcome == DDRUN_LOST || p->code != 0);
+            /* A worker killed starts no grace: the survivors learn of it
+             * within a second but may take long to exit (a Python rank
+             * unwinds and tears torch down). */
+            stopped_itself +=
+                !p->agg && p->outcome == DDRUN_EXITED && p->code != 0;
         }
         if (running == 0) {
             return -1;
         }
-        if (grace_at == 0 && (workers_failed > 0 || workers_running == 0)) {
+        if (grace_at == 0 && (stopped_itself > 0 || workers_running == 0)) {
             grace_at = ddrun_now() + DDRUN_GRACE_S;
         }
         if (ddrun_signal || (deadline > 0 && ddrun_now() > deadline)) {

@@ -157,7 +157,10 @@ static void test_events_per_stream(void **state)
     assert_int_equal(ops->event_create(dev, 0, &eb), DD_OK);
     assert_int_equal(ops->mem_alloc(dev, 1, sizeof(float), (void **)&d), DD_OK);
     *d = 0;
-    for (int i = 0; i < 8; i++) {
+    /* 100 copies on a (30 ms of the fake's delay) against one on b: with 8,
+     * a's thread could finish its 2.4 ms while b's waited for a core on a
+     * loaded machine (seen once in make check -j2 on 2 cores). */
+    for (int i = 0; i < 100; i++) {
         assert_int_equal(
             ops->memcpy_async(dev, d, &x, sizeof(x), DD_DEVICE_COPY_H2D, a),
             DD_OK);

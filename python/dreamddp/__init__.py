@@ -57,18 +57,25 @@ class Context:
 
     @property
     def rank(self):
+        """This process's rank in the job, 0 .. world_size - 1 (workers
+        and aggregators together; dd_rank)."""
         return self._lib.dd_rank(self.handle)
 
     @property
     def world_size(self):
+        """The number of ranks in the job, workers and aggregators
+        together (dd_world_size)."""
         return self._lib.dd_world_size(self.handle)
 
     @property
     def local_rank(self):
+        """This process's rank among the ranks on its host
+        (dd_local_rank)."""
         return self._lib.dd_local_rank(self.handle)
 
     @property
     def num_workers(self):
+        """The number of worker ranks in the job (dd_num_workers)."""
         return self._lib.dd_num_workers(self.handle)
 
     @property
@@ -83,9 +90,14 @@ class Context:
 
     @property
     def is_aggregator(self):
+        """Whether this rank is a CPU aggregator (DREAMDDP_NUM_AGGREGATORS):
+        it holds no replica and calls serve()."""
         return self._lib.dd_role(self.handle) == _lib.ROLE_AGGREGATOR
 
     def barrier(self):
+        """Waits until every rank of the job has called it; raises
+        DreamDDPError naming the ranks that did not arrive within
+        DREAMDDP_TIMEOUT_S (dd_barrier)."""
         self._call("dd_barrier")
 
     def serve(self):
@@ -110,6 +122,7 @@ class Context:
 
     @property
     def strategy(self):
+        """The strategy in force, as "dreamddp:4" (dd_strategy_name)."""
         return self._lib.dd_strategy_name(self.handle).decode()
 
     def layer_register(self, name, tensors):

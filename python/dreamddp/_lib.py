@@ -29,7 +29,8 @@ ERR_STATE = -13
 ERR_CANCELED = -16
 ERR_INTERNAL = -17
 
-# value -> name, read from the loaded library (dd_status_name) by lib().
+# STATUS_NAMES: value -> name (-9 -> "DD_ERR_MISMATCH"); STATUS: name ->
+# value; both read from the loaded library (dd_status_name) by lib().
 STATUS_NAMES = {}
 STATUS = {}
 

@@ -17,6 +17,11 @@ py=${DDTEST_PYTHON:-/usr/bin/python3}
 "$py" -m pip --version >/dev/null 2>&1 || { echo "SKIP: $py has no pip (python3-pip)"; exit 77; }
 "$py" -c 'import setuptools' 2>/dev/null || { echo "SKIP: $py has no setuptools (python3-setuptools)"; exit 77; }
 [ -f "$top_builddir/Makefile" ] || { echo "SKIP: no configured build tree at $top_builddir"; exit 77; }
+if ldd "$top_builddir/.libs/libdreamddp.so.1" 2>/dev/null | grep -q 'lib[atl]san'; then
+    # Python would have to preload the sanitizer runtime (as torch_lib.sh).
+    echo "SKIP: this build's libdreamddp is built with sanitizers; Python cannot load it"
+    exit 77
+fi
 
 # Build options: a bad name or value stops setup.py before it builds,
 # naming the variable and what it accepts.

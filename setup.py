@@ -81,6 +81,10 @@ def configure_options(env=os.environ):
                     % (name, value, flag)
                 )
             break
+    for opt in OPTIONS:
+        a, b = "DREAMDDP_WITH_" + opt, "DREAMDDP_WITHOUT_" + opt
+        if env.get(a, "").strip() and env.get(b, "").strip().lower() in TRUE:
+            raise SystemExit("%s and %s are both set; accepted: one of the two" % (a, b))
     return args
 
 

@@ -25,8 +25,10 @@ fi
 
 # Build options: a bad name or value stops setup.py before it builds,
 # naming the variable and what it accepts.
-for bad in DREAMDDP_WITHOUT_UCX=maybe DREAMDDP_WITH_NCCL=relative/dir DREAMDDP_WITH_FOO=1; do
-    out=$(cd "$TMP" && env "$bad" "$py" "$top_srcdir/setup.py" --version 2>&1)
+for bad in DREAMDDP_WITHOUT_UCX=maybe DREAMDDP_WITH_NCCL=relative/dir DREAMDDP_WITH_FOO=1 \
+    "DREAMDDP_WITH_GLOO=1 DREAMDDP_WITHOUT_GLOO=1"; do
+    # shellcheck disable=SC2086
+    out=$(cd "$TMP" && env $bad "$py" "$top_srcdir/setup.py" --version 2>&1)
     rc=$?
     if [ $rc -ne 0 ] && printf '%s' "$out" | tail -n 1 | grep -q "^${bad%%=*}.*accepted"; then
         pass "$bad refused: $(printf '%s' "$out" | tail -n 1)"
@@ -57,7 +59,10 @@ gpt() {
 make -s -C "$top_builddir" distdir distdir="$TMP/src" >"$TMP/distdir" 2>&1 || { cat "$TMP/distdir"; fail "make distdir"; finish; }
 "$py" -m venv --system-site-packages "$TMP/v" || { fail "python3 -m venv"; finish; }
 start=$(date +%s)
-MAKEFLAGS=-j2 "$TMP/v/bin/pip" install --no-build-isolation --no-cache-dir "$TMP/src" >"$TMP/pip" 2>&1
+# Without NCCL and CUDA (nvcc's kernels are the slowest part), which also
+# shows the options reaching configure.
+DREAMDDP_WITHOUT_NCCL=1 DREAMDDP_WITH_CUDA=no MAKEFLAGS=-j2 \
+    "$TMP/v/bin/pip" install -v --no-build-isolation --no-cache-dir "$TMP/src" >"$TMP/pip" 2>&1
 rc=$?
 echo "pip install --no-build-isolation took $(($(date +%s) - start)) s"
 if [ $rc -eq 0 ]; then
@@ -67,6 +72,9 @@ else
     tail -n 30 "$TMP/pip" | sed 's/^/    /'
     finish
 fi
+grep -q -- "--without-nccl --without-cuda" "$TMP/pip" &&
+    pass "DREAMDDP_WITHOUT_NCCL=1 DREAMDDP_WITH_CUDA=no: configure ran with --without-nccl --without-cuda" ||
+    fail "the build options did not reach configure: $(grep 'dreamddp build: .*configure' "$TMP/pip")"
 site=$("$TMP/v/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 out=$(cd "$TMP/elsewhere" && "$TMP/v/bin/python" -c 'import dreamddp, dreamddp.torch; print(dreamddp.__file__, dreamddp.version())' 2>&1)
 [ "$out" = "$site/dreamddp/__init__.py $(cd "$top_srcdir" && sh config/version.sh)" ] &&
@@ -77,6 +85,7 @@ expect_grep "$TMP/report" "versions match         yes" "the report: versions mat
 if [ -f "$top_builddir/.libs/dd_backend_gloo.so" ]; then
     expect_grep "$TMP/report" "gloo: loads ($site/dreamddp/_native/lib/dd_backend_gloo.so)" "the report: the package's gloo module loads"
 fi
+ls "$site"/dreamddp/_native/lib/dd_backend_nccl.so >/dev/null 2>&1 && fail "an NCCL module was built with DREAMDDP_WITHOUT_NCCL=1"
 for tool in ddrun ddtopo ddagg ddbench; do
     out=$("$TMP/v/bin/$tool" --version 2>&1)
     [ "$out" = "$tool (dreamddp) $(cd "$top_srcdir" && sh config/version.sh)" ] && pass "venv's $out" || fail "venv's $tool --version: $out"

@@ -14,6 +14,7 @@ import os
 import sys
 
 from . import _lib
+from ._version import VERSION as __version__
 from ._lib import DreamDDPError, STATUS, STATUS_NAMES
 
 __all__ = [
@@ -29,7 +30,8 @@ __all__ = [
 
 
 def version():
-    """The library's version string ("0.1.0")."""
+    """The loaded library's version string ("0.1.0"); __version__ is the
+    package's, the same when the two come from one release."""
     return _lib.lib().dd_version_string().decode()
 
 

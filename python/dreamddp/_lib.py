@@ -11,12 +11,17 @@ Where the library is looked for, first found wins:
   2. The libdir that `make install` wrote into _config.py.
   3. The build tree's .libs, when the package is used from a source tree
      that was built in place (PYTHONPATH=$srcdir/python).
-  4. The system's search (ctypes.util.find_library, LD_LIBRARY_PATH).
+  4. pkg-config --variable=libdir dreamddp (an installed dreamddp.pc, for a
+     package installed by `pip install ./python` beside a `make install`).
+  5. The system's search (ctypes.util.find_library, LD_LIBRARY_PATH).
+When none loads, LibraryNotFound (an ImportError and a DreamDDPError) says
+what was tried and how to fix it.
 """
 
 import ctypes
 import ctypes.util
 import os
+import subprocess
 
 # The statuses this package raises before it can ask the library for
 # names (dd_status_t values, as in dreamddp.h).
@@ -213,12 +218,38 @@ def _candidates():
     out.append(
         (os.path.join(here, "..", "..", ".libs", SONAME), "the build tree")
     )
+    libdir = _pkg_config_libdir()
+    if libdir:
+        out.append((os.path.join(libdir, SONAME), "pkg-config's libdir"))
     found = ctypes.util.find_library("dreamddp")
     out.append((found or SONAME, "the system's library path"))
     return out
 
 
+def _pkg_config_libdir():
+    """pkg-config --variable=libdir dreamddp, or None."""
+    try:
+        out = subprocess.run(
+            ["pkg-config", "--variable=libdir", "dreamddp"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.decode().strip() or None
+
+
+class LibraryNotFound(DreamDDPError, ImportError):
+    """libdreamddp could not be loaded from any of the places looked at."""
+
+
+LibraryNotFound.__module__ = "dreamddp"
+
 _lib = None
+# (path, why) of the library lib() loaded: the candidate and its source.
+LOADED_FROM = None
 
 
 def lib():
@@ -235,13 +266,18 @@ def lib():
             continue
         try:
             handle = ctypes.CDLL(path)
+            global LOADED_FROM
+            LOADED_FROM = (path, why)
             break
         except OSError as e:
             tried.append("%s (%s): %s" % (path, why, e))
     if handle is None:
-        raise DreamDDPError(
-            "libdreamddp not found; set %s to its path. Tried: %s"
-            % (LIBRARY_VARIABLE, "; ".join(tried)),
+        raise LibraryNotFound(
+            "libdreamddp not found. Tried: %s. Install it (make install, whose "
+            "dreamddp.pc pkg-config then finds, or pip install . from the "
+            "source tree, which puts it inside the package), or set %s to the "
+            "path of %s or of its directory"
+            % ("; ".join(tried), LIBRARY_VARIABLE, SONAME),
             ERR_NOT_FOUND,
         )
     for name, (res, args) in _SIGNATURES.items():

@@ -3,9 +3,14 @@
 # its own. A program built with the installed header and pkg-config file
 # runs as one rank, then as two ranks through the installed ddrun with the
 # installed backend modules (the .pc's pkglibdir); the installed tools
-# answer --version; man finds every page. Run by installcheck-local with
-# DESTDIR, prefix, bindir, libdir, mandir, CC, PKG_CONFIG and
-# PACKAGE_VERSION in the environment, and the source directory as $1.
+# answer --version; man finds every page. The Python package, when
+# configure found a Python: every module of the source directory is
+# installed, `import dreamddp.torch` works from outside the source tree, and
+# (where that Python has torch) a two-rank PyTorch loop runs through the
+# installed ddrun with the installed package, library and modules only.
+# Run by installcheck-local with DESTDIR, prefix, bindir, libdir, mandir,
+# CC, PKG_CONFIG, PACKAGE_VERSION, PYTHON, ddpythondir and dd_have_python in
+# the environment, and the source directory as $1.
 set -u
 srcdir=$1
 stage=${DESTDIR:-}
@@ -55,6 +60,50 @@ if [ $have_modules = 1 ]; then
         fail "two ranks through the installed ddrun exited $rc:"
         sed 's/^/    /' "$tmp/two"
     fi
+fi
+
+# The Python package, from the installed prefix only: run from $tmp, with
+# no path into the build or source tree. PYTHONPATH names the installed
+# site directory (not on sys.path for every prefix); under a DESTDIR the
+# installed _config.py names the final libdir, so DREAMDDP_LIBRARY names
+# the staged library.
+if [ "${dd_have_python:-no}" = yes ]; then
+    pydir="$stage$ddpythondir/dreamddp"
+    for f in "$srcdir"/python/dreamddp/*.py; do
+        [ -f "$pydir/${f##*/}" ] || fail "python/dreamddp/${f##*/} is not installed in $pydir (dd_python_files in Makefile.am)"
+    done
+    [ -f "$pydir/_config.py" ] || fail "$pydir/_config.py (written by make install) is absent"
+    PYTHONPATH="$stage$ddpythondir"
+    export PYTHONPATH
+    if [ -n "$stage" ]; then DREAMDDP_LIBRARY="$stage$libdir/libdreamddp.so.1"; export DREAMDDP_LIBRARY; else unset DREAMDDP_LIBRARY; fi
+    unset DREAMDDP_RANK DREAMDDP_WORLD_SIZE
+    if out=$(cd "$tmp" && "$PYTHON" -c 'import dreamddp, dreamddp.torch; print(dreamddp.__file__, dreamddp.version())' 2>&1); then
+        case $out in
+        "$pydir/__init__.py $PACKAGE_VERSION") pass "import dreamddp.torch from $pydir, library $PACKAGE_VERSION" ;;
+        *) fail "import dreamddp.torch took another package or library: $out (expected $pydir/__init__.py $PACKAGE_VERSION)" ;;
+        esac
+    elif printf '%s\n' "$out" | grep -q "No module named 'torch'"; then
+        "$PYTHON" -c 'import dreamddp' && pass "import dreamddp (no torch in $PYTHON: dreamddp.torch not tried)" || fail "import dreamddp"
+    else
+        fail "import dreamddp.torch from the installed package: $out"
+    fi
+    if ! "$PYTHON" -c 'import torch' >/dev/null 2>&1; then
+        echo "installcheck: skip: $PYTHON has no torch, so no PyTorch loop"
+    elif [ $have_modules = 1 ]; then
+        cp "$srcdir/tests/tools/installcheck_torch.py" "$tmp/loop.py"
+        (cd "$tmp" && "$stage$bindir/ddrun" -n 2 --timeout 120 -- "$PYTHON" loop.py) >"$tmp/torch" 2>&1
+        rc=$?
+        p0=$(sed -n 's/^0: installcheck_torch: rank 0 of 2: moved True params //p' "$tmp/torch")
+        p1=$(sed -n 's/^1: installcheck_torch: rank 1 of 2: moved True params //p' "$tmp/torch")
+        n=$(grep -c "^[01]: installcheck_torch: rank [01] of 2: package $pydir/__init__.py\$" "$tmp/torch")
+        if [ $rc -eq 0 ] && [ -n "$p0" ] && [ "$p0" = "$p1" ] && [ "$n" = 2 ]; then
+            pass "two-rank PyTorch loop through the installed ddrun: both ranks' parameters moved and agree"
+        else
+            fail "two-rank PyTorch loop through the installed ddrun exited $rc (parameters '$p0' and '$p1', $n ranks on $pydir):"
+            sed 's/^/    /' "$tmp/torch"
+        fi
+    fi
+    unset PYTHONPATH DREAMDDP_LIBRARY
 fi
 
 for tool in ddrun ddtopo ddagg ddbench; do

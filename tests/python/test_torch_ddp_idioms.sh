@@ -6,7 +6,8 @@
 # timeline); gradient accumulation through require_backward_grad_sync
 # counts one library step and one sync a layer per optimizer step;
 # evaluation on rank 0 alone, before the first step and between steps,
-# disturbs no strategy, dreamddp:2+next included; a scheduler built before
+# disturbs no strategy, dreamddp:2+next included; worker_rank() and
+# num_workers() give the data shard beside an aggregator rank; a scheduler built before
 # wrap_optimizer raises no warning and keeps its schedule. Under ddp the
 # parameters, buffers and rank 0's evaluation losses equal PyTorch DDP's
 # (gloo) on the same batches, bitwise. Skips where the interpreter has no
@@ -30,6 +31,14 @@ idioms() {
 for strategy in ddp localsgd:2 dreamddp:2 dreamddp:2+next adaptive; do
     idioms "DDP's arguments and idioms, rank 0 evaluating alone, $strategy" idioms "$strategy"
 done
+
+# With an aggregator rank, the data shard is the worker's index.
+if "$DDRUN" -n 3 --timeout 120 -- env DREAMDDP_NUM_AGGREGATORS=1 "$DDTEST_PYTHON" "$IDIOMS" shard - >"$TMP/out" 2>&1 &&
+   grep -q '^0: torch_ddp_idioms: shard' "$TMP/out"; then
+    pass "$(grep -m1 '^0: torch_ddp_idioms: ' "$TMP/out" | sed 's/^0: torch_ddp_idioms: //')"
+else
+    fail "worker_rank() and num_workers() with an aggregator rank"; sed 's/^/    /' "$TMP/out"
+fi
 
 # The gradient messages of the second step, from rank 0's timeline.
 messages() {

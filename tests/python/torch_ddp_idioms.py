@@ -3,6 +3,7 @@ by tests/python/test_torch_ddp_idioms.sh under ddrun on 2 ranks).
 
     torch_ddp_idioms.py idioms STRATEGY
     torch_ddp_idioms.py bucket none|MIB
+    torch_ddp_idioms.py shard -    (3 ranks, DREAMDDP_NUM_AGGREGATORS=1)
 
 idioms: DDP's constructor arguments are each accepted or refused with a
 ValueError or NotImplementedError naming what replaces them (never a
@@ -189,6 +190,18 @@ def main(argv):
                             torch.zeros(4, dtype=torch.long)).backward()
         if model.rank == 0:
             print("torch_ddp_idioms: bucket %s: ok" % arg)
+        return
+    if case == "shard":
+        # With an aggregator rank among 3, the 2 workers' shards are 0 and 1.
+        ctx = dreamddp.context()
+        mine = torch.tensor([ddt.worker_rank(), ddt.num_workers()])
+        every = ddt.all_gather(mine)
+        if sorted(every[:, 0].tolist()) != [0, 1] or set(every[:, 1].tolist()) != {2}:
+            fail("worker_rank(), num_workers() on the workers: %s (world %d)"
+                 % (every.tolist(), ctx.world_size))
+        if ctx.rank == 0:
+            print("torch_ddp_idioms: shard: worker_rank() %s, num_workers() 2 of "
+                  "world %d" % (sorted(every[:, 0].tolist()), ctx.world_size))
         return
     line = case_idioms(arg)
     if dreamddp.context().rank == 0:

@@ -188,8 +188,15 @@ def main(argv):
         for _ in range(2):
             F.cross_entropy(model(torch.randn(4, 512)),
                             torch.zeros(4, dtype=torch.long)).backward()
+        try:
+            model._ctx.bucket_bytes_set(1 << 20)
+        except dreamddp.DreamDDPError as e:
+            if "already committed" not in str(e):
+                fail("dd_bucket_bytes_set after the commit: %s" % e)
+        else:
+            fail("dd_bucket_bytes_set after the commit was accepted")
         if model.rank == 0:
-            print("torch_ddp_idioms: bucket %s: ok" % arg)
+            print("torch_ddp_idioms: bucket %s: ok, refused after the commit" % arg)
         return
     if case == "shard":
         # With an aggregator rank among 3, the 2 workers' shards are 0 and 1.

@@ -190,6 +190,16 @@ _REFUSED = {
 }
 
 
+def check_strategy_arg(strategy):
+    """DDP(module, [local_rank]) moved as is puts device_ids where DreamDDP
+    takes its strategy: said, not a failure deep in the library."""
+    if strategy is not None and not isinstance(strategy, str):
+        raise ValueError(
+            "DreamDDP: strategy=%r: expected a string such as 'ddp' or "
+            "'dreamddp:4'; DDP's positional device_ids go by keyword here: "
+            "DreamDDP(module, device_ids=[local_rank])" % (strategy,))
+
+
 def check_hints(static_graph, gradient_as_bucket_view, check_reduction, dim,
                 newer):
     """The arguments that change nothing here must be what DDP takes; the

@@ -305,6 +305,7 @@ class DreamDDP(torch.nn.Module):
         global _wrapped
         ctx = _context()
         self._refuse_aggregator(ctx)
+        _torch_ddp.check_strategy_arg(strategy)
         _torch_ddp.check_hints(static_graph, gradient_as_bucket_view,
                                check_reduction, dim, newer_ddp_args)
         self.device = _torch_ddp.check_device(module, device_ids, output_device)

@@ -66,6 +66,15 @@ def refusals():
         (dict(device_mesh=object()), NotImplementedError, "ddrun -n"),
         (dict(static_graph="yes"), ValueError, "True or False"),
     ]
+    try:
+        ddt.DreamDDP(net, [0])  # DDP(model, [local_rank]) moved as is
+    except ValueError as e:
+        if "device_ids=[local_rank]" not in str(e):
+            fail("DreamDDP(net, [0]): %s" % e)
+    except Exception as e:  # noqa: BLE001: the wrong kind
+        fail("DreamDDP(net, [0]): %s: %s, expected a ValueError" % (type(e).__name__, e))
+    else:
+        fail("DreamDDP(net, [0]) was accepted")
     for kw, kind, needle in cases:
         try:
             ddt.DreamDDP(net, strategy="ddp", **kw)
@@ -78,7 +87,7 @@ def refusals():
         except Exception as e:  # noqa: BLE001: the wrong kind
             fail("%s: %s: %s, expected %s" % (kw, type(e).__name__, e, kind.__name__))
         fail("%s: accepted" % kw)
-    return len(cases)
+    return len(cases) + 1
 
 
 def loop(model, opt, sched, side, evals):

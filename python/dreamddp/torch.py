@@ -733,6 +733,12 @@ class DreamDDP(torch.nn.Module):
         return self._worker_ranks[w]
 
     def forward(self, *args, **kwargs):
+        """The module's forward. With gradients enabled and
+        require_backward_grad_sync set it opens the library's step (and,
+        under +next, lets the pending averages land as layers are read);
+        under no_grad() or in eval() mode without gradients it runs no
+        collective at all, so that a forward on some ranks only (an
+        evaluation on rank 0) never disturbs the next training step."""
         self._check_model()
         self._check_buffers()
         grad = torch.is_grad_enabled()
@@ -1140,6 +1146,7 @@ class DreamDDP(torch.nn.Module):
     # ---- statistics -----------------------------------------------------------
 
     def layer_names(self):
+        """The names of the layers the library syncs, in forward order."""
         return [layer.name for layer in self._layers]
 
     def layer_stats(self, parts=False):
@@ -1170,10 +1177,12 @@ class DreamDDP(torch.nn.Module):
 
     @property
     def rank(self):
+        """This process's rank among all ranks (aggregators included)."""
         return self._ctx.rank
 
     @property
     def num_workers(self):
+        """The number of worker ranks (those holding a replica)."""
         return self._ctx.num_workers
 
 

@@ -143,19 +143,25 @@ runs_through() {
 for s in localsgd:2 dreamddp:2 dreamddp:2+next dreamddp:4+next; do
     DREAMDDP_STRATEGY=$s ddrun "ddrun-$s" 2 0 --wrap dreamddp && runs_through "ddrun-$s" "$s"
 done
+# A window of H counts optimizer steps: 9 steps close 4 windows of 2.
+check ddrun-localsgd:2 'set(end0["syncs"].values()) == {'$((STEPS / 2))'}' \
+    "every layer averaged once per window of 2 optimizer steps ($((STEPS / 2)) in $STEPS)"
 DREAMDDP_STRATEGY=dreamddp:4+next torchrun torchrun-dreamddp:4+next --wrap dreamddp &&
     runs_through torchrun-dreamddp:4+next dreamddp:4+next
 DREAMDDP_STRATEGY=dreamddp:2 ddrun agg-dreamddp:2 3 1 --wrap dreamddp &&
     runs_through agg-dreamddp:2 dreamddp:2
 
-# The losses at the last evaluation, for the record.
-for f in "$TMP"/*.0.json; do
+# The losses at the last evaluation and the final parameters' digest, for
+# the record (DDP's first).
+for f in "$TMP/torch-ddp.0.json" "$TMP"/[a-su-z]*.0.json "$TMP"/torchrun-*.0.json; do
     n=$(basename "$f" .0.json)
     printf '%s: last evaluation ' "$n"
     "$DDTEST_PYTHON" -c '
 import json, sys
 e = [json.loads(l) for l in open(sys.argv[1])]
 e = [l for l in e if l["event"] == "eval"]
-print("iter %d, train %.4f, val %.4f" % (e[-1]["iter"], e[-1]["train"], e[-1]["val"]) if e else "none")' "$f"
+d = [l for l in map(json.loads, open(sys.argv[1])) if l["event"] == "end"]
+print("iter %d, train %.4f, val %.4f" % (e[-1]["iter"], e[-1]["train"], e[-1]["val"]) if e else "none",
+      "; parameters", d[-1]["parameters"] if d else "none")' "$f"
 done
 finish

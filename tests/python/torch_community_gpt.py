@@ -8,7 +8,9 @@ of model.module on rank 0 and ends with destroy_process_group().
 
 Its two DDP lines are the import of DDP and model = DDP(...): --wrap ddp
 takes PyTorch's, --wrap dreamddp takes dreamddp's (DREAMDDP_STRATEGY picks
-the strategy); nothing else differs. The data is a character stream made
+the strategy); nothing else differs, but for the two lines a job with
+aggregator ranks adds after init_process_group (they serve there, and the
+workers take their shard from their index among the workers). The data is a character stream made
 from a seed, so every run sees the same batches.
 
 Rank 0 prints a JSON line for each evaluation ("event": "eval"); every
@@ -44,9 +46,8 @@ args = parser.parse_args()
 if args.wrap == "ddp":
     from torch.nn.parallel import DistributedDataParallel as DDP
 else:
-    import dreamddp
+    import dreamddp.torch
     from dreamddp.torch import DreamDDP as DDP
-    dreamddp.serve_if_aggregator()  # aggregator ranks serve here, then exit
 
 # ---- config ------------------------------------------------------------------
 out_dir = args.out_dir
@@ -79,6 +80,11 @@ if ddp:
     ddp_rank = int(os.environ["RANK"])
     ddp_local_rank = int(os.environ["LOCAL_RANK"])
     ddp_world_size = int(os.environ["WORLD_SIZE"])
+    if args.wrap == "dreamddp" and os.environ.get("DREAMDDP_NUM_AGGREGATORS"):
+        # With aggregator ranks: they serve here, then exit; the data shard
+        # is the worker's index among the workers.
+        dreamddp.serve_if_aggregator()
+        ddp_rank, ddp_world_size = dreamddp.torch.worker_rank(), dreamddp.torch.num_workers()
     if device == "cuda":
         device = f"cuda:{ddp_local_rank}"
         torch.cuda.set_device(device)

@@ -59,15 +59,21 @@ torchrun() {
 }
 
 # ddrun NAME N AGGREGATORS ARGS...: N ranks of the script under ddrun;
-# rank R's JSON lines in $TMP/NAME.R.json.
+# rank R's JSON lines in $TMP/NAME.R.json. A run that timed out after both
+# workers printed their last line (gloo's teardown) is tried again.
 ddrun() {
     name=$1 n=$2 aggs=$3; shift 3
-    if "$DDRUN" -n "$n" --aggregators "$aggs" --timeout 120 -- \
-        "$DDTEST_PYTHON" "$GPT" "$@" >"$TMP/$name.out" 2>&1; then
-        rc=0
-    else
-        rc=$?
-    fi
+    for try in 1 2 3; do
+        if "$DDRUN" -n "$n" --aggregators "$aggs" --timeout 90 -- \
+            "$DDTEST_PYTHON" "$GPT" "$@" >"$TMP/$name.out" 2>&1; then
+            rc=0
+        else
+            rc=$?
+        fi
+        grep -q "ddrun: timed out" "$TMP/$name.out" &&
+            [ "$(grep -c '^[01]: {"event": "end"' "$TMP/$name.out")" = 2 ] || break
+        echo "$name: teardown hung after the last line, try $try"
+    done
     r=0
     while [ "$r" -lt "$n" ]; do
         sed -n "s/^$r: {/{/p" "$TMP/$name.out" >"$TMP/$name.$r.json"

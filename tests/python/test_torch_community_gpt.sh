@@ -7,10 +7,10 @@
 # lines (--wrap dreamddp), on 2 workers:
 #   - PyTorch's DDP (gloo) runs it with torchrun's variables: the yardstick;
 #   - under ddp, launched by ddrun and with torchrun's variables, it is
-#     distributed, its losses equal DDP's at every evaluation (accumulation
-#     of 2 micro-steps a rank), and every layer synced once per optimizer
-#     step, not once per micro-step; rank 0's checkpoint holds the bare
-#     model's state;
+#     distributed, its losses equal DDP's at every evaluation and its final
+#     parameters DDP's, bit for bit (accumulation of 2 micro-steps a rank),
+#     and every layer synced once per optimizer step, not once per
+#     micro-step; rank 0's checkpoint holds the bare model's state;
 #   - under localsgd:2, dreamddp:2, dreamddp:2+next and dreamddp:4+next
 #     (ddrun), dreamddp:4+next with torchrun's variables, and dreamddp:2
 #     with 1 aggregator (ddrun -n 3 --aggregators 1): it runs to the end
@@ -86,7 +86,8 @@ ddrun() {
 
 # check NAME EXPR WHAT: EXPR, in Python, of the run's JSON lines must be
 # true: evals (rank 0's evaluations, in order), end0 and end1 (each
-# worker's last line), and base (DDP's evaluations, where that run is done).
+# worker's last line), base and base_end (DDP's evaluations and rank 0's last
+# line, where that run is done).
 check() {
     if out=$("$DDTEST_PYTHON" - "$TMP" "$1" "$2" <<'EOF'
 import json, math, os, sys
@@ -98,6 +99,7 @@ evals = [l for l in lines(name, 0) if l["event"] == "eval"]
 end0 = ([l for l in lines(name, 0) if l["event"] == "end"] or [None])[-1]
 end1 = ([l for l in lines(name, 1) if l["event"] == "end"] or [None])[-1]
 base = [l for l in lines("torch-ddp", 0) if l["event"] == "eval"]
+base_end = ([l for l in lines("torch-ddp", 0) if l["event"] == "end"] or [None])[-1]
 finite = lambda ev: bool(ev) and all(math.isfinite(e["train"]) and
                                      math.isfinite(e["val"]) for e in ev)
 try:
@@ -127,13 +129,14 @@ ddp_checks() {
     check "$1" 'end0["distributed"] and end0["world_size"] == 2 and end1 is not None' \
         "distributed: RANK and WORLD_SIZE seen on both workers"
     check "$1" 'len(evals) == len(base) == 5 and all(
-            e["iter"] == b["iter"] and abs(e[k] - b[k]) <= 1e-5
+            e["iter"] == b["iter"] and e[k] == b[k]
             for e, b in zip(evals, base) for k in ("train", "val"))' \
-        "losses equal DDP's at every evaluation (within 1e-5)"
+        "losses equal DDP's at every evaluation, bit for bit"
     check "$1" 'end0["steps"] == '$STEPS' and end0["micro_steps"] == 2 * '$STEPS' and
             set(end0["syncs"].values()) == {'$STEPS'} and end0["syncs"] == end1["syncs"]' \
         "every layer synced once per optimizer step ($STEPS), not per micro-step ($((2 * STEPS)))"
-    check "$1" 'end0["parameters"] == end1["parameters"]' "replicas equal"
+    check "$1" 'end0["parameters"] == end1["parameters"] == base_end["parameters"]' \
+        "replicas equal, and equal to DDP's bit for bit"
 }
 DREAMDDP_STRATEGY=ddp ddrun ddrun-ddp 2 0 --wrap dreamddp --out-dir "$TMP/ckpt" &&
     ddp_checks ddrun-ddp

@@ -10,8 +10,9 @@ DistributedDataParallel (gloo). Prints the held-out accuracy at the end.
 
 From a source tree: PYTHONPATH=python (and DREAMDDP_LIBRARY=BUILD/.libs
 when the build tree is elsewhere). Under torchrun it reads RANK and
-WORLD_SIZE; the baseline then takes MASTER_ADDR and MASTER_PORT, and under
-ddrun DREAMDDP_MASTER_ADDR and the port after DREAMDDP_MASTER_PORT.
+WORLD_SIZE, and the baseline MASTER_ADDR and MASTER_PORT, which ddrun sets
+too (without them: DREAMDDP_MASTER_ADDR and the port after
+DREAMDDP_MASTER_PORT).
 """
 
 import argparse

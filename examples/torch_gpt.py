@@ -14,8 +14,8 @@ of the held-out loss, so that runs can be compared loss against time.
 
 From a source tree: PYTHONPATH=python (and DREAMDDP_LIBRARY=BUILD/.libs
 when the build tree is elsewhere). The baselines use torch.distributed over
-gloo: under ddrun at the port after DREAMDDP_MASTER_PORT, under torchrun at
-MASTER_ADDR and MASTER_PORT.
+gloo at MASTER_ADDR and MASTER_PORT, which ddrun and torchrun set (without
+them: the port after DREAMDDP_MASTER_PORT).
 
 The model: token and position embeddings, --layers pre-LayerNorm blocks
 (causal self-attention written out with nn.Linear, a 4x MLP with GELU,

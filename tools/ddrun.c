@@ -42,7 +42,11 @@ static void ddrun_usage(FILE *out)
         "DREAMDDP_LOCAL_RANK, DREAMDDP_LOCAL_SIZE, DREAMDDP_MASTER_ADDR, "
         "DREAMDDP_MASTER_PORT "
         "and\n"
-        "DREAMDDP_JOB_TOKEN set, and DREAMDDP_LINE_BUFFERED=yes unless set. "
+        "DREAMDDP_JOB_TOKEN set, and DREAMDDP_LINE_BUFFERED=yes unless set, "
+        "and what\n"
+        "torchrun sets: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, "
+        "MASTER_ADDR and\n"
+        "MASTER_PORT (torch's store; the library's takes the next port). "
         "Output lines\n"
         "are prefixed with the rank. When a worker fails, the others are "
         "stopped and\n"
@@ -90,13 +94,13 @@ static int ddrun_parse_count(const char *s, int min, int *value_p)
     return 0;
 }
 
-/* A port nobody listens on now; the store on rank 0 will bind it. */
-int ddrun_free_port(void)
+/* Binds port (0: any) on every address; the socket, or -1. */
+static int ddrun_bind_port(int port, int *bound_p)
 {
     struct sockaddr_in6 sa;
     socklen_t len = sizeof(sa);
     int zero = 0;
-    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
     if (fd < 0) {
         return -1;
@@ -105,13 +109,36 @@ int ddrun_free_port(void)
     memset(&sa, 0, sizeof(sa));
     sa.sin6_family = AF_INET6;
     sa.sin6_addr = in6addr_any;
+    sa.sin6_port = htons((uint16_t)port);
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
         getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
         close(fd);
         return -1;
     }
-    close(fd);
-    return ntohs(sa.sin6_port);
+    *bound_p = ntohs(sa.sin6_port);
+    return fd;
+}
+
+/* A port P nobody listens on now, with P+1 free too: as under torchrun,
+ * torch.distributed's store binds MASTER_PORT=P in a script that calls
+ * init_process_group, and the library's store on rank 0 binds P+1. */
+int ddrun_free_port(void)
+{
+    for (int attempt = 0; attempt < 64; attempt++) {
+        int port, next;
+        int fd = ddrun_bind_port(0, &port);
+        if (fd < 0) {
+            return -1;
+        }
+        int fd_next = port < 65535 ? ddrun_bind_port(port + 1, &next) : -1;
+        close(fd);
+        if (fd_next >= 0) {
+            close(fd_next);
+            return port;
+        }
+    }
+    errno = EADDRINUSE;
+    return -1;
 }
 
 static void ddrun_token(char *out, size_t size)
@@ -145,9 +172,10 @@ static void ddrun_exec_rank(pid_t parent, int rank, const ddrun_job_t *job,
                             int out, int err)
 {
     int n = job->n;
-    static const char *const stale[] = {
-        "RANK",        "WORLD_SIZE",  "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-        "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK", "TORCHELASTIC_RUN_ID"};
+    /* An outer launcher's variables that ddrun does not set again. */
+    static const char *const stale[] = {"TORCHELASTIC_RUN_ID",
+                                        "TORCHELASTIC_RESTART_COUNT",
+                                        "TORCHELASTIC_MAX_RESTARTS"};
 
     /* A rank dies with ddrun, even by SIGKILL, which ddrun cannot forward.
      * The signal is armed for the parent that is alive now: if ddrun died
@@ -166,7 +194,21 @@ static void ddrun_exec_rank(pid_t parent, int rank, const ddrun_job_t *job,
     ddrun_setenv_int("DREAMDDP_LOCAL_RANK", rank);
     ddrun_setenv_int("DREAMDDP_LOCAL_SIZE", n);
     setenv("DREAMDDP_MASTER_ADDR", "127.0.0.1", 1);
-    ddrun_setenv_int("DREAMDDP_MASTER_PORT", job->port);
+    ddrun_setenv_int("DREAMDDP_MASTER_PORT", job->port + 1);
+    /* What torchrun --standalone sets, for a script that reads them or
+     * calls torch.distributed.init_process_group: every process of the job,
+     * aggregators included, is in the world, as under torchrun, mpirun and
+     * srun. torch's store gets MASTER_PORT, the library's the next port. */
+    ddrun_setenv_int("RANK", rank);
+    ddrun_setenv_int("WORLD_SIZE", n);
+    ddrun_setenv_int("LOCAL_RANK", rank);
+    ddrun_setenv_int("LOCAL_WORLD_SIZE", n);
+    ddrun_setenv_int("ROLE_RANK", rank);
+    ddrun_setenv_int("ROLE_WORLD_SIZE", n);
+    setenv("GROUP_RANK", "0", 1);
+    setenv("GROUP_WORLD_SIZE", "1", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ddrun_setenv_int("MASTER_PORT", job->port);
     const char *token_file = getenv("DREAMDDP_JOB_TOKEN_FILE");
     if (token_file == NULL || token_file[0] == '\0') {
         /* a token the user set wins */
@@ -452,7 +494,8 @@ int main(int argc, char **argv)
         restarts = 3;
     char token[64];
 
-    while ((opt = getopt_long(argc, argv, "+n:a:t:hV", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+n:a:t:ehV", longopts, NULL)) !=
+           -1) {
         switch (opt) {
         case 'n':
             if (ddrun_parse_count(optarg, 1, &n) != 0) {

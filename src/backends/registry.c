@@ -10,6 +10,7 @@
 #include "boot/store.h"
 #include "core/bell.h"
 #include "core/log.h"
+#include "core/moddir.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -140,12 +141,12 @@ static void dd_backends_scan_dir(dd_backends_t *b, const char *dir)
     closedir(d);
 }
 
-/* DREAMDDP_BACKEND_PATH, the install directory, then this library's directory
- * (which, in a build tree, holds the modules beside it). */
+/* DREAMDDP_BACKEND_PATH, the install directory, then beside this library's
+ * code (in a build tree: its .libs, also for a tool linked statically). */
 static void dd_backends_scan(dd_backends_t *b, const char *path)
 {
     char dir[PATH_MAX];
-    Dl_info info;
+    char beside[DD_MODDIR_MAX][PATH_MAX];
 
     for (const char *p = path; p != NULL && *p != '\0';) {
         size_t len = strcspn(p, ":");
@@ -157,13 +158,9 @@ static void dd_backends_scan(dd_backends_t *b, const char *path)
         p += len + (p[len] == ':');
     }
     dd_backends_scan_dir(b, DD_PKGLIBDIR);
-    if (dladdr((void *)dd_backends_scan, &info) && info.dli_fname != NULL) {
-        snprintf(dir, sizeof(dir), "%s", info.dli_fname);
-        char *slash = strrchr(dir, '/');
-        if (slash != NULL) {
-            *slash = '\0';
-            dd_backends_scan_dir(b, dir);
-        }
+    int n = dd_moddir_beside(beside);
+    for (int i = 0; i < n; i++) {
+        dd_backends_scan_dir(b, beside[i]);
     }
 }
 

@@ -4,6 +4,7 @@
  */
 #include "device/loader.h"
 #include "core/log.h"
+#include "core/moddir.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -39,13 +40,12 @@ static dd_status_t dd_device_svc_error(void *arg, dd_status_t status,
 static int dd_device_find(const char *name, const char *path, char *out,
                           size_t size)
 {
-    char dir[PATH_MAX];
+    char beside[DD_MODDIR_MAX][PATH_MAX];
     struct stat st;
-    Dl_info info;
 
     for (const char *p = path; p != NULL && *p != '\0';) {
         size_t len = strcspn(p, ":");
-        if (len > 0 && len < sizeof(dir)) {
+        if (len > 0 && len < PATH_MAX) {
             snprintf(out, size, "%.*s/%s%s.so", (int)len, p, DD_DEVICE_PREFIX,
                      name);
             if (stat(out, &st) == 0) {
@@ -58,13 +58,12 @@ static int dd_device_find(const char *name, const char *path, char *out,
     if (stat(out, &st) == 0) {
         return 1;
     }
-    if (dladdr((void *)dd_device_find, &info) && info.dli_fname != NULL) {
-        snprintf(dir, sizeof(dir), "%s", info.dli_fname);
-        char *slash = strrchr(dir, '/');
-        if (slash != NULL) {
-            *slash = '\0';
-            snprintf(out, size, "%s/%s%s.so", dir, DD_DEVICE_PREFIX, name);
-            return stat(out, &st) == 0;
+    int n = dd_moddir_beside(beside);
+    for (int i = 0; i < n; i++) {
+        int w = snprintf(out, size, "%s/%s%s.so", beside[i], DD_DEVICE_PREFIX,
+                         name);
+        if (w > 0 && (size_t)w < size && stat(out, &st) == 0) {
+            return 1;
         }
     }
     return 0;

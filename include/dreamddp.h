@@ -454,6 +454,20 @@ DD_API dd_status_t dd_compression_set(dd_context_h ctx, const char *spec);
 DD_API dd_status_t dd_deterministic_set(dd_context_h ctx, int deterministic);
 
 /**
+ * Sets ddp's gradient bucket size before dd_model_commit, overriding
+ * DREAMDDP_BUCKET_BYTES: the largest gradient message after the first
+ * (DREAMDDP_FIRST_BUCKET_BYTES), as bucket_cap_mb sets PyTorch DDP's. Every
+ * worker must choose the same.
+ *
+ * ABI: added with libtool interface 7 (the soname unchanged).
+ *
+ * @return DD_OK; DD_ERR_INVALID_PARAM for 0; DD_ERR_STATE after
+ *         dd_model_commit.
+ * One thread at a time per context.
+ */
+DD_API dd_status_t dd_bucket_bytes_set(dd_context_h ctx, size_t bytes);
+
+/**
  * Chooses one layer's codec before dd_model_commit, whatever its size
  * (spec as for dd_compression_set; "none" keeps the layer dense). Every
  * worker must choose the same for the layer.

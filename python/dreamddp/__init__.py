@@ -105,6 +105,19 @@ class Context:
         layers' sizes, never from a clock."""
         self._call("dd_deterministic_set", 1 if on else 0)
 
+    def bucket_bytes_set(self, nbytes):
+        """ddp's gradient bucket size in bytes, before the commit
+        (dd_bucket_bytes_set, over DREAMDDP_BUCKET_BYTES)."""
+        if not _lib.has("dd_bucket_bytes_set"):
+            raise DreamDDPError(
+                "this libdreamddp cannot set the bucket size from the "
+                "program (no dd_bucket_bytes_set); set DREAMDDP_BUCKET_BYTES "
+                "or install a newer one",
+                _lib.ERR_UNSUPPORTED,
+                "dd_bucket_bytes_set",
+            )
+        self._call("dd_bucket_bytes_set", nbytes)
+
     def layer_set_compression(self, layer, spec):
         self._call("dd_layer_set_compression", layer, spec.encode())
 

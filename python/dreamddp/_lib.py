@@ -184,6 +184,7 @@ _OPTIONAL = {
     "dd_layer_forward": (_I, [_P, _P]),
     "dd_layer_forward_stream": (_I, [_P, _P, _P]),
     "dd_step_set": (_I, [_P, _c.c_uint64]),
+    "dd_bucket_bytes_set": (_I, [_P, _SZ]),
     "dd_layer_mark": (_I, [_P, _P, _c.POINTER(dd_mark_params_t)]),
     "dd_layer_num_parts": (_SZ, [_P, _P]),
     "dd_layer_part": (

@@ -37,12 +37,16 @@ How it maps onto the library:
   - Buffers: under the model-averaging strategies (localsgd, plsgd,
     dreamddp) floating-point buffers are averaged with their module's
     layer; the others, and every buffer under ddp and adaptive, are
-    broadcast from rank 0 at the start of a forward that follows a
-    training forward, as DDP's broadcast_buffers does.
+    broadcast from rank 0 at the start of a training forward that follows
+    a synced one, as DDP's broadcast_buffers does; an evaluation forward
+    (no_grad or eval()) broadcasts nothing, so that one rank may run it
+    alone (sync_buffers() first gives every worker rank 0's buffers).
   - Delayed averaging (a "+next" strategy, "dreamddp:4+next"): a forward
     pre-hook on the module that owns each layer's parameters marks the
-    layer (dd_layer_forward) before its forward reads them, in training and
-    in evaluation alike: the layer's average from the last step lands there.
+    layer (dd_layer_forward) before its forward reads them, in a training
+    forward: the layer's average from the last step lands there. A forward
+    that opens no step (no_grad, eval(), accumulation) marks nothing: the
+    averages stay in flight, so that a rank may evaluate alone.
     A CUDA layer is marked with dd_layer_forward_stream on the current
     stream, so that the average lands as a device sum queued before the
     forward's kernels, and its copy at the launch is queued on the stream
@@ -85,11 +89,15 @@ from ._torch_coll import (
     placement as _placement,
 )
 from ._torch_join import JoinState as _JoinState
+from . import _torch_ddp
+from ._torch_ddp import num_workers, worker_rank
 from . import _torch_elastic as elastic
 
 __all__ = [
     "DreamDDP",
     "wrap_optimizer",
+    "worker_rank",
+    "num_workers",
     "allreduce",
     "broadcast",
     "all_gather",
@@ -239,12 +247,34 @@ class DreamDDP(torch.nn.Module):
         DDP. Without it, such a step fails with a DreamDDPError naming the
         layer.
     broadcast_buffers: as DDP's: the buffers the strategy does not average
-        come from rank 0 at the start of a forward that follows a training
-        forward.
+        come from rank 0 at the start of a training forward that follows a
+        synced one; an evaluation forward (no_grad or eval()) broadcasts
+        nothing (call sync_buffers() before an evaluation on every worker).
     deterministic: True makes the run reproducible (DREAMDDP_DETERMINISTIC):
         what syncs when follows from the model and the settings, never
         from a clock, so that two runs with the same seeds end with the
         same bits; None (the default) takes DREAMDDP_DETERMINISTIC.
+
+    DistributedDataParallel's other arguments (device_ids, output_device,
+    dim, process_group, bucket_cap_mb, gradient_as_bucket_view,
+    static_graph, check_reduction, and the newer init_sync,
+    mixed_precision, device_mesh, ...) are taken by keyword, so that a DDP
+    script changes its DDP(...) line alone: device_ids=[local_rank] checks
+    that the module is on that GPU and moves a forward's inputs there;
+    bucket_cap_mb sets ddp's bucket size; the hints that change nothing here
+    are accepted; the rest are refused naming what replaces them (see
+    dreamddp._torch_ddp).
+
+    As DDP's: require_backward_grad_sync = False makes a forward and its
+    backward accumulate gradients locally, syncing nothing and counting no
+    step of the strategy's window (no_sync() sets it and restores it); a
+    forward that opens no training step (under torch.no_grad(), or in eval()
+    mode) runs no collective of the strategy, so that one rank may evaluate
+    alone. A "+next" strategy's pending averages stay in flight through such
+    a forward (it reads the replica as it stands) and land at the next
+    training forward; sync_all() lands them on every worker. An eval()-mode
+    forward whose backward does reach the parameters (training with frozen
+    batch norm) syncs as usual, its step opened by the first gradient.
 
     On an aggregator rank (DREAMDDP_NUM_AGGREGATORS) there is no replica:
     call dreamddp.serve_if_aggregator() at the top of the script; the
@@ -260,11 +290,29 @@ class DreamDDP(torch.nn.Module):
         find_unused_parameters=False,
         broadcast_buffers=True,
         deterministic=None,
+        *,
+        device_ids=None,
+        output_device=None,
+        dim=0,
+        process_group=None,
+        bucket_cap_mb=None,
+        gradient_as_bucket_view=False,
+        static_graph=False,
+        check_reduction=False,
+        **newer_ddp_args,
     ):
         super().__init__()
         global _wrapped
         ctx = _context()
         self._refuse_aggregator(ctx)
+        _torch_ddp.check_strategy_arg(strategy)
+        _torch_ddp.check_hints(static_graph, gradient_as_bucket_view,
+                               check_reduction, dim, newer_ddp_args)
+        self.device = _torch_ddp.check_device(module, device_ids, output_device)
+        self.device_ids = None if self.device is None else [self.device.index]
+        self.output_device = self.device_ids[0] if self.device_ids else None
+        self.dim = dim
+        _torch_ddp.check_process_group(process_group, ctx)
         if _wrapped is not None or ctx.committed:
             raise _error(
                 _lib.ERR_STATE,
@@ -287,6 +335,7 @@ class DreamDDP(torch.nn.Module):
             ctx.compression_set(compression)
         if deterministic is not None:
             ctx.deterministic_set(deterministic)
+        _torch_ddp.set_bucket(ctx, bucket_cap_mb)
         self.strategy = ctx.strategy
         averaged = self._averaged_buffers(buffers)
         self._layers = self._make_layers(groups, averaged, layers == "module")
@@ -325,7 +374,9 @@ class DreamDDP(torch.nn.Module):
         self._order = list(reversed(self._layers))
         self._signature = self._model_signature()
         self._step_open = False
-        self._no_sync = False
+        # DDP's flag: False makes forward and backward accumulate locally.
+        self.require_backward_grad_sync = True
+        self._lazy_step = False  # an eval()-mode forward with gradients
         self._accumulating = False
         self._callback_queued = False
         self._next = 0
@@ -526,6 +577,11 @@ class DreamDDP(torch.nn.Module):
                 functools.partial(self._on_forward, layer)))
 
     def _on_forward(self, layer, module, inputs):
+        if not self._step_open:
+            # A forward that opened no step (no_grad, eval(), accumulation):
+            # its mark would land and launch on this rank alone; the average
+            # stays in flight for the next training forward.
+            return
         if layer.on_device:
             # The average lands as a device sum on the stream the forward's
             # kernels are about to be queued on.
@@ -680,20 +736,46 @@ class DreamDDP(torch.nn.Module):
         self._check_model()
         self._check_buffers()
         grad = torch.is_grad_enabled()
-        sync = grad and not self._no_sync
-        if self._join is not None:
+        sync = grad and self.require_backward_grad_sync
+        # A forward that may train: gradients on, in train() mode (inside
+        # join() in either mode, as the joined workers shadow it). Any other
+        # (evaluation under no_grad or in eval(), which one rank may run
+        # alone) runs no collective: no buffer broadcast, no step, no mark.
+        trains = grad and (
+            (self.training and self.module.training) or self._join is not None)
+        if self._join is not None and trains:
             self._join.notify(sync)
-        if self._buffers_due and self.broadcast_buffers and self._bcast:
+        if trains and self._buffers_due and self.broadcast_buffers and self._bcast:
             _broadcast_flat(self._bcast, self._root())
-        if sync:
+        if self.device is not None:
+            args = _torch_ddp.to_device(args, self.device)
+            kwargs = _torch_ddp.to_device(kwargs, self.device)
+        # In eval() mode with gradients the step opens at the first
+        # gradient, if a backward follows (training with frozen batch norm).
+        self._lazy_step = sync and not trains and not self._step_open
+        if sync and trains:
             self._open_step()
-        elif grad:
-            self._accumulating = True  # under no_sync
+        elif grad and not sync:
+            self._accumulating = True  # require_backward_grad_sync False
         out = self.module(*args, **kwargs)
-        self._buffers_due = sync
-        if sync and self.find_unused_parameters:
+        if trains:
+            # DDP's require_forward_param_sync: buffers come from rank 0 at
+            # the first training forward after a synced one.
+            self._buffers_due = sync
+        if sync and trains and self.find_unused_parameters:
             self._walk(out)
         return out
+
+    def sync_buffers(self):
+        """Gives every worker rank 0's buffers that the strategy does not
+        average (all of them under ddp), now: before an evaluation that
+        every worker runs, where DDP's forward would broadcast them. A
+        forward that opens no step (no_grad, eval()) broadcasts nothing, so
+        that one rank may evaluate alone; the next training forward does.
+        Outside a step; every worker calls it."""
+        self._check_buffers()
+        if self.broadcast_buffers and self._bcast:
+            _broadcast_flat(self._bcast, self._root())
 
     def _in_order(self):
         return self.find_unused_parameters or self._join is not None
@@ -745,6 +827,11 @@ class DreamDDP(torch.nn.Module):
     def _on_grad(self, layer, i):
         p, g = layer.params[i], layer.grads[i]
         _adopt_grad(p, g)
+        if not self._step_open and self._lazy_step:
+            # The backward of an eval()-mode forward: the step opens now.
+            self._lazy_step = False
+            self._buffers_due = True
+            self._open_step()
         if not self._step_open:
             if self._accumulating:
                 return  # no_sync: the next step syncs what accumulates
@@ -908,12 +995,14 @@ class DreamDDP(torch.nn.Module):
     @contextlib.contextmanager
     def no_sync(self):
         """Forward and backward inside accumulate gradients locally, as
-        DDP's no_sync(); the step's last backward runs outside."""
-        old, self._no_sync = self._no_sync, True
+        DDP's no_sync(): it sets require_backward_grad_sync to False and
+        restores it; the step's last backward runs outside."""
+        old = self.require_backward_grad_sync
+        self.require_backward_grad_sync = False
         try:
             yield
         finally:
-            self._no_sync = old
+            self.require_backward_grad_sync = old
 
     def sync_all(self):
         """Averages every layer's parameters now (dd_sync_all), whatever the
@@ -1093,7 +1182,10 @@ def wrap_optimizer(optimizer, model):
     optimizer.step() call model.finish_step() first, a no-op once backward
     closed it. Returns the optimizer. The step stays a method of the
     optimizer, so that learning-rate schedulers built after it count its
-    calls."""
+    calls; one built before keeps counting them: the wrapper calls the
+    scheduler's counting wrapper and carries its marks (_with_counter,
+    _wrapped_by_lr_sched), so that PyTorch does not warn that
+    optimizer.step() was overridden after the scheduler's initialization."""
     if getattr(optimizer.step, "_dreamddp_wrapped", False):
         return optimizer
     step = optimizer.step
@@ -1102,6 +1194,10 @@ def wrap_optimizer(optimizer, model):
         model.finish_step()
         return step(*args, **kwargs)
 
+    # The marks a scheduler put on the step it wrapped, whatever PyTorch
+    # names them.
+    for key, value in getattr(getattr(step, "__func__", step), "__dict__", {}).items():
+        setattr(wrapped, key, value)
     wrapped._dreamddp_wrapped = True
     optimizer.step = types.MethodType(wrapped, optimizer)
     return optimizer

@@ -109,6 +109,26 @@ dd_status_t dd_deterministic_set(dd_context_h ctx, int deterministic)
     return status;
 }
 
+dd_status_t dd_bucket_bytes_set(dd_context_h ctx, size_t bytes)
+{
+    dd_status_t status = dd_api_check(ctx, "dd_bucket_bytes_set");
+
+    if (status == DD_OK && ctx->sched->committed) {
+        status = dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
+                          "dd_bucket_bytes_set: the model is already "
+                          "committed");
+    }
+    if (status == DD_OK && bytes == 0) {
+        status = dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
+                          "dd_bucket_bytes_set: 0 bytes: expected a bucket "
+                          "size of at least 1 byte");
+    }
+    if (status == DD_OK) {
+        ctx->sched->opts.bucket_bytes = bytes;
+    }
+    return status;
+}
+
 dd_status_t dd_layer_set_compression(dd_context_h ctx, dd_layer_h layer,
                                      const char *spec)
 {

@@ -82,7 +82,8 @@ def main(strategy, steps):
     torch.manual_seed(ctx.rank)  # different starts: the commit makes them equal
     net = Net().to(dev)
     ref = copy.deepcopy(net)  # before DreamDDP hooks net's parameters
-    model = ddt.DreamDDP(net, strategy=strategy)
+    # DDP's device_ids=[local_rank]: the module must be on that GPU.
+    model = ddt.DreamDDP(net, strategy=strategy, device_ids=[dev.index])
     opt = ddt.wrap_optimizer(torch.optim.SGD(model.parameters(), lr=0.05), model)
     if not same_everywhere(list(net.parameters())):
         fail("%s: replicas differ after the commit" % strategy)

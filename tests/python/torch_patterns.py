@@ -476,6 +476,8 @@ def case_reassigned(strategy, broadcast_buffers=True):
             opt.step()
         if side == "ours" and strategy != "ddp":
             model.sync_all()
+        elif side == "ours":
+            model.sync_buffers()  # DDP's evaluation forward broadcasts them
         model.eval()
         with torch.no_grad():
             outs[side] = model(images(99, 0)[0])
@@ -523,8 +525,8 @@ def case_tied(strategy):
 
 def case_batchnorm(strategy):
     """Batch-norm statistics in training, then evaluation under no_grad:
-    every worker's outputs equal (ddp: DDP's buffer broadcast in the
-    evaluation's forward too)."""
+    every worker's outputs equal (ddp: sync_buffers() gives every worker
+    rank 0's buffers, as DDP's broadcast in the evaluation's forward does)."""
     outs = {}
 
     def loop(model, opt, side):
@@ -535,6 +537,8 @@ def case_batchnorm(strategy):
             opt.step()
         if side == "ours" and strategy != "ddp":
             model.sync_all()
+        elif side == "ours":
+            model.sync_buffers()  # DDP's evaluation forward broadcasts them
         model.eval()
         with torch.no_grad():
             outs[side] = model(images(99, 0)[0])

@@ -339,6 +339,12 @@ static dd_status_t dd_sched_coll_mismatch(const dd_route_coll_t *r,
         dd_ranks_by_value((const char *const *)values, job->world_size, msg,
                           sizeof(msg));
     }
+    size_t used = strlen(msg);
+    snprintf(msg + used, sizeof(msg) - used,
+             "; a worker made a call that the others did not: likely a "
+             "forward, a step, a sync_all or a collective run on some "
+             "workers only (every worker must make the same calls in the "
+             "same order)");
     for (int k = 0; values != NULL && k < job->world_size; k++) {
         free(values[k]);
     }

@@ -11,6 +11,8 @@ shared=${DDTEST_SHARED:-$top/../shared}
 NC=${NETCLUSTER:-$shared/tools/netcluster}
 ANCHORS=${ANCHORS:-$shared/anchors}
 PROFILES=${PROFILES:-$shared/profiles}
+# The published profiles: the repository carries them in tests/fixtures.
+[ -d "$PROFILES" ] || PROFILES=$top/tests/fixtures/profiles
 DDBENCH=${DDBENCH:-$builddir/tools/ddbench}
 RESULTS=${RESULTS:-$here/results}
 LOCK=${NETCLUSTER_LOCK:-/tmp/netcluster.lock}

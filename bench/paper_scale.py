@@ -17,7 +17,11 @@ import json, os, subprocess, sys, tempfile
 here = os.path.dirname(os.path.abspath(__file__))
 top = os.path.dirname(here)
 shared = os.environ.get("DDTEST_SHARED", os.path.join(top, "..", "shared"))
-profiles = os.environ.get("PROFILES", os.path.join(shared, "profiles"))
+fixtures = os.path.join(top, "tests", "fixtures")
+# The published profiles; the repository carries them in tests/fixtures.
+profiles = os.environ.get("PROFILES") or next(
+    d for d in (os.path.join(shared, "profiles"), os.path.join(fixtures, "profiles"))
+    if os.path.isdir(d) or d.startswith(fixtures))
 ddbench = os.environ.get("DDBENCH", os.path.join(os.environ.get("BUILDDIR", top), "tools", "ddbench"))
 
 D, V, CTX = 768, 50257, 1024

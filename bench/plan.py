@@ -18,9 +18,16 @@ here = os.path.dirname(os.path.abspath(__file__))
 top = os.path.dirname(here)
 shared = os.environ.get("DDTEST_SHARED", os.path.join(top, "..", "shared"))
 anchors = os.environ.get("ANCHORS", os.path.join(shared, "anchors"))
-profiles = os.environ.get("PROFILES", os.path.join(shared, "profiles"))
+fixtures = os.path.join(top, "tests", "fixtures")
+# The published profiles; the repository carries them in tests/fixtures.
+profiles = os.environ.get("PROFILES") or next(
+    d for d in (os.path.join(shared, "profiles"), os.path.join(fixtures, "profiles"))
+    if os.path.isdir(d) or d.startswith(fixtures))
 ddbench = os.environ.get("DDBENCH", os.path.join(os.environ.get("BUILDDIR", top), "tools", "ddbench"))
 results = os.environ.get("RESULTS", os.path.join(here, "results"))
+# schedsim.py, the reference cost model: the repository carries a copy.
+if not os.path.isfile(os.path.join(anchors, "schedsim.py")):
+    anchors = fixtures
 sys.path.insert(0, anchors)
 import schedsim  # noqa: E402  (the reference cost model)
 

@@ -15,10 +15,10 @@
 # train_mlp runs: losing an aggregator leaves the final parameters' bits
 # as they are without the fault.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-PROFILE=${DDTEST_PROFILES:-$top_srcdir/../shared/profiles}/gpt2-blocks
+PROFILE=${DDTEST_PROFILES:-$top_srcdir/tests/fixtures/profiles}/gpt2-blocks
 if [ ! -d "$PROFILE" ]; then
-    echo "SKIP: no gpt2-blocks profile at $PROFILE"
-    exit 77
+    echo "FAIL: no gpt2-blocks profile at $PROFILE (the repository carries it in tests/fixtures/profiles)"
+    exit 1
 fi
 export DREAMDDP_TIMEOUT_S=30 DREAMDDP_LINE_BUFFERED=yes
 export DREAMDDP_AGG_LOST_AFTER_S=1

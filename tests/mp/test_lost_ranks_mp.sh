@@ -117,9 +117,9 @@ t0=$(now)
 stop agg-then-worker 2
 check agg-then-worker 6 "$t0" 0 1 3 5
 
-PROFILE=${DDTEST_PROFILES:-$top_srcdir/../shared/profiles}/gpt2-blocks
+PROFILE=${DDTEST_PROFILES:-$top_srcdir/tests/fixtures/profiles}/gpt2-blocks
 if [ ! -d "$PROFILE" ]; then
-    echo "SKIP: frozen-aggregator: no gpt2-blocks profile at $PROFILE"
+    fail "frozen-aggregator: no gpt2-blocks profile at $PROFILE (the repository carries it in tests/fixtures/profiles)"
     finish
 fi
 out=$TMP/frozen-aggregator

@@ -18,6 +18,25 @@ for n in 1 2 3 4; do
     done
 done
 
+# Each host backend alone (DREAMDDP_BACKENDS) carries the syncs of ddp,
+# localsgd and dreamddp: the quick tier's run of every route on loopback.
+for b in gloo ucx; do
+    if [ ! -f "$top_builddir/.libs/dd_backend_$b.so" ]; then
+        echo "skipped: dd_backend_$b.so was not built (configure did not find $b)"
+        continue
+    fi
+    for s in ddp localsgd:4 dreamddp:4; do
+        if DREAMDDP_BACKENDS=$b DREAMDDP_LOG_LEVEL=info DREAMDDP_LOG_SUBSYS=backend \
+            "$DDRUN" -n 2 --timeout 120 -- "$MP" $s 9 >"$TMP/be" 2>&1; then
+            grep -q "backends: $b\$" "$TMP/be" && pass "$s: $b is the only backend" ||
+                { fail "$s: $b is not the only backend"; cat "$TMP/be"; }
+            expect_grep "$TMP/be" "mp_sched: $s: 9 steps correct on 2 ranks" "$s over $b alone on 2 ranks"
+        else
+            fail "$s over $b alone on 2 ranks"; cat "$TMP/be"
+        fi
+    done
+done
+
 # dd_allreduce and dd_broadcast called while a step's syncs are in flight
 # run in their turn among them, on both routes: exact sums, exact layers.
 for s in ddp dreamddp:2; do

@@ -2,7 +2,7 @@
 # The train simulator end to end through ddrun: with --check every strategy
 # leaves the exact average in every layer after each window, with the
 # workers' allreduce and through aggregators; ddbench sync checks its
-# average too. On ../shared/profiles/gpt2-blocks (when present) it runs
+# average too. On the gpt2-blocks profile (tests/fixtures/profiles) it runs
 # issue 4's acceptance command as written.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 DDBENCH=$top_builddir/tools/ddbench
@@ -137,12 +137,13 @@ if "$DDBENCH" plan "$SMALL" --launch soon >"$TMP/lbad" 2>&1; then
 else
     expect_grep "$TMP/lbad" "ddbench plan: --launch 'soon': expected early or backward" "ddbench plan refuses a bad --launch"
 fi
-if [ -f "${DDTEST_PROFILES:-/nonexistent}/gpt2-blocks/bp_gpt2-blocks.json" ]; then
+BLOCKS=${DDTEST_PROFILES:-$top_srcdir/tests/fixtures/profiles}/gpt2-blocks
+if [ -f "$BLOCKS/bp_gpt2-blocks.json" ]; then
     for s in dreamddp:4 ddp; do
-        train 4 0 "$DDTEST_PROFILES/gpt2-blocks" 0.01 $s "acceptance: gpt2-blocks $s"
+        train 4 0 "$BLOCKS" 0.01 $s "acceptance: gpt2-blocks $s"
     done
 else
-    echo "skipped: the gpt2-blocks profile (set DDTEST_PROFILES)"
+    fail "no gpt2-blocks profile at $BLOCKS (the repository carries it in tests/fixtures/profiles)"
 fi
 
 # A profile with frozen modules (backward times, no comm times, as in a
@@ -157,8 +158,8 @@ if "$DDBENCH" plan "$FROZEN" --H 4 >"$TMP/fz" 2>&1; then
 else
     fail "ddbench plan on a frozen-layer profile"; cat "$TMP/fz"
 fi
-SCHEDSIM=$top_srcdir/../shared/anchors/schedsim.py
-if [ -f "$SCHEDSIM" ] && command -v python3 >/dev/null 2>&1; then
+SCHEDSIM=$top_srcdir/tests/fixtures/schedsim.py
+if command -v python3 >/dev/null 2>&1; then
     mkdir "$TMP/fzp" && cp "$FROZEN"/*.json "$TMP/fzp/" &&
         "$DDBENCH" plan "$FROZEN" --H 4 --json >"$TMP/fzp/dreamddp_scheduling.json"
     if python3 - "$SCHEDSIM" "$TMP/fzp" <<'PY'
@@ -174,7 +175,7 @@ PY
         fail "ddbench plan and schedsim.py disagree on the frozen-layer profile"
     fi
 else
-    echo "skipped: schedsim.py or python3 not found"
+    echo "skipped: no python3 to run schedsim.py"
 fi
 for s in ddp dreamddp:4; do
     train 3 0 "$FROZEN" 1 $s "train-sim $s on a frozen-layer profile"

@@ -4,9 +4,9 @@
  * the planner's figures on those profiles against schedsim.py's.
  *
  * The published profiles are found in $DDTEST_PROFILES, else in
- * DD_TOP_SRCDIR/../shared/profiles; cases that need them are skipped, with
- * a message, when they are absent. Built without json-c, the reader cannot
- * read profiles and the whole program is skipped.
+ * DD_TOP_SRCDIR/tests/fixtures/profiles, where the repository carries them:
+ * a case whose profile is absent fails, naming the path. Built without
+ * json-c, the reader cannot read profiles and the whole program is skipped.
  */
 #if !defined(_GNU_SOURCE) && !defined(_XOPEN_SOURCE)
 #define _XOPEN_SOURCE 700 /* nftw, mkdtemp */
@@ -41,7 +41,7 @@
 #ifdef HAVE_JSONC
 
 /*
- * What `python3 ../shared/anchors/schedsim.py PROFILE_DIR` prints for the
+ * What `python3 tests/fixtures/schedsim.py PROFILE_DIR` prints for the
  * artifact's profiles (seconds per iteration, H = 10).
  */
 typedef struct {
@@ -65,17 +65,20 @@ static int same(double a, double b)
     return fabs(a - b) <= 1e-12 * fabs(b);
 }
 
-/* The path of a published profile, or NULL (and a message) without it. */
+/* The path of a published profile; without it the case fails, naming the
+ * path. */
 static const char *published(const char *name, char *buf, size_t size)
 {
     const char *base = getenv("DDTEST_PROFILES");
     struct stat st;
 
     snprintf(buf, size, "%s/%s",
-             base ? base : DD_TOP_SRCDIR "/../shared/profiles", name);
+             base ? base : DD_TOP_SRCDIR "/tests/fixtures/profiles", name);
     if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        print_message("profile %s not found (set DDTEST_PROFILES)\n", buf);
-        return NULL;
+        fail_msg("profile %s not found (the repository carries them in "
+                 "tests/fixtures/profiles; DDTEST_PROFILES names another "
+                 "folder)",
+                 buf);
     }
     return buf;
 }
@@ -87,9 +90,7 @@ static void test_read_paper_profile(void **state)
     dd_profile_t *p;
     dd_plan_input_t input;
 
-    if (published("gpt2-16-1gbit", buf, sizeof(buf)) == NULL) {
-        skip();
-    }
+    published("gpt2-16-1gbit", buf, sizeof(buf));
     assert_int_equal(dd_profile_read(buf, &p), DD_OK);
     assert_int_equal(p->num_layers, 125);
     assert_string_equal(p->names[0], "transformer.wte");
@@ -112,9 +113,7 @@ static void test_read_blocks_profile(void **state)
     dd_profile_t *p;
     dd_plan_input_t input;
 
-    if (published("gpt2-blocks", buf, sizeof(buf)) == NULL) {
-        skip();
-    }
+    published("gpt2-blocks", buf, sizeof(buf));
     assert_int_equal(dd_profile_read(buf, &p), DD_OK);
     assert_int_equal(p->num_layers, 15);
     assert_string_equal(p->names[0], "wte");
@@ -172,9 +171,7 @@ static void check_anchor(const anchor_t *a)
     dd_plan_t *art, *plsgd, *mine, *dp;
     dd_plan_cost_t cost, mine_cost, dp_cost;
 
-    if (published(a->name, dir, sizeof(dir)) == NULL) {
-        skip();
-    }
+    published(a->name, dir, sizeof(dir));
     assert_int_equal(dd_profile_read(dir, &p), DD_OK);
     assert_int_equal(dd_profile_plan_input(p, &input), DD_OK);
     art = artifact_plan(dir, p);

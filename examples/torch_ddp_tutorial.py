@@ -87,7 +87,10 @@ def main():
     if args.baseline == "torch-ddp":
         ddp_model = DDP(model, device_ids=[local_rank]) if cuda else DDP(model)
     else:
-        ddp_model = dreamddp.torch.DreamDDP(model, strategy=args.strategy)
+        ddp_model = (dreamddp.torch.DreamDDP(model, device_ids=[local_rank],
+                                             strategy=args.strategy)
+                     if cuda else
+                     dreamddp.torch.DreamDDP(model, strategy=args.strategy))
     loss_fn = nn.MSELoss()
     optimizer = optim.SGD(ddp_model.parameters(), lr=0.01)
 

@@ -435,6 +435,28 @@ static int ddrun_relay(ddrun_rank_t *ranks, int n, struct pollfd *pfds)
     return open_fds;
 }
 
+/* Closes the pipes a grandchild still holds open when ddrun stops waiting
+ * for them, emitting each one's unfinished line. */
+static void ddrun_close_pipes(ddrun_rank_t *ranks, int n)
+{
+    for (int i = 0; i < n; i++) {
+        for (int which = 0; which < 2; which++) {
+            ddrun_rank_t *r = &ranks[i];
+            if (r->part_len[which] > 0) {
+                ddrun_emit(which ? stderr : stdout, i, r->part[which],
+                           r->part_len[which]);
+            }
+            free(r->part[which]);
+            r->part[which] = NULL;
+            r->part_len[which] = 0;
+            if (r->fds[which] >= 0) {
+                close(r->fds[which]);
+                r->fds[which] = -1;
+            }
+        }
+    }
+}
+
 /* Polls the ranks' output and reaps them; returns the exit code. */
 static int ddrun_supervise(ddrun_rank_t *ranks, const ddrun_job_t *job,
                            double timeout_s)
@@ -474,6 +496,7 @@ static int ddrun_supervise(ddrun_rank_t *ranks, const ddrun_job_t *job,
             break;
         }
     }
+    ddrun_close_pipes(ranks, n);
     free(pfds);
     return s.code;
 }

@@ -31,23 +31,11 @@
  * the workers, within DD_AGG_LEAST_PIECE and DD_AGG_MAX_PIECE (64 KB up to 8
  * workers, 32 KB at 16), and at most DREAMDDP_CHUNK_BYTES: every worker
  * pushes a piece to the same home at once, so a home takes n pieces at a
- * time on its one link, and past a switch port's buffer (netcluster's shaper
- * holds 880 KB at 100 Mbit/s) TCP's losses cost more than the link. Many
- * small pieces also spread a message over every home's link, and a home
- * sends back the average of a piece while the next ones arrive. Measured
- * with 16 workers and 8 aggregators at 100 Mbit/s, 64 KB pieces against 32
- * KB: ddbench sync of 1.4 MB 0.61 s (10,900 segments resent) against 0.26 s
- * (1,900); 16 KB 0.21 s. The train simulator (gpt2-blocks at scale 0.05) in
- * one session: 1.42 against 0.84 s/iter under dreamddp:4, 3.86 against 3.69
- * under ddp. 16 KB pieces (a budget of 256 KB), in another session:
- * dreamddp:4 0.82, ddp 5.19, 24 pieces in flight then holding too few
- * bytes. A large message was once cut into 16 pieces a home instead (up to
- * a chunk; 122 KB for ddp's 23.5 MB bucket at 8 + 4, 61 KB at 16 + 8):
- * against that, in one netcluster session each at 100 Mbit/s, ddp took 2.88
- * and 2.88 s/iter against 3.13 and 3.12 at 8 + 4 (dreamddp:4 0.84, 0.89
- * against 0.84, 0.87), and at 16 + 8 3.07 against 3.61, ddbench sync of 24.9
- * MB 3.15 against 5.05 s; at 1 Gbit/s, 4 + 4, 100 MB 1.14 and 1.12 s against
- * 1.15 and 1.00 (1 MiB pieces). */
+ * time on its one link, and past a switch port's buffer TCP's losses cost
+ * more than the link. Many small pieces also spread a message over every
+ * home's link, and a home sends back the average of a piece while the next
+ * ones arrive. Measured: bench/NOTES.md, "Measurements moved from code
+ * comments". */
 #define DD_AGG_MAX_PIECE (64 * 1024)
 #define DD_AGG_INCAST (512 * 1024)
 #define DD_AGG_LEAST_PIECE 4096
@@ -56,16 +44,11 @@
  * DD_AGG_HOME_BUDGET / n bytes not yet answered at each home (one piece
  * always), and every answer adds its bytes to that. An aggregator's share
  * is several workers' (3.5x at 8 workers and 4 aggregators), so of the 24
- * pieces a worker starts at once about 4 meet at each one: 2 MB from 8
- * workers, past the 880 KB the shaper holds at 100 Mbit/s, and a lost
- * segment waits for TCP's 200 ms timeout. Measured at 8 + 4 and 100
- * Mbit/s, the train simulator (gpt2-blocks at scale 0.05), two runs each in
- * one session, s/iter: dreamddp:4 0.91 and 0.94 without a budget, 0.86 and
- * 0.86 with it; ddp 3.14 and 3.11, 3.12 and 3.12. A fixed budget with no
- * growth (1 MiB / n), in another netcluster session, gave dreamddp:4 0.79
- * but ddp 3.41 against 0.86 and 3.07 without: the answers come back over
- * the same link before the next pushes go, so a fixed window slows a long
- * stream. */
+ * pieces a worker starts at once about 4 meet at each one, and a lost
+ * segment waits for TCP's 200 ms timeout. A fixed window with no growth
+ * slows a long stream: the answers come back over the same link before the
+ * next pushes go. Measured: bench/NOTES.md, "Measurements moved from
+ * code comments". */
 #define DD_AGG_HOME_BUDGET (1024 * 1024)
 
 /* A message being synced: the engine starts at most DD_AGG_MSGS at once,
@@ -1156,7 +1139,7 @@ static int dd_agg_home_full(const dd_agg_t *a, const dd_agg_msg_t *m, size_t c)
 /* One pass: the pieces in flight, then new ones while the window allows,
  * from the messages in the order they started, then this worker's home.
  * Under DREAMDDP_AGG_LOSS=survive a lost aggregator starts a round of
- * recovery first (survive.inc), during which nothing moves. */
+ * recovery first (dd_agg_survive, above), during which nothing moves. */
 static dd_status_t dd_agg_pass(dd_agg_t *a, int *busy_p)
 {
     dd_status_t status = DD_OK;

@@ -49,12 +49,8 @@ int dd_sched_streams(const dd_sched_t *sched)
  * backends still spread each message over the streams): its plan is made
  * for syncs that run across the iteration boundary, and on more channels
  * the deadline model missed the measured time by up to 20 % while the
- * exposed time got no better than its spread from run to run. Measured in
- * the train simulator (gpt2-blocks at scale 0.25, forward 0.5,
- * dreamddp:4+next without forward marks, 4 hosts at 1 Gbit/s): on 2 and 4
- * channels measured / modeled 1.024-1.067 and 1.065-1.196, exposed
- * 0.450-0.634x PyTorch Local SGD's communication; on one channel 0.991 to
- * 1.054, exposed 0.474-0.711x. */
+ * exposed time got no better than its spread from run to run
+ * (bench/NOTES.md, "Measurements moved from code comments"). */
 int dd_sched_channels(const dd_sched_t *sched)
 {
     return sched->strategy.delay ? 1 : dd_sched_streams(sched);

@@ -46,8 +46,8 @@ struct dd_codec_state;
  * when it rings. The aggregators' client and
  * servers keep their long naps: their window of chunks in flight hides a
  * nap, and on hosts that share cores, polling at DD_POLL_NAP_S took cores
- * from the others (4 aggregators, fp16: 0.31-0.34 s per iteration before,
- * 0.33-0.41 with it, in one netcluster round).
+ * from the others (bench/NOTES.md, "Measurements moved from code
+ * comments").
  */
 typedef struct {
     dd_status_t (*start)(void *arg, struct dd_sync_job *job, void *buf,

@@ -1,5 +1,6 @@
 /*
- * ddbench's subcommands, one entry point each.
+ * ddbench's subcommands, one entry point each, and what they share
+ * (ddbench_common.c).
  */
 #ifndef DD_TOOLS_DDBENCH_H
 #define DD_TOOLS_DDBENCH_H

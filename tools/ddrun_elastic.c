@@ -12,7 +12,7 @@
  * while one was lost, with the lost one's status. An aggregator's loss
  * alone is survived by the library within the generation.
  */
-#include "ddrun.h"
+#include "ddrun_elastic.h"
 
 #include <dirent.h>
 #include <errno.h>

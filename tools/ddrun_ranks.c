@@ -6,7 +6,7 @@
  * library, so it reads those two variables here, the way the ranks will;
  * it must not read any other of the library's settings.
  */
-#include "ddrun.h"
+#include "ddrun_common.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -4,9 +4,10 @@
  * failure is reported where it is detected, with the facts a user needs.
  */
 #include "api/context.h"
-#include "api/elastic.h"
+#include "api/elastic_file.h"
 #include "api/net_agree.h"
 #include "api/watch.h"
+#include "boot/generation.h"
 #include "boot/job_token.h"
 #include "boot/pmix.h"
 #include "boot/sock.h"
@@ -580,11 +581,45 @@ static dd_status_t dd_context_sched(dd_context_h ctx)
     return dd_sched_create(&env, &ctx->sched);
 }
 
+/* With DREAMDDP_ELASTIC=yes, checks the settings and the worker count
+ * against DREAMDDP_ELASTIC_MIN, makes the elastic state and refuses a
+ * dropped rank; nothing otherwise. After the roles are agreed. */
+static dd_status_t dd_context_elastic(dd_context_h ctx)
+{
+    if (!ctx->boot.elastic) {
+        return DD_OK;
+    }
+    if (ctx->boot.elastic_dir == NULL || ctx->boot.elastic_dir[0] == '\0') {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                        "DREAMDDP_ELASTIC=yes needs DREAMDDP_ELASTIC_DIR, a "
+                        "directory for the commits (ddrun --elastic makes "
+                        "one)");
+    }
+    dd_status_t status = dd_elastic_dir_check(ctx->boot.elastic_dir);
+    if (status != DD_OK) {
+        return status;
+    }
+    if (ctx->role == DD_ROLE_WORKER && ctx->n_workers < ctx->boot.elastic_min) {
+        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
+                        "the job has %d worker%s, fewer than "
+                        "DREAMDDP_ELASTIC_MIN=%d: it stops",
+                        ctx->n_workers, ctx->n_workers == 1 ? "" : "s",
+                        ctx->boot.elastic_min);
+    }
+    ctx->elastic = calloc(1, sizeof(*ctx->elastic));
+    if (ctx->elastic == NULL) {
+        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
+                        "no memory for the elastic state");
+    }
+    return dd_boot_generation_check(&ctx->boot, ctx->env.rank);
+}
+
 static void dd_context_free(dd_context_h ctx)
 {
     int aborted = dd_abort_raised(&ctx->abort);
 
-    dd_elastic_free(ctx);
+    dd_elastic_state_free(ctx->elastic);
+    ctx->elastic = NULL;
     dd_sched_destroy(ctx->sched);
     if (!aborted) {
         /* After a lost peer, the backends may still run an operation that
@@ -668,7 +703,7 @@ dd_status_t dd_init(const dd_init_params_t *params, dd_context_h *ctx_p)
         (status = dd_watch_start(ctx)) != DD_OK ||
         (status = dd_context_locality(ctx)) != DD_OK ||
         (status = dd_context_roles(ctx, role_override)) != DD_OK ||
-        (status = dd_elastic_setup(ctx)) != DD_OK ||
+        (status = dd_context_elastic(ctx)) != DD_OK ||
         (status = dd_net_setup(ctx->store, ctx->env.local_rank,
                                ctx->env.local_size, &ctx->net)) != DD_OK ||
         (status = dd_context_device(ctx)) != DD_OK ||
@@ -709,7 +744,7 @@ dd_status_t dd_finalize(dd_context_h ctx)
     } else if (!dd_context_agg_dropped(ctx)) {
         status = dd_store_barrier(ctx->store, "finalize");
     }
-    status = dd_elastic_fault(ctx, dd_watch_fault(ctx, status));
+    status = dd_watch_dropped(ctx, dd_watch_fault(ctx, status));
     /* Leaving may fail too once the store's host is gone (it exits as
      * soon as the others read the job's reason): the reason stays the
      * message. */

@@ -20,9 +20,9 @@
  * generation's workers agree on a step they all hold and each goes on
  * from its own commit; a worker without one takes the others'.
  */
-#include "api/elastic.h"
 #include "api/context.h"
 #include "api/elastic_file.h"
+#include "boot/generation.h"
 #include "core/log.h"
 #include "core/time.h"
 #include "sched/route/route.h"
@@ -37,21 +37,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-typedef struct {
-    char *name;
-    void *buf;
-    size_t bytes;
-} dd_elastic_state_t;
-
-struct dd_elastic {
-    dd_elastic_state_t *states;
-    size_t n_states, cap_states;
-    int committed;          /* a commit was taken: the state list is frozen */
-    unsigned char *slot[2]; /* mapped; NULL until the first commit */
-    size_t size;            /* of each slot */
-    int next;               /* the slot the next commit goes to */
-};
 
 /* ---- the layers and buffers a commit holds ------------------------------- */
 
@@ -102,99 +87,6 @@ static dd_status_t dd_elastic_layout(dd_context_h ctx, uint64_t *digest_p,
     *digest_p = h;
     *bytes_p = bytes;
     return DD_OK;
-}
-
-/* ---- the generation ------------------------------------------------------ */
-
-/* The generation the launcher last formed: DIR/generation, or the rank's
- * own when the file is absent (a launcher other than ddrun). */
-static int dd_elastic_job_generation(dd_context_h ctx)
-{
-    char path[PATH_MAX], buf[32] = "";
-    int gen = ctx->boot.elastic_gen;
-
-    snprintf(path, sizeof(path), "%s/generation", ctx->boot.elastic_dir);
-    FILE *f = fopen(path, "r");
-    if (f != NULL) {
-        if (fgets(buf, sizeof(buf), f) != NULL) {
-            gen = atoi(buf);
-        }
-        fclose(f);
-    }
-    return gen;
-}
-
-/* DD_ERR_CANCELED, saying so, when the job went on without this rank. */
-static dd_status_t dd_elastic_dropped(dd_context_h ctx)
-{
-    int now = dd_elastic_job_generation(ctx);
-    if (now <= ctx->boot.elastic_gen) {
-        return DD_OK;
-    }
-    return dd_error(DD_ERR_CANCELED, DD_SUBSYS_BOOT,
-                    "rank %d of generation %d was dropped: the job went on "
-                    "without it and is at generation %d; it leaves without "
-                    "committing (started again, it would rejoin)",
-                    ctx->env.rank, ctx->boot.elastic_gen, now);
-}
-
-dd_status_t dd_elastic_fault(dd_context_h ctx, dd_status_t status)
-{
-    if (status == DD_OK || ctx == NULL || ctx->elastic == NULL) {
-        return status;
-    }
-    dd_status_t dropped = dd_elastic_dropped(ctx);
-    return dropped != DD_OK ? dropped : status;
-}
-
-dd_status_t dd_elastic_setup(dd_context_h ctx)
-{
-    if (!ctx->boot.elastic) {
-        return DD_OK;
-    }
-    if (ctx->boot.elastic_dir == NULL || ctx->boot.elastic_dir[0] == '\0') {
-        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                        "DREAMDDP_ELASTIC=yes needs DREAMDDP_ELASTIC_DIR, a "
-                        "directory for the commits (ddrun --elastic makes "
-                        "one)");
-    }
-    dd_status_t status = dd_elastic_dir_check(ctx->boot.elastic_dir);
-    if (status != DD_OK) {
-        return status;
-    }
-    if (ctx->role == DD_ROLE_WORKER && ctx->n_workers < ctx->boot.elastic_min) {
-        return dd_error(DD_ERR_INVALID_CONFIG, DD_SUBSYS_BOOT,
-                        "the job has %d worker%s, fewer than "
-                        "DREAMDDP_ELASTIC_MIN=%d: it stops",
-                        ctx->n_workers, ctx->n_workers == 1 ? "" : "s",
-                        ctx->boot.elastic_min);
-    }
-    ctx->elastic = calloc(1, sizeof(*ctx->elastic));
-    if (ctx->elastic == NULL) {
-        return dd_error(DD_ERR_NO_MEMORY, DD_SUBSYS_BOOT,
-                        "no memory for the elastic state");
-    }
-    return dd_elastic_dropped(ctx);
-}
-
-void dd_elastic_free(dd_context_h ctx)
-{
-    struct dd_elastic *e = ctx->elastic;
-
-    if (e == NULL) {
-        return;
-    }
-    for (int k = 0; k < 2; k++) {
-        if (e->slot[k] != NULL) {
-            munmap(e->slot[k], e->size);
-        }
-    }
-    for (size_t i = 0; i < e->n_states; i++) {
-        free(e->states[i].name);
-    }
-    free(e->states);
-    free(e);
-    ctx->elastic = NULL;
 }
 
 dd_status_t dd_elastic_state_add(dd_context_h ctx, const char *name, void *buf,
@@ -287,7 +179,7 @@ static dd_status_t dd_elastic_slots(dd_context_h ctx, size_t size)
 {
     struct dd_elastic *e = ctx->elastic;
 
-    e->size = size; /* what dd_elastic_free unmaps, should slot 1 fail */
+    e->size = size; /* what dd_elastic_state_free unmaps, should slot 1 fail */
     for (int k = 0; k < 2; k++) {
         char path[PATH_MAX];
         void *map;
@@ -311,7 +203,8 @@ dd_status_t dd_elastic_commit(dd_context_h ctx)
     }
     struct dd_elastic *e = ctx->elastic;
     size_t size;
-    if ((status = dd_elastic_dropped(ctx)) != DD_OK ||
+    if ((status = dd_boot_generation_check(&ctx->boot, ctx->env.rank)) !=
+            DD_OK ||
         (status = dd_elastic_layout(ctx, &layout, &body)) != DD_OK ||
         (size = sizeof(dd_elastic_header_t) + (size_t)body,
          e->slot[0] == NULL &&

@@ -256,3 +256,20 @@ out:
     }
     return verdict;
 }
+
+void dd_elastic_state_free(struct dd_elastic *e)
+{
+    if (e == NULL) {
+        return;
+    }
+    for (int k = 0; k < 2; k++) {
+        if (e->slot[k] != NULL) {
+            munmap(e->slot[k], e->size);
+        }
+    }
+    for (size_t i = 0; i < e->n_states; i++) {
+        free(e->states[i].name);
+    }
+    free(e->states);
+    free(e);
+}

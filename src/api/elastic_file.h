@@ -1,8 +1,10 @@
 /*
  * The files of the elastic commits (elastic_file.c): the directory's
  * owner and mode, slots made new and checked for owner, and the checksum
- * that tells a whole commit from a damaged one. It knows nothing of what
- * a commit holds beyond its header.
+ * that tells a whole commit from a damaged one, and the elastic state
+ * that dd_init makes and dd_finalize frees (so that context.c never calls
+ * elastic.c, which is above the public calls). It knows nothing of what a
+ * commit holds beyond its header.
  */
 #ifndef DD_API_ELASTIC_FILE_H
 #define DD_API_ELASTIC_FILE_H
@@ -15,6 +17,27 @@
 #define DD_ELASTIC_MAGIC "DDCOMMIT"
 #define DD_ELASTIC_VERSION 2u
 #define DD_ELASTIC_PREFIX "commit-"
+
+/* A worker's elastic state (DREAMDDP_ELASTIC=yes): the state buffers and
+ * the two slots commits go to; made by dd_init (context.c), used by the
+ * commits (elastic.c), freed by dd_elastic_state_free. */
+typedef struct {
+    char *name;
+    void *buf;
+    size_t bytes;
+} dd_elastic_state_t;
+
+struct dd_elastic {
+    dd_elastic_state_t *states;
+    size_t n_states, cap_states;
+    int committed;          /* a commit was taken: the state list is frozen */
+    unsigned char *slot[2]; /* mapped; NULL until the first commit */
+    size_t size;            /* of each slot */
+    int next;               /* the slot the next commit goes to */
+};
+
+/** Unmaps the slots and frees e (NULL: nothing). */
+void dd_elastic_state_free(struct dd_elastic *e);
 
 /* A slot's header; the body follows it. */
 typedef struct {

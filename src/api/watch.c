@@ -24,7 +24,7 @@
  */
 #include "api/watch.h"
 #include "api/context.h"
-#include "api/elastic.h"
+#include "boot/generation.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "core/time.h"
@@ -458,7 +458,16 @@ dd_status_t dd_watch_call_end(dd_context_h ctx, dd_status_t status)
         w->waiting = 0;
         pthread_mutex_unlock(&w->lock);
     }
-    return dd_elastic_fault(ctx, dd_watch_fault(ctx, status));
+    return dd_watch_dropped(ctx, dd_watch_fault(ctx, status));
+}
+
+dd_status_t dd_watch_dropped(dd_context_h ctx, dd_status_t status)
+{
+    if (status == DD_OK || ctx == NULL || ctx->elastic == NULL) {
+        return status;
+    }
+    dd_status_t dropped = dd_boot_generation_check(&ctx->boot, ctx->env.rank);
+    return dropped != DD_OK ? dropped : status;
 }
 
 void dd_watch_left(dd_context_h ctx, uint64_t steps)

@@ -39,8 +39,14 @@ void dd_watch_leave(dd_context_h ctx);
  */
 void dd_watch_call_begin(dd_context_h ctx, const char *what);
 
-/** The call ended with status: dd_watch_fault(ctx, status). */
+/** The call ended with status: dd_watch_dropped(ctx, dd_watch_fault(ctx,
+ *  status)). */
 dd_status_t dd_watch_call_end(dd_context_h ctx, dd_status_t status);
+
+/** Under DREAMDDP_ELASTIC=yes, an error of a rank the job went on without
+ *  becomes DD_ERR_CANCELED, saying so (boot/generation.c); any other
+ *  status is returned as it is. */
+dd_status_t dd_watch_dropped(dd_context_h ctx, dd_status_t status);
 
 /** dd_finalize on a worker: publishes how many such calls it made and
  * its steps (dd/left/RANK), before its last barrier. */

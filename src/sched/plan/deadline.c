@@ -412,3 +412,21 @@ dd_status_t dd_plan_dreamddp_delayed_exact(const dd_plan_input_t *input,
     dd_plan_dl_cleanup(&m);
     return status;
 }
+
+/* The delayed planner's front: above DD_PLAN_EXACT_LAYERS layers it plans
+ * groups of them (group.c), else every layer. */
+dd_status_t dd_plan_dreamddp_delayed(const dd_plan_input_t *input,
+                                     unsigned window,
+                                     const dd_plan_params_t *params,
+                                     const dd_plan_delay_t *delay,
+                                     dd_plan_t **plan_p)
+{
+    if (plan_p == NULL || delay == NULL) {
+        return DD_ERR_INVALID_PARAM;
+    }
+    return dd_plan_by_groups(input)
+               ? dd_plan_grouped(input, window, params, delay,
+                                 dd_plan_dreamddp_delayed_exact, plan_p)
+               : dd_plan_dreamddp_delayed_exact(input, window, params, delay,
+                                                plan_p);
+}

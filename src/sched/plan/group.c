@@ -1,7 +1,8 @@
 /*
  * Planning many layers. The planner's dynamic program is O(H n^2) and its
  * searches visit every layer per move, so above DD_PLAN_EXACT_LAYERS
- * layers dd_plan_dreamddp and dd_plan_dreamddp_delayed plan groups of
+ * layers dd_plan_dreamddp (here) and dd_plan_dreamddp_delayed (deadline.c,
+ * which calls into this file, never the other way) plan groups of
  * consecutive layers instead: at most DD_PLAN_EXACT_LAYERS of them, cut so
  * that each holds about as much of the model's time (backward plus sync)
  * as of its layer count, their times summed; every layer of a group then
@@ -82,7 +83,7 @@ static dd_status_t dd_plan_group_expand(const dd_plan_t *gp,
 
 /* Whether input is planned by groups (dd_plan_grouped checks its times
  * layer by layer; the exact planner checks the rest). */
-static int dd_plan_by_groups(const dd_plan_input_t *input)
+int dd_plan_by_groups(const dd_plan_input_t *input)
 {
     return input != NULL && input->num_layers > DD_PLAN_EXACT_LAYERS &&
            input->bp_s != NULL && input->comm_s != NULL;
@@ -99,13 +100,22 @@ size_t dd_plan_groups(const dd_plan_input_t *input)
     return k;
 }
 
-/* Plans input by its groups, with delay (NULL: the same-iteration
- * planner), into *plan_p. */
-static dd_status_t dd_plan_grouped(const dd_plan_input_t *input,
-                                   unsigned window,
-                                   const dd_plan_params_t *params,
-                                   const dd_plan_delay_t *delay,
-                                   dd_plan_t **plan_p)
+/* The same-iteration planner on every layer, as dd_plan_grouped runs it
+ * (it has no delay). */
+static dd_status_t dd_plan_same_exact(const dd_plan_input_t *input,
+                                      unsigned window,
+                                      const dd_plan_params_t *params,
+                                      const dd_plan_delay_t *delay,
+                                      dd_plan_t **plan_p)
+{
+    (void)delay;
+    return dd_plan_dreamddp_exact(input, window, params, plan_p);
+}
+
+dd_status_t dd_plan_grouped(const dd_plan_input_t *input, unsigned window,
+                            const dd_plan_params_t *params,
+                            const dd_plan_delay_t *delay,
+                            dd_plan_exact_fn exact, dd_plan_t **plan_p)
 {
     size_t n = input->num_layers;
 
@@ -148,10 +158,7 @@ static dd_status_t dd_plan_grouped(const dd_plan_input_t *input,
                            (delay->land_s == NULL || land != NULL)))) {
         gin.bp_s = bp;
         gin.comm_s = comm;
-        status =
-            delay != NULL
-                ? dd_plan_dreamddp_delayed_exact(&gin, window, params, &gd, &gp)
-                : dd_plan_dreamddp_exact(&gin, window, params, &gp);
+        status = exact(&gin, window, params, delay != NULL ? &gd : NULL, &gp);
     }
     if (status == DD_OK) {
         status = dd_plan_group_expand(gp, group, n, plan_p);
@@ -173,21 +180,7 @@ dd_status_t dd_plan_dreamddp(const dd_plan_input_t *input, unsigned window,
         return DD_ERR_INVALID_PARAM;
     }
     return dd_plan_by_groups(input)
-               ? dd_plan_grouped(input, window, params, NULL, plan_p)
+               ? dd_plan_grouped(input, window, params, NULL,
+                                 dd_plan_same_exact, plan_p)
                : dd_plan_dreamddp_exact(input, window, params, plan_p);
-}
-
-dd_status_t dd_plan_dreamddp_delayed(const dd_plan_input_t *input,
-                                     unsigned window,
-                                     const dd_plan_params_t *params,
-                                     const dd_plan_delay_t *delay,
-                                     dd_plan_t **plan_p)
-{
-    if (plan_p == NULL || delay == NULL) {
-        return DD_ERR_INVALID_PARAM;
-    }
-    return dd_plan_by_groups(input)
-               ? dd_plan_grouped(input, window, params, delay, plan_p)
-               : dd_plan_dreamddp_delayed_exact(input, window, params, delay,
-                                                plan_p);
 }

@@ -81,6 +81,21 @@ dd_status_t dd_plan_dreamddp_delayed_exact(const dd_plan_input_t *input,
                                            const dd_plan_params_t *params,
                                            const dd_plan_delay_t *delay,
                                            dd_plan_t **plan_p);
+/* An exact planner on every layer of input (delay NULL: the same-iteration
+ * one), as dd_plan_grouped runs it on the groups. */
+typedef dd_status_t (*dd_plan_exact_fn)(const dd_plan_input_t *input,
+                                        unsigned window,
+                                        const dd_plan_params_t *params,
+                                        const dd_plan_delay_t *delay,
+                                        dd_plan_t **plan_p);
+/* Whether input is planned by groups (above DD_PLAN_EXACT_LAYERS). */
+int dd_plan_by_groups(const dd_plan_input_t *input);
+/* Plans input by its groups with exact, delay (NULL: the same-iteration
+ * planner) summed per group, into *plan_p (group.c). */
+dd_status_t dd_plan_grouped(const dd_plan_input_t *input, unsigned window,
+                            const dd_plan_params_t *params,
+                            const dd_plan_delay_t *delay,
+                            dd_plan_exact_fn exact, dd_plan_t **plan_p);
 /* The exposed wait of one iteration that syncs the layers marked in row. */
 double dd_plan_row_wait(const dd_plan_model_t *m, const unsigned char *row);
 /* Sum of the waits of H rows, in iteration order. */

@@ -1,11 +1,12 @@
 /*
- * ddrun's parts: starting a rank and relaying its output (ddrun.c), what
- * it knows of a running rank and of the library's settings that bound it
- * (ddrun_ranks.c), and the elastic supervisor that re-forms the job when a
- * rank is lost (ddrun_elastic.c).
+ * What ddrun's two launchers share, and both include: the plain job
+ * (ddrun.c) and the elastic supervisor that re-forms the job when a rank
+ * is lost (ddrun_elastic.c, ddrun_elastic.h). Starting a rank and relaying
+ * its output (ddrun_common.c), what it knows of a running rank and of the
+ * library's settings that bound it (ddrun_ranks.c).
  */
-#ifndef DD_TOOLS_DDRUN_H
-#define DD_TOOLS_DDRUN_H
+#ifndef DD_TOOLS_DDRUN_COMMON_H
+#define DD_TOOLS_DDRUN_COMMON_H
 
 #include <signal.h>
 #include <stddef.h>
@@ -47,6 +48,9 @@ int ddrun_free_port(void);
 int ddrun_spawn(ddrun_rank_t *r, int rank, const ddrun_job_t *job);
 /* Reads what a rank wrote on one stream and prints the complete lines. */
 void ddrun_pump(ddrun_rank_t *r, int rank, int which);
+/* Closes the pipes still open (a grandchild holds them), emitting each
+ * one's unfinished line and freeing its buffer. */
+void ddrun_close_pipes(ddrun_rank_t *ranks, int n);
 void ddrun_kill_all(ddrun_rank_t *ranks, int n, int sig);
 int ddrun_exit_code(int status);
 
@@ -56,10 +60,5 @@ int ddrun_group_stopped(pid_t pgid);
 /* Fills the job's copy of the library's settings from the environment
  * that the ranks inherit. */
 void ddrun_read_lib_settings(ddrun_job_t *job);
-
-/* ddrun --elastic: runs generations of the job until one ends; returns
- * ddrun's exit code. */
-int ddrun_elastic(ddrun_job_t *job, int min_workers, int max_restarts,
-                  double timeout_s);
 
 #endif

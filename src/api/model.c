@@ -25,6 +25,18 @@ static dd_status_t dd_api_check(dd_context_h ctx, const char *what)
     return DD_OK;
 }
 
+/* dd_api_check, and a setting that only counts before dd_model_commit. */
+static dd_status_t dd_api_check_uncommitted(dd_context_h ctx, const char *what)
+{
+    dd_status_t status = dd_api_check(ctx, what);
+
+    if (status == DD_OK && ctx->sched->committed) {
+        status = dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
+                          "%s: the model is already committed", what);
+    }
+    return status;
+}
+
 /* The layout of dd_tensor_t before rows and cols, which the function
  * dd_layer_register reads (programs built before the shape). */
 #define DD_TENSOR_SIZE_UNSHAPED offsetof(dd_tensor_t, rows)
@@ -96,13 +108,8 @@ dd_status_t dd_compression_set(dd_context_h ctx, const char *spec)
 
 dd_status_t dd_deterministic_set(dd_context_h ctx, int deterministic)
 {
-    dd_status_t status = dd_api_check(ctx, "dd_deterministic_set");
+    dd_status_t status = dd_api_check_uncommitted(ctx, "dd_deterministic_set");
 
-    if (status == DD_OK && ctx->sched->committed) {
-        status = dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
-                          "dd_deterministic_set: the model is already "
-                          "committed");
-    }
     if (status == DD_OK) {
         ctx->sched->opts.deterministic = deterministic != 0;
     }
@@ -111,13 +118,8 @@ dd_status_t dd_deterministic_set(dd_context_h ctx, int deterministic)
 
 dd_status_t dd_bucket_bytes_set(dd_context_h ctx, size_t bytes)
 {
-    dd_status_t status = dd_api_check(ctx, "dd_bucket_bytes_set");
+    dd_status_t status = dd_api_check_uncommitted(ctx, "dd_bucket_bytes_set");
 
-    if (status == DD_OK && ctx->sched->committed) {
-        status = dd_error(DD_ERR_STATE, DD_SUBSYS_SCHED,
-                          "dd_bucket_bytes_set: the model is already "
-                          "committed");
-    }
     if (status == DD_OK && bytes == 0) {
         status = dd_error(DD_ERR_INVALID_PARAM, DD_SUBSYS_SCHED,
                           "dd_bucket_bytes_set: 0 bytes: expected a bucket "
